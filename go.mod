@@ -1,0 +1,3 @@
+module xmq
+
+go 1.26
