@@ -1,0 +1,390 @@
+package core
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"xmq/codec"
+)
+
+// client is one network connection speaking MQTT. The reader goroutine runs
+// serve; the writer goroutine runs writeLoop and is the only one that writes
+// to conn.
+type client struct {
+	srv      *Server
+	conn     net.Conn
+	listener string
+	remote   string
+	log      *zap.Logger
+	r        *codec.Reader
+
+	// Set once during CONNECT, read-only afterwards.
+	id          string
+	username    string
+	version     byte
+	keepAlive   time.Duration
+	window      int    // outbound inflight limit: min(MaxInflight, client's Receive Maximum)
+	maxOut      uint32 // client's Maximum Packet Size, 0 = none
+	aliasMaxOut uint16 // client's Topic Alias Maximum
+	sess        *session
+	will        *Message
+	willDelay   uint32
+	connectedAt time.Time
+
+	// Reader-owned.
+	inAliases []string
+	matches   []match
+	subErrs   []error
+
+	// Writer-owned.
+	outAliases map[string]uint16
+	batch      []outMsg
+	wbuf       []byte
+	subID      [1]uint32
+	pub        codec.Publish
+
+	wakeCh  chan struct{} // cap 1: the writer has work
+	closing chan struct{} // closed by close: the writer flushes and shuts the conn
+	done    chan struct{} // closed when the writer has exited
+
+	mu        sync.Mutex // guards ctrl, reason and connected
+	ctrl      []byte     // encoded control packets waiting for the writer
+	reason    CloseReason
+	connected bool
+	closeOnce sync.Once
+}
+
+func newClient(srv *Server, conn net.Conn, listener string) *client {
+	c := &client{
+		srv: srv, conn: conn, listener: listener,
+		wakeCh: make(chan struct{}, 1), closing: make(chan struct{}), done: make(chan struct{}),
+	}
+	if a := conn.RemoteAddr(); a != nil {
+		c.remote = a.String()
+	}
+	c.log = srv.log.With(zap.String("remote", c.remote), zap.String("listener", listener))
+	c.r = codec.NewReader(bufio.NewReaderSize(countingReader{conn, srv}, srv.opts.ReadBufferSize), srv.opts.MaxPacketSize)
+	return c
+}
+
+// countingReader counts received bytes for $SYS.
+type countingReader struct {
+	c   net.Conn
+	srv *Server
+}
+
+func (r countingReader) Read(p []byte) (int, error) {
+	n, err := r.c.Read(p)
+	r.srv.stats.bytesIn.Add(int64(n))
+	return n, err
+}
+
+func (c *client) wake() {
+	select {
+	case c.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+// send queues a control packet for the writer.
+func (c *client) send(p codec.Packet) {
+	c.mu.Lock()
+	c.ctrl = p.Append(c.ctrl, c.version)
+	c.mu.Unlock()
+	c.wake()
+}
+
+// close starts closing the connection for reason. For an MQTT 5 client
+// past CONNECT a non-zero rc is sent in a DISCONNECT first [MQTT-4.13.2-1].
+// Safe from any goroutine; only the first call counts.
+func (c *client) close(reason CloseReason, rc codec.ReasonCode) {
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		c.reason = reason
+		if rc != 0 && c.connected && c.version == codec.V5 {
+			c.ctrl = (&codec.Disconnect{ReasonCode: rc}).Append(c.ctrl, c.version)
+		}
+		c.mu.Unlock()
+		// A writer stuck on a full socket gives up soon instead of at WriteTimeout.
+		_ = c.conn.SetWriteDeadline(time.Now().Add(time.Second))
+		close(c.closing)
+	})
+}
+
+func (c *client) closeReason() CloseReason {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reason
+}
+
+// serve runs the connection to its end: CONNECT, the packet loop, cleanup.
+func (c *client) serve() {
+	defer func() {
+		if v := recover(); v != nil {
+			c.log.Error("panic serving connection", zap.Any("panic", v), zap.Stack("stack"))
+			c.close(CloseProtocolError, codec.ImplementationSpecificError)
+		}
+		c.finish()
+	}()
+	go c.writeLoop()
+	if !c.handshake() {
+		return
+	}
+	c.readLoop()
+}
+
+// readLoop reads packets until the connection ends.
+func (c *client) readLoop() {
+	deadline := c.keepAlive + c.keepAlive/2 // [MQTT-3.1.2-22] 1.5 × keepalive
+	for {
+		if deadline > 0 && c.r.Buffered() == 0 {
+			_ = c.conn.SetReadDeadline(time.Now().Add(deadline))
+		}
+		p, err := c.r.ReadPacket()
+		if err != nil {
+			c.readError(err)
+			return
+		}
+		if !c.handle(p) {
+			return
+		}
+	}
+}
+
+// readError classifies why reading stopped and closes accordingly.
+func (c *client) readError(err error) {
+	var ce *codec.Error
+	switch {
+	case errors.As(err, &ce):
+		reason := CloseMalformed
+		switch ce.Code {
+		case codec.PacketTooLarge:
+			reason = ClosePacketTooLarge
+		case codec.ProtocolError, codec.TopicAliasInvalid:
+			reason = CloseProtocolError
+		}
+		c.log.Warn("closing connection: bad packet", zap.String("client_id", c.id), zap.Error(err))
+		c.close(reason, ce.Code)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		c.close(CloseKeepAlive, codec.KeepAliveTimeout)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
+		c.close(ClosePeerGone, 0)
+	default:
+		c.close(ClosePeerGone, 0)
+	}
+}
+
+// protocolError closes the connection for a protocol violation.
+func (c *client) protocolError(msg string, rc codec.ReasonCode) bool {
+	c.log.Warn("closing connection: protocol violation", zap.String("client_id", c.id), zap.String("error", msg))
+	c.close(CloseProtocolError, rc)
+	return false
+}
+
+// handle dispatches one packet; false ends the connection.
+func (c *client) handle(p codec.Packet) bool {
+	switch p := p.(type) {
+	case *codec.Publish:
+		return c.handlePublish(p)
+	case *codec.Ack:
+		return c.handleAck(p)
+	case *codec.Subscribe:
+		return c.handleSubscribe(p)
+	case *codec.Unsubscribe:
+		return c.handleUnsubscribe(p)
+	case *codec.Pingreq:
+		c.send(&codec.Pingresp{})
+		return true
+	case *codec.Disconnect:
+		return c.handleDisconnect(p)
+	case *codec.Connect:
+		return c.protocolError("second CONNECT [MQTT-3.1.0-2]", codec.ProtocolError)
+	case *codec.Auth:
+		// Enhanced authentication is negotiated at CONNECT; re-authentication
+		// without a method agreed then is a protocol error (4.12.1).
+		return c.protocolError("AUTH without an authentication method", codec.ProtocolError)
+	default:
+		return c.protocolError(p.Type().String()+" is not sent by clients", codec.ProtocolError)
+	}
+}
+
+func (c *client) handleAck(p *codec.Ack) bool {
+	switch p.Kind {
+	case codec.PUBACK:
+		if c.sess.ack(p.PacketID, 1) {
+			c.wake() // the window has room again
+		}
+	case codec.PUBREC:
+		rc := codec.Success
+		if !c.sess.pubrec(p.PacketID) {
+			rc = codec.PacketIdentifierNotFound
+		}
+		if p.ReasonCode.IsError() && rc == codec.Success {
+			// The receiver refused the message: the flow ends here (4.3.3).
+			c.sess.dropInflight(p.PacketID)
+			c.wake()
+			return true
+		}
+		c.send(&codec.Ack{Kind: codec.PUBREL, PacketID: p.PacketID, ReasonCode: rc})
+	case codec.PUBREL:
+		rc := codec.Success
+		s := c.sess
+		s.mu.Lock()
+		if _, ok := s.qos2in[p.PacketID]; ok {
+			delete(s.qos2in, p.PacketID)
+		} else {
+			rc = codec.PacketIdentifierNotFound
+		}
+		s.mu.Unlock()
+		c.send(&codec.Ack{Kind: codec.PUBCOMP, PacketID: p.PacketID, ReasonCode: rc})
+	case codec.PUBCOMP:
+		if c.sess.ack(p.PacketID, 2) {
+			c.wake()
+		}
+	}
+	return true
+}
+
+func (c *client) handleDisconnect(p *codec.Disconnect) bool {
+	if c.version == codec.V5 && p.Props.Has(codec.PropSessionExpiry) {
+		s := c.sess
+		s.mu.Lock()
+		wasZero := s.expiry == 0
+		if !wasZero {
+			s.expiry = c.srv.capExpiry(p.Props.SessionExpiry)
+		}
+		s.mu.Unlock()
+		if wasZero && p.Props.SessionExpiry != 0 {
+			return c.protocolError("session expiry set on DISCONNECT after 0 at CONNECT [MQTT-3.14.2-2]", codec.ProtocolError)
+		}
+	}
+	if p.ReasonCode == codec.DisconnectWithWillMessage {
+		c.close(CloseDisconnectWill, 0)
+	} else {
+		c.close(CloseNormal, 0) // the will is discarded [MQTT-3.1.2-10]
+	}
+	return false
+}
+
+// writeLoop is the connection's only writer. Each round it takes the
+// queued control packets and a batch of deliveries, encodes them into one
+// buffer and writes it with one call.
+func (c *client) writeLoop() {
+	defer close(c.done)
+	defer c.conn.Close()
+	for {
+		select {
+		case <-c.wakeCh:
+		case <-c.closing:
+			c.flush(true)
+			return
+		}
+		for c.flush(false) {
+		}
+	}
+}
+
+// flush writes what is waiting and reports whether it wrote anything.
+func (c *client) flush(final bool) bool {
+	c.mu.Lock()
+	buf := append(c.wbuf[:0], c.ctrl...)
+	c.ctrl = c.ctrl[:0]
+	connected := c.connected
+	c.mu.Unlock()
+	if connected && !final && c.sess != nil {
+		now := time.Now()
+		c.batch = c.sess.take(c, c.batch[:0], c.window, now)
+		for i := range c.batch {
+			buf = c.encode(buf, &c.batch[i], now)
+			c.batch[i] = outMsg{}
+		}
+	}
+	if len(buf) == 0 {
+		c.wbuf = buf
+		return false
+	}
+	if !final {
+		_ = c.conn.SetWriteDeadline(time.Now().Add(c.srv.opts.WriteTimeout))
+	}
+	n, err := c.conn.Write(buf)
+	c.srv.stats.bytesOut.Add(int64(n))
+	if cap(buf) > 1<<20 {
+		buf = nil // do not keep a burst's buffer on an idle connection
+	}
+	c.wbuf = buf[:0]
+	if err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			c.log.Warn("closing connection: slow consumer", zap.String("client_id", c.id),
+				zap.Duration("write_timeout", c.srv.opts.WriteTimeout))
+			c.close(CloseSlowConsumer, 0)
+		} else {
+			c.close(ClosePeerGone, 0)
+		}
+		_ = c.conn.Close() // unblock the reader
+		return false
+	}
+	return true
+}
+
+// encode appends one delivery as a PUBLISH, with the per-subscriber fields:
+// packet id, DUP, subscription identifier, topic alias, remaining expiry.
+func (c *client) encode(buf []byte, m *outMsg, now time.Time) []byte {
+	if m.pubrel {
+		return (&codec.Ack{Kind: codec.PUBREL, PacketID: m.id}).Append(buf, c.version)
+	}
+	msg := m.msg
+	p := &c.pub
+	*p = codec.Publish{QoS: m.qos, Retain: m.retain, PacketID: m.id, Dup: m.dup, Payload: msg.Payload,
+		Topic: unsafeBytes(msg.Topic)}
+	if c.version == codec.V5 {
+		if msg.Props != nil {
+			p.Props = *msg.Props // read-only: shared by every subscriber
+		}
+		if !msg.Expires.IsZero() {
+			p.Props.SetNum(codec.PropMessageExpiry, msg.remainingExpiry(now))
+		}
+		if m.subID != 0 {
+			c.subID[0] = m.subID
+			p.Props.SubscriptionIDs = c.subID[:]
+		}
+		if c.aliasMaxOut > 0 {
+			c.applyAlias(p, msg.Topic)
+		}
+	}
+	if c.maxOut > 0 && uint32(p.Len(c.version)) > c.maxOut {
+		// Never send more than the client accepts [MQTT-3.1.2-24]; the
+		// message is discarded as if delivered [MQTT-3.1.2-25].
+		if m.qos > 0 {
+			c.sess.dropInflight(m.id)
+		}
+		c.srv.stats.dropped(dropTooLarge)
+		return buf
+	}
+	c.srv.stats.msgsOut.Add(1)
+	return p.Append(buf, c.version)
+}
+
+// applyAlias replaces the topic by an alias the client already knows, or
+// assigns a new one while aliases are left.
+func (c *client) applyAlias(p *codec.Publish, topic string) {
+	if a, ok := c.outAliases[topic]; ok {
+		p.Topic = nil
+		p.Props.SetNum(codec.PropTopicAlias, uint32(a))
+		return
+	}
+	if c.outAliases == nil {
+		c.outAliases = map[string]uint16{}
+	}
+	if len(c.outAliases) < int(c.aliasMaxOut) {
+		a := uint16(len(c.outAliases) + 1)
+		c.outAliases[topic] = a
+		p.Props.SetNum(codec.PropTopicAlias, uint32(a))
+	}
+}

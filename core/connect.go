@@ -1,0 +1,193 @@
+package core
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"time"
+
+	"go.uber.org/zap"
+
+	"xmq/codec"
+)
+
+// handshake reads and answers CONNECT. It returns false when the
+// connection was refused or lost.
+func (c *client) handshake() bool {
+	srv := c.srv
+	_ = c.conn.SetReadDeadline(time.Now().Add(srv.opts.ConnectTimeout))
+	p, err := c.r.ReadPacket()
+	if err != nil {
+		var ce *codec.Error
+		if errors.As(err, &ce) {
+			c.log.Warn("refusing connection: bad CONNECT", zap.Error(err))
+			if ce.Code == codec.UnsupportedProtocolVersion {
+				// Answer in the oldest form, which every client can read [MQTT-3.1.2-2].
+				c.version = codec.V311
+				c.send(&codec.Connack{ReasonCode: codec.UnsupportedProtocolVersion})
+				c.close(CloseRefused, 0)
+				return false
+			}
+			c.close(CloseMalformed, 0)
+			return false
+		}
+		if isTimeout(err) {
+			c.log.Info("closing connection: no CONNECT in time", zap.Duration("timeout", srv.opts.ConnectTimeout))
+			c.close(CloseConnectTimeout, 0)
+			return false
+		}
+		c.close(ClosePeerGone, 0)
+		return false
+	}
+	cp, ok := p.(*codec.Connect)
+	if !ok {
+		c.log.Warn("closing connection: first packet is not CONNECT [MQTT-3.1.0-1]", zap.Stringer("type", p.Type()))
+		c.close(CloseProtocolError, 0)
+		return false
+	}
+	c.version = cp.ProtocolVersion
+	c.r.Version = cp.ProtocolVersion
+	v5 := c.version == codec.V5
+
+	refuse := func(rc codec.ReasonCode, reason CloseReason, why string) bool {
+		c.log.Info("refusing connection", zap.String("client_id", string(cp.ClientID)),
+			zap.String("username", string(cp.Username)), zap.Stringer("reason_code", rc), zap.String("why", why))
+		c.send(&codec.Connack{ReasonCode: rc})
+		c.close(reason, 0)
+		if reason == CloseAuthFailed {
+			srv.stats.authFailures.Add(1)
+		}
+		return false
+	}
+
+	if cp.KeepAlive == 0 && srv.opts.MaxKeepAlive == 0 {
+		c.keepAlive = 0
+	}
+	c.keepAlive = time.Duration(cp.KeepAlive) * time.Second
+	serverKA := -1
+	if m := srv.opts.MaxKeepAlive; m > 0 && (cp.KeepAlive == 0 || cp.KeepAlive > m) {
+		c.keepAlive = time.Duration(m) * time.Second
+		serverKA = int(m)
+	}
+
+	// Client identifier [MQTT-3.1.3-3] .. [MQTT-3.1.3-9].
+	c.id = string(cp.ClientID)
+	assigned := false
+	if c.id == "" {
+		if !v5 && (!cp.CleanStart || c.version == codec.V31) {
+			return refuse(codec.ClientIdentifierNotValid, CloseRefused, "empty client id without clean session [MQTT-3.1.3-8]")
+		}
+		c.id = newClientID()
+		assigned = true
+	}
+	c.username = string(cp.Username)
+	c.log = c.log.With(zap.String("client_id", c.id))
+
+	if max := srv.opts.MaxConnections; max > 0 && int(srv.stats.connected.Load()) >= max {
+		return refuse(codec.ServerBusy, CloseRefused, "max connections reached")
+	}
+	if len(cp.Props.AuthMethod) > 0 {
+		return refuse(codec.BadAuthenticationMethod, CloseAuthFailed, "enhanced authentication is not configured")
+	}
+	if srv.auth != nil {
+		if err := srv.auth.Authenticate(c.id, c.username, cp.Password, c.conn.RemoteAddr(), c.listener); err != nil {
+			rc := codec.NotAuthorized
+			var code codec.ReasonCode
+			if errors.As(err, &code) {
+				rc = code
+			}
+			return refuse(rc, CloseAuthFailed, err.Error())
+		}
+	}
+
+	// Will message.
+	if cp.WillFlag {
+		if cp.WillRetain && srv.opts.RetainDisabled {
+			return refuse(codec.RetainNotSupported, CloseRefused, "will retain with retain disabled")
+		}
+		wp := codec.Publish{QoS: cp.WillQoS, Retain: cp.WillRetain, Payload: cp.WillPayload, Props: cp.WillProps}
+		c.will = newMessage(&wp, cp.WillTopic, c.id, time.Now())
+		c.willDelay = cp.WillProps.WillDelay
+	}
+
+	// What the client accepts from us.
+	c.window = srv.opts.MaxInflight
+	if v5 {
+		if rm, ok := cp.Props.Num(codec.PropReceiveMaximum); ok && int(rm) < c.window {
+			c.window = int(rm)
+		}
+		c.maxOut = cp.Props.MaximumPacketSize
+		c.aliasMaxOut = cp.Props.TopicAliasMaximum
+		c.inAliases = make([]string, srv.opts.TopicAliasMaximum+1)
+	}
+
+	expiry := uint32(0)
+	if v5 {
+		expiry = srv.capExpiry(cp.Props.SessionExpiry)
+	} else if !cp.CleanStart {
+		expiry = neverExpires
+	}
+
+	ack := &codec.Connack{}
+	if v5 {
+		ack.Props.SetNum(codec.PropReceiveMaximum, uint32(srv.opts.ReceiveMaximum))
+		ack.Props.SetNum(codec.PropMaximumPacketSize, uint32(srv.opts.MaxPacketSize))
+		ack.Props.SetNum(codec.PropTopicAliasMaximum, uint32(srv.opts.TopicAliasMaximum))
+		if srv.opts.RetainDisabled {
+			ack.Props.SetNum(codec.PropRetainAvailable, 0)
+		}
+		if assigned {
+			ack.Props.AssignedClientID = []byte(c.id)
+		}
+		if serverKA >= 0 {
+			ack.Props.SetNum(codec.PropServerKeepAlive, uint32(serverKA))
+		}
+		if expiry != cp.Props.SessionExpiry {
+			ack.Props.SetNum(codec.PropSessionExpiry, expiry)
+		}
+	}
+	c.mu.Lock()
+	c.connected = true
+	c.mu.Unlock()
+	// The session is attached and CONNACK queued under the session lock, so
+	// no delivery can be taken by the writer ahead of CONNACK.
+	c.sess, _ = srv.attach(c, cp.CleanStart, expiry, func(present bool) {
+		ack.SessionPresent = present // [MQTT-3.2.2-2] [MQTT-3.2.2-3]
+		c.send(ack)
+	})
+	c.connectedAt = time.Now()
+	srv.stats.connects.Add(1)
+	c.log.Info("client connected", zap.String("username", c.username), zap.Uint8("protocol", c.version),
+		zap.Bool("clean_start", cp.CleanStart), zap.Bool("session_present", ack.SessionPresent),
+		zap.Duration("keepalive", c.keepAlive))
+	return true
+}
+
+func isTimeout(err error) bool {
+	var ne interface{ Timeout() bool }
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// newClientID makes a server-assigned client identifier [MQTT-3.1.3-6].
+func newClientID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "xmq-" + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// finish runs after the connection ends: it waits for the writer, detaches
+// the session, publishes the will when due and logs the disconnect.
+func (c *client) finish() {
+	c.close(ClosePeerGone, 0) // no-op when a reason was set already
+	<-c.done
+	_ = c.conn.Close()
+	srv := c.srv
+	reason := c.closeReason()
+	if c.sess != nil {
+		srv.detach(c, reason)
+		c.log.Info("client disconnected", zap.Stringer("reason", reason),
+			zap.Duration("connected_for", time.Since(c.connectedAt)))
+	}
+	srv.stats.closeReasons[reason].Add(1)
+	srv.connDone(c)
+}

@@ -1,0 +1,17 @@
+// Package core is the broker: the Server, the per-connection read and write
+// loops, sessions with their inflight windows and queues, the router (topic
+// tree and shared groups), retained messages, wills, keepalive and $SYS.
+//
+// Core sees every transport as a net.Conn carrying raw MQTT bytes
+// (Server.ServeConn); it never imports a transport. It declares what it
+// consumes from outside — Authenticator, Authorizer and Store — with plain
+// parameters, so that auth and the stores satisfy them without importing core.
+//
+// Goroutines and ownership: each connection has exactly one reader goroutine
+// (decodes and handles packets, never writes to the socket) and one writer
+// goroutine (the only one that writes). The reader hands packets to the
+// writer by appending encoded control packets to the client's control buffer
+// or by pushing deliveries on the session's queue, then waking the writer.
+// Session state is guarded by session.mu; the router by its own RWMutex,
+// which is never held while a session lock is taken for a socket write.
+package core

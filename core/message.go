@@ -1,0 +1,92 @@
+package core
+
+import (
+	"time"
+	"unsafe"
+
+	"xmq/codec"
+)
+
+// Message is an application message as the broker keeps it: immutable once
+// built, shared by every subscriber it is delivered to.
+type Message struct {
+	Topic   string
+	Payload []byte
+	QoS     byte
+	Retain  bool
+	// Props are the MQTT 5 properties forwarded to subscribers (payload
+	// format, content type, response topic, correlation data, user
+	// properties); nil when there are none. Topic Alias, Subscription
+	// Identifier and Message Expiry are per delivery, not kept here.
+	Props *codec.Properties
+	// Expires is when the message stops being delivered; zero means never.
+	Expires time.Time
+	// From is the publishing client's id, for No Local.
+	From string
+}
+
+// newMessage copies a decoded PUBLISH (whose slices alias the read buffer)
+// into a Message: topic and payload share one allocation.
+func newMessage(p *codec.Publish, topic []byte, from string, now time.Time) *Message {
+	buf := make([]byte, len(topic)+len(p.Payload))
+	copy(buf, topic)
+	copy(buf[len(topic):], p.Payload)
+	m := &Message{
+		Topic:   unsafe.String(unsafe.SliceData(buf), len(topic)), // buf is never written again
+		Payload: buf[len(topic):],
+		QoS:     p.QoS,
+		Retain:  p.Retain,
+		From:    from,
+	}
+	if len(p.Payload) == 0 {
+		m.Payload = nil
+	}
+	if p.Props.Has(codec.PropMessageExpiry) {
+		m.Expires = now.Add(time.Duration(p.Props.MessageExpiry) * time.Second)
+	}
+	m.Props = forwardProps(&p.Props)
+	return m
+}
+
+// forwardProps copies the properties a subscriber must receive unchanged
+// [MQTT-3.3.2-16..20]; nil when there are none, the common case.
+func forwardProps(in *codec.Properties) *codec.Properties {
+	if !in.Has(codec.PropPayloadFormat) && len(in.ContentType) == 0 && len(in.ResponseTopic) == 0 &&
+		len(in.CorrelationData) == 0 && len(in.User) == 0 {
+		return nil
+	}
+	out := &codec.Properties{
+		ContentType:     clone(in.ContentType),
+		ResponseTopic:   clone(in.ResponseTopic),
+		CorrelationData: clone(in.CorrelationData),
+	}
+	if in.Has(codec.PropPayloadFormat) {
+		out.SetNum(codec.PropPayloadFormat, uint32(in.PayloadFormat))
+	}
+	if len(in.User) > 0 {
+		out.User = make([]codec.UserProperty, len(in.User))
+		for i, u := range in.User {
+			out.User[i] = codec.UserProperty{Key: clone(u.Key), Value: clone(u.Value)}
+		}
+	}
+	return out
+}
+
+func clone(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return append([]byte(nil), b...)
+}
+
+// expired reports whether m may no longer be delivered.
+func (m *Message) expired(now time.Time) bool {
+	return !m.Expires.IsZero() && !now.Before(m.Expires)
+}
+
+// remainingExpiry is the Message Expiry Interval to forward, in whole
+// seconds, rounded up so a message never expires early [MQTT-3.3.2-6].
+func (m *Message) remainingExpiry(now time.Time) uint32 {
+	d := m.Expires.Sub(now)
+	return uint32((d + time.Second - 1) / time.Second)
+}

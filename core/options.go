@@ -1,0 +1,145 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// SharedStrategy picks the member of a shared subscription group that gets a message.
+type SharedStrategy string
+
+// Dispatch strategies for shared subscriptions.
+const (
+	SharedRoundRobin    SharedStrategy = "round_robin"
+	SharedRandom        SharedStrategy = "random"
+	SharedLeastInflight SharedStrategy = "least_inflight"
+	SharedHashClient    SharedStrategy = "hash_clientid"
+	SharedHashTopic     SharedStrategy = "hash_topic"
+)
+
+// OverflowPolicy says what happens to a QoS 1/2 message for a session whose queue is full.
+type OverflowPolicy string
+
+// Overflow policies.
+const (
+	OverflowDropNew    OverflowPolicy = "drop_new"   // drop the new message, count it
+	OverflowDisconnect OverflowPolicy = "disconnect" // disconnect the slow client
+)
+
+// Options configures a Server. The zero value is usable: setDefaults fills
+// every unset field with the default documented on it.
+type Options struct {
+	// MaxConnections bounds concurrent connections; 0 means no limit.
+	MaxConnections int
+	// MaxPacketSize bounds an incoming packet in bytes (default 1 MiB). It is
+	// announced to MQTT 5 clients in CONNACK.
+	MaxPacketSize int
+	// ConnectTimeout closes a connection that sends no CONNECT in time (default 10s).
+	ConnectTimeout time.Duration
+	// MaxKeepAlive caps the keepalive a client may ask for; a client asking
+	// for more (or for 0) is told the cap with Server Keep Alive (MQTT 5).
+	// 0 leaves the client's value alone.
+	MaxKeepAlive uint16
+	// ReceiveMaximum is how many QoS 1/2 PUBLISH packets the server accepts
+	// unacknowledged from one client (default 1024), announced in CONNACK.
+	ReceiveMaximum uint16
+	// MaxInflight bounds outgoing unacknowledged QoS 1/2 messages per client,
+	// below the client's own Receive Maximum (default 1024).
+	MaxInflight int
+	// MaxQueued bounds the messages waiting in one session's queue (default 10000).
+	MaxQueued int
+	// QueueOverflow is the policy for QoS 1/2 messages beyond MaxQueued (default drop_new).
+	QueueOverflow OverflowPolicy
+	// TopicAliasMaximum is how many topic aliases a client may use towards
+	// the server (default 64); 0 disables inbound aliases.
+	TopicAliasMaximum uint16
+	// MaxTopicLevels bounds the levels of a topic or filter (default 128).
+	MaxTopicLevels int
+	// MaxSessionExpiry caps the session expiry interval in seconds a client
+	// may ask for (default 0 = no cap).
+	MaxSessionExpiry uint32
+	// RetainAvailable turns retained messages off when false.
+	RetainDisabled bool
+	// SharedStrategy dispatches shared subscriptions (default round_robin).
+	SharedStrategy SharedStrategy
+	// SysInterval is the period of $SYS publications (default 10s; negative disables).
+	SysInterval time.Duration
+	// WriteTimeout disconnects a client whose socket accepts nothing for this
+	// long (default 30s): the slow-consumer cut-off.
+	WriteTimeout time.Duration
+	// ReadBufferSize is the per-connection read buffer (default 4 KiB); packets
+	// larger than it are read into a temporary buffer.
+	ReadBufferSize int
+	// Version is reported in $SYS/broker/version.
+	Version string
+}
+
+func (o *Options) setDefaults() {
+	if o.MaxPacketSize == 0 {
+		o.MaxPacketSize = 1 << 20
+	}
+	if o.ConnectTimeout == 0 {
+		o.ConnectTimeout = 10 * time.Second
+	}
+	if o.ReceiveMaximum == 0 {
+		o.ReceiveMaximum = 1024
+	}
+	if o.MaxInflight == 0 {
+		o.MaxInflight = 1024
+	}
+	if o.MaxQueued == 0 {
+		o.MaxQueued = 10000
+	}
+	if o.QueueOverflow == "" {
+		o.QueueOverflow = OverflowDropNew
+	}
+	if o.TopicAliasMaximum == 0 {
+		o.TopicAliasMaximum = 64
+	}
+	if o.MaxTopicLevels == 0 {
+		o.MaxTopicLevels = 128
+	}
+	if o.SharedStrategy == "" {
+		o.SharedStrategy = SharedRoundRobin
+	}
+	if o.SysInterval == 0 {
+		o.SysInterval = 10 * time.Second
+	}
+	if o.WriteTimeout == 0 {
+		o.WriteTimeout = 30 * time.Second
+	}
+	if o.ReadBufferSize == 0 {
+		o.ReadBufferSize = 4096
+	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+}
+
+// Validate reports the first option that is out of range.
+func (o *Options) Validate() error {
+	switch {
+	case o.MaxConnections < 0:
+		return errors.New("core: max connections must not be negative")
+	case o.MaxPacketSize < 64 || o.MaxPacketSize > 268435460:
+		return fmt.Errorf("core: max packet size %d out of range 64..268435460", o.MaxPacketSize)
+	case o.MaxInflight < 1 || o.MaxInflight > 65535:
+		return fmt.Errorf("core: max inflight %d out of range 1..65535", o.MaxInflight)
+	case o.MaxQueued < 1:
+		return errors.New("core: max queued must be at least 1")
+	case o.ReadBufferSize < 64:
+		return errors.New("core: read buffer size must be at least 64")
+	}
+	switch o.QueueOverflow {
+	case OverflowDropNew, OverflowDisconnect:
+	default:
+		return fmt.Errorf("core: unknown queue overflow policy %q (drop_new, disconnect)", o.QueueOverflow)
+	}
+	switch o.SharedStrategy {
+	case SharedRoundRobin, SharedRandom, SharedLeastInflight, SharedHashClient, SharedHashTopic:
+	default:
+		return fmt.Errorf("core: unknown shared subscription strategy %q", o.SharedStrategy)
+	}
+	return nil
+}

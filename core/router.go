@@ -1,0 +1,316 @@
+package core
+
+import (
+	"hash/fnv"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// subOpts are the options of one subscription.
+type subOpts struct {
+	qos     byte
+	noLocal bool
+	rap     bool // retain as published
+	rh      byte // retain handling
+	subID   uint32
+}
+
+// subscriber is one session subscribed at a node.
+type subscriber struct {
+	s    *session
+	opts subOpts
+}
+
+// node is one level of the topic tree.
+type node struct {
+	parent   *node
+	key      string
+	children map[string]*node
+	subs     []subscriber
+	index    map[*session]int // position of each session in subs
+	groups   map[string]*sharedGroup
+}
+
+// sharedGroup is a $share/{group}/{filter} group: one message, one member.
+type sharedGroup struct {
+	name    string
+	filter  string
+	members []subscriber
+	next    atomic.Uint32
+}
+
+// match is one delivery the router found for a topic.
+type match struct {
+	s     *session
+	opts  subOpts
+	group *sharedGroup // set when the delivery went through a shared group
+}
+
+// router is the subscription tree. Its lock guards the tree and the member
+// lists; it is held only while matching or changing subscriptions, never
+// while anything is written to a socket.
+type router struct {
+	mu       sync.RWMutex
+	root     node
+	strategy SharedStrategy
+	count    atomic.Int64 // subscriptions, for $SYS
+}
+
+func newRouter(strategy SharedStrategy) *router {
+	return &router{strategy: strategy}
+}
+
+func (n *node) child(key string) *node {
+	c := n.children[key]
+	if c == nil {
+		if n.children == nil {
+			n.children = map[string]*node{}
+		}
+		c = &node{parent: n, key: key}
+		n.children[key] = c
+	}
+	return c
+}
+
+// walk returns the node for filter, creating the path when create is set.
+func (r *router) walk(filter string, create bool) *node {
+	n := &r.root
+	for {
+		i := strings.IndexByte(filter, '/')
+		lvl := filter
+		if i >= 0 {
+			lvl = filter[:i]
+		}
+		if create {
+			n = n.child(lvl)
+		} else if n = n.children[lvl]; n == nil {
+			return nil
+		}
+		if i < 0 {
+			return n
+		}
+		filter = filter[i+1:]
+	}
+}
+
+// subscribe adds or replaces s's subscription to filter (in group when
+// non-empty) and reports whether it existed before.
+func (r *router) subscribe(s *session, filter, group string, o subOpts) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := r.walk(filter, true)
+	if group != "" {
+		g := n.groups[group]
+		if g == nil {
+			if n.groups == nil {
+				n.groups = map[string]*sharedGroup{}
+			}
+			g = &sharedGroup{name: group, filter: filter}
+			n.groups[group] = g
+		}
+		for i := range g.members {
+			if g.members[i].s == s {
+				g.members[i].opts = o
+				return true
+			}
+		}
+		g.members = append(g.members, subscriber{s, o})
+		r.count.Add(1)
+		return false
+	}
+	if i, ok := n.index[s]; ok {
+		n.subs[i].opts = o
+		return true
+	}
+	if n.index == nil {
+		n.index = map[*session]int{}
+	}
+	n.index[s] = len(n.subs)
+	n.subs = append(n.subs, subscriber{s, o})
+	r.count.Add(1)
+	return false
+}
+
+// unsubscribe removes s's subscription and reports whether there was one.
+func (r *router) unsubscribe(s *session, filter, group string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := r.walk(filter, false)
+	if n == nil {
+		return false
+	}
+	found := false
+	if group != "" {
+		if g := n.groups[group]; g != nil {
+			for i := range g.members {
+				if g.members[i].s == s {
+					// Copy, not in place: a concurrent reader may hold the old slice.
+					g.members = append(g.members[:i:i], g.members[i+1:]...)
+					found = true
+					break
+				}
+			}
+			if len(g.members) == 0 {
+				delete(n.groups, group)
+			}
+		}
+	} else if i, ok := n.index[s]; ok {
+		last := len(n.subs) - 1
+		n.subs[i] = n.subs[last]
+		n.index[n.subs[i].s] = i
+		n.subs[last] = subscriber{}
+		n.subs = n.subs[:last]
+		delete(n.index, s)
+		found = true
+	}
+	if found {
+		r.count.Add(-1)
+	}
+	// Prune empty branches so churn does not grow the tree.
+	for n != &r.root && len(n.subs) == 0 && len(n.groups) == 0 && len(n.children) == 0 {
+		delete(n.parent.children, n.key)
+		n = n.parent
+	}
+	return found
+}
+
+// pick chooses one member of g for topic, excluding skip (a member
+// whose copy is being redispatched). Offline members are passed over while
+// an online one exists.
+func (r *router) pick(g *sharedGroup, topic string, skip *session) (subscriber, bool) {
+	n := len(g.members)
+	if n == 0 {
+		return subscriber{}, false
+	}
+	start := 0
+	switch r.strategy {
+	case SharedRoundRobin:
+		start = int(g.next.Add(1)-1) % n
+	case SharedRandom:
+		start = rand.IntN(n)
+	case SharedHashClient, SharedHashTopic:
+		// hash_clientid keeps a publisher's messages on one member; the
+		// publisher is not known here, so the caller passes it as topic.
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(topic))
+		start = int(h.Sum32() % uint32(n))
+	case SharedLeastInflight:
+		best, bestLoad := -1, 0
+		for i, m := range g.members {
+			if m.s == skip || !m.s.online() {
+				continue
+			}
+			if l := int(m.s.load.Load()); best < 0 || l < bestLoad {
+				best, bestLoad = i, l
+			}
+		}
+		if best >= 0 {
+			return g.members[best], true
+		}
+	}
+	for i := 0; i < n; i++ {
+		m := g.members[(start+i)%n]
+		if m.s != skip && m.s.online() {
+			return m, true
+		}
+	}
+	for i := 0; i < n; i++ { // nobody online: queue on a persistent member
+		m := g.members[(start+i)%n]
+		if m.s != skip {
+			return m, true
+		}
+	}
+	return subscriber{}, false
+}
+
+func (r *router) collect(n *node, topic string, out []match, from *publisher) []match {
+	for _, sub := range n.subs {
+		out = append(out, match{s: sub.s, opts: sub.opts})
+	}
+	for _, g := range n.groups {
+		key := topic
+		if r.strategy == SharedHashClient && from != nil {
+			key = from.clientID
+		}
+		if m, ok := r.pick(g, key, nil); ok {
+			out = append(out, match{s: m.s, opts: m.opts, group: g})
+		}
+	}
+	return out
+}
+
+// publisher identifies who published, for hash_clientid dispatch.
+type publisher struct{ clientID string }
+
+func (r *router) matchLevel(n *node, topic, rest string, dollar bool, out []match, from *publisher) []match {
+	i := strings.IndexByte(rest, '/')
+	lvl, next := rest, ""
+	if i >= 0 {
+		lvl, next = rest[:i], rest[i+1:]
+	}
+	wild := !(dollar && n == &r.root)
+	if wild {
+		if h := n.children["#"]; h != nil {
+			out = r.collect(h, topic, out, from)
+		}
+	}
+	for _, key := range [2]string{lvl, "+"} {
+		if key == "+" && !wild {
+			break
+		}
+		c := n.children[key]
+		if c == nil {
+			continue
+		}
+		if i < 0 {
+			out = r.collect(c, topic, out, from)
+			if h := c.children["#"]; h != nil { // "a/#" matches "a"
+				out = r.collect(h, topic, out, from)
+			}
+		} else {
+			out = r.matchLevel(c, topic, next, dollar, out, from)
+		}
+		if lvl == "+" {
+			break // a literal "+" level cannot occur in a valid topic; guard anyway
+		}
+	}
+	return out
+}
+
+// match appends to out every delivery for topic: each direct subscriber
+// and one chosen member per shared group. A topic starting with '$' is not
+// matched by a filter starting with a wildcard [MQTT-4.7.2-1]. from is the
+// publisher (nil for the broker), for hash_clientid dispatch.
+func (r *router) match(topic string, from *publisher, out []match) []match {
+	r.mu.RLock()
+	out = r.matchLevel(&r.root, topic, topic, len(topic) > 0 && topic[0] == '$', out, from)
+	r.mu.RUnlock()
+	return out
+}
+
+// subscriptions visits every subscription, for the admin views and $SYS.
+func (r *router) subscriptions(visit func(filter, group string, s *session, o subOpts)) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var walk func(n *node, path string)
+	walk = func(n *node, path string) {
+		for _, sub := range n.subs {
+			visit(path, "", sub.s, sub.opts)
+		}
+		for name, g := range n.groups {
+			for _, m := range g.members {
+				visit(path, name, m.s, m.opts)
+			}
+		}
+		for k, c := range n.children {
+			p := k
+			if n != &r.root {
+				p = path + "/" + k
+			}
+			walk(c, p)
+		}
+	}
+	walk(&r.root, "")
+}

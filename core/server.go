@@ -1,0 +1,505 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"xmq/codec"
+)
+
+// Authenticator decides whether a client may connect. A refusal returns an
+// error; a codec.ReasonCode error (BadUserNameOrPassword, NotAuthorized,
+// Banned …) is sent to the client as is, any other error as Not Authorized.
+type Authenticator interface {
+	Authenticate(clientID, username string, password []byte, remote net.Addr, listener string) error
+}
+
+// Authorizer decides what a connected client may do. It is asked on every
+// PUBLISH, so it must be fast.
+type Authorizer interface {
+	CanPublish(clientID, username, topic string) bool
+	CanSubscribe(clientID, username, filter string) bool
+}
+
+// ErrServerClosed is returned by Serve after Shutdown.
+var ErrServerClosed = errors.New("core: server closed")
+
+// Server is the MQTT broker.
+type Server struct {
+	opts     Options
+	log      *zap.Logger
+	auth     Authenticator
+	authz    Authorizer
+	store    Store
+	router   *router
+	retained *retainedStore
+	stats    Stats
+	started  time.Time
+
+	mu        sync.Mutex // guards sessions, clients, listeners, closed
+	sessions  map[string]*session
+	clients   map[*client]struct{}
+	listeners map[net.Listener]struct{}
+	closed    bool
+
+	conns   sync.WaitGroup
+	stopSys chan struct{}
+	sysDone chan struct{}
+}
+
+// Config is what New needs besides Options; nil fields get defaults: a
+// no-op logger, allow-all auth and an in-memory store.
+type Config struct {
+	Log           *zap.Logger
+	Authenticator Authenticator
+	Authorizer    Authorizer
+	Store         Store
+}
+
+// New builds a Server and restores the sessions and retained messages in
+// the store.
+func New(opts Options, cfg Config) (*Server, error) {
+	opts.setDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	if cfg.Store == nil {
+		cfg.Store = NewMemStore()
+	}
+	s := &Server{
+		opts: opts, log: cfg.Log, auth: cfg.Authenticator, authz: cfg.Authorizer, store: cfg.Store,
+		router: newRouter(opts.SharedStrategy), retained: newRetainedStore(), started: time.Now(),
+		sessions: map[string]*session{}, clients: map[*client]struct{}{}, listeners: map[net.Listener]struct{}{},
+		stopSys: make(chan struct{}), sysDone: make(chan struct{}),
+	}
+	if err := s.restore(); err != nil {
+		return nil, err
+	}
+	go s.sysLoop()
+	return s, nil
+}
+
+// Options returns the options in force, defaults filled in.
+func (s *Server) Options() Options { return s.opts }
+
+// restore loads persistent sessions, their queues and retained messages.
+func (s *Server) restore() error {
+	sessions, msgs, retained, err := s.store.Load()
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	for _, m := range retained {
+		if !m.expired(now) {
+			s.retained.set(m)
+		}
+	}
+	for _, ss := range sessions {
+		sess := newSession(s, ss.ClientID)
+		sess.version, sess.expiry = ss.Version, ss.ExpirySeconds
+		for _, sub := range ss.Subscriptions {
+			group, filter, _, err := codec.ParseShared([]byte(sub.Filter))
+			if err != nil {
+				continue
+			}
+			sess.subs[sub.Filter] = sub
+			s.router.subscribe(sess, string(filter), string(group), subOpts{qos: sub.QoS, noLocal: sub.NoLocal,
+				rap: sub.RetainAsPublished, rh: sub.RetainHandling, subID: sub.SubscriptionID})
+		}
+		for _, m := range msgs[ss.ClientID] {
+			sess.queue = append(sess.queue, delivery{msg: m.Message, qos: m.QoS, retain: m.Retain, subID: m.SubID, seq: m.Seq})
+			sess.seq = max(sess.seq, m.Seq)
+			sess.load.Add(1)
+		}
+		s.sessions[ss.ClientID] = sess
+		gone := time.Unix(ss.DisconnectedAt, 0)
+		if ss.DisconnectedAt == 0 {
+			gone = now // was connected when the broker stopped
+		}
+		s.scheduleExpiry(sess, gone)
+	}
+	if len(sessions) > 0 || len(retained) > 0 {
+		s.log.Info("restored state", zap.Int("sessions", len(sessions)), zap.Int("retained", len(retained)))
+	}
+	return nil
+}
+
+// capExpiry applies MaxSessionExpiry to a requested session expiry.
+func (s *Server) capExpiry(e uint32) uint32 {
+	if m := s.opts.MaxSessionExpiry; m > 0 && e > m {
+		return m
+	}
+	return e
+}
+
+// Serve accepts connections from l until Shutdown, serving each on its own
+// goroutine. name labels the listener in logs and metrics. Temporary accept
+// errors are retried with backoff, as net/http does.
+func (s *Server) Serve(l net.Listener, name string) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrServerClosed
+	}
+	s.listeners[l] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, l)
+		s.mu.Unlock()
+	}()
+	var delay time.Duration
+	for {
+		conn, err := l.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || isTooManyFiles(err) {
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				s.log.Warn("accept error; retrying", zap.String("listener", name), zap.Error(err), zap.Duration("delay", delay))
+				time.Sleep(delay)
+				continue
+			}
+			return err
+		}
+		delay = 0
+		s.ServeConn(conn, name)
+	}
+}
+
+// ServeConn serves one connection on a new goroutine and returns at once.
+// conn carries raw MQTT bytes, whatever the transport.
+func (s *Server) ServeConn(conn net.Conn, listener string) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = conn.Close()
+		return
+	}
+	c := newClient(s, conn, listener)
+	s.clients[c] = struct{}{}
+	s.conns.Add(1)
+	s.mu.Unlock()
+	s.stats.connected.Add(1)
+	go c.serve()
+}
+
+func (s *Server) connDone(c *client) {
+	s.mu.Lock()
+	delete(s.clients, c)
+	s.mu.Unlock()
+	s.stats.connected.Add(-1)
+	s.conns.Done()
+}
+
+// attach binds c to its session: a new one, or the existing one when the
+// client resumes, taking it over from another connection with the same id
+// [MQTT-3.1.4-3]. queueAck runs under the session lock once the session is
+// known, so CONNACK is queued before any delivery can be.
+func (s *Server) attach(c *client, clean bool, expiry uint32, queueAck func(present bool)) (*session, bool) {
+	s.mu.Lock()
+	sess := s.sessions[c.id]
+	var old *client
+	present := false
+	if sess != nil {
+		sess.mu.Lock()
+		old = sess.c
+		sess.c = nil
+		sess.mu.Unlock()
+		if clean {
+			s.discardLocked(sess)
+			sess = nil
+		} else {
+			present = true
+		}
+	}
+	if sess == nil {
+		sess = newSession(s, c.id)
+		s.sessions[c.id] = sess
+	}
+	sess.mu.Lock()
+	sess.version = c.version
+	sess.expiry = expiry
+	c.sess = sess
+	queueAck(present)
+	sess.attachLocked(c)
+	var stored *StoredSession
+	if sess.persistent() {
+		stored = sess.storedLocked(0)
+	}
+	sess.mu.Unlock()
+	s.mu.Unlock()
+	if old != nil {
+		old.log.Info("session taken over", zap.String("by", c.remote))
+		old.close(CloseTakenOver, codec.SessionTakenOver)
+	}
+	if stored != nil {
+		s.storeSave(stored)
+	} else if present {
+		s.storeDelete(c.id) // resumed with expiry 0: nothing to keep on disk
+	}
+	c.wake()
+	return sess, present
+}
+
+// discardLocked removes a session and its subscriptions; s.mu is held.
+func (s *Server) discardLocked(sess *session) {
+	sess.mu.Lock()
+	filters := make([]string, 0, len(sess.subs))
+	for f := range sess.subs {
+		filters = append(filters, f)
+	}
+	sess.subs = map[string]StoredSubscription{}
+	sess.queue, sess.qhead = nil, 0
+	sess.inflight = map[uint16]*outMsg{}
+	sess.load.Store(0)
+	if sess.expireTimer != nil {
+		sess.expireTimer.Stop()
+	}
+	sess.mu.Unlock()
+	for _, f := range filters {
+		group, filter, _, _ := codec.ParseShared([]byte(f))
+		s.router.unsubscribe(sess, string(filter), string(group))
+	}
+	if s.sessions[sess.id] == sess {
+		delete(s.sessions, sess.id)
+	}
+	s.storeDelete(sess.id)
+}
+
+// detach runs when c's connection has ended: the session ends or waits
+// for its client, shared-group messages move to other members, and the
+// will is published or scheduled.
+func (s *Server) detach(c *client, reason CloseReason) {
+	sess := c.sess
+	s.mu.Lock()
+	sess.mu.Lock()
+	current := sess.c == c
+	var released []delivery
+	var stored *StoredSession
+	if current {
+		sess.c = nil
+		sess.isOnline.Store(false)
+		released = sess.releaseSharedLocked()
+		if sess.persistent() {
+			stored = sess.storedLocked(time.Now().Unix())
+		}
+	}
+	persistent := sess.persistent()
+	expiry := sess.expiry
+	sess.mu.Unlock()
+	if current && !persistent {
+		s.discardLocked(sess)
+	}
+	s.mu.Unlock()
+	if stored != nil {
+		s.storeSave(stored)
+		s.scheduleExpiry(sess, time.Now())
+	}
+	for _, d := range released {
+		s.redispatch(d, sess)
+	}
+	if c.will != nil && reason.publishesWill() {
+		delay := c.willDelay
+		if delay > 0 && current && persistent {
+			if expiry != neverExpires && expiry < delay {
+				delay = expiry // the will goes when the session ends, if sooner
+			}
+			will := c.will
+			sess.mu.Lock()
+			if sess.c == nil {
+				sess.willTimer = time.AfterFunc(time.Duration(delay)*time.Second, func() { s.publishWill(will, sess) })
+			}
+			sess.mu.Unlock()
+		} else {
+			s.publishWill(c.will, nil)
+		}
+	}
+}
+
+func (s *Server) publishWill(m *Message, sess *session) {
+	if sess != nil {
+		sess.mu.Lock()
+		online := sess.c != nil
+		sess.willTimer = nil
+		sess.mu.Unlock()
+		if online {
+			return // the client came back before the delay [MQTT-3.1.3-9]
+		}
+	}
+	if !m.Expires.IsZero() && m.expired(time.Now()) {
+		return
+	}
+	s.publish(m, nil)
+}
+
+// redispatch gives a shared-group delivery whose member went away to another member.
+func (s *Server) redispatch(d delivery, from *session) {
+	s.router.mu.RLock()
+	m, ok := s.router.pick(d.group, d.msg.Topic, from)
+	s.router.mu.RUnlock()
+	if !ok {
+		return
+	}
+	d.qos = min(d.msg.QoS, m.opts.qos)
+	d.seq = 0
+	m.s.enqueue(d)
+}
+
+// scheduleExpiry ends an offline session when its expiry interval passes.
+func (s *Server) scheduleExpiry(sess *session, since time.Time) {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if sess.c != nil || sess.expiry == neverExpires {
+		return
+	}
+	wait := time.Until(since.Add(time.Duration(sess.expiry) * time.Second))
+	if sess.expireTimer != nil {
+		sess.expireTimer.Stop()
+	}
+	sess.expireTimer = time.AfterFunc(max(wait, 0), func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		sess.mu.Lock()
+		online := sess.c != nil
+		sess.mu.Unlock()
+		if !online && s.sessions[sess.id] == sess {
+			s.log.Info("session expired", zap.String("client_id", sess.id))
+			s.discardLocked(sess)
+		}
+	})
+}
+
+func (s *Server) saveSession(sess *session) {
+	sess.mu.Lock()
+	if !sess.persistent() {
+		sess.mu.Unlock()
+		return
+	}
+	st := sess.storedLocked(0)
+	sess.mu.Unlock()
+	s.storeSave(st)
+}
+
+func (s *Server) storeSave(st *StoredSession) {
+	if err := s.store.SaveSession(st); err != nil {
+		s.log.Error("store: saving session", zap.String("client_id", st.ClientID), zap.Error(err))
+	}
+}
+
+func (s *Server) storeDelete(id string) {
+	if err := s.store.DeleteSession(id); err != nil {
+		s.log.Error("store: deleting session", zap.String("client_id", id), zap.Error(err))
+	}
+}
+
+func (s *Server) storeAdd(id string, d delivery) {
+	if err := s.store.AddMessage(id, &StoredMessage{Seq: d.seq, Message: d.msg, QoS: d.qos, Retain: d.retain, SubID: d.subID}); err != nil {
+		s.log.Error("store: adding message", zap.String("client_id", id), zap.Error(err))
+	}
+}
+
+func (s *Server) storeAck(id string, seq uint64) {
+	if err := s.store.AckMessage(id, seq); err != nil {
+		s.log.Error("store: acknowledging message", zap.String("client_id", id), zap.Error(err))
+	}
+}
+
+// Shutdown stops accepting, tells every client the server is going away
+// (MQTT 5: DISCONNECT Server Shutting Down), waits for the connections to
+// end or ctx to expire, then closes the store.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrServerClosed
+	}
+	s.closed = true
+	for l := range s.listeners {
+		_ = l.Close()
+	}
+	clients := make([]*client, 0, len(s.clients))
+	for c := range s.clients {
+		clients = append(clients, c)
+	}
+	s.mu.Unlock()
+	close(s.stopSys)
+	<-s.sysDone
+	for _, c := range clients {
+		c.close(CloseServerShutdown, codec.ServerShuttingDown)
+	}
+	done := make(chan struct{})
+	go func() { s.conns.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	// Stop timers so nothing fires into a closed store.
+	s.mu.Lock()
+	for _, sess := range s.sessions {
+		sess.mu.Lock()
+		if sess.expireTimer != nil {
+			sess.expireTimer.Stop()
+		}
+		if sess.willTimer != nil {
+			sess.willTimer.Stop()
+		}
+		sess.mu.Unlock()
+	}
+	s.mu.Unlock()
+	if cerr := s.store.Close(); cerr != nil && err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Disconnect closes the connection of clientID (an operator's action) and
+// reports whether it was connected.
+func (s *Server) Disconnect(clientID string) bool {
+	s.mu.Lock()
+	sess := s.sessions[clientID]
+	s.mu.Unlock()
+	if sess == nil {
+		return false
+	}
+	sess.mu.Lock()
+	c := sess.c
+	sess.mu.Unlock()
+	if c == nil {
+		return false
+	}
+	c.close(CloseAdmin, codec.AdministrativeAction)
+	return true
+}
+
+// Publish injects a message as the broker (operators, $SYS, tests).
+func (s *Server) Publish(topic string, payload []byte, qos byte, retain bool) error {
+	if err := codec.ValidTopicName([]byte(topic)); err != nil {
+		return err
+	}
+	p := codec.Publish{QoS: qos, Retain: retain, Payload: payload}
+	s.publish(newMessage(&p, []byte(topic), "", time.Now()), nil)
+	return nil
+}
+
+// isTooManyFiles reports EMFILE/ENFILE: the process is out of descriptors,
+// which passes as connections close, so the accept loop backs off.
+func isTooManyFiles(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
+}

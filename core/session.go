@@ -1,0 +1,285 @@
+package core
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// neverExpires is the Session Expiry Interval meaning "never" (0xFFFFFFFF,
+// 3.1.2.11.2), which 3.1.1 persistent sessions get.
+const neverExpires = 0xFFFFFFFF
+
+// delivery is one message owed to one session, by value in the queue: a
+// queue slot is the only per-subscriber cost of a publish.
+type delivery struct {
+	msg    *Message
+	qos    byte
+	retain bool
+	subID  uint32
+	group  *sharedGroup // the shared group it came through, for redispatch
+	seq    uint64       // store sequence for persistent sessions, 0 otherwise
+}
+
+// outMsg is a QoS 1/2 delivery in flight: sent, not yet acknowledged.
+type outMsg struct {
+	delivery
+	id     uint16
+	pubrel bool // PUBREC received, PUBREL sent: awaiting PUBCOMP
+	resend bool // to be sent again on the next connection
+	dup    bool // sent before: DUP is set on redelivery [MQTT-3.3.1-1]
+	order  uint64
+}
+
+// session is the server side of an MQTT session. It outlives connections
+// when persistent. mu guards every field below it; publishers enqueue from
+// their own goroutines, the owning client's reader handles acks and the
+// writer takes deliveries, all under mu, and no socket I/O happens under it.
+type session struct {
+	srv *Server
+	id  string
+
+	load     atomic.Int32 // queued + inflight, for least_inflight dispatch
+	isOnline atomic.Bool
+
+	mu          sync.Mutex
+	c           *client
+	version     byte
+	expiry      uint32 // seconds; 0 ends the session with the connection
+	subs        map[string]StoredSubscription
+	queue       []delivery
+	qhead       int
+	inflight    map[uint16]*outMsg
+	nextID      uint16
+	order       uint64 // send order of inflight messages, for redelivery in order
+	seq         uint64 // store sequence
+	qos2in      map[uint16]struct{}
+	expireTimer *time.Timer
+	willTimer   *time.Timer
+	droppedWarn time.Time
+}
+
+func newSession(srv *Server, id string) *session {
+	return &session{srv: srv, id: id, subs: map[string]StoredSubscription{},
+		inflight: map[uint16]*outMsg{}, qos2in: map[uint16]struct{}{}}
+}
+
+func (s *session) online() bool { return s.isOnline.Load() }
+
+func (s *session) persistent() bool { return s.expiry > 0 }
+
+func (s *session) queued() int { return len(s.queue) - s.qhead }
+
+// enqueue adds a delivery. It never blocks: a full queue drops QoS 0 first,
+// then applies the overflow policy to QoS 1/2.
+func (s *session) enqueue(d delivery) {
+	srv := s.srv
+	s.mu.Lock()
+	c := s.c
+	if c == nil && (d.qos == 0 || !s.persistent()) {
+		s.mu.Unlock()
+		srv.stats.dropped(dropOffline)
+		return
+	}
+	if s.queued() >= srv.opts.MaxQueued {
+		disconnect := d.qos > 0 && srv.opts.QueueOverflow == OverflowDisconnect && c != nil
+		warn := time.Since(s.droppedWarn) > 10*time.Second
+		if warn {
+			s.droppedWarn = time.Now()
+		}
+		s.mu.Unlock()
+		srv.stats.dropped(dropQueueFull)
+		if warn {
+			srv.log.Warn("session queue full: dropping messages", zap.String("client_id", s.id),
+				zap.Int("max_queued", srv.opts.MaxQueued), zap.Uint8("qos", d.qos))
+		}
+		if disconnect {
+			c.close(CloseSlowConsumer, 0x97) // Quota exceeded
+		}
+		return
+	}
+	if d.qos > 0 && s.persistent() {
+		s.seq++
+		d.seq = s.seq
+		srv.storeAdd(s.id, d)
+	}
+	if s.qhead > 0 && s.qhead == len(s.queue) {
+		s.queue, s.qhead = s.queue[:0], 0
+	}
+	s.queue = append(s.queue, d)
+	s.load.Add(1)
+	s.mu.Unlock()
+	if c != nil {
+		c.wake()
+	}
+}
+
+// take moves deliveries to the writer of c: first the inflight messages to
+// resend after a reconnect, then queued messages while the inflight window
+// has room. QoS 1/2 deliveries get a packet id and an inflight entry here.
+func (s *session) take(c *client, out []outMsg, window int, now time.Time) []outMsg {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.c != c {
+		return out
+	}
+	for _, m := range s.inflight {
+		if m.resend {
+			m.resend = false
+			m.dup = true
+			out = append(out, *m)
+		}
+	}
+	if len(out) > 1 {
+		slices.SortFunc(out, func(a, b outMsg) int { return int(a.order - b.order) })
+	}
+	for s.qhead < len(s.queue) && len(out) < 256 {
+		d := s.queue[s.qhead]
+		if d.qos > 0 && len(s.inflight) >= window {
+			break
+		}
+		s.queue[s.qhead] = delivery{}
+		s.qhead++
+		if d.msg.expired(now) {
+			s.done(d.seq)
+			s.srv.stats.dropped(dropExpired)
+			continue
+		}
+		m := outMsg{delivery: d}
+		if d.qos > 0 {
+			m.id = s.nextPacketID()
+			s.order++
+			m.order = s.order
+			cp := m
+			s.inflight[m.id] = &cp
+		} else {
+			s.load.Add(-1)
+		}
+		out = append(out, m)
+	}
+	if s.qhead == len(s.queue) {
+		s.queue, s.qhead = s.queue[:0], 0
+	}
+	return out
+}
+
+func (s *session) nextPacketID() uint16 {
+	for {
+		s.nextID++
+		if s.nextID == 0 {
+			s.nextID = 1
+		}
+		if _, used := s.inflight[s.nextID]; !used {
+			return s.nextID
+		}
+	}
+}
+
+// done forgets a finished QoS 1/2 delivery; s.mu is held.
+func (s *session) done(seq uint64) {
+	s.load.Add(-1)
+	if seq != 0 {
+		s.srv.storeAck(s.id, seq)
+	}
+}
+
+// ack handles PUBACK (qos 1) and PUBCOMP (qos 2) and reports whether id was in flight.
+func (s *session) ack(id uint16, qos byte) bool {
+	s.mu.Lock()
+	m, ok := s.inflight[id]
+	if ok && (m.qos != qos || qos == 2 && !m.pubrel) {
+		ok = false // wrong acknowledgement for this flow
+	}
+	if ok {
+		delete(s.inflight, id)
+		s.done(m.seq)
+	}
+	s.mu.Unlock()
+	return ok
+}
+
+// pubrec handles PUBREC: the message is now owed only a PUBREL.
+func (s *session) pubrec(id uint16) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.inflight[id]
+	if !ok || m.qos != 2 {
+		return false
+	}
+	m.pubrel = true
+	return true
+}
+
+// dropInflight completes an inflight message that cannot be sent (too large).
+func (s *session) dropInflight(id uint16) {
+	s.mu.Lock()
+	if m, ok := s.inflight[id]; ok {
+		delete(s.inflight, id)
+		s.done(m.seq)
+	}
+	s.mu.Unlock()
+}
+
+// attach makes c the session's connection; inflight messages are marked
+// for redelivery [MQTT-4.4.0-1]. s.mu is held by the caller.
+func (s *session) attachLocked(c *client) {
+	s.c = c
+	s.isOnline.Store(true)
+	for _, m := range s.inflight {
+		m.resend = true
+	}
+	if s.expireTimer != nil {
+		s.expireTimer.Stop()
+		s.expireTimer = nil
+	}
+	if s.willTimer != nil {
+		s.willTimer.Stop() // a new connection before the will delay cancels the will
+		s.willTimer = nil
+	}
+}
+
+// releaseShared takes back the deliveries that came through a shared group
+// and are not yet acknowledged, so they can go to another member. A QoS 2
+// message past PUBREC stays: its payload has been delivered.
+func (s *session) releaseSharedLocked() []delivery {
+	var out []delivery
+	for id, m := range s.inflight {
+		if m.group != nil && !m.pubrel {
+			out = append(out, m.delivery)
+			delete(s.inflight, id)
+			s.done(m.seq)
+		}
+	}
+	kept := s.queue[:s.qhead]
+	for _, d := range s.queue[s.qhead:] {
+		if d.group != nil {
+			out = append(out, d)
+			s.done(d.seq)
+		} else {
+			kept = append(kept, d)
+		}
+	}
+	s.queue = kept
+	return out
+}
+
+// stored returns the session as the Store keeps it; s.mu is held.
+func (s *session) storedLocked(disconnectedAt int64) *StoredSession {
+	ss := &StoredSession{ClientID: s.id, Version: s.version, ExpirySeconds: s.expiry, DisconnectedAt: disconnectedAt}
+	for _, sub := range s.subs {
+		ss.Subscriptions = append(ss.Subscriptions, sub)
+	}
+	slices.SortFunc(ss.Subscriptions, func(a, b StoredSubscription) int {
+		if a.Filter < b.Filter {
+			return -1
+		}
+		if a.Filter > b.Filter {
+			return 1
+		}
+		return 0
+	})
+	return ss
+}

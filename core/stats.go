@@ -1,0 +1,85 @@
+package core
+
+import "sync/atomic"
+
+// dropCause says why a message was not delivered.
+type dropCause uint8
+
+const (
+	dropQueueFull     dropCause = iota // slow consumer: session queue full
+	dropOffline                        // QoS 0 for an offline session, or any QoS for a non-persistent one
+	dropExpired                        // message expiry passed while queued
+	dropTooLarge                       // larger than the client's Maximum Packet Size
+	dropNotAuthorized                  // publish refused by the authorizer or topic rules
+	dropCauseCount
+)
+
+var dropNames = [...]string{"queue_full", "offline", "expired", "too_large", "not_authorized"}
+
+func (d dropCause) String() string { return dropNames[d] }
+
+// Stats are the broker's counters. Each costs one atomic add on the hot
+// path; readers (the $SYS publisher, metrics) load them without locks.
+type Stats struct {
+	connected    atomic.Int64
+	connects     atomic.Int64
+	msgsIn       atomic.Int64
+	msgsOut      atomic.Int64
+	bytesIn      atomic.Int64
+	bytesOut     atomic.Int64
+	deliveries   atomic.Int64
+	authFailures atomic.Int64
+	drops        [dropCauseCount]atomic.Int64
+	closeReasons [closeReasonCount]atomic.Int64
+}
+
+func (s *Stats) dropped(c dropCause) { s.drops[c].Add(1) }
+
+// Snapshot is a point-in-time copy of the counters.
+type Snapshot struct {
+	Connected     int64
+	Connects      int64
+	Sessions      int
+	MessagesIn    int64
+	MessagesOut   int64
+	BytesIn       int64
+	BytesOut      int64
+	Deliveries    int64
+	AuthFailures  int64
+	Dropped       map[string]int64
+	Disconnects   map[string]int64
+	Subscriptions int64
+	Retained      int
+}
+
+// Stats returns the current counters.
+func (s *Server) Stats() Snapshot {
+	st := &s.stats
+	snap := Snapshot{
+		Connected: st.connected.Load(), Connects: st.connects.Load(),
+		MessagesIn: st.msgsIn.Load(), MessagesOut: st.msgsOut.Load(),
+		BytesIn: st.bytesIn.Load(), BytesOut: st.bytesOut.Load(),
+		Deliveries: st.deliveries.Load(), AuthFailures: st.authFailures.Load(),
+		Dropped: map[string]int64{}, Disconnects: map[string]int64{},
+		Subscriptions: s.router.count.Load(), Retained: s.retained.count(),
+	}
+	for i := range st.drops {
+		snap.Dropped[dropCause(i).String()] = st.drops[i].Load()
+	}
+	for i := 1; i < int(closeReasonCount); i++ {
+		snap.Disconnects[CloseReason(i).String()] = st.closeReasons[i].Load()
+	}
+	s.mu.Lock()
+	snap.Sessions = len(s.sessions)
+	s.mu.Unlock()
+	return snap
+}
+
+// TotalDropped sums the drops of every cause.
+func (s Snapshot) TotalDropped() int64 {
+	var n int64
+	for _, v := range s.Dropped {
+		n += v
+	}
+	return n
+}

@@ -1,0 +1,90 @@
+package core
+
+import (
+	"time"
+
+	"xmq/codec"
+)
+
+func (c *client) handleSubscribe(p *codec.Subscribe) bool {
+	srv := c.srv
+	s := c.sess
+	var subID uint32
+	if len(p.Props.SubscriptionIDs) > 0 {
+		subID = p.Props.SubscriptionIDs[0]
+	}
+	c.subErrs = p.Validate(c.subErrs[:0])
+	ack := &codec.Suback{PacketID: p.PacketID, ReasonCodes: make([]codec.ReasonCode, len(p.Subscriptions))}
+	type retainedReq struct {
+		filter string
+		opts   subOpts
+	}
+	var wantRetained []retainedReq
+	for i := range p.Subscriptions {
+		sub := &p.Subscriptions[i]
+		if err := c.subErrs[i]; err != nil {
+			if err == codec.ErrSharedNoLocal {
+				return c.protocolError(err.Error(), codec.ProtocolError)
+			}
+			ack.ReasonCodes[i] = codec.TopicFilterInvalid
+			continue
+		}
+		full := string(sub.Filter)
+		group, filter, _, _ := codec.ParseShared(sub.Filter)
+		if topicLevels(string(filter)) > srv.opts.MaxTopicLevels {
+			ack.ReasonCodes[i] = codec.TopicFilterInvalid
+			continue
+		}
+		if srv.authz != nil && !srv.authz.CanSubscribe(c.id, c.username, full) {
+			ack.ReasonCodes[i] = codec.NotAuthorized // [MQTT-3.9.3] 0x80 in 3.1.1
+			continue
+		}
+		o := subOpts{qos: sub.QoS, noLocal: sub.NoLocal, rap: sub.RetainAsPublished, rh: sub.RetainHandling, subID: subID}
+		if c.version != codec.V5 {
+			o = subOpts{qos: sub.QoS}
+		}
+		existed := srv.router.subscribe(s, string(filter), string(group), o)
+		s.mu.Lock()
+		s.subs[full] = StoredSubscription{Filter: full, QoS: o.qos, NoLocal: o.noLocal,
+			RetainAsPublished: o.rap, RetainHandling: o.rh, SubscriptionID: o.subID}
+		s.mu.Unlock()
+		ack.ReasonCodes[i] = codec.ReasonCode(sub.QoS) // every QoS is granted as asked
+		// Retained messages go to new non-shared subscriptions per Retain
+		// Handling [MQTT-3.3.1-9] [MQTT-3.3.1-10] [MQTT-3.3.1-11]; shared
+		// subscriptions get none (4.8.2).
+		if group == nil && (o.rh == 0 || o.rh == 1 && !existed) {
+			wantRetained = append(wantRetained, retainedReq{string(filter), o})
+		}
+	}
+	srv.saveSession(s)
+	c.send(ack) // SUBACK goes out before the retained messages it enables
+	now := time.Now()
+	for _, w := range wantRetained {
+		for _, m := range srv.retained.match(w.filter, now) {
+			// Sent with RETAIN set because of a new subscription [MQTT-3.3.1-8].
+			s.enqueue(delivery{msg: m, qos: min(m.QoS, w.opts.qos), retain: true, subID: w.opts.subID})
+		}
+	}
+	return true
+}
+
+func (c *client) handleUnsubscribe(p *codec.Unsubscribe) bool {
+	s := c.sess
+	ack := &codec.Unsuback{PacketID: p.PacketID, ReasonCodes: make([]codec.ReasonCode, len(p.Filters))}
+	for i, f := range p.Filters {
+		if codec.ValidFilter(f) != nil {
+			ack.ReasonCodes[i] = codec.TopicFilterInvalid
+			continue
+		}
+		group, filter, _, _ := codec.ParseShared(f)
+		if !c.srv.router.unsubscribe(s, string(filter), string(group)) {
+			ack.ReasonCodes[i] = codec.NoSubscriptionExisted
+		}
+		s.mu.Lock()
+		delete(s.subs, string(f))
+		s.mu.Unlock()
+	}
+	c.srv.saveSession(s)
+	c.send(ack)
+	return true
+}
