@@ -146,15 +146,17 @@ func (c *client) handshake() bool {
 			ack.Props.SetNum(codec.PropSessionExpiry, expiry)
 		}
 	}
-	c.mu.Lock()
-	c.connected = true
-	c.mu.Unlock()
 	// The session is attached and CONNACK queued under the session lock, so
-	// no delivery can be taken by the writer ahead of CONNACK.
-	c.sess, _ = srv.attach(c, cp.CleanStart, expiry, func(present bool) {
+	// no delivery can be taken by the writer ahead of CONNACK. The writer
+	// looks at c.sess only once connected is set, under c.mu, after this.
+	srv.attach(c, cp.CleanStart, expiry, func(present bool) {
 		ack.SessionPresent = present // [MQTT-3.2.2-2] [MQTT-3.2.2-3]
 		c.send(ack)
 	})
+	c.mu.Lock()
+	c.connected = true
+	c.mu.Unlock()
+	c.wake()
 	c.connectedAt = time.Now()
 	srv.stats.connects.Add(1)
 	c.log.Info("client connected", zap.String("username", c.username), zap.Uint8("protocol", c.version),

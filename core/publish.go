@@ -137,7 +137,7 @@ func (s *Server) deliver(msg *Message, matches []match) int {
 			continue // [MQTT-3.8.3-3]
 		}
 		qos := min(msg.QoS, m.opts.qos)
-		if m.s.version != codec.V5 && m.group == nil {
+		if !m.opts.v5 && m.group == nil && m.s.routes.Load() > 1 {
 			for j := i + 1; j < len(matches); j++ {
 				o := &matches[j]
 				if o.s == m.s && o.group == nil {

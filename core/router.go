@@ -15,6 +15,7 @@ type subOpts struct {
 	rap     bool // retain as published
 	rh      byte // retain handling
 	subID   uint32
+	v5      bool // the subscriber spoke MQTT 5 when it subscribed
 }
 
 // subscriber is one session subscribed at a node.
@@ -118,6 +119,7 @@ func (r *router) subscribe(s *session, filter, group string, o subOpts) bool {
 		}
 		g.members = append(g.members, subscriber{s, o})
 		r.count.Add(1)
+		s.routes.Add(1)
 		return false
 	}
 	if i, ok := n.index[s]; ok {
@@ -130,6 +132,7 @@ func (r *router) subscribe(s *session, filter, group string, o subOpts) bool {
 	n.index[s] = len(n.subs)
 	n.subs = append(n.subs, subscriber{s, o})
 	r.count.Add(1)
+	s.routes.Add(1)
 	return false
 }
 
@@ -167,6 +170,7 @@ func (r *router) unsubscribe(s *session, filter, group string) bool {
 	}
 	if found {
 		r.count.Add(-1)
+		s.routes.Add(-1)
 	}
 	// Prune empty branches so churn does not grow the tree.
 	for n != &r.root && len(n.subs) == 0 && len(n.groups) == 0 && len(n.children) == 0 {

@@ -113,7 +113,7 @@ func (s *Server) restore() error {
 			}
 			sess.subs[sub.Filter] = sub
 			s.router.subscribe(sess, string(filter), string(group), subOpts{qos: sub.QoS, noLocal: sub.NoLocal,
-				rap: sub.RetainAsPublished, rh: sub.RetainHandling, subID: sub.SubscriptionID})
+				rap: sub.RetainAsPublished, rh: sub.RetainHandling, subID: sub.SubscriptionID, v5: ss.Version == codec.V5})
 		}
 		for _, m := range msgs[ss.ClientID] {
 			sess.queue = append(sess.queue, delivery{msg: m.Message, qos: m.QoS, retain: m.Retain, subID: m.SubID, seq: m.Seq})

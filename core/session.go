@@ -43,6 +43,7 @@ type session struct {
 	id  string
 
 	load     atomic.Int32 // queued + inflight, for least_inflight dispatch
+	routes   atomic.Int32 // subscriptions in the router, to skip overlap checks
 	isOnline atomic.Bool
 
 	mu          sync.Mutex

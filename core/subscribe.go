@@ -39,7 +39,7 @@ func (c *client) handleSubscribe(p *codec.Subscribe) bool {
 			ack.ReasonCodes[i] = codec.NotAuthorized // [MQTT-3.9.3] 0x80 in 3.1.1
 			continue
 		}
-		o := subOpts{qos: sub.QoS, noLocal: sub.NoLocal, rap: sub.RetainAsPublished, rh: sub.RetainHandling, subID: subID}
+		o := subOpts{qos: sub.QoS, noLocal: sub.NoLocal, rap: sub.RetainAsPublished, rh: sub.RetainHandling, subID: subID, v5: true}
 		if c.version != codec.V5 {
 			o = subOpts{qos: sub.QoS}
 		}
