@@ -293,6 +293,11 @@ func (c *client) writeLoop() {
 
 // flush writes what is waiting and reports whether it wrote anything.
 func (c *client) flush(final bool) bool {
+	select {
+	case <-c.closing:
+		final = true // only what is queued for the peer, under close's short deadline
+	default:
+	}
 	c.mu.Lock()
 	buf := append(c.wbuf[:0], c.ctrl...)
 	c.ctrl = c.ctrl[:0]

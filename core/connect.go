@@ -60,12 +60,10 @@ func (c *client) handshake() bool {
 		return false
 	}
 
-	if cp.KeepAlive == 0 && srv.opts.MaxKeepAlive == 0 {
-		c.keepAlive = 0
-	}
 	c.keepAlive = time.Duration(cp.KeepAlive) * time.Second
 	serverKA := -1
-	if m := srv.opts.MaxKeepAlive; m > 0 && (cp.KeepAlive == 0 || cp.KeepAlive > m) {
+	// Only MQTT 5 can tell a client its keepalive changed (Server Keep Alive).
+	if m := srv.opts.MaxKeepAlive; m > 0 && v5 && (cp.KeepAlive == 0 || cp.KeepAlive > m) {
 		c.keepAlive = time.Duration(m) * time.Second
 		serverKA = int(m)
 	}

@@ -313,7 +313,9 @@ func (s *Server) detach(c *client, reason CloseReason) {
 	for _, d := range released {
 		s.redispatch(d, sess)
 	}
-	if c.will != nil && reason.publishesWill() {
+	// A session taken over by a new connection within the will delay keeps
+	// its will unsent [MQTT-3.1.3-9]; with no delay the will goes now.
+	if c.will != nil && reason.publishesWill() && (current || c.willDelay == 0) {
 		delay := c.willDelay
 		if delay > 0 && current && persistent {
 			if expiry != neverExpires && expiry < delay {
