@@ -35,7 +35,7 @@ func BenchmarkRouterMatch(b *testing.B) {
 				b.ReportAllocs()
 				out := make([]match, 0, 8)
 				for i := 0; i < b.N; i++ {
-					out = r.match(tc.topic, nil, out[:0])
+					out = r.match(tc.topic, "", out[:0])
 				}
 				if len(out) != 1 {
 					b.Fatalf("%d matches, want 1", len(out))

@@ -104,7 +104,7 @@ func (c *client) handshake() bool {
 			return refuse(codec.RetainNotSupported, CloseRefused, "will retain with retain disabled")
 		}
 		wp := codec.Publish{QoS: cp.WillQoS, Retain: cp.WillRetain, Payload: cp.WillPayload, Props: cp.WillProps}
-		c.will = newMessage(&wp, cp.WillTopic, c.id, time.Now())
+		c.will = newMessage(&wp, cp.WillTopic, c.id)
 		c.willDelay = cp.WillProps.WillDelay
 	}
 

@@ -27,7 +27,7 @@ type Message struct {
 
 // newMessage copies a decoded PUBLISH (whose slices alias the read buffer)
 // into a Message: topic and payload share one allocation.
-func newMessage(p *codec.Publish, topic []byte, from string, now time.Time) *Message {
+func newMessage(p *codec.Publish, topic []byte, from string) *Message {
 	buf := make([]byte, len(topic)+len(p.Payload))
 	copy(buf, topic)
 	copy(buf[len(topic):], p.Payload)
@@ -42,7 +42,7 @@ func newMessage(p *codec.Publish, topic []byte, from string, now time.Time) *Mes
 		m.Payload = nil
 	}
 	if p.Props.Has(codec.PropMessageExpiry) {
-		m.Expires = now.Add(time.Duration(p.Props.MessageExpiry) * time.Second)
+		m.Expires = time.Now().Add(time.Duration(p.Props.MessageExpiry) * time.Second)
 	}
 	m.Props = forwardProps(&p.Props)
 	return m

@@ -2,7 +2,6 @@ package core
 
 import (
 	"strings"
-	"time"
 	"unsafe"
 
 	"go.uber.org/zap"
@@ -73,8 +72,7 @@ func (c *client) handlePublish(p *codec.Publish) bool {
 			rc = codec.Success // 3.1.1 acknowledges and discards [MQTT-3.3.5-2]
 		}
 	} else {
-		msg := newMessage(p, topic, c.id, time.Now())
-		if n := srv.publish(msg, c); n == 0 && c.version == codec.V5 {
+		if n := srv.publishPacket(p, topic, c); n == 0 && c.version == codec.V5 {
 			rc = codec.NoMatchingSubscribers
 		}
 	}
@@ -95,31 +93,39 @@ func (c *client) handlePublish(p *codec.Publish) bool {
 	return true
 }
 
-// publish routes msg to its subscribers and stores it when retained. from
-// is the publishing client, nil for the broker itself ($SYS, wills of
-// closed connections). It returns how many deliveries it made.
-func (s *Server) publish(msg *Message, from *client) int {
+// publishPacket routes a client's PUBLISH. The topic is matched while it
+// still aliases the read buffer; the message is copied (once) only when
+// someone will receive it or it is retained.
+func (s *Server) publishPacket(p *codec.Publish, topic []byte, from *client) int {
+	matches := s.router.match(unsafeString(topic), from.id, from.matches[:0])
+	if len(matches) == 0 && !p.Retain {
+		return 0
+	}
+	msg := newMessage(p, topic, from.id)
 	if msg.Retain {
-		s.retained.set(msg)
-		if s.store != nil {
-			if err := s.store.SetRetained(msg); err != nil {
-				s.log.Error("store: saving retained message", zap.String("topic", msg.Topic), zap.Error(err))
-			}
-		}
+		s.retain(msg)
 	}
-	var pub *publisher
-	var matches []match
-	if from != nil {
-		pub = &publisher{clientID: from.id}
-		matches = from.matches[:0]
-	}
-	matches = s.router.match(msg.Topic, pub, matches)
 	n := s.deliver(msg, matches)
-	if from != nil {
-		clear(matches)
-		from.matches = matches[:0]
-	}
+	clear(matches)
+	from.matches = matches[:0]
 	return n
+}
+
+// publish routes a message from the broker itself ($SYS, wills, the admin
+// API) and returns how many deliveries it made.
+func (s *Server) publish(msg *Message) int {
+	if msg.Retain {
+		s.retain(msg)
+	}
+	return s.deliver(msg, s.router.match(msg.Topic, msg.From, nil))
+}
+
+// retain keeps msg as its topic's retained message (or clears it).
+func (s *Server) retain(msg *Message) {
+	s.retained.set(msg)
+	if err := s.store.SetRetained(msg); err != nil {
+		s.log.Error("store: saving retained message", zap.String("topic", msg.Topic), zap.Error(err))
+	}
 }
 
 // deliver enqueues msg for each match. MQTT 3.1.1 subscribers with

@@ -229,14 +229,14 @@ func (r *router) pick(g *sharedGroup, topic string, skip *session) (subscriber, 
 	return subscriber{}, false
 }
 
-func (r *router) collect(n *node, topic string, out []match, from *publisher) []match {
+func (r *router) collect(n *node, topic string, out []match, from string) []match {
 	for _, sub := range n.subs {
 		out = append(out, match{s: sub.s, opts: sub.opts})
 	}
 	for _, g := range n.groups {
 		key := topic
-		if r.strategy == SharedHashClient && from != nil {
-			key = from.clientID
+		if r.strategy == SharedHashClient && from != "" {
+			key = from
 		}
 		if m, ok := r.pick(g, key, nil); ok {
 			out = append(out, match{s: m.s, opts: m.opts, group: g})
@@ -245,10 +245,7 @@ func (r *router) collect(n *node, topic string, out []match, from *publisher) []
 	return out
 }
 
-// publisher identifies who published, for hash_clientid dispatch.
-type publisher struct{ clientID string }
-
-func (r *router) matchLevel(n *node, topic, rest string, dollar bool, out []match, from *publisher) []match {
+func (r *router) matchLevel(n *node, topic, rest string, dollar bool, out []match, from string) []match {
 	i := strings.IndexByte(rest, '/')
 	lvl, next := rest, ""
 	if i >= 0 {
@@ -286,8 +283,8 @@ func (r *router) matchLevel(n *node, topic, rest string, dollar bool, out []matc
 // match appends to out every delivery for topic: each direct subscriber
 // and one chosen member per shared group. A topic starting with '$' is not
 // matched by a filter starting with a wildcard [MQTT-4.7.2-1]. from is the
-// publisher (nil for the broker), for hash_clientid dispatch.
-func (r *router) match(topic string, from *publisher, out []match) []match {
+// publisher's client id (empty for the broker), for hash_clientid dispatch.
+func (r *router) match(topic, from string, out []match) []match {
 	r.mu.RLock()
 	out = r.matchLevel(&r.root, topic, topic, len(topic) > 0 && topic[0] == '$', out, from)
 	r.mu.RUnlock()

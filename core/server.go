@@ -346,7 +346,7 @@ func (s *Server) publishWill(m *Message, sess *session) {
 	if !m.Expires.IsZero() && m.expired(time.Now()) {
 		return
 	}
-	s.publish(m, nil)
+	s.publish(m)
 }
 
 // redispatch gives a shared-group delivery whose member went away to another member.
@@ -496,7 +496,7 @@ func (s *Server) Publish(topic string, payload []byte, qos byte, retain bool) er
 		return err
 	}
 	p := codec.Publish{QoS: qos, Retain: retain, Payload: payload}
-	s.publish(newMessage(&p, []byte(topic), "", time.Now()), nil)
+	s.publish(newMessage(&p, []byte(topic), ""))
 	return nil
 }
 
