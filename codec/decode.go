@@ -65,11 +65,16 @@ func Decode(buf []byte, v byte) (Packet, int, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	if hn == 0 || len(buf)-hn < rl {
+	if hn == 0 {
 		return nil, 0, ErrNeedMore
 	}
+	// Refuse AUTH from its header, as Reader does, rather than asking for
+	// the body of a packet that cannot be valid.
 	if t == AUTH && v != V5 {
 		return nil, 0, ErrAuthBeforeV5
+	}
+	if len(buf)-hn < rl {
+		return nil, 0, ErrNeedMore
 	}
 	p := New(t)
 	if err := p.decode(flags, buf[hn:hn+rl:hn+rl], v); err != nil {

@@ -122,8 +122,8 @@ func (r *Reader) ReadPacket() (Packet, error) {
 	if total > limit {
 		return nil, ErrPacketTooLarge
 	}
-	if t == AUTH && r.Version != V5 && r.Version != 0 {
-		return nil, ErrAuthBeforeV5
+	if t == AUTH && r.Version != V5 {
+		return nil, ErrAuthBeforeV5 // like Decode: before CONNECT the level is unknown, and AUTH never comes first
 	}
 	var body []byte
 	if total <= r.br.Size() {

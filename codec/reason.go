@@ -196,7 +196,7 @@ var (
 	ErrNoFilters          = protocol("SUBSCRIBE or UNSUBSCRIBE without a topic filter [MQTT-3.8.3-3] [MQTT-3.10.3-2]")
 	ErrNoReasonCodes      = protocol("SUBACK or UNSUBACK without a reason code")
 	ErrUnknownProperty    = malformed("unknown property identifier")
-	ErrPropertyNotAllowed = protocol("property not allowed in this packet")
+	ErrPropertyNotAllowed = malformed("property not valid for this packet type (MQTT 5.0 2.2.2.2)")
 	ErrDuplicateProperty  = protocol("property included more than once")
 	ErrPropertyValue      = protocol("property has a value the specification forbids")
 	ErrPropertyLength     = malformed("property length exceeds the packet")
