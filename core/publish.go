@@ -123,7 +123,13 @@ func (s *Server) publish(msg *Message) int {
 // retain keeps msg as its topic's retained message (or clears it).
 func (s *Server) retain(msg *Message) {
 	s.retained.set(msg)
-	if err := s.store.SetRetained(msg); err != nil {
+	var err error
+	if len(msg.Payload) == 0 {
+		err = s.store.DeleteRetained(msg.Topic)
+	} else {
+		err = s.store.PutRetained(msg.Topic, appendMessageRecord(nil, msg, msg.QoS, true, 0))
+	}
+	if err != nil {
 		s.log.Error("store: saving retained message", zap.String("topic", msg.Topic), zap.Error(err))
 	}
 }

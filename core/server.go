@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"syscall"
@@ -93,42 +94,65 @@ func (s *Server) Options() Options { return s.opts }
 
 // restore loads persistent sessions, their queues and retained messages.
 func (s *Server) restore() error {
-	sessions, msgs, retained, err := s.store.Load()
-	if err != nil {
-		return err
-	}
 	now := time.Now()
-	for _, m := range retained {
-		if !m.expired(now) {
-			s.retained.set(m)
+	nsess, nret := 0, 0
+	var cur *session
+	err := s.store.Load(func(id string, rec []byte) error {
+		var r sessionRecord
+		if err := r.decode(rec); err != nil {
+			return fmt.Errorf("session %q: %w", id, err)
 		}
-	}
-	for _, ss := range sessions {
-		sess := newSession(s, ss.ClientID)
-		sess.version, sess.expiry = ss.Version, ss.ExpirySeconds
-		for _, sub := range ss.Subscriptions {
+		sess := newSession(s, id)
+		sess.version, sess.expiry = r.Version, r.Expiry
+		for _, sub := range r.Subs {
 			group, filter, _, err := codec.ParseShared([]byte(sub.Filter))
 			if err != nil {
 				continue
 			}
 			sess.subs[sub.Filter] = sub
-			s.router.subscribe(sess, string(filter), string(group), subOpts{qos: sub.QoS, noLocal: sub.NoLocal,
-				rap: sub.RetainAsPublished, rh: sub.RetainHandling, subID: sub.SubscriptionID, v5: ss.Version == codec.V5})
+			s.router.subscribe(sess, string(filter), string(group), sub.opts())
 		}
-		for _, m := range msgs[ss.ClientID] {
-			sess.queue = append(sess.queue, delivery{msg: m.Message, qos: m.QoS, retain: m.Retain, subID: m.SubID, seq: m.Seq})
-			sess.seq = max(sess.seq, m.Seq)
-			sess.load.Add(1)
-		}
-		s.sessions[ss.ClientID] = sess
-		gone := time.Unix(ss.DisconnectedAt, 0)
-		if ss.DisconnectedAt == 0 {
+		s.sessions[id] = sess
+		cur = sess
+		nsess++
+		gone := time.Unix(r.DisconnectedAt, 0)
+		if r.DisconnectedAt == 0 {
 			gone = now // was connected when the broker stopped
 		}
 		s.scheduleExpiry(sess, gone)
+		return nil
+	}, func(id string, seq uint64, rec []byte) error {
+		m, qos, retain, subID, err := decodeMessageRecord(rec)
+		if err != nil {
+			return fmt.Errorf("message %d of session %q: %w", seq, id, err)
+		}
+		sess := cur
+		if sess == nil || sess.id != id {
+			sess = s.sessions[id]
+		}
+		if sess == nil {
+			return nil // owed to a session that is gone
+		}
+		sess.queue = append(sess.queue, delivery{msg: m, qos: qos, retain: retain, subID: subID, seq: seq})
+		sess.seq = max(sess.seq, seq)
+		sess.load.Add(1)
+		return nil
+	}, func(topic string, rec []byte) error {
+		m, _, _, _, err := decodeMessageRecord(rec)
+		if err != nil {
+			return fmt.Errorf("retained message %q: %w", topic, err)
+		}
+		if !m.expired(now) {
+			s.retained.set(m)
+			nret++
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("core: restoring state: %w", err)
 	}
-	if len(sessions) > 0 || len(retained) > 0 {
-		s.log.Info("restored state", zap.Int("sessions", len(sessions)), zap.Int("retained", len(retained)))
+	if nsess > 0 || nret > 0 {
+		s.log.Info("restored state", zap.Int("sessions", nsess), zap.Int("retained", nret))
 	}
 	return nil
 }
@@ -237,9 +261,9 @@ func (s *Server) attach(c *client, clean bool, expiry uint32, queueAck func(pres
 	c.sess = sess
 	queueAck(present)
 	sess.attachLocked(c)
-	var stored *StoredSession
+	var stored *sessionRecord
 	if sess.persistent() {
-		stored = sess.storedLocked(0)
+		stored = sess.recordLocked(0)
 	}
 	sess.mu.Unlock()
 	s.mu.Unlock()
@@ -248,7 +272,7 @@ func (s *Server) attach(c *client, clean bool, expiry uint32, queueAck func(pres
 		old.close(CloseTakenOver, codec.SessionTakenOver)
 	}
 	if stored != nil {
-		s.storeSave(stored)
+		s.storeSave(c.id, stored)
 	} else if present {
 		s.storeDelete(c.id) // resumed with expiry 0: nothing to keep on disk
 	}
@@ -263,7 +287,7 @@ func (s *Server) discardLocked(sess *session) {
 	for f := range sess.subs {
 		filters = append(filters, f)
 	}
-	sess.subs = map[string]StoredSubscription{}
+	sess.subs = map[string]storedSub{}
 	sess.queue, sess.qhead = nil, 0
 	sess.inflight = map[uint16]*outMsg{}
 	sess.load.Store(0)
@@ -290,13 +314,13 @@ func (s *Server) detach(c *client, reason CloseReason) {
 	sess.mu.Lock()
 	current := sess.c == c
 	var released []delivery
-	var stored *StoredSession
+	var stored *sessionRecord
 	if current {
 		sess.c = nil
 		sess.isOnline.Store(false)
 		released = sess.releaseSharedLocked()
 		if sess.persistent() {
-			stored = sess.storedLocked(time.Now().Unix())
+			stored = sess.recordLocked(time.Now().Unix())
 		}
 	}
 	persistent := sess.persistent()
@@ -307,7 +331,7 @@ func (s *Server) detach(c *client, reason CloseReason) {
 	}
 	s.mu.Unlock()
 	if stored != nil {
-		s.storeSave(stored)
+		s.storeSave(sess.id, stored)
 		s.scheduleExpiry(sess, time.Now())
 	}
 	for _, d := range released {
@@ -392,14 +416,14 @@ func (s *Server) saveSession(sess *session) {
 		sess.mu.Unlock()
 		return
 	}
-	st := sess.storedLocked(0)
+	rec := sess.recordLocked(0)
 	sess.mu.Unlock()
-	s.storeSave(st)
+	s.storeSave(sess.id, rec)
 }
 
-func (s *Server) storeSave(st *StoredSession) {
-	if err := s.store.SaveSession(st); err != nil {
-		s.log.Error("store: saving session", zap.String("client_id", st.ClientID), zap.Error(err))
+func (s *Server) storeSave(id string, rec *sessionRecord) {
+	if err := s.store.PutSession(id, rec.append(nil)); err != nil {
+		s.log.Error("store: saving session", zap.String("client_id", id), zap.Error(err))
 	}
 }
 
@@ -410,14 +434,15 @@ func (s *Server) storeDelete(id string) {
 }
 
 func (s *Server) storeAdd(id string, d delivery) {
-	if err := s.store.AddMessage(id, &StoredMessage{Seq: d.seq, Message: d.msg, QoS: d.qos, Retain: d.retain, SubID: d.subID}); err != nil {
+	rec := appendMessageRecord(nil, d.msg, d.qos, d.retain, d.subID)
+	if err := s.store.PutMessage(id, d.seq, rec); err != nil {
 		s.log.Error("store: adding message", zap.String("client_id", id), zap.Error(err))
 	}
 }
 
 func (s *Server) storeAck(id string, seq uint64) {
-	if err := s.store.AckMessage(id, seq); err != nil {
-		s.log.Error("store: acknowledging message", zap.String("client_id", id), zap.Error(err))
+	if err := s.store.DeleteMessage(id, seq); err != nil {
+		s.log.Error("store: deleting message", zap.String("client_id", id), zap.Error(err))
 	}
 }
 

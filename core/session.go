@@ -2,6 +2,7 @@ package core
 
 import (
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,7 +51,7 @@ type session struct {
 	c           *client
 	version     byte
 	expiry      uint32 // seconds; 0 ends the session with the connection
-	subs        map[string]StoredSubscription
+	subs        map[string]storedSub
 	queue       []delivery
 	qhead       int
 	inflight    map[uint16]*outMsg
@@ -64,7 +65,7 @@ type session struct {
 }
 
 func newSession(srv *Server, id string) *session {
-	return &session{srv: srv, id: id, subs: map[string]StoredSubscription{},
+	return &session{srv: srv, id: id, subs: map[string]storedSub{},
 		inflight: map[uint16]*outMsg{}, qos2in: map[uint16]struct{}{}}
 }
 
@@ -267,20 +268,19 @@ func (s *session) releaseSharedLocked() []delivery {
 	return out
 }
 
-// stored returns the session as the Store keeps it; s.mu is held.
-func (s *session) storedLocked(disconnectedAt int64) *StoredSession {
-	ss := &StoredSession{ClientID: s.id, Version: s.version, ExpirySeconds: s.expiry, DisconnectedAt: disconnectedAt}
+// recordLocked returns the session as the Store keeps it; s.mu is held.
+func (s *session) recordLocked(disconnectedAt int64) *sessionRecord {
+	r := &sessionRecord{Version: s.version, Expiry: s.expiry, DisconnectedAt: disconnectedAt,
+		Subs: make([]storedSub, 0, len(s.subs))}
 	for _, sub := range s.subs {
-		ss.Subscriptions = append(ss.Subscriptions, sub)
+		r.Subs = append(r.Subs, sub)
 	}
-	slices.SortFunc(ss.Subscriptions, func(a, b StoredSubscription) int {
-		if a.Filter < b.Filter {
-			return -1
-		}
-		if a.Filter > b.Filter {
-			return 1
-		}
-		return 0
-	})
-	return ss
+	slices.SortFunc(r.Subs, func(a, b storedSub) int { return strings.Compare(a.Filter, b.Filter) })
+	return r
+}
+
+// opts are the router options of a stored subscription.
+func (sub *storedSub) opts() subOpts {
+	return subOpts{qos: sub.QoS, noLocal: sub.NoLocal, rap: sub.RetainAsPublished, rh: sub.RetainHandling,
+		subID: sub.SubscriptionID, v5: sub.V5}
 }

@@ -2,59 +2,39 @@ package core
 
 import (
 	"sort"
+	"strings"
 	"sync"
 )
 
-// StoredSubscription is one subscription of a persistent session.
-type StoredSubscription struct {
-	Filter            string // as subscribed, including any $share/{group}/ prefix
-	QoS               byte
-	NoLocal           bool
-	RetainAsPublished bool
-	RetainHandling    byte
-	SubscriptionID    uint32
-}
-
-// StoredSession is what must survive a restart for a persistent session.
-type StoredSession struct {
-	ClientID      string
-	Version       byte
-	ExpirySeconds uint32 // session expiry interval; 0xFFFFFFFF never expires
-	// DisconnectedAt is the Unix time the client went away; 0 while connected.
-	DisconnectedAt int64
-	Subscriptions  []StoredSubscription
-}
-
-// StoredMessage is a QoS 1/2 message owed to a persistent session, queued or
-// in flight, in the order it must be delivered (Seq ascending).
-type StoredMessage struct {
-	Seq     uint64
-	Message *Message
-	QoS     byte // the QoS of this delivery (min of published and granted)
-	Retain  bool
-	SubID   uint32
-}
-
-// Store keeps the state that must survive a restart: persistent sessions,
-// the QoS 1/2 messages owed to them, and retained messages. Core calls it
-// from connection goroutines; implementations must be safe for concurrent
-// use. A method returns only once the change is as durable as the store
-// promises (the on-disk store: on disk, per its durability mode).
+// Store keeps what must survive a restart: persistent sessions (metadata
+// and subscriptions), the QoS 1/2 messages owed to them — queued or in
+// flight, in delivery order — and retained messages.
+//
+// Its methods take plain parameters and opaque records that core encodes
+// and decodes itself (record.go, with a format version), so a store
+// implements it without importing core and never interprets a record.
+// Core calls it from connection goroutines: implementations must be safe
+// for concurrent use. A method returns once the change is as durable as the
+// store promises; the on-disk store's durability mode says how durable.
 type Store interface {
-	// SaveSession creates or replaces a persistent session's metadata and subscriptions.
-	SaveSession(s *StoredSession) error
-	// DeleteSession removes a session and every message owed to it.
+	// PutSession creates or replaces a persistent session's record.
+	PutSession(clientID string, rec []byte) error
+	// DeleteSession removes a session's record and every message owed to it.
 	DeleteSession(clientID string) error
-	// AddMessage records a QoS 1/2 message owed to a persistent session.
-	AddMessage(clientID string, m *StoredMessage) error
-	// AckMessage forgets a message once its delivery is complete (or dropped).
-	AckMessage(clientID string, seq uint64) error
-	// SetRetained stores a retained message, or deletes the topic's retained
-	// message when m has an empty payload.
-	SetRetained(m *Message) error
-	// Load returns every stored session with its messages in Seq order, and
-	// every retained message.
-	Load() (sessions []*StoredSession, messages map[string][]*StoredMessage, retained []*Message, err error)
+	// PutMessage records a message owed to a session; seq orders delivery.
+	PutMessage(clientID string, seq uint64, rec []byte) error
+	// DeleteMessage forgets a message once its delivery is complete or dropped.
+	DeleteMessage(clientID string, seq uint64) error
+	// PutRetained stores the retained message of a topic.
+	PutRetained(topic string, rec []byte) error
+	// DeleteRetained removes the retained message of a topic.
+	DeleteRetained(topic string) error
+	// Load calls session for every session, message for every message of
+	// every session in ascending seq order, and retained for every retained
+	// message. The record slices are valid only during the call.
+	Load(session func(clientID string, rec []byte) error,
+		message func(clientID string, seq uint64, rec []byte) error,
+		retained func(topic string, rec []byte) error) error
 	// Close flushes and releases the store.
 	Close() error
 }
@@ -63,26 +43,20 @@ type Store interface {
 // process (as tests and embedding programs need) but not the process.
 type MemStore struct {
 	mu       sync.Mutex
-	sessions map[string]*StoredSession
-	messages map[string]map[uint64]*StoredMessage
-	retained map[string]*Message
+	sessions map[string][]byte
+	messages map[string]map[uint64][]byte
+	retained map[string][]byte
 }
 
 // NewMemStore returns an empty MemStore.
 func NewMemStore() *MemStore {
-	return &MemStore{
-		sessions: map[string]*StoredSession{},
-		messages: map[string]map[uint64]*StoredMessage{},
-		retained: map[string]*Message{},
-	}
+	return &MemStore{sessions: map[string][]byte{}, messages: map[string]map[uint64][]byte{}, retained: map[string][]byte{}}
 }
 
-// SaveSession implements Store.
-func (s *MemStore) SaveSession(ss *StoredSession) error {
-	cp := *ss
-	cp.Subscriptions = append([]StoredSubscription(nil), ss.Subscriptions...)
+// PutSession implements Store.
+func (s *MemStore) PutSession(id string, rec []byte) error {
 	s.mu.Lock()
-	s.sessions[ss.ClientID] = &cp
+	s.sessions[id] = append([]byte(nil), rec...)
 	s.mu.Unlock()
 	return nil
 }
@@ -96,63 +70,79 @@ func (s *MemStore) DeleteSession(id string) error {
 	return nil
 }
 
-// AddMessage implements Store.
-func (s *MemStore) AddMessage(id string, m *StoredMessage) error {
+// PutMessage implements Store.
+func (s *MemStore) PutMessage(id string, seq uint64, rec []byte) error {
 	s.mu.Lock()
 	q := s.messages[id]
 	if q == nil {
-		q = map[uint64]*StoredMessage{}
+		q = map[uint64][]byte{}
 		s.messages[id] = q
 	}
-	cp := *m
-	q[m.Seq] = &cp
+	q[seq] = append([]byte(nil), rec...)
 	s.mu.Unlock()
 	return nil
 }
 
-// AckMessage implements Store.
-func (s *MemStore) AckMessage(id string, seq uint64) error {
+// DeleteMessage implements Store.
+func (s *MemStore) DeleteMessage(id string, seq uint64) error {
 	s.mu.Lock()
 	delete(s.messages[id], seq)
 	s.mu.Unlock()
 	return nil
 }
 
-// SetRetained implements Store.
-func (s *MemStore) SetRetained(m *Message) error {
+// PutRetained implements Store.
+func (s *MemStore) PutRetained(topic string, rec []byte) error {
 	s.mu.Lock()
-	if len(m.Payload) == 0 {
-		delete(s.retained, m.Topic)
-	} else {
-		s.retained[m.Topic] = m
-	}
+	s.retained[topic] = append([]byte(nil), rec...)
+	s.mu.Unlock()
+	return nil
+}
+
+// DeleteRetained implements Store.
+func (s *MemStore) DeleteRetained(topic string) error {
+	s.mu.Lock()
+	delete(s.retained, topic)
 	s.mu.Unlock()
 	return nil
 }
 
 // Load implements Store.
-func (s *MemStore) Load() ([]*StoredSession, map[string][]*StoredMessage, []*Message, error) {
+func (s *MemStore) Load(session func(string, []byte) error, message func(string, uint64, []byte) error,
+	retained func(string, []byte) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sessions := make([]*StoredSession, 0, len(s.sessions))
-	for _, ss := range s.sessions {
-		cp := *ss
-		sessions = append(sessions, &cp)
-	}
-	msgs := map[string][]*StoredMessage{}
-	for id, q := range s.messages {
-		l := make([]*StoredMessage, 0, len(q))
-		for _, m := range q {
-			l = append(l, m)
+	for _, id := range sortedKeys(s.sessions) {
+		if err := session(id, s.sessions[id]); err != nil {
+			return err
 		}
-		sort.Slice(l, func(i, j int) bool { return l[i].Seq < l[j].Seq })
-		msgs[id] = l
+		q := s.messages[id]
+		seqs := make([]uint64, 0, len(q))
+		for seq := range q {
+			seqs = append(seqs, seq)
+		}
+		sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
+		for _, seq := range seqs {
+			if err := message(id, seq, q[seq]); err != nil {
+				return err
+			}
+		}
 	}
-	retained := make([]*Message, 0, len(s.retained))
-	for _, m := range s.retained {
-		retained = append(retained, m)
+	for _, t := range sortedKeys(s.retained) {
+		if err := retained(t, s.retained[t]); err != nil {
+			return err
+		}
 	}
-	return sessions, msgs, retained, nil
+	return nil
+}
+
+func sortedKeys(m map[string][]byte) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return strings.Compare(keys[i], keys[j]) < 0 })
+	return keys
 }
 
 // Close implements Store.

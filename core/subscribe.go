@@ -45,8 +45,8 @@ func (c *client) handleSubscribe(p *codec.Subscribe) bool {
 		}
 		existed := srv.router.subscribe(s, string(filter), string(group), o)
 		s.mu.Lock()
-		s.subs[full] = StoredSubscription{Filter: full, QoS: o.qos, NoLocal: o.noLocal,
-			RetainAsPublished: o.rap, RetainHandling: o.rh, SubscriptionID: o.subID}
+		s.subs[full] = storedSub{Filter: full, QoS: o.qos, NoLocal: o.noLocal,
+			RetainAsPublished: o.rap, RetainHandling: o.rh, SubscriptionID: o.subID, V5: o.v5}
 		s.mu.Unlock()
 		ack.ReasonCodes[i] = codec.ReasonCode(sub.QoS) // every QoS is granted as asked
 		// Retained messages go to new non-shared subscriptions per Retain
