@@ -143,6 +143,9 @@ func (c *client) serve() {
 // readLoop reads packets until the connection ends.
 func (c *client) readLoop() {
 	deadline := c.keepAlive + c.keepAlive/2 // [MQTT-3.1.2-22] 1.5 × keepalive
+	if deadline == 0 {
+		_ = c.conn.SetReadDeadline(time.Time{}) // drop the CONNECT deadline: keepalive 0 is no limit
+	}
 	for {
 		if deadline > 0 && c.r.Buffered() == 0 {
 			_ = c.conn.SetReadDeadline(time.Now().Add(deadline))

@@ -81,7 +81,8 @@ func (c *client) handshake() bool {
 	c.username = string(cp.Username)
 	c.log = c.log.With(zap.String("client_id", c.id))
 
-	if max := srv.opts.MaxConnections; max > 0 && int(srv.stats.connected.Load()) >= max {
+	// connected already counts this connection (ServeConn added it).
+	if max := srv.opts.MaxConnections; max > 0 && int(srv.stats.connected.Load()) > max {
 		return refuse(codec.ServerBusy, CloseRefused, "max connections reached")
 	}
 	if len(cp.Props.AuthMethod) > 0 {
