@@ -1,0 +1,298 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+	"unicode"
+
+	"go.yaml.in/yaml/v3"
+
+	"xmq/core"
+)
+
+const examplePath = "../../xmq.example.yaml"
+
+// coreDefaults returns core's default Options, Version aside, by asking a
+// Server built from zero Options.
+func coreDefaults(t *testing.T) core.Options {
+	t.Helper()
+	srv, err := core.New(core.Options{}, core.Config{})
+	if err != nil {
+		t.Fatalf("core.New: %v", err)
+	}
+	opts := srv.Options()
+	if err := srv.Shutdown(context.Background()); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	opts.Version = ""
+	return opts
+}
+
+// writeFile writes a configuration file in a temporary directory.
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "xmq.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func mustLoad(t *testing.T, args ...string) config {
+	t.Helper()
+	cfg, err := loadConfig(args)
+	if err != nil {
+		t.Fatalf("loadConfig(%q): %v", args, err)
+	}
+	return cfg
+}
+
+// TestExampleIsDefault keeps xmq.example.yaml from drifting: loading it
+// must give exactly the configuration of a bare `xmq`, and its broker
+// section must spell out core's defaults.
+func TestExampleIsDefault(t *testing.T) {
+	got := mustLoad(t, "-c", examplePath)
+	want := mustLoad(t)
+	if !reflect.DeepEqual(got.Listeners, want.Listeners) || got.DataDir != want.DataDir || got.Log != want.Log {
+		t.Errorf("example file gives\n  %+v\nwant the defaults\n  %+v", got, want)
+	}
+	if opts, def := got.Broker.options(), coreDefaults(t); opts != def {
+		t.Errorf("example broker section gives\n  %+v\nwant core's defaults\n  %+v", opts, def)
+	}
+}
+
+// TestExampleListsEveryKey checks that every configuration key appears in
+// xmq.example.yaml, including those whose default is zero.
+func TestExampleListsEveryKey(t *testing.T) {
+	data, err := os.ReadFile(examplePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var inFile []string
+	var walk func(n *yaml.Node, prefix string)
+	walk = func(n *yaml.Node, prefix string) {
+		switch n.Kind {
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				walk(c, prefix)
+			}
+		case yaml.SequenceNode:
+			for _, c := range n.Content {
+				walk(c, prefix+"[]")
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				key := strings.TrimPrefix(prefix+"."+n.Content[i].Value, ".")
+				if !slices.Contains(inFile, key) {
+					inFile = append(inFile, key)
+				}
+				walk(n.Content[i+1], key)
+			}
+		}
+	}
+	walk(&doc, "")
+
+	var inStruct []string
+	var fields func(typ reflect.Type, prefix string)
+	fields = func(typ reflect.Type, prefix string) {
+		for f := range typ.Fields() {
+			key := strings.TrimPrefix(prefix+"."+f.Tag.Get("yaml"), ".")
+			inStruct = append(inStruct, key)
+			switch ft := f.Type; {
+			case ft.Kind() == reflect.Struct:
+				fields(ft, key)
+			case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
+				fields(ft.Elem(), key+"[]")
+			}
+		}
+	}
+	fields(reflect.TypeFor[config](), "")
+
+	slices.Sort(inFile)
+	slices.Sort(inStruct)
+	if !slices.Equal(inFile, inStruct) {
+		t.Errorf("keys in %s:\n  %v\nconfiguration keys:\n  %v", examplePath, inFile, inStruct)
+	}
+}
+
+// snake turns a Go field name into its configuration key: MaxKeepAlive → max_keep_alive.
+func snake(name string) string {
+	var b strings.Builder
+	for i, r := range name {
+		if unicode.IsUpper(r) && i > 0 && unicode.IsLower(rune(name[i-1])) {
+			b.WriteByte('_')
+		}
+		b.WriteRune(unicode.ToLower(r))
+	}
+	return b.String()
+}
+
+// TestBrokerConfigCoversOptions fails when core.Options gains a field the
+// configuration does not expose, or options() forgets to copy one.
+func TestBrokerConfigCoversOptions(t *testing.T) {
+	bt := reflect.TypeFor[brokerConfig]()
+	var bc brokerConfig
+	bv := reflect.ValueOf(&bc).Elem()
+	for f := range reflect.TypeFor[core.Options]().Fields() {
+		if f.Name == "Version" {
+			continue // the build's version, not configuration
+		}
+		bf, ok := bt.FieldByName(f.Name)
+		if !ok {
+			t.Errorf("core.Options.%s has no configuration key (add it to brokerConfig, options() and xmq.example.yaml)", f.Name)
+			continue
+		}
+		if bf.Type != f.Type {
+			t.Errorf("brokerConfig.%s is %v, core.Options.%s is %v", f.Name, bf.Type, f.Name, f.Type)
+		}
+		if tag, want := bf.Tag.Get("yaml"), snake(f.Name); tag != want {
+			t.Errorf("brokerConfig.%s has key %q, want %q", f.Name, tag, want)
+		}
+		// Give the field a non-zero value so the copy below can be checked.
+		v := bv.FieldByName(f.Name)
+		switch v.Kind() {
+		case reflect.Bool:
+			v.SetBool(true)
+		case reflect.String:
+			v.SetString("x")
+		case reflect.Int, reflect.Int64:
+			v.SetInt(7)
+		case reflect.Uint16, reflect.Uint32:
+			v.SetUint(7)
+		default:
+			t.Fatalf("brokerConfig.%s: kind %v not handled by this test", f.Name, v.Kind())
+		}
+	}
+	opts := reflect.ValueOf(bc.options())
+	for f := range reflect.TypeFor[core.Options]().Fields() {
+		if f.Name != "Version" && opts.FieldByName(f.Name).IsZero() {
+			t.Errorf("brokerConfig.options() does not copy %s", f.Name)
+		}
+	}
+}
+
+func TestFlagsOverrideFile(t *testing.T) {
+	file := writeFile(t, `
+listeners:
+  - name: lan
+    address: "10.0.0.1:1883"
+data_dir: /var/lib/xmq
+log:
+  level: debug
+  format: json
+broker:
+  connect_timeout: 3s
+  shared_strategy: hash_topic
+`)
+	tests := []struct {
+		name string
+		args []string
+		want config
+	}{
+		{
+			name: "file only",
+			args: []string{"-c", file},
+			want: config{
+				Listeners: []listenerConfig{{Name: "lan", Transport: "tcp", Address: "10.0.0.1:1883"}},
+				DataDir:   "/var/lib/xmq",
+				Log:       logConfig{Level: "debug", Format: "json"},
+				Broker:    brokerConfig{ConnectTimeout: 3 * time.Second, SharedStrategy: core.SharedHashTopic},
+			},
+		},
+		{
+			name: "flags win",
+			args: []string{"-config", file, "-listen", "127.0.0.1:1,127.0.0.1:2", "-listen", "127.0.0.1:3",
+				"-log-level", "warn", "-data", ""},
+			want: config{
+				Listeners: []listenerConfig{
+					{Name: "tcp", Transport: "tcp", Address: "127.0.0.1:1"},
+					{Name: "tcp-2", Transport: "tcp", Address: "127.0.0.1:2"},
+					{Name: "tcp-3", Transport: "tcp", Address: "127.0.0.1:3"},
+				},
+				DataDir: "",
+				Log:     logConfig{Level: "warn", Format: "json"},
+				Broker:  brokerConfig{ConnectTimeout: 3 * time.Second, SharedStrategy: core.SharedHashTopic},
+			},
+		},
+		{
+			name: "flags without file",
+			args: []string{"-log-format", "console", "-data", "/tmp/x"},
+			want: config{
+				Listeners: []listenerConfig{{Name: "tcp", Transport: "tcp", Address: ":1883"}},
+				DataDir:   "/tmp/x",
+				Log:       logConfig{Level: "info", Format: "console"},
+			},
+		},
+		{
+			name: "defaults",
+			want: config{
+				Listeners: []listenerConfig{{Name: "tcp", Transport: "tcp", Address: ":1883"}},
+				DataDir:   "./data",
+				Log:       logConfig{Level: "info", Format: "auto"},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := mustLoad(t, tt.args...); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("loadConfig(%q) =\n  %+v\nwant\n  %+v", tt.args, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestEmptyFileIsDefault(t *testing.T) {
+	got := mustLoad(t, "-c", writeFile(t, "# nothing set\n"))
+	if want := mustLoad(t); !reflect.DeepEqual(got, want) {
+		t.Errorf("empty file gives %+v, want %+v", got, want)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		file string   // configuration file body; "" = no file
+		args []string // extra flags
+		err  string   // substring of the error
+	}{
+		{name: "unknown key", file: "listen: [':1883']\n", err: "field listen not found"},
+		{name: "unknown nested key", file: "broker:\n  max_conections: 5\n", err: "field max_conections not found"},
+		{name: "unknown listener key", file: "listeners:\n  - adress: ':1883'\n", err: "field adress not found"},
+		{name: "bad duration", file: "broker:\n  connect_timeout: 10x\n", err: "time.Duration"},
+		{name: "duration without unit", file: "broker:\n  write_timeout: 10\n", err: "time.Duration"},
+		{name: "negative timeout", file: "broker:\n  connect_timeout: -1s\n", err: "must not be negative"},
+		{name: "number out of range", file: "broker:\n  receive_maximum: 70000\n", err: "uint16"},
+		{name: "wrong type", file: "broker:\n  retain_disabled: maybe\n", err: "bool"},
+		{name: "transport not built", file: "listeners:\n  - transport: ws\n    address: ':8083'\n", err: "not built yet"},
+		{name: "unknown transport", file: "listeners:\n  - transport: udp\n", err: "unknown transport"},
+		{name: "duplicate names", file: "listeners:\n  - address: ':1'\n  - address: ':2'\n", err: `"tcp" is used twice`},
+		{name: "no listeners", file: "listeners: []\n", err: "no listeners"},
+		{name: "bad log level", args: []string{"-log-level", "loud"}, err: "log level"},
+		{name: "bad log format", file: "log:\n  format: xml\n", err: "log format"},
+		{name: "missing file", args: []string{"-c", "/nonexistent/xmq.yaml"}, err: "no such file"},
+		{name: "unknown flag", args: []string{"-bogus"}, err: "flag provided but not defined"},
+		{name: "stray argument", args: []string{"serve"}, err: `unexpected argument "serve"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := tt.args
+			if tt.file != "" {
+				args = append([]string{"-c", writeFile(t, tt.file)}, args...)
+			}
+			_, err := loadConfig(args)
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("loadConfig(%q) error = %v, want one containing %q", args, err, tt.err)
+			}
+		})
+	}
+}

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"xmq/core"
+	"xmq/listeners"
+)
+
+// shutdownTimeout bounds how long a graceful shutdown waits for clients.
+const shutdownTimeout = 10 * time.Second
+
+// runOption adjusts run for tests; there are no exported options.
+type runOption func(*runOptions)
+
+type runOptions struct {
+	// ready is called once every listener is bound, with their real addresses.
+	ready func(addrs []net.Addr)
+}
+
+// withReady makes run report the bound listener addresses (port 0 resolved).
+func withReady(f func(addrs []net.Addr)) runOption {
+	return func(o *runOptions) { o.ready = f }
+}
+
+// run is the composition root: it reads flags and the configuration file,
+// builds the logger, the broker and the listeners, serves until ctx is
+// cancelled, then shuts down gracefully. args excludes the program name.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...runOption) error {
+	var ro runOptions
+	for _, o := range opts {
+		o(&ro)
+	}
+	if len(args) > 0 && args[0] == "version" {
+		if len(args) > 1 {
+			return usageError{fmt.Errorf("version takes no arguments, got %q", args[1:])}
+		}
+		fmt.Fprintf(stdout, "xmq %s %s %s/%s\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		return nil
+	}
+	cfg, err := loadConfig(args)
+	if errors.Is(err, errHelp) {
+		printUsage(stdout)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+
+	log, err := newLogger(stderr, cfg.Log)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+
+	if cfg.DataDir != "" {
+		if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+			return fmt.Errorf("data directory: %w", err)
+		}
+		log.Warn("persistence to disk is not implemented yet: sessions, queued and retained messages live in memory and are lost on exit",
+			zap.String("data_dir", cfg.DataDir))
+	} else {
+		log.Info("data directory is empty: state lives in memory")
+	}
+
+	bopts := cfg.Broker.options()
+	bopts.Version = version
+	srv, err := core.New(bopts, core.Config{Log: log.Named("core")})
+	if err != nil {
+		return err
+	}
+
+	lns, err := listen(cfg.Listeners)
+	if err != nil {
+		_ = shutdown(ctx, srv, nil, log)
+		return err
+	}
+	addrs := make([]net.Addr, len(lns))
+	llog := log.Named("listeners")
+	for i, l := range lns {
+		addrs[i] = l.Addr()
+		llog.Info("listening", zap.String("listener", cfg.Listeners[i].Name),
+			zap.String("transport", l.Transport()), zap.Stringer("address", l.Addr()))
+	}
+
+	// Each listener's accept loop runs on its own goroutine until Shutdown
+	// closes the listener; the first unexpected error stops the broker.
+	serveErr := make(chan error, len(lns))
+	var serving sync.WaitGroup
+	for i, l := range lns {
+		serving.Go(func() {
+			err := srv.Serve(l, cfg.Listeners[i].Name)
+			if !errors.Is(err, core.ErrServerClosed) {
+				serveErr <- fmt.Errorf("listener %s: %w", cfg.Listeners[i].Name, err)
+			}
+		})
+	}
+	log.Info("xmq started", zap.String("version", version), zap.Int("listeners", len(lns)),
+		zap.String("data_dir", cfg.DataDir))
+	if ro.ready != nil {
+		ro.ready(addrs)
+	}
+
+	var failed error
+	select {
+	case <-ctx.Done():
+		log.Info("xmq stopping", zap.String("cause", context.Cause(ctx).Error()))
+	case failed = <-serveErr:
+		log.Error("xmq stopping", zap.Error(failed))
+	}
+	err = shutdown(ctx, srv, lns, log)
+	serving.Wait()
+	return errors.Join(failed, err)
+}
+
+// listen binds every configured listener, or none: on an error the ones
+// already bound are closed.
+func listen(cfgs []listenerConfig) ([]listeners.Listener, error) {
+	lns := make([]listeners.Listener, 0, len(cfgs))
+	for _, lc := range cfgs {
+		l, err := listenOne(lc)
+		if err != nil {
+			for _, l := range lns {
+				_ = l.Close()
+			}
+			return nil, fmt.Errorf("listener %s: %w", lc.Name, err)
+		}
+		lns = append(lns, l)
+	}
+	return lns, nil
+}
+
+func listenOne(lc listenerConfig) (listeners.Listener, error) {
+	switch lc.Transport {
+	case listeners.TransportTCP:
+		return listeners.ListenTCP(lc.Address)
+	default:
+		return nil, listeners.Supported(lc.Transport)
+	}
+}
+
+// shutdown stops the broker within shutdownTimeout, even though ctx is
+// already cancelled, and closes the listeners (Serve may not have taken
+// them over yet).
+func shutdown(ctx context.Context, srv *core.Server, lns []listeners.Listener, log *zap.Logger) error {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	start := time.Now()
+	err := srv.Shutdown(sctx)
+	for _, l := range lns {
+		_ = l.Close()
+	}
+	st := srv.Stats()
+	if err != nil {
+		log.Error("xmq stopped uncleanly", zap.Error(err), zap.Duration("took", time.Since(start)),
+			zap.Int64("still_connected", st.Connected))
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("xmq stopped", zap.Duration("took", time.Since(start)), zap.Int64("connects", st.Connects),
+		zap.Int64("messages_in", st.MessagesIn), zap.Int64("messages_out", st.MessagesOut))
+	return nil
+}

@@ -1,0 +1,255 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"xmq/codec"
+)
+
+// syncBuffer is a bytes.Buffer that run's logger and the test may share.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// broker is a run in progress.
+type broker struct {
+	addrs  []net.Addr
+	stderr *syncBuffer
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// startRun starts run with args and waits until its listeners are bound.
+// The run is stopped at cleanup if the test has not stopped it.
+func startRun(t *testing.T, args ...string) *broker {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &broker{stderr: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
+	ready := make(chan []net.Addr, 1)
+	go func() {
+		b.done <- run(ctx, args, io.Discard, b.stderr, withReady(func(a []net.Addr) { ready <- a }))
+	}()
+	select {
+	case b.addrs = <-ready:
+	case err := <-b.done:
+		cancel()
+		t.Fatalf("run(%q) returned before it was ready: %v\n%s", args, err, b.stderr)
+	case <-time.After(10 * time.Second):
+		cancel()
+		t.Fatalf("run(%q) not ready after 10s\n%s", args, b.stderr)
+	}
+	t.Cleanup(func() { cancel(); <-b.done })
+	return b
+}
+
+// stop cancels run's context and returns what run returned.
+func (b *broker) stop(t *testing.T) error {
+	t.Helper()
+	b.cancel()
+	select {
+	case err := <-b.done:
+		b.done <- err // for the cleanup
+		return err
+	case <-time.After(15 * time.Second):
+		t.Fatalf("run did not return after its context was cancelled\n%s", b.stderr)
+		return nil
+	}
+}
+
+func TestRunServesMQTT(t *testing.T) {
+	tests := []struct {
+		name    string
+		version byte
+	}{
+		{"MQTT 3.1.1", codec.V311},
+		{"MQTT 5", codec.V5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := startRun(t, "-listen", "127.0.0.1:0", "-data", "", "-log-format", "json")
+			if len(b.addrs) != 1 {
+				t.Fatalf("ready reported %v, want one address", b.addrs)
+			}
+			addr := b.addrs[0].String()
+			if strings.HasSuffix(addr, ":0") {
+				t.Fatalf("ready reported %s: port 0 not resolved", addr)
+			}
+			if log := b.stderr.String(); !strings.Contains(log, `"address":"`+addr+`"`) {
+				t.Errorf("start log does not name the bound address %s:\n%s", addr, log)
+			}
+
+			conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+			if err != nil {
+				t.Fatalf("dial: %v", err)
+			}
+			defer conn.Close()
+			_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+			connect := codec.Connect{ProtocolVersion: tt.version, CleanStart: true, KeepAlive: 30, ClientID: []byte("run-test")}
+			if _, err := conn.Write(connect.Append(nil, tt.version)); err != nil {
+				t.Fatalf("write CONNECT: %v", err)
+			}
+			r := codec.NewReader(bufio.NewReader(conn), 0)
+			r.Version = tt.version
+			p, err := r.ReadPacket()
+			if err != nil {
+				t.Fatalf("read CONNACK: %v", err)
+			}
+			ack, ok := p.(*codec.Connack)
+			if !ok {
+				t.Fatalf("got %v, want CONNACK", p.Type())
+			}
+			if ack.ReasonCode != codec.Success {
+				t.Fatalf("CONNACK reason %v, want Success", ack.ReasonCode)
+			}
+
+			if err := b.stop(t); err != nil {
+				t.Errorf("run returned %v after a clean shutdown, want nil", err)
+			}
+			// The broker told the client it was going away (MQTT 5) and closed the connection.
+			p, err = r.ReadPacket()
+			if tt.version == codec.V5 {
+				d, ok := p.(*codec.Disconnect)
+				if err != nil || !ok || d.ReasonCode != codec.ServerShuttingDown {
+					t.Errorf("after shutdown read %v, %v; want DISCONNECT Server Shutting Down", p, err)
+				}
+				_, err = r.ReadPacket()
+			}
+			if !errors.Is(err, io.EOF) {
+				t.Errorf("after shutdown read error %v, want EOF", err)
+			}
+			log := b.stderr.String()
+			for _, want := range []string{`"msg":"xmq started"`, `"msg":"xmq stopping"`, `"msg":"xmq stopped"`} {
+				if !strings.Contains(log, want) {
+					t.Errorf("log lacks %s:\n%s", want, log)
+				}
+			}
+		})
+	}
+}
+
+func TestRunSeveralListeners(t *testing.T) {
+	b := startRun(t, "-listen", "127.0.0.1:0,127.0.0.1:0", "-data", "")
+	if len(b.addrs) != 2 || b.addrs[0].String() == b.addrs[1].String() {
+		t.Fatalf("ready reported %v, want two distinct addresses", b.addrs)
+	}
+	for _, a := range b.addrs {
+		c, err := net.DialTimeout("tcp", a.String(), 5*time.Second)
+		if err != nil {
+			t.Errorf("dial %s: %v", a, err)
+			continue
+		}
+		_ = c.Close()
+	}
+	if err := b.stop(t); err != nil {
+		t.Errorf("run: %v", err)
+	}
+}
+
+func TestRunCreatesDataDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "nested", "data")
+	b := startRun(t, "-listen", "127.0.0.1:0", "-data", dir)
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		t.Errorf("data directory %s not created: %v", dir, err)
+	}
+	if log := b.stderr.String(); !strings.Contains(log, "not implemented yet") {
+		t.Errorf("log does not say persistence is not implemented:\n%s", log)
+	}
+	if err := b.stop(t); err != nil {
+		t.Errorf("run: %v", err)
+	}
+}
+
+func TestRunErrors(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = busy.Close() })
+	tests := []struct {
+		name  string
+		args  []string
+		err   string
+		usage bool
+	}{
+		{name: "address in use", args: []string{"-listen", "127.0.0.1:0," + busy.Addr().String(), "-data", ""}, err: "address already in use"},
+		{name: "core rejects option", args: []string{"-c", writeFile(t, "broker:\n  max_inflight: 70000\n"), "-listen", "127.0.0.1:0", "-data", ""}, err: "max inflight"},
+		{name: "bad flag", args: []string{"-nope"}, err: "-nope", usage: true},
+		{name: "version with argument", args: []string{"version", "x"}, err: "no arguments", usage: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			err := run(ctx, tt.args, io.Discard, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Fatalf("run(%q) = %v, want an error containing %q", tt.args, err, tt.err)
+			}
+			var ue usageError
+			if errors.As(err, &ue) != tt.usage {
+				t.Errorf("run(%q) = %v: usage error %v, want %v", tt.args, err, !tt.usage, tt.usage)
+			}
+		})
+	}
+}
+
+func TestRunVersion(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"version"}, &out, io.Discard); err != nil {
+		t.Fatalf("run version: %v", err)
+	}
+	if got := out.String(); !strings.HasPrefix(got, "xmq "+version+" go") || !strings.HasSuffix(got, "\n") {
+		t.Errorf("xmq version printed %q, want \"xmq %s go…\\n\"", got, version)
+	}
+}
+
+func TestRunHelp(t *testing.T) {
+	var f flags
+	fs := newFlagSet(&f)
+	for _, arg := range []string{"-h", "--help", "-help"} {
+		t.Run(arg, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			if err := run(context.Background(), []string{arg}, &out, &errOut); err != nil {
+				t.Fatalf("run %s: %v", arg, err)
+			}
+			if errOut.Len() > 0 {
+				t.Errorf("run %s wrote to stderr: %q", arg, errOut.String())
+			}
+			help := out.String()
+			fs.VisitAll(func(fl *flag.Flag) {
+				if !strings.Contains(help, "-"+fl.Name+" ") {
+					t.Errorf("help does not document -%s:\n%s", fl.Name, help)
+				}
+			})
+			for _, want := range []string{"xmq version", "xmq.example.yaml", "Persistence to disk is not", "in memory"} {
+				if !strings.Contains(help, want) {
+					t.Errorf("help lacks %q", want)
+				}
+			}
+		})
+	}
+}
