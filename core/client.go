@@ -349,6 +349,7 @@ func (c *client) encode(buf []byte, m *outMsg, now time.Time) []byte {
 	}
 	msg := m.msg
 	p := &c.pub
+	newAlias := false
 	*p = codec.Publish{QoS: m.qos, Retain: m.retain, PacketID: m.id, Dup: m.dup, Payload: msg.Payload,
 		Topic: unsafeBytes(msg.Topic)}
 	if c.version == codec.V5 {
@@ -363,12 +364,15 @@ func (c *client) encode(buf []byte, m *outMsg, now time.Time) []byte {
 			p.Props.SubscriptionIDs = c.subID[:]
 		}
 		if c.aliasMaxOut > 0 {
-			c.applyAlias(p, msg.Topic)
+			newAlias = c.applyAlias(p, msg.Topic)
 		}
 	}
 	if c.maxOut > 0 && uint32(p.Len(c.version)) > c.maxOut {
 		// Never send more than the client accepts [MQTT-3.1.2-24]; the
 		// message is discarded as if delivered [MQTT-3.1.2-25].
+		if newAlias {
+			delete(c.outAliases, msg.Topic) // the client never learned it
+		}
 		if m.qos > 0 {
 			c.sess.dropInflight(m.id)
 		}
@@ -380,12 +384,12 @@ func (c *client) encode(buf []byte, m *outMsg, now time.Time) []byte {
 }
 
 // applyAlias replaces the topic by an alias the client already knows, or
-// assigns a new one while aliases are left.
-func (c *client) applyAlias(p *codec.Publish, topic string) {
+// assigns a new one while aliases are left, and reports whether it did that.
+func (c *client) applyAlias(p *codec.Publish, topic string) bool {
 	if a, ok := c.outAliases[topic]; ok {
 		p.Topic = nil
 		p.Props.SetNum(codec.PropTopicAlias, uint32(a))
-		return
+		return false
 	}
 	if c.outAliases == nil {
 		c.outAliases = map[string]uint16{}
@@ -394,5 +398,7 @@ func (c *client) applyAlias(p *codec.Publish, topic string) {
 		a := uint16(len(c.outAliases) + 1)
 		c.outAliases[topic] = a
 		p.Props.SetNum(codec.PropTopicAlias, uint32(a))
+		return true
 	}
+	return false
 }

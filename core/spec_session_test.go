@@ -1,0 +1,293 @@
+package core_test
+
+import (
+	"testing"
+	"time"
+
+	"xmq/codec"
+	"xmq/core"
+)
+
+// disconnect sends DISCONNECT (normal) and waits for the broker to close.
+func (c *tconn) disconnect() {
+	c.t.Helper()
+	c.send(&codec.Disconnect{})
+	c.expectClosed()
+}
+
+// waitConnected waits until the broker has finished with every connection
+// but n: their sessions are detached and their wills handled.
+func waitConnected(t *testing.T, srv *core.Server, n int64) {
+	t.Helper()
+	waitFor(t, "connections to end", func() bool { return srv.Stats().Connected == n })
+}
+
+var persistentVersions = []struct {
+	name string
+	v    byte
+}{{"v3.1.1", codec.V311}, {"v5", codec.V5}}
+
+// [MQTT-3.1.4-3] (5.0 3.1.4 and 3.14.2.1): a CONNECT with a client id in use
+// closes the existing connection (5.0: DISCONNECT Session taken over) and
+// the new one resumes the session.
+func TestSessionTakeover(t *testing.T) {
+	srv := newServer(t, core.Options{}, core.Config{})
+	for _, tc := range persistentVersions {
+		t.Run(tc.name, func(t *testing.T) {
+			id := "take-" + tc.name
+			old := client(t, srv, tc.v, id, persistent)
+			old.subscribe(1, "take/"+tc.name+"/#")
+			c := dial(t, srv, tc.v)
+			p := connectPacket(tc.v, id)
+			persistent(p)
+			if ack := c.connect(p); !ack.SessionPresent {
+				t.Fatalf("CONNACK session present 0, want 1 [MQTT-3.2.2-3]")
+			}
+			if tc.v == codec.V5 {
+				old.expectDisconnect(codec.SessionTakenOver)
+			} else {
+				old.expectClosed()
+			}
+			client(t, srv, codec.V311, "pub-"+id).pub("take/"+tc.name+"/x", "after", 1)
+			wantPayloads(t, c.recv(1), "after")
+			waitFor(t, "taken_over counted", func() bool { return srv.Stats().Disconnects["taken_over"] >= 1 })
+		})
+	}
+}
+
+// [MQTT-3.1.2-4] (5.0 [MQTT-3.1.2-4]): Clean Start discards the session.
+func TestCleanStartDiscardsSession(t *testing.T) {
+	srv := newServer(t, core.Options{}, core.Config{})
+	for _, tc := range persistentVersions {
+		t.Run(tc.name, func(t *testing.T) {
+			id := "clean-" + tc.name
+			topic := "clean/" + tc.name
+			s := client(t, srv, tc.v, id, persistent)
+			s.subscribe(1, topic)
+			s.disconnect()
+			waitConnected(t, srv, 0)
+
+			c := dial(t, srv, tc.v)
+			p := connectPacket(tc.v, id)
+			if tc.v == codec.V5 {
+				p.Props.SetNum(codec.PropSessionExpiry, 60)
+			}
+			if ack := c.connect(p); ack.SessionPresent {
+				t.Fatalf("session present after Clean Start")
+			}
+			pub := client(t, srv, codec.V5, "pub-"+id)
+			if rc := pub.publish(&codec.Publish{Topic: []byte(topic), QoS: 1, Payload: []byte("x")}); rc != codec.NoMatchingSubscribers {
+				t.Fatalf("PUBACK %s, want No matching subscribers: the old subscription survived", rc)
+			}
+			c.expectNothing(quiet)
+		})
+	}
+}
+
+// [MQTT-3.1.2-5] [MQTT-4.4.0-1] (5.0 3.1.2.11.2): a persistent session keeps
+// its subscriptions and queues QoS 1 messages while offline; they are
+// delivered in order on reconnect [MQTT-4.6.0-6].
+func TestPersistentSessionQueuesOffline(t *testing.T) {
+	srv := newServer(t, core.Options{}, core.Config{})
+	for _, tc := range persistentVersions {
+		t.Run(tc.name, func(t *testing.T) {
+			id := "queue-" + tc.name
+			topic := "queue/" + tc.name
+			s := client(t, srv, tc.v, id, persistent)
+			s.subscribe(1, topic+"/#")
+			s.subscribe(0, topic+"-q0/#")
+			s.disconnect()
+			waitConnected(t, srv, 0)
+
+			p := client(t, srv, tc.v, "pub-"+id)
+			for _, m := range seq("m", 5) {
+				p.pub(topic+"/x", m, 1)
+			}
+			p.pub(topic+"-q0/x", "qos0-offline", 0) // QoS 0 is not queued for offline sessions
+
+			c := dial(t, srv, tc.v)
+			cp := connectPacket(tc.v, id)
+			persistent(cp)
+			if ack := c.connect(cp); !ack.SessionPresent {
+				t.Fatalf("session present 0, want 1")
+			}
+			got := c.recv(5)
+			wantPayloads(t, got, seq("m", 5)...)
+			for _, m := range got {
+				if m.QoS != 1 || m.Dup || m.Retain {
+					t.Errorf("delivery %q: QoS %d dup %v retain %v, want QoS 1, first delivery, not retained", m.Payload, m.QoS, m.Dup, m.Retain)
+				}
+			}
+			c.expectNothing(quiet)
+			// The subscriptions survived too.
+			p.pub(topic+"/y", "live", 1)
+			wantPayloads(t, c.recv(1), "live")
+		})
+	}
+}
+
+// [MQTT-4.4.0-1] (5.0 [MQTT-4.4.0-1] [MQTT-4.4.0-2]): on reconnect the
+// broker resends unacknowledged PUBLISH packets with DUP=1 and their packet
+// ids, and PUBREL for QoS 2 messages past PUBREC, in the original order.
+func TestRedeliveryOnReconnect(t *testing.T) {
+	srv := newServer(t, core.Options{}, core.Config{})
+	for _, tc := range persistentVersions {
+		t.Run(tc.name, func(t *testing.T) {
+			id := "redeliver-" + tc.name
+			topic := "redeliver/" + tc.name
+			s := client(t, srv, tc.v, id, persistent)
+			s.subscribe(2, topic+"/#")
+			p := client(t, srv, tc.v, "pub-"+id)
+
+			p.pub(topic+"/1", "q1", 1)
+			q1 := s.expectPublish() // not acknowledged
+			p.pub(topic+"/2", "q2-pubrec", 2)
+			q2a := s.expectPublish()
+			s.send(&codec.Ack{Kind: codec.PUBREC, PacketID: q2a.PacketID})
+			s.expectAck(codec.PUBREL, q2a.PacketID) // not completed
+			p.pub(topic+"/3", "q2-none", 2)
+			q2b := s.expectPublish() // not acknowledged
+			for _, m := range []*codec.Publish{q1, q2a, q2b} {
+				if m.Dup {
+					t.Fatalf("first delivery of %q has DUP set [MQTT-3.3.1-1]", m.Payload)
+				}
+			}
+			s.close()
+			waitConnected(t, srv, 1)
+
+			c := dial(t, srv, tc.v)
+			cp := connectPacket(tc.v, id)
+			persistent(cp)
+			if ack := c.connect(cp); !ack.SessionPresent {
+				t.Fatalf("session present 0, want 1")
+			}
+			r1 := c.expectPublish()
+			if !r1.Dup || r1.PacketID != q1.PacketID || r1.QoS != 1 || string(r1.Payload) != "q1" {
+				t.Fatalf("got %q id %d QoS %d dup %v, want %q again with id %d, QoS 1, DUP", r1.Payload, r1.PacketID, r1.QoS, r1.Dup, "q1", q1.PacketID)
+			}
+			c.expectAck(codec.PUBREL, q2a.PacketID)
+			r3 := c.expectPublish()
+			if !r3.Dup || r3.PacketID != q2b.PacketID || r3.QoS != 2 || string(r3.Payload) != "q2-none" {
+				t.Fatalf("got %q id %d QoS %d dup %v, want %q again with id %d, QoS 2, DUP", r3.Payload, r3.PacketID, r3.QoS, r3.Dup, "q2-none", q2b.PacketID)
+			}
+			c.send(&codec.Ack{Kind: codec.PUBACK, PacketID: q1.PacketID})
+			c.send(&codec.Ack{Kind: codec.PUBCOMP, PacketID: q2a.PacketID})
+			c.send(&codec.Ack{Kind: codec.PUBREC, PacketID: q2b.PacketID})
+			c.expectAck(codec.PUBREL, q2b.PacketID)
+			c.send(&codec.Ack{Kind: codec.PUBCOMP, PacketID: q2b.PacketID})
+			c.expectNothing(quiet)
+
+			// Everything acknowledged: a further reconnect owes nothing.
+			c.disconnect()
+			again := dial(t, srv, tc.v)
+			again.connect(cp)
+			again.expectNothing(quiet)
+		})
+	}
+}
+
+// 5.0 3.1.2.11.2: a session ends Session Expiry Interval seconds after its
+// connection closes; reconnecting earlier resumes it.
+func TestSessionExpiry(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t, core.Options{}, core.Config{})
+	connect := func(clean bool) (*tconn, *codec.Connack) {
+		c := dial(t, srv, codec.V5)
+		p := connectPacket(codec.V5, "expiring")
+		p.CleanStart = clean
+		p.Props.SetNum(codec.PropSessionExpiry, 1)
+		return c, c.connect(p)
+	}
+	c, _ := connect(true)
+	c.subscribe(1, "exp/#")
+	c.disconnect()
+	c, ack := connect(false)
+	if !ack.SessionPresent {
+		t.Fatalf("session gone before its expiry")
+	}
+	c.disconnect()
+	time.Sleep(1500 * time.Millisecond)
+	if _, ack := connect(false); ack.SessionPresent {
+		t.Fatalf("session present after its expiry")
+	}
+}
+
+// [MQTT-3.14.2-2]: a client that connected with Session Expiry 0 must not
+// set a non-zero one on DISCONNECT; doing so is a Protocol Error.
+func TestDisconnectSessionExpiryAfterZero(t *testing.T) {
+	srv := newServer(t, core.Options{}, core.Config{})
+	c := client(t, srv, codec.V5, "zero")
+	d := &codec.Disconnect{}
+	d.Props.SetNum(codec.PropSessionExpiry, 30)
+	c.send(d)
+	c.expectDisconnect(codec.ProtocolError)
+}
+
+// 5.0 3.14.2.2.2: a Session Expiry on DISCONNECT replaces the one from
+// CONNECT; setting it to 0 ends the session with the connection.
+func TestDisconnectSessionExpiryToZero(t *testing.T) {
+	srv := newServer(t, core.Options{}, core.Config{})
+	c := client(t, srv, codec.V5, "to-zero", persistent)
+	c.subscribe(1, "tz")
+	d := &codec.Disconnect{}
+	d.Props.SetNum(codec.PropSessionExpiry, 0)
+	c.send(d)
+	c.expectClosed()
+	waitConnected(t, srv, 0)
+	c = dial(t, srv, codec.V5)
+	p := connectPacket(codec.V5, "to-zero")
+	persistent(p)
+	if ack := c.connect(p); ack.SessionPresent {
+		t.Fatalf("session kept after DISCONNECT set its expiry to 0")
+	}
+}
+
+// A Server restarted on the same Store restores persistent sessions, their
+// subscriptions and queued QoS 1 messages in order, and retained messages.
+func TestRestartRestoresState(t *testing.T) {
+	for _, tc := range persistentVersions {
+		t.Run(tc.name, func(t *testing.T) {
+			store := core.NewMemStore()
+			opts := core.Options{SysInterval: -1}
+			srv1, err := core.New(opts, core.Config{Store: store})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { shutdown(t, srv1) })
+			s := client(t, srv1, tc.v, "restart", persistent)
+			s.subscribe(1, "rs/#")
+			s.disconnect()
+			waitConnected(t, srv1, 0)
+			p := client(t, srv1, tc.v, "pub")
+			p.pubRetained("rs/ret", "kept", 1)
+			for _, m := range seq("m", 3) {
+				p.pub("rs/x", m, 1)
+			}
+			p.pubRetained("other/ret", "other", 0)
+			p.pubRetained("other/ret", "", 0) // cleared: must stay cleared
+			shutdown(t, srv1)
+
+			srv2 := newServer(t, opts, core.Config{Store: store})
+			c := dial(t, srv2, tc.v)
+			cp := connectPacket(tc.v, "restart")
+			persistent(cp)
+			if ack := c.connect(cp); !ack.SessionPresent {
+				t.Fatalf("session lost in the restart")
+			}
+			wantPayloads(t, c.recv(4), "kept", "m0", "m1", "m2")
+			c.expectNothing(quiet)
+			// The subscription was restored.
+			client(t, srv2, tc.v, "pub2").pub("rs/y", "after", 1)
+			wantPayloads(t, c.recv(1), "after")
+			// And the retained messages.
+			n := client(t, srv2, tc.v, "new")
+			n.subscribe(1, "rs/ret", "other/ret")
+			got := n.recv(1)
+			wantPayloads(t, got, "kept")
+			if !got[0].Retain {
+				t.Errorf("restored retained message sent without RETAIN")
+			}
+			n.expectNothing(quiet)
+		})
+	}
+}
