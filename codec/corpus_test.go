@@ -35,7 +35,9 @@ func corpusEntry(args ...any) string {
 	return b.String()
 }
 
-func fileName(name string) string { return strings.NewReplacer("/", "-", "$", "S", "#", "H", "+", "P").Replace(name) }
+func fileName(name string) string {
+	return strings.NewReplacer("/", "-", "$", "S", "#", "H", "+", "P").Replace(name)
+}
 
 // seedCorpus is the seed corpus, built from the fixtures: target → file → contents.
 func seedCorpus() map[string]map[string]string {
