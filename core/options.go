@@ -52,14 +52,14 @@ type Options struct {
 	// QueueOverflow is the policy for QoS 1/2 messages beyond MaxQueued (default drop_new).
 	QueueOverflow OverflowPolicy
 	// TopicAliasMaximum is how many topic aliases a client may use towards
-	// the server (default 64); 0 disables inbound aliases.
+	// the server (default 64).
 	TopicAliasMaximum uint16
 	// MaxTopicLevels bounds the levels of a topic or filter (default 128).
 	MaxTopicLevels int
 	// MaxSessionExpiry caps the session expiry interval in seconds a client
 	// may ask for (default 0 = no cap).
 	MaxSessionExpiry uint32
-	// RetainAvailable turns retained messages off when false.
+	// RetainDisabled turns retained messages off (Retain Available 0 in CONNACK).
 	RetainDisabled bool
 	// SharedStrategy dispatches shared subscriptions (default round_robin).
 	SharedStrategy SharedStrategy
@@ -73,6 +73,13 @@ type Options struct {
 	ReadBufferSize int
 	// Version is reported in $SYS/broker/version.
 	Version string
+}
+
+// DefaultOptions returns the options a Server runs with when none are set.
+func DefaultOptions() Options {
+	var o Options
+	o.setDefaults()
+	return o
 }
 
 func (o *Options) setDefaults() {
@@ -128,6 +135,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("core: max inflight %d out of range 1..65535", o.MaxInflight)
 	case o.MaxQueued < 1:
 		return errors.New("core: max queued must be at least 1")
+	case o.ConnectTimeout < 0 || o.WriteTimeout < 0:
+		return errors.New("core: connect and write timeouts must be positive")
 	case o.ReadBufferSize < 64:
 		return errors.New("core: read buffer size must be at least 64")
 	}

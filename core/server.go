@@ -172,6 +172,7 @@ func (s *Server) Serve(l net.Listener, name string) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
+		_ = l.Close()
 		return ErrServerClosed
 	}
 	s.listeners[l] = struct{}{}
