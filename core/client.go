@@ -36,6 +36,7 @@ type client struct {
 	sess        *session
 	will        *Message
 	willDelay   uint32
+	willExpiry  time.Duration // the will's Message Expiry Interval, 0 = none
 	connectedAt time.Time
 
 	// Reader-owned.

@@ -107,6 +107,12 @@ func (c *client) handshake() bool {
 		wp := codec.Publish{QoS: cp.WillQoS, Retain: cp.WillRetain, Payload: cp.WillPayload, Props: cp.WillProps}
 		c.will = newMessage(&wp, cp.WillTopic, c.id)
 		c.willDelay = cp.WillProps.WillDelay
+		// The will's Message Expiry runs from when it is published, not
+		// from now (3.1.3.2.4): publishWill sets Expires.
+		c.will.Expires = time.Time{}
+		if cp.WillProps.Has(codec.PropMessageExpiry) {
+			c.willExpiry = time.Duration(cp.WillProps.MessageExpiry) * time.Second
+		}
 	}
 
 	// What the client accepts from us.

@@ -349,16 +349,19 @@ func (s *Server) detach(c *client, reason CloseReason) {
 			will := c.will
 			sess.mu.Lock()
 			if sess.c == nil {
-				sess.willTimer = time.AfterFunc(time.Duration(delay)*time.Second, func() { s.publishWill(will, sess) })
+				willExpiry := c.willExpiry
+				sess.willTimer = time.AfterFunc(time.Duration(delay)*time.Second, func() { s.publishWill(will, willExpiry, sess) })
 			}
 			sess.mu.Unlock()
 		} else {
-			s.publishWill(c.will, nil)
+			s.publishWill(c.will, c.willExpiry, nil)
 		}
 	}
 }
 
-func (s *Server) publishWill(m *Message, sess *session) {
+// publishWill publishes a will; its Message Expiry Interval (expiry, 0 for
+// none) starts now.
+func (s *Server) publishWill(m *Message, expiry time.Duration, sess *session) {
 	if sess != nil {
 		sess.mu.Lock()
 		online := sess.c != nil
@@ -368,8 +371,10 @@ func (s *Server) publishWill(m *Message, sess *session) {
 			return // the client came back before the delay [MQTT-3.1.3-9]
 		}
 	}
-	if !m.Expires.IsZero() && m.expired(time.Now()) {
-		return
+	if expiry > 0 {
+		w := *m
+		w.Expires = time.Now().Add(expiry)
+		m = &w
 	}
 	s.publish(m)
 }
