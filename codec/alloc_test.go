@@ -2,27 +2,11 @@ package codec_test
 
 import (
 	"bufio"
-	"bytes"
 	"testing"
 
 	"xmq/codec"
 	"xmq/codec/codectest"
 )
-
-// publishCase builds the PUBLISH packets the allocation tests and the
-// benchmarks use: a topic of realistic length, a payload of size bytes, and
-// for props the MQTT 5 properties a busy broker sees most.
-func publishCase(qos byte, size int, props bool) *codec.Publish {
-	p := &codec.Publish{QoS: qos, Topic: []byte("sensors/building-7/floor-3/temperature"), Payload: bytes.Repeat([]byte{'p'}, size)}
-	if qos > 0 {
-		p.PacketID = 4242
-	}
-	if props {
-		p.Props.SetNum(codec.PropMessageExpiry, 3600)
-		p.Props.User = []codec.UserProperty{{Key: []byte("trace-id"), Value: []byte("4bf92f3577b34da6")}}
-	}
-	return p
-}
 
 // allocsPerRead reads packets from raw repeated forever, after a warm-up,
 // and returns the average allocations per ReadPacket.
@@ -50,21 +34,21 @@ func allocsPerRead(t *testing.T, raw []byte, v byte, bufSize int, want codec.Pac
 }
 
 func TestReadPublishAllocs(t *testing.T) {
-	subID := publishCase(1, 64, true)
+	subID := codectest.BenchPublish(1, 64, true)
 	subID.Props.SubscriptionIDs = []uint32{7}
 	tests := []struct {
 		name string
 		v    byte
 		p    *codec.Publish
 	}{
-		{"v4/qos0/64B", codec.V311, publishCase(0, 64, false)},
-		{"v4/qos1/64B", codec.V311, publishCase(1, 64, false)},
-		{"v5/qos0/64B", codec.V5, publishCase(0, 64, false)},
-		{"v5/qos1/64B", codec.V5, publishCase(1, 64, false)},
-		{"v5/qos0/64B/properties", codec.V5, publishCase(0, 64, true)},
+		{"v4/qos0/64B", codec.V311, codectest.BenchPublish(0, 64, false)},
+		{"v4/qos1/64B", codec.V311, codectest.BenchPublish(1, 64, false)},
+		{"v5/qos0/64B", codec.V5, codectest.BenchPublish(0, 64, false)},
+		{"v5/qos1/64B", codec.V5, codectest.BenchPublish(1, 64, false)},
+		{"v5/qos0/64B/properties", codec.V5, codectest.BenchPublish(0, 64, true)},
 		{"v5/qos1/64B/user-property-and-subscription-id", codec.V5, subID},
-		{"v4/qos1/1KiB", codec.V311, publishCase(1, 1024, false)},
-		{"v5/qos1/8KiB/larger-than-the-buffer", codec.V5, publishCase(1, 8<<10, true)},
+		{"v4/qos1/1KiB", codec.V311, codectest.BenchPublish(1, 1024, false)},
+		{"v5/qos1/8KiB/larger-than-the-buffer", codec.V5, codectest.BenchPublish(1, 8<<10, true)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -104,7 +88,7 @@ func TestAppendAllocs(t *testing.T) {
 			}
 		}
 	}
-	big := publishCase(1, 32<<10, true)
+	big := codectest.BenchPublish(1, 32<<10, true)
 	if got := testing.AllocsPerRun(100, func() { buf = big.Append(buf[:0], codec.V5) }); got != 0 {
 		t.Errorf("32 KiB PUBLISH: Append got %v allocations, want 0", got)
 	}

@@ -1,5 +1,7 @@
 package codec
 
+import "math/bits"
+
 // PropID is an MQTT 5.0 property identifier [MQTT-2.2.2.2].
 type PropID byte
 
@@ -241,57 +243,53 @@ func (p *Properties) Reset() {
 }
 
 // IsZero reports whether p holds no property at all.
-func (p *Properties) IsZero() bool { return p.bodyLen() == 0 }
-
-// strings lists the string and binary properties in wire order with their ids.
-func (p *Properties) strings() [9]struct {
-	id PropID
-	b  []byte
-} {
-	return [9]struct {
-		id PropID
-		b  []byte
-	}{
-		{PropContentType, p.ContentType}, {PropResponseTopic, p.ResponseTopic},
-		{PropCorrelationData, p.CorrelationData}, {PropAssignedClientID, p.AssignedClientID},
-		{PropAuthMethod, p.AuthMethod}, {PropAuthData, p.AuthData}, {PropResponseInfo, p.ResponseInfo},
-		{PropServerReference, p.ServerReference}, {PropReasonString, p.ReasonString},
-	}
+func (p *Properties) IsZero() bool {
+	return p.present == 0 && len(p.SubscriptionIDs) == 0 && len(p.User) == 0 && p.stringsLen() == 0
 }
 
-// numIDs lists the numeric properties in id order.
-var numIDs = [...]PropID{PropPayloadFormat, PropMessageExpiry, PropSessionExpiry, PropServerKeepAlive,
-	PropRequestProblemInfo, PropWillDelay, PropRequestResponseInfo, PropReceiveMaximum,
-	PropTopicAliasMaximum, PropTopicAlias, PropMaximumQoS, PropRetainAvailable, PropMaximumPacketSize,
-	PropWildcardSubAvailable, PropSubIDAvailable, PropSharedSubAvailable}
+// numLen is the encoded size of each numeric property, identifier included,
+// indexed by id; 0 for the others.
+var numLen = func() (n [maxPropID + 1]int) {
+	for id, info := range propInfo {
+		switch info.typ {
+		case ptByte:
+			n[id] = 2
+		case ptUint16:
+			n[id] = 3
+		case ptUint32:
+			n[id] = 5
+		}
+	}
+	return n
+}()
+
+func strPropLen(b []byte) int {
+	if len(b) == 0 {
+		return 0
+	}
+	return 3 + len(b)
+}
+
+// stringsLen is the encoded size of the string and binary properties.
+func (p *Properties) stringsLen() int {
+	return strPropLen(p.ContentType) + strPropLen(p.ResponseTopic) + strPropLen(p.CorrelationData) +
+		strPropLen(p.AssignedClientID) + strPropLen(p.AuthMethod) + strPropLen(p.AuthData) +
+		strPropLen(p.ResponseInfo) + strPropLen(p.ServerReference) + strPropLen(p.ReasonString)
+}
 
 // bodyLen is the encoded size of the properties without their length prefix.
 func (p *Properties) bodyLen() int {
-	n := 0
-	if p.present != 0 {
-		for _, id := range numIDs {
-			if p.Has(id) {
-				switch propInfo[id].typ {
-				case ptByte:
-					n += 2
-				case ptUint16:
-					n += 3
-				case ptUint32:
-					n += 5
-				}
-			}
-		}
-	}
-	for _, s := range p.strings() {
-		if len(s.b) > 0 {
-			n += 3 + len(s.b)
-		}
+	n := p.stringsLen()
+	// present only holds numeric ids, so walking its bits visits exactly
+	// the numeric properties that are set.
+	for m := p.present; m != 0; m &= m - 1 {
+		n += numLen[bits.TrailingZeros64(m)]
 	}
 	for _, id := range p.SubscriptionIDs {
 		n += 1 + varintLen(int(id))
 	}
-	for _, u := range p.User {
-		n += 5 + len(u.Key) + len(u.Value)
+	for i := range p.User {
+		n += 5 + len(p.User[i].Key) + len(p.User[i].Value)
 	}
 	return n
 }
@@ -302,35 +300,49 @@ func (p *Properties) encLen() int {
 	return varintLen(n) + n
 }
 
-// appendTo appends the property section (length prefix and properties).
+func appendStrProp(dst []byte, id PropID, b []byte) []byte {
+	if len(b) == 0 {
+		return dst
+	}
+	return appendBytes(append(dst, byte(id)), b)
+}
+
+// appendTo appends the property section (length prefix and properties):
+// numeric properties in id order, then string and binary ones, subscription
+// identifiers and user properties in their order.
 func (p *Properties) appendTo(dst []byte) []byte {
-	dst = appendVarint(dst, p.bodyLen())
-	if p.present != 0 {
-		for _, id := range numIDs {
-			if !p.Has(id) {
-				continue
-			}
-			v, _ := p.Num(id)
-			dst = append(dst, byte(id))
-			switch propInfo[id].typ {
-			case ptByte:
-				dst = append(dst, byte(v))
-			case ptUint16:
-				dst = appendUint16(dst, uint16(v))
-			case ptUint32:
-				dst = appendUint32(dst, v)
-			}
+	return p.appendBody(appendVarint(dst, p.bodyLen()))
+}
+
+// appendBody appends the properties without their length prefix.
+func (p *Properties) appendBody(dst []byte) []byte {
+	for m := p.present; m != 0; m &= m - 1 {
+		id := PropID(bits.TrailingZeros64(m))
+		v, _ := p.Num(id)
+		dst = append(dst, byte(id))
+		switch numLen[id] {
+		case 2:
+			dst = append(dst, byte(v))
+		case 3:
+			dst = appendUint16(dst, uint16(v))
+		case 5:
+			dst = appendUint32(dst, v)
 		}
 	}
-	for _, s := range p.strings() {
-		if len(s.b) > 0 {
-			dst = appendBytes(append(dst, byte(s.id)), s.b)
-		}
-	}
+	dst = appendStrProp(dst, PropContentType, p.ContentType)
+	dst = appendStrProp(dst, PropResponseTopic, p.ResponseTopic)
+	dst = appendStrProp(dst, PropCorrelationData, p.CorrelationData)
+	dst = appendStrProp(dst, PropAssignedClientID, p.AssignedClientID)
+	dst = appendStrProp(dst, PropAuthMethod, p.AuthMethod)
+	dst = appendStrProp(dst, PropAuthData, p.AuthData)
+	dst = appendStrProp(dst, PropResponseInfo, p.ResponseInfo)
+	dst = appendStrProp(dst, PropServerReference, p.ServerReference)
+	dst = appendStrProp(dst, PropReasonString, p.ReasonString)
 	for _, id := range p.SubscriptionIDs {
 		dst = appendVarint(append(dst, byte(PropSubscriptionID)), int(id))
 	}
-	for _, u := range p.User {
+	for i := range p.User {
+		u := &p.User[i]
 		dst = appendBytes(appendBytes(append(dst, byte(PropUserProperty)), u.Key), u.Value)
 	}
 	return dst

@@ -15,19 +15,22 @@ type Publish struct {
 // Type implements Packet.
 func (*Publish) Type() Type { return PUBLISH }
 
-func (p *Publish) bodyLen(v byte) int {
-	n := 2 + len(p.Topic) + len(p.Payload)
+// bodyLen is the body size; pn is the size of the properties without their
+// length prefix, which Append passes on so it is computed once.
+func (p *Publish) bodyLen(v byte) (n, pn int) {
+	n = 2 + len(p.Topic) + len(p.Payload)
 	if p.QoS > 0 {
 		n += 2
 	}
 	if v == V5 {
-		n += p.Props.encLen()
+		pn = p.Props.bodyLen()
+		n += varintLen(pn) + pn
 	}
-	return n
+	return n, pn
 }
 
 // Len implements Packet.
-func (p *Publish) Len(v byte) int { n := p.bodyLen(v); return headerLen(n) + n }
+func (p *Publish) Len(v byte) int { n, _ := p.bodyLen(v); return headerLen(n) + n }
 
 // Flags returns the fixed-header flag nibble: DUP, QoS and RETAIN.
 func (p *Publish) Flags() byte {
@@ -43,13 +46,14 @@ func (p *Publish) Flags() byte {
 
 // Append implements Packet.
 func (p *Publish) Append(dst []byte, v byte) []byte {
-	dst = appendHeader(dst, PUBLISH, p.Flags(), p.bodyLen(v))
+	n, pn := p.bodyLen(v)
+	dst = appendHeader(dst, PUBLISH, p.Flags(), n)
 	dst = appendBytes(dst, p.Topic)
 	if p.QoS > 0 {
 		dst = appendUint16(dst, p.PacketID)
 	}
 	if v == V5 {
-		dst = p.Props.appendTo(dst)
+		dst = p.Props.appendBody(appendVarint(dst, pn))
 	}
 	return append(dst, p.Payload...)
 }
@@ -66,8 +70,15 @@ func (p *Publish) decode(flags byte, body []byte, v byte) error {
 	}
 	d := decoder{b: body}
 	var err error
-	if p.Topic, err = d.string(); err != nil {
+	if p.Topic, err = d.binary(); err != nil {
 		return err
+	}
+	// Most topics are plain ASCII: one pass settles both the UTF-8 and the
+	// wildcard rules. Otherwise check UTF-8 now and wildcards below, in the
+	// order the rules are listed.
+	plain := plainTopic(p.Topic)
+	if !plain && !ValidUTF8(p.Topic) {
+		return ErrBadUTF8
 	}
 	p.PacketID = 0
 	if p.QoS > 0 {
@@ -91,7 +102,7 @@ func (p *Publish) decode(flags byte, body []byte, v byte) error {
 			return ErrTopicEmpty // [MQTT-4.7.3-1]
 		}
 	}
-	if len(p.Topic) > 0 {
+	if len(p.Topic) > 0 && !plain {
 		if err := ValidTopicName(p.Topic); err != nil {
 			return err // [MQTT-3.3.2-2]
 		}

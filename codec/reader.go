@@ -102,7 +102,13 @@ func (r *Reader) ReadPacket() (Packet, error) {
 		remaining int
 		hn        int
 	)
-	for want := 2; hn == 0; want++ {
+	// Peek at what is already buffered (up to the longest header) so the
+	// common case parses the header once; ask for more only when it is cut.
+	want := 2
+	if b := r.br.Buffered(); b > want {
+		want = min(b, 5)
+	}
+	for ; hn == 0; want++ {
 		hdr, err := r.br.Peek(want)
 		if err != nil {
 			if err == io.EOF && len(hdr) > 0 {

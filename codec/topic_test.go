@@ -305,3 +305,52 @@ func TestSubscribeValidate(t *testing.T) {
 		t.Errorf("Validate(prev): got %v, want prev followed by %d results", got, len(want))
 	}
 }
+
+// TestValidUTF8EveryPosition moves each kind of bad byte through every
+// position of strings up to 24 bytes, so both the eight-bytes-at-a-time
+// path and the byte loop see it.
+func TestValidUTF8EveryPosition(t *testing.T) {
+	bad := map[string]string{"U+0000": "\x00", "lone continuation": "\x80", "surrogate": "\xED\xA0\x80", "0xFF": "\xFF"}
+	for n := range 25 {
+		base := strings.Repeat("a", n)
+		if !codec.ValidUTF8([]byte(base)) || !codec.PlainTopic([]byte(base)) {
+			t.Errorf("%d ASCII letters: got invalid, want valid", n)
+		}
+		for i := range n + 1 {
+			for name, b := range bad {
+				s := base[:i] + b + base[i:]
+				if codec.ValidUTF8([]byte(s)) {
+					t.Errorf("ValidUTF8(%q) with %s at %d: got true, want false", s, name, i)
+				}
+				if codec.PlainTopic([]byte(s)) {
+					t.Errorf("PlainTopic(%q): got true, want false", s)
+				}
+			}
+			for _, w := range []string{"+", "#"} {
+				s := base[:i] + w + base[i:]
+				if codec.PlainTopic([]byte(s)) {
+					t.Errorf("PlainTopic(%q): got true, want false", s)
+				}
+			}
+			s := base[:i] + "ä€" + base[i:]
+			if !codec.ValidUTF8([]byte(s)) {
+				t.Errorf("ValidUTF8(%q): got false, want true", s)
+			}
+			if codec.PlainTopic([]byte(s)) {
+				t.Errorf("PlainTopic(%q): got true for non-ASCII, want false", s)
+			}
+		}
+	}
+	// Every byte value next to a word boundary: PlainTopic must agree with the slow rules.
+	for c := range 256 {
+		s := []byte("sensors/" + string(rune(0)) + "x")
+		s[8] = byte(c)
+		slow := codec.ValidUTF8(s) && codec.ValidTopicName(s) == nil
+		if codec.PlainTopic(s) && !slow {
+			t.Errorf("PlainTopic(%q): got true, but the topic is invalid", s)
+		}
+		if c > 0 && c < 0x80 && c != '+' && c != '#' && !codec.PlainTopic(s) {
+			t.Errorf("PlainTopic(%q): got false for a plain ASCII topic", s)
+		}
+	}
+}

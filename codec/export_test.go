@@ -1,0 +1,4 @@
+package codec
+
+// PlainTopic exposes plainTopic to the external tests.
+var PlainTopic = plainTopic
