@@ -112,10 +112,12 @@ func (c *client) close(reason CloseReason, rc codec.ReasonCode) {
 		if rc != 0 && c.connected && c.version == codec.V5 {
 			c.ctrl = (&codec.Disconnect{ReasonCode: rc}).Append(c.ctrl, c.version)
 		}
-		c.mu.Unlock()
-		// A writer stuck on a full socket gives up soon instead of at WriteTimeout.
+		// A writer stuck on a full socket gives up soon instead of at
+		// WriteTimeout. Both happen under c.mu, where flush sets its own
+		// deadline only while closing is open, so it cannot undo this one.
 		_ = c.conn.SetWriteDeadline(time.Now().Add(time.Second))
 		close(c.closing)
+		c.mu.Unlock()
 	})
 }
 
@@ -320,7 +322,13 @@ func (c *client) flush(final bool) bool {
 		return false
 	}
 	if !final {
-		_ = c.conn.SetWriteDeadline(time.Now().Add(c.srv.opts.WriteTimeout))
+		c.mu.Lock() // see close: its short deadline must win
+		select {
+		case <-c.closing:
+		default:
+			_ = c.conn.SetWriteDeadline(time.Now().Add(c.srv.opts.WriteTimeout))
+		}
+		c.mu.Unlock()
 	}
 	n, err := c.conn.Write(buf)
 	c.srv.stats.bytesOut.Add(int64(n))

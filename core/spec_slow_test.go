@@ -1,0 +1,152 @@
+package core_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"xmq/codec"
+	"xmq/core"
+)
+
+// A subscriber that never reads its socket must not slow the publisher or
+// the other subscribers: net.Pipe is synchronous, so the broker's writes to
+// it block for good. Its QoS 0 messages beyond MaxQueued are dropped and
+// counted (DESIGN: "a subscriber that cannot keep up never slows the
+// publisher or anyone else").
+func TestSlowSubscriberDoesNotBlockPublisher(t *testing.T) {
+	srv := newServer(t, core.Options{MaxQueued: 100}, core.Config{})
+	slow := client(t, srv, codec.V311, "slow")
+	slow.subscribe(0, "slow/#")
+	slow.pause()
+	fast := client(t, srv, codec.V5, "fast")
+	fast.subscribe(0, "slow/#")
+	p := client(t, srv, codec.V311, "pub")
+
+	const rounds, per = 20, 50
+	payload := strings.Repeat("x", 512)
+	start := time.Now()
+	for range rounds {
+		for range per {
+			p.pub("slow/x", payload, 0)
+		}
+		p.send(&codec.Pingreq{})
+		expect[*codec.Pingresp](p)
+		// The fast subscriber keeps up: it is never more than one round
+		// (under MaxQueued) behind, so it loses nothing.
+		if got := fast.recv(per); len(got) != per {
+			t.Fatalf("fast subscriber got %d, want %d", len(got), per)
+		}
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("publishing %d messages took %v", rounds*per, d)
+	}
+	waitFor(t, "queue_full drops counted", func() bool { return srv.Stats().Dropped["queue_full"] > 0 })
+
+	// Once it reads again it gets what was queued, not everything.
+	slow.resume()
+	got := slow.collect()
+	if len(got) == 0 || len(got) >= rounds*per {
+		t.Fatalf("slow subscriber got %d messages after resuming, want some but fewer than %d", len(got), rounds*per)
+	}
+	if dropped := srv.Stats().Dropped["queue_full"]; int(dropped)+len(got) != rounds*per {
+		t.Fatalf("%d delivered + %d dropped, want %d", len(got), dropped, rounds*per)
+	}
+	slow.send(&codec.Pingreq{})
+	expect[*codec.Pingresp](slow)
+}
+
+// QueueOverflow disconnect: a QoS 1 message for a full queue disconnects
+// the slow client (5.0: DISCONNECT Quota exceeded) while the publisher
+// carries on.
+func TestQueueOverflowDisconnect(t *testing.T) {
+	srv := newServer(t, core.Options{MaxQueued: 5, QueueOverflow: core.OverflowDisconnect}, core.Config{})
+	slow := client(t, srv, codec.V5, "slow", func(p *codec.Connect) {
+		p.Props.SetNum(codec.PropReceiveMaximum, 2)
+	})
+	slow.subscribe(1, "of/#")
+	slow.pause()
+	p := client(t, srv, codec.V311, "pub")
+	start := time.Now()
+	for range 30 {
+		p.pub("of/x", strings.Repeat("y", 256), 1)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("publishing took %v", d)
+	}
+	waitFor(t, "slow consumer disconnected", func() bool { return srv.Stats().Disconnects["slow_consumer"] == 1 })
+	// The DISCONNECT Quota exceeded the broker queued is lost to the write
+	// deadline: the client was not reading.
+	slow.resume()
+	slow.drainUntilClosed()
+	p.pub("of/x", "still", 1)
+}
+
+// WriteTimeout: a client whose socket accepts nothing for that long is
+// disconnected as a slow consumer.
+func TestWriteTimeoutSlowConsumer(t *testing.T) {
+	srv := newServer(t, core.Options{WriteTimeout: 200 * time.Millisecond}, core.Config{})
+	slow := client(t, srv, codec.V311, "stuck")
+	slow.subscribe(0, "wt")
+	slow.pause()
+	p := client(t, srv, codec.V311, "pub")
+	for range 5 {
+		p.pub("wt", strings.Repeat("z", 4096), 0)
+	}
+	waitFor(t, "slow consumer disconnected", func() bool { return srv.Stats().Disconnects["slow_consumer"] == 1 })
+	slow.resume()
+	slow.drainUntilClosed()
+}
+
+// Server.Disconnect closes a client (5.0: DISCONNECT Administrative
+// action) and reports whether it was connected.
+func TestAdminDisconnect(t *testing.T) {
+	srv := newServer(t, core.Options{}, core.Config{})
+	c := client(t, srv, codec.V5, "victim")
+	if !srv.Disconnect("victim") {
+		t.Fatalf("Disconnect(victim) = false, want true")
+	}
+	c.expectDisconnect(codec.AdministrativeAction)
+	if srv.Disconnect("nobody") {
+		t.Fatalf("Disconnect(nobody) = true, want false")
+	}
+}
+
+// Server.Publish injects a message as the broker, retained if asked, and
+// refuses an invalid topic.
+func TestServerPublish(t *testing.T) {
+	srv := newServer(t, core.Options{}, core.Config{})
+	c := client(t, srv, codec.V5, "listener")
+	c.subscribe(1, "inject/#")
+	if err := srv.Publish("inject/a", []byte("hello"), 1, true); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	got := c.recv(1)[0]
+	if string(got.Payload) != "hello" || got.QoS != 1 || string(got.Topic) != "inject/a" {
+		t.Fatalf("got %q on %q at QoS %d", got.Payload, got.Topic, got.QoS)
+	}
+	wantPayloads(t, retainedOn(t, srv, codec.V311, "late", "inject/a", 1), "hello")
+	for _, bad := range []string{"", "a/+", "a/#"} {
+		if err := srv.Publish(bad, nil, 0, false); err == nil {
+			t.Errorf("Publish(%q) succeeded, want an error", bad)
+		}
+	}
+}
+
+// Stats counts connections, messages and subscriptions.
+func TestStats(t *testing.T) {
+	srv := newServer(t, core.Options{}, core.Config{})
+	s := client(t, srv, codec.V311, "s")
+	s.subscribe(1, "st/a", "st/b")
+	p := client(t, srv, codec.V311, "p")
+	p.pub("st/a", "1", 1)
+	p.pub("st/b", "2", 0)
+	s.recv(2)
+	st := srv.Stats()
+	if st.Connected != 2 || st.Connects != 2 || st.Subscriptions != 2 || st.MessagesIn != 2 || st.Sessions != 2 {
+		t.Fatalf("stats %+v, want 2 connected, 2 connects, 2 subscriptions, 2 in, 2 sessions", st)
+	}
+	waitFor(t, "messages out counted", func() bool { return srv.Stats().MessagesOut == 2 })
+	p.disconnect()
+	waitFor(t, "normal disconnect counted", func() bool { return srv.Stats().Disconnects["normal"] == 1 })
+}
