@@ -3,6 +3,7 @@ package codec_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 	"unicode/utf8"
@@ -42,6 +43,9 @@ func FuzzDecode(f *testing.F) {
 			if n < 2 || n > len(data) {
 				t.Fatalf("level %d: Decode consumed %d of %d bytes", v, n, len(data))
 			}
+			if msg := badString(p); msg != "" {
+				t.Fatalf("level %d: decoded %s", v, msg)
+			}
 			enc := p.Append(nil, v)
 			if l := p.Len(v); l != len(enc) {
 				t.Fatalf("level %d: Len %d, Append wrote %d bytes", v, l, len(enc))
@@ -64,6 +68,39 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// badString names a decoded string field that breaks the UTF-8 or topic
+// rules Decode promises to enforce, or returns "".
+func badString(p codec.Packet) string {
+	var strs [][]byte
+	switch p := p.(type) {
+	case *codec.Publish:
+		if len(p.Topic) > 0 && (!codec.ValidUTF8(p.Topic) || codec.ValidTopicName(p.Topic) != nil) {
+			return fmt.Sprintf("PUBLISH topic %q", p.Topic)
+		}
+		strs = append(strs, p.Props.ContentType, p.Props.ResponseTopic)
+		for _, u := range p.Props.User {
+			strs = append(strs, u.Key, u.Value)
+		}
+	case *codec.Connect:
+		strs = append(strs, p.ClientID, p.Username, p.WillTopic)
+		if p.WillFlag && codec.ValidTopicName(p.WillTopic) != nil {
+			return fmt.Sprintf("will topic %q", p.WillTopic)
+		}
+	case *codec.Subscribe:
+		for _, s := range p.Subscriptions {
+			strs = append(strs, s.Filter)
+		}
+	case *codec.Unsubscribe:
+		strs = append(strs, p.Filters...)
+	}
+	for _, s := range strs {
+		if !codec.ValidUTF8(s) {
+			return fmt.Sprintf("string %q that is not MQTT UTF-8", s)
+		}
+	}
+	return ""
 }
 
 // readerParams turns the fuzzer's level byte into a protocol level and a
