@@ -139,3 +139,40 @@ func TestFormat(t *testing.T) {
 		t.Errorf("Format = %s, want %s", got, want)
 	}
 }
+
+// TestEveryDecodeErrorHasAFixture keeps the malformed fixtures complete:
+// each sentinel that Decode can return is exercised by at least one case.
+// (ErrPacketTooLarge is the Reader's, and the filter errors are
+// Subscribe.Validate's; the codec tests cover those.)
+func TestEveryDecodeErrorHasAFixture(t *testing.T) {
+	sentinels := map[string]error{
+		"ErrNeedMore": codec.ErrNeedMore, "ErrAuthBeforeV5": codec.ErrAuthBeforeV5,
+		"ErrShortBuffer": codec.ErrShortBuffer, "ErrVarintTooLong": codec.ErrVarintTooLong,
+		"ErrVarintNotMinimal": codec.ErrVarintNotMinimal, "ErrBadUTF8": codec.ErrBadUTF8,
+		"ErrReservedType": codec.ErrReservedType, "ErrBadFlags": codec.ErrBadFlags, "ErrBadQoS": codec.ErrBadQoS,
+		"ErrDupQoS0": codec.ErrDupQoS0, "ErrTrailingBytes": codec.ErrTrailingBytes,
+		"ErrZeroPacketID": codec.ErrZeroPacketID, "ErrBadProtocolName": codec.ErrBadProtocolName,
+		"ErrBadProtocolVersion": codec.ErrBadProtocolVersion, "ErrConnectReserved": codec.ErrConnectReserved,
+		"ErrWillFlags": codec.ErrWillFlags, "ErrWillQoS": codec.ErrWillQoS, "ErrPasswordNoUser": codec.ErrPasswordNoUser,
+		"ErrConnackFlags": codec.ErrConnackFlags, "ErrBadReasonCode": codec.ErrBadReasonCode,
+		"ErrTopicWildcard": codec.ErrTopicWildcard, "ErrTopicEmpty": codec.ErrTopicEmpty,
+		"ErrTopicNoAlias": codec.ErrTopicNoAlias, "ErrSubOptions": codec.ErrSubOptions,
+		"ErrRetainHandling": codec.ErrRetainHandling, "ErrNoFilters": codec.ErrNoFilters,
+		"ErrNoReasonCodes": codec.ErrNoReasonCodes, "ErrUnknownProperty": codec.ErrUnknownProperty,
+		"ErrPropertyNotAllowed": codec.ErrPropertyNotAllowed, "ErrDuplicateProperty": codec.ErrDuplicateProperty,
+		"ErrPropertyValue": codec.ErrPropertyValue, "ErrPropertyLength": codec.ErrPropertyLength,
+		"ErrAuthDataNoMethod": codec.ErrAuthDataNoMethod,
+	}
+	versions := map[error]map[byte]bool{}
+	for _, c := range codectest.Invalid() {
+		if versions[c.Err] == nil {
+			versions[c.Err] = map[byte]bool{}
+		}
+		versions[c.Err][c.Version] = true
+	}
+	for name, err := range sentinels {
+		if len(versions[err]) == 0 {
+			t.Errorf("no fixture expects %s", name)
+		}
+	}
+}
