@@ -139,7 +139,7 @@ func TestPaho5WillOnAbruptClose(t *testing.T) {
 	w := v5(t, addr, "watch")
 	w.sub(t, 1, "will/#")
 	c, _ := connectV5(t, addr, &paho.Connect{ClientID: "dying", CleanStart: true,
-		WillMessage:    &paho.WillMessage{Topic: "will/dying", QoS: 1, Payload: []byte("lost")},
+		WillMessage: &paho.WillMessage{Topic: "will/dying", QoS: 1, Payload: []byte("lost")},
 		// paho.golang v0.23 packs will properties with the CONNECT table,
 		// which drops Content Type and the other PUBLISH-only ones; user
 		// properties survive.
