@@ -327,6 +327,8 @@ func (s *Server) detach(c *client, reason CloseReason) {
 	persistent := sess.persistent()
 	expiry := sess.expiry
 	sess.mu.Unlock()
+	// A new connection with Clean Start took c's place and ended the session.
+	ended := !current && s.sessions[sess.id] != sess
 	if current && !persistent {
 		s.discardLocked(sess)
 	}
@@ -339,8 +341,9 @@ func (s *Server) detach(c *client, reason CloseReason) {
 		s.redispatch(d, sess)
 	}
 	// A session taken over by a new connection within the will delay keeps
-	// its will unsent [MQTT-3.1.3-9]; with no delay the will goes now.
-	if c.will != nil && reason.publishesWill() && (current || c.willDelay == 0) {
+	// its will unsent [MQTT-3.1.3-9]; with no delay, or when the takeover
+	// ended the session (Clean Start), the will goes now (3.1.2.5).
+	if c.will != nil && reason.publishesWill() && (current || c.willDelay == 0 || ended) {
 		delay := c.willDelay
 		if delay > 0 && current && persistent {
 			if expiry != neverExpires && expiry < delay {

@@ -660,3 +660,73 @@ func TestNoMatchingSubscribers(t *testing.T) {
 		t.Fatalf("PUBREC %s, want No matching subscribers", rc)
 	}
 }
+
+// [MQTT-3.2.0-?] 4.8 / 3.1.2-?: packets only a server sends, and AUTH
+// without an agreed method, are protocol errors from a client.
+func TestClientSendsServerPacket(t *testing.T) {
+	srv := newServer(t, core.Options{}, core.Config{})
+	for _, tc := range []struct {
+		name string
+		p    codec.Packet
+	}{
+		{"connack", &codec.Connack{}},
+		{"suback", &codec.Suback{PacketID: 1, ReasonCodes: []codec.ReasonCode{0}}},
+		{"unsuback", &codec.Unsuback{PacketID: 1, ReasonCodes: []codec.ReasonCode{0}}},
+		{"pingresp", &codec.Pingresp{}},
+		{"auth", &codec.Auth{ReasonCode: codec.ReAuthenticate}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := client(t, srv, codec.V5, "srvpkt-"+tc.name)
+			c.send(tc.p)
+			c.expectDisconnect(codec.ProtocolError)
+		})
+	}
+}
+
+// 4.12: enhanced authentication is not configured, so a CONNECT with an
+// Authentication Method is refused with Bad authentication method.
+func TestConnectAuthMethodRefused(t *testing.T) {
+	srv := newServer(t, core.Options{}, core.Config{})
+	c := dial(t, srv, codec.V5)
+	p := connectPacket(codec.V5, "scram")
+	p.Props.AuthMethod = []byte("SCRAM-SHA-1")
+	if ack := c.connectRC(p); ack.ReasonCode != codec.BadAuthenticationMethod {
+		t.Fatalf("CONNACK %s, want Bad authentication method", ack.ReasonCode)
+	}
+	c.expectClosed()
+}
+
+// 4.3.3 / 3.5.2.1: a PUBREC with an error code ends the QoS 2 flow (no
+// PUBREL) and frees the slot in the client's Receive Maximum; an unknown
+// PUBREC gets PUBREL Packet Identifier not found.
+func TestPubrecErrorEndsFlow(t *testing.T) {
+	srv := newServer(t, core.Options{}, core.Config{})
+	s := client(t, srv, codec.V5, "refuser", func(p *codec.Connect) {
+		p.Props.SetNum(codec.PropReceiveMaximum, 1)
+	})
+	s.subscribe(2, "pr")
+	p := client(t, srv, codec.V5, "pr-pub")
+	p.pub("pr", "refused", 2)
+	p.pub("pr", "next", 2)
+	m := s.expectPublish()
+	s.expectNothing(quiet) // window of one
+	s.send(&codec.Ack{Kind: codec.PUBREC, PacketID: m.PacketID, ReasonCode: codec.UnspecifiedError})
+	wantPayloads(t, s.recv(1), "next")
+	s.send(&codec.Ack{Kind: codec.PUBREC, PacketID: 999})
+	if a := s.expectAck(codec.PUBREL, 999); a.ReasonCode != codec.PacketIdentifierNotFound {
+		t.Fatalf("PUBREL %s, want Packet Identifier not found", a.ReasonCode)
+	}
+}
+
+// 3.1.2.5 with RetainDisabled: a will with Will Retain is refused with
+// CONNACK Retain not supported.
+func TestWillRetainWithRetainDisabled(t *testing.T) {
+	srv := newServer(t, core.Options{RetainDisabled: true}, core.Config{})
+	c := dial(t, srv, codec.V5)
+	p := connectPacket(codec.V5, "wr")
+	p.WillFlag, p.WillTopic, p.WillRetain = true, []byte("w"), true
+	if ack := c.connectRC(p); ack.ReasonCode != codec.RetainNotSupported {
+		t.Fatalf("CONNACK %s, want Retain not supported", ack.ReasonCode)
+	}
+	c.expectClosed()
+}

@@ -289,3 +289,37 @@ func TestWillOnTakeover(t *testing.T) {
 	old.expectDisconnect(codec.SessionTakenOver)
 	wantPayloads(t, w.recv(1), "replaced")
 }
+
+// 5.0 3.1.2.5 and [MQTT-3.1.3-9]: a will with a delay is not sent when a
+// new connection resumes the session within the delay, and is sent at once
+// when the new connection's Clean Start ends the session.
+func TestWillDelayOnTakeover(t *testing.T) {
+	srv := newServer(t, core.Options{}, core.Config{})
+	for _, tc := range []struct {
+		name  string
+		clean bool
+		want  bool
+	}{{"resume", false, false}, {"clean-start", true, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			topic := "wdt/" + tc.name
+			w := client(t, srv, codec.V5, "watch-"+tc.name)
+			w.subscribe(0, topic)
+			old := client(t, srv, codec.V5, "wdt-"+tc.name, func(p *codec.Connect) {
+				persistent(p)
+				withWill(topic, "bye", 0)(p)
+				p.WillProps.SetNum(codec.PropWillDelay, 30)
+			})
+			c := dial(t, srv, codec.V5)
+			p := connectPacket(codec.V5, "wdt-"+tc.name)
+			p.CleanStart = tc.clean
+			p.Props.SetNum(codec.PropSessionExpiry, 30)
+			c.connect(p)
+			old.expectDisconnect(codec.SessionTakenOver)
+			if tc.want {
+				wantPayloads(t, w.recv(1), "bye")
+			} else {
+				w.expectNothing(quiet)
+			}
+		})
+	}
+}
