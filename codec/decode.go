@@ -59,7 +59,9 @@ func New(t Type) Packet {
 // Decode decodes the first packet in buf for protocol level v (a CONNECT
 // carries its own level, so v only matters for the packets after it) and
 // returns it with the number of bytes it took. The packet aliases buf.
-// When buf holds only part of a packet, Decode returns ErrNeedMore.
+// When buf holds only part of a packet, Decode returns ErrNeedMore, unless
+// the fixed header already settles it: an AUTH packet below MQTT 5 is
+// refused with ErrAuthBeforeV5 as soon as its header is complete.
 func Decode(buf []byte, v byte) (Packet, int, error) {
 	t, flags, rl, hn, err := ParseHeader(buf)
 	if err != nil {

@@ -25,7 +25,8 @@ type Reader struct {
 	MaxPacketSize int
 	// Version is the protocol level used to decode every packet but
 	// CONNECT. A server sets it from the CONNECT it accepts; a client sets
-	// it before reading.
+	// it before reading. AUTH is refused with ErrAuthBeforeV5 unless
+	// Version is V5, so before CONNECT (Version 0) it is an error too.
 	Version byte
 
 	large []byte
