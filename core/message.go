@@ -85,8 +85,10 @@ func (m *Message) expired(now time.Time) bool {
 }
 
 // remainingExpiry is the Message Expiry Interval to forward, in whole
-// seconds, rounded up so a message never expires early [MQTT-3.3.2-6].
+// seconds, rounded up so a message never expires early [MQTT-3.3.2-6]. A
+// message resent after its expiry (its delivery had started) gets 0, not a
+// negative value wrapped around to about 136 years.
 func (m *Message) remainingExpiry(now time.Time) uint32 {
-	d := m.Expires.Sub(now)
+	d := max(m.Expires.Sub(now), 0)
 	return uint32((d + time.Second - 1) / time.Second)
 }

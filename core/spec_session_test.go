@@ -291,3 +291,30 @@ func TestRestartRestoresState(t *testing.T) {
 		})
 	}
 }
+
+// [MQTT-3.3.2-6]: a message resent after its expiry passed (delivery had
+// started, so it is not dropped [MQTT-3.3.2-5]) carries what is left of its
+// interval, never a wrapped-around huge value.
+func TestRedeliveredExpiredMessageExpiry(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t, core.Options{}, core.Config{})
+	s := client(t, srv, codec.V5, "slowpoke", persistent)
+	s.subscribe(1, "rexp")
+	m := &codec.Publish{Topic: []byte("rexp"), QoS: 1, Payload: []byte("x")}
+	m.Props.SetNum(codec.PropMessageExpiry, 1)
+	client(t, srv, codec.V5, "rexp-pub").publish(m)
+	s.expectPublish() // not acknowledged
+	s.close()
+	time.Sleep(3200 * time.Millisecond) // more than a whole second past the expiry
+	c := dial(t, srv, codec.V5)
+	p := connectPacket(codec.V5, "slowpoke")
+	persistent(p)
+	c.connect(p)
+	r := c.expectPublish()
+	if !r.Dup {
+		t.Fatalf("resent message without DUP")
+	}
+	if e, ok := r.Props.Num(codec.PropMessageExpiry); !ok || e > 1 {
+		t.Fatalf("resent expiry %d (present %v), want at most 1", e, ok)
+	}
+}
