@@ -323,3 +323,25 @@ func TestWillDelayOnTakeover(t *testing.T) {
 		})
 	}
 }
+
+// [MQTT-4.7.2-1] for retained messages: "#" and "+/…" do not bring back
+// retained "$…" topics; a retained message sent on subscribe carries the
+// subscription's identifier (3.3.4).
+func TestRetainedDollarTopicsAndSubscriptionID(t *testing.T) {
+	srv := newServer(t, core.Options{}, core.Config{})
+	p := client(t, srv, codec.V5, "pub")
+	p.pubRetained("$internal/x", "hidden", 0)
+	p.pubRetained("public/x", "shown", 0)
+	c := client(t, srv, codec.V5, "all")
+	sp := &codec.Subscribe{Subscriptions: []codec.Subscription{sub("#", 1), sub("+/x", 1)}}
+	sp.Props.SubscriptionIDs = []uint32{7}
+	c.subscribePacket(sp)
+	got := c.collect()
+	wantPayloads(t, got, "shown", "shown")
+	for _, m := range got {
+		if !slices.Equal(m.Props.SubscriptionIDs, []uint32{7}) {
+			t.Fatalf("retained delivery with subscription ids %v, want [7]", m.Props.SubscriptionIDs)
+		}
+	}
+	wantPayloads(t, retainedOn(t, srv, codec.V5, "dollar", "$internal/#", 0), "hidden")
+}
