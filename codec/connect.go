@@ -228,7 +228,7 @@ func (c *Connack) Len(v byte) int { n := c.bodyLen(v); return headerLen(n) + n }
 func (c *Connack) Append(dst []byte, v byte) []byte {
 	dst = appendHeader(dst, CONNACK, 0, c.bodyLen(v))
 	var sp byte
-	if c.SessionPresent {
+	if c.SessionPresent && v != V31 { // 3.1 has no Session Present: the byte is reserved
 		sp = 1
 	}
 	if v != V5 {
@@ -249,7 +249,7 @@ func (c *Connack) decode(flags byte, body []byte, v byte) error {
 	if af&0xfe != 0 {
 		return ErrConnackFlags // [MQTT-3.2.2-1]
 	}
-	c.SessionPresent = af&1 != 0
+	c.SessionPresent = af&1 != 0 && v != V31 // reserved in 3.1
 	rc, err := d.byte()
 	if err != nil {
 		return err

@@ -173,6 +173,7 @@ var (
 	ErrReservedType       = malformed("reserved control packet type 0 [MQTT-2.1.2]")
 	ErrBadFlags           = malformed("invalid fixed header flags [MQTT-2.1.3-1]")
 	ErrBadQoS             = malformed("QoS 3 [MQTT-3.3.1-4]")
+	ErrSubQoS             = protocol("subscription Maximum QoS 3 (3.8.3.1)")
 	ErrDupQoS0            = malformed("DUP set on a QoS 0 PUBLISH [MQTT-3.3.1-2]")
 	ErrTrailingBytes      = malformed("bytes after the end of the packet's fields")
 	ErrZeroPacketID       = malformed("packet identifier 0 [MQTT-2.2.1-3]")

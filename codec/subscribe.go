@@ -104,6 +104,9 @@ func (s *Subscribe) decode(flags byte, body []byte, v byte) error {
 			return ErrSubOptions // [MQTT-3-8.3-4]
 		}
 		if sub.QoS == 3 {
+			if v == V5 {
+				return ErrSubQoS // Maximum QoS 3 is a Protocol Error in 5.0 (3.8.3.1)
+			}
 			return ErrBadQoS // [MQTT-3-8.3-4]
 		}
 		s.Subscriptions = append(s.Subscriptions, sub)

@@ -84,7 +84,7 @@ func subscribeCases() []Case {
 			Raw: []byte{0x82, 8, 0, 1, 0, 3, 'a', '/', 'b', 0x03},
 		},
 		Case{
-			Name: "subscribe/v5/qos-3", Version: codec.V5, Err: codec.ErrBadQoS, Spec: "MQTT 5.0 §3.8.3.1",
+			Name: "subscribe/v5/qos-3", Version: codec.V5, Err: codec.ErrSubQoS, Spec: "MQTT 5.0 §3.8.3.1",
 			Raw: []byte{0x82, 9, 0, 1, 0, 0, 3, 'a', '/', 'b', 0x03},
 		},
 		Case{
