@@ -34,12 +34,16 @@ type client struct {
 	maxOut      uint32 // client's Maximum Packet Size, 0 = none
 	aliasMaxOut uint16 // client's Topic Alias Maximum
 	sess        *session
+	authMethod  string // MQTT 5 enhanced authentication method agreed at CONNECT
 	will        *Message
 	willDelay   uint32
 	willExpiry  time.Duration // the will's Message Expiry Interval, 0 = none
 	connectedAt time.Time
 
 	// Reader-owned.
+	reauth    any  // enhanced-auth state during re-authentication
+	reauthing bool // a re-authentication exchange is under way
+	limiter   rateLimiter
 	inAliases []string
 	matches   []match
 	subErrs   []error
@@ -213,9 +217,7 @@ func (c *client) handle(p codec.Packet) bool {
 	case *codec.Connect:
 		return c.protocolError("second CONNECT [MQTT-3.1.0-2]", codec.ProtocolError)
 	case *codec.Auth:
-		// Enhanced authentication is negotiated at CONNECT; re-authentication
-		// without a method agreed then is a protocol error (4.12.1).
-		return c.protocolError("AUTH without an authentication method", codec.ProtocolError)
+		return c.handleAuth(p)
 	default:
 		return c.protocolError(p.Type().String()+" is not sent by clients", codec.ProtocolError)
 	}
@@ -304,18 +306,25 @@ func (c *client) flush(final bool) bool {
 		final = true // only what is queued for the peer, under close's short deadline
 	default:
 	}
+	// Deliveries are taken before the control packets and written after
+	// them: a control packet the reader queued before a delivery it caused
+	// (SUBACK before the retained messages, CONNACK before the session's
+	// messages) is then always in this round's control bytes, ahead of it.
+	c.mu.Lock()
+	connected := c.connected
+	c.mu.Unlock()
+	now := time.Now()
+	c.batch = c.batch[:0]
+	if connected && !final {
+		c.batch = c.sess.take(c, c.batch, c.window, now)
+	}
 	c.mu.Lock()
 	buf := append(c.wbuf[:0], c.ctrl...)
 	c.ctrl = c.ctrl[:0]
-	connected := c.connected
 	c.mu.Unlock()
-	if connected && !final && c.sess != nil {
-		now := time.Now()
-		c.batch = c.sess.take(c, c.batch[:0], c.window, now)
-		for i := range c.batch {
-			buf = c.encode(buf, &c.batch[i], now)
-			c.batch[i] = outMsg{}
-		}
+	for i := range c.batch {
+		buf = c.encode(buf, &c.batch[i], now)
+		c.batch[i] = outMsg{}
 	}
 	if len(buf) == 0 {
 		c.wbuf = buf

@@ -49,9 +49,12 @@ func (c *client) handshake() bool {
 	c.r.Version = cp.ProtocolVersion
 	v5 := c.version == codec.V5
 
+	// cp aliases the read buffer, which an enhanced-auth exchange reuses:
+	// what the log needs is copied now.
+	logID, logUser := string(cp.ClientID), string(cp.Username)
 	refuse := func(rc codec.ReasonCode, reason CloseReason, why string) bool {
-		c.log.Info("refusing connection", zap.String("client_id", string(cp.ClientID)),
-			zap.String("username", string(cp.Username)), zap.Stringer("reason_code", rc), zap.String("why", why))
+		c.log.Info("refusing connection", zap.String("client_id", logID),
+			zap.String("username", logUser), zap.Stringer("reason_code", rc), zap.String("why", why))
 		c.send(&codec.Connack{ReasonCode: rc})
 		c.close(reason, 0)
 		if reason == CloseAuthFailed {
@@ -79,23 +82,24 @@ func (c *client) handshake() bool {
 		assigned = true
 	}
 	c.username = string(cp.Username)
+	if id, ok := transportUsername(c.conn); ok {
+		c.username = id // the client certificate's identity, not what CONNECT says
+	}
 	c.log = c.log.With(zap.String("client_id", c.id))
 
 	// connected already counts this connection (ServeConn added it).
 	if max := srv.opts.MaxConnections; max > 0 && int(srv.stats.connected.Load()) > max {
 		return refuse(codec.ServerBusy, CloseRefused, "max connections reached")
 	}
-	if len(cp.Props.AuthMethod) > 0 {
+	authMethod := string(cp.Props.AuthMethod)
+	authData := clone(cp.Props.AuthData)
+	enhanced, _ := srv.auth.(EnhancedAuthenticator)
+	if authMethod != "" && enhanced == nil {
 		return refuse(codec.BadAuthenticationMethod, CloseAuthFailed, "enhanced authentication is not configured")
 	}
-	if srv.auth != nil {
+	if srv.auth != nil && authMethod == "" {
 		if err := srv.auth.Authenticate(c.id, c.username, cp.Password, c.conn.RemoteAddr(), c.listener); err != nil {
-			rc := codec.NotAuthorized
-			var code codec.ReasonCode
-			if errors.As(err, &code) {
-				rc = code
-			}
-			return refuse(rc, CloseAuthFailed, err.Error())
+			return refuse(authReason(err), CloseAuthFailed, err.Error())
 		}
 	}
 
@@ -115,6 +119,7 @@ func (c *client) handshake() bool {
 		}
 	}
 
+	c.limiter.init(srv.opts.MaxMessageRate, srv.opts.MaxByteRate)
 	// What the client accepts from us.
 	c.window = srv.opts.MaxInflight
 	if v5 {
@@ -133,7 +138,20 @@ func (c *client) handshake() bool {
 		expiry = neverExpires
 	}
 
+	requestedExpiry := cp.Props.SessionExpiry
 	ack := &codec.Connack{}
+	if authMethod != "" {
+		// Last step before the session: the exchange reads more packets,
+		// after which cp is no longer valid.
+		user, reply, err := c.enhancedAuth(enhanced, authMethod, authData)
+		if err != nil {
+			return refuse(authReason(err), CloseAuthFailed, err.Error())
+		}
+		c.username = user
+		c.authMethod = authMethod
+		ack.Props.AuthMethod = []byte(authMethod)
+		ack.Props.AuthData = reply
+	}
 	if v5 {
 		ack.Props.SetNum(codec.PropReceiveMaximum, uint32(srv.opts.ReceiveMaximum))
 		ack.Props.SetNum(codec.PropMaximumPacketSize, uint32(srv.opts.MaxPacketSize))
@@ -147,7 +165,7 @@ func (c *client) handshake() bool {
 		if serverKA >= 0 {
 			ack.Props.SetNum(codec.PropServerKeepAlive, uint32(serverKA))
 		}
-		if expiry != cp.Props.SessionExpiry {
+		if expiry != requestedExpiry {
 			ack.Props.SetNum(codec.PropSessionExpiry, expiry)
 		}
 	}
@@ -196,5 +214,8 @@ func (c *client) finish() {
 			zap.Duration("connected_for", time.Since(c.connectedAt)))
 	}
 	srv.stats.closeReasons[reason].Add(1)
+	if obs, ok := srv.auth.(ConnectionObserver); ok && c.sess != nil {
+		obs.ClientDisconnected(c.id, c.username, c.conn.RemoteAddr(), c.listener, time.Since(c.connectedAt), reason.String())
+	}
 	srv.connDone(c)
 }

@@ -54,6 +54,15 @@ type Options struct {
 	// TopicAliasMaximum is how many topic aliases a client may use towards
 	// the server (default 64).
 	TopicAliasMaximum uint16
+	// MaxSubscriptionsPerClient bounds one session's subscriptions; beyond
+	// it SUBACK answers Quota exceeded (0x80 in 3.1.1). 0 means no limit.
+	MaxSubscriptionsPerClient int
+	// MaxMessageRate bounds the PUBLISH packets per second one client may
+	// send, MaxByteRate their payload bytes per second; 0 means no limit.
+	// Over the limit QoS 0 messages are dropped and QoS 1/2 are slowed by
+	// holding back their acknowledgement — never buffered.
+	MaxMessageRate int
+	MaxByteRate    int
 	// MaxTopicLevels bounds the levels of a topic or filter (default 128).
 	MaxTopicLevels int
 	// MaxSessionExpiry caps the session expiry interval in seconds a client
@@ -133,6 +142,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("core: max packet size %d out of range 64..268435460", o.MaxPacketSize)
 	case o.MaxInflight < 1 || o.MaxInflight > 65535:
 		return fmt.Errorf("core: max inflight %d out of range 1..65535", o.MaxInflight)
+	case o.MaxSubscriptionsPerClient < 0 || o.MaxMessageRate < 0 || o.MaxByteRate < 0:
+		return errors.New("core: client limits must not be negative")
 	case o.MaxQueued < 1:
 		return errors.New("core: max queued must be at least 1")
 	case o.ConnectTimeout < 0 || o.WriteTimeout < 0:

@@ -2,6 +2,7 @@ package core
 
 import (
 	"strings"
+	"time"
 	"unsafe"
 
 	"go.uber.org/zap"
@@ -20,6 +21,16 @@ func topicLevels(t string) int { return strings.Count(t, "/") + 1 }
 func (c *client) handlePublish(p *codec.Publish) bool {
 	srv := c.srv
 	srv.stats.msgsIn.Add(1)
+	if c.limiter.limited() {
+		ok, wait := c.limiter.admit(len(p.Payload), p.QoS == 0, time.Now())
+		if !ok {
+			srv.stats.dropped(dropRateLimited)
+			return true
+		}
+		if wait > 0 {
+			time.Sleep(wait) // p still aliases the read buffer: nothing is read meanwhile
+		}
+	}
 	topic := p.Topic
 	if c.version == codec.V5 && p.Props.Has(codec.PropTopicAlias) {
 		a := p.Props.TopicAlias

@@ -11,10 +11,11 @@ const (
 	dropExpired                        // message expiry passed while queued
 	dropTooLarge                       // larger than the client's Maximum Packet Size
 	dropNotAuthorized                  // publish refused by the authorizer or topic rules
+	dropRateLimited                    // QoS 0 over the client's message or byte rate
 	dropCauseCount
 )
 
-var dropNames = [...]string{"queue_full", "offline", "expired", "too_large", "not_authorized"}
+var dropNames = [...]string{"queue_full", "offline", "expired", "too_large", "not_authorized", "rate_limited"}
 
 func (d dropCause) String() string { return dropNames[d] }
 

@@ -35,6 +35,10 @@ func (c *client) handleSubscribe(p *codec.Subscribe) bool {
 			ack.ReasonCodes[i] = codec.TopicFilterInvalid
 			continue
 		}
+		if max := srv.opts.MaxSubscriptionsPerClient; max > 0 && c.subscriptionCount(full) >= max {
+			ack.ReasonCodes[i] = codec.QuotaExceeded // 0x80 in 3.1.1
+			continue
+		}
 		if srv.authz != nil && !srv.authz.CanSubscribe(c.id, c.username, full) {
 			ack.ReasonCodes[i] = codec.NotAuthorized // [MQTT-3.9.3] 0x80 in 3.1.1
 			continue
@@ -87,4 +91,17 @@ func (c *client) handleUnsubscribe(p *codec.Unsubscribe) bool {
 	c.srv.saveSession(s)
 	c.send(ack)
 	return true
+}
+
+// subscriptionCount is how many subscriptions the session holds, not
+// counting filter, which a new SUBSCRIBE would only replace.
+func (c *client) subscriptionCount(filter string) int {
+	s := c.sess
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(s.subs)
+	if _, ok := s.subs[filter]; ok {
+		n--
+	}
+	return n
 }

@@ -1,0 +1,110 @@
+package core
+
+import (
+	"errors"
+	"net"
+	"time"
+
+	"go.uber.org/zap"
+
+	"xmq/codec"
+)
+
+// The interfaces in this file are optional extensions an Authenticator may
+// implement; core finds them by type assertion. Like Authenticator they take
+// only plain parameters, so package auth satisfies them without importing core.
+
+// EnhancedAuthenticator runs MQTT 5 enhanced authentication (4.12): a
+// CONNECT carrying an Authentication Method, then AUTH packets both ways.
+// Core calls AuthStep once with the CONNECT's Authentication Data (state nil),
+// then once per AUTH from the client, passing back the state the previous
+// step returned. A step returns the data to send to the client and either
+// done (the client is authenticated as username) or not done (core sends
+// AUTH Continue authentication and waits), or an error to refuse: a
+// codec.ReasonCode error is sent as is, anything else as Not Authorized.
+// The same steps serve re-authentication (AUTH Re-authenticate) later on
+// the connection.
+type EnhancedAuthenticator interface {
+	AuthStep(method, clientID string, state any, data []byte, remote net.Addr, listener string) (
+		reply []byte, next any, done bool, username string, err error)
+}
+
+// ConnectionObserver is told when a connection that passed CONNECT ends, so
+// an authenticator can detect flapping clients. reason is a CloseReason name.
+type ConnectionObserver interface {
+	ClientDisconnected(clientID, username string, remote net.Addr, listener string, connectedFor time.Duration, reason string)
+}
+
+// authReason is the CONNACK or DISCONNECT code for an authentication error.
+func authReason(err error) codec.ReasonCode {
+	var rc codec.ReasonCode
+	if errors.As(err, &rc) && rc.IsError() {
+		return rc
+	}
+	return codec.NotAuthorized
+}
+
+// enhancedAuth runs the CONNECT-time exchange (4.12.1): AuthStep, and
+// while it is not done, AUTH Continue authentication to the client and its
+// AUTH back, all within the CONNECT deadline.
+func (c *client) enhancedAuth(ea EnhancedAuthenticator, method string, data []byte) (string, []byte, error) {
+	var state any
+	for {
+		reply, next, done, user, err := ea.AuthStep(method, c.id, state, data, c.conn.RemoteAddr(), c.listener)
+		if err != nil {
+			return "", nil, err
+		}
+		if done {
+			return user, reply, nil
+		}
+		state = next
+		c.sendAuth(codec.ContinueAuthentication, method, reply)
+		p, err := c.r.ReadPacket()
+		if err != nil {
+			return "", nil, err
+		}
+		a, ok := p.(*codec.Auth)
+		if !ok || a.ReasonCode != codec.ContinueAuthentication || string(a.Props.AuthMethod) != method {
+			return "", nil, codec.ProtocolError // [MQTT-4.12.0-1] .. [MQTT-4.12.0-4]
+		}
+		data = clone(a.Props.AuthData)
+	}
+}
+
+func (c *client) sendAuth(rc codec.ReasonCode, method string, data []byte) {
+	a := &codec.Auth{ReasonCode: rc}
+	a.Props.AuthMethod = []byte(method)
+	a.Props.AuthData = data
+	c.send(a)
+}
+
+// handleAuth runs re-authentication (4.12.1): AUTH Re-authenticate starts
+// it, AUTH Continue authentication carries it on; the method must be the
+// one agreed at CONNECT [MQTT-4.12.1-1]. A failure ends the connection.
+func (c *client) handleAuth(p *codec.Auth) bool {
+	if c.authMethod == "" || string(p.Props.AuthMethod) != c.authMethod {
+		return c.protocolError("AUTH without the authentication method agreed at CONNECT [MQTT-4.12.0-7]", codec.ProtocolError)
+	}
+	switch {
+	case p.ReasonCode == codec.ReAuthenticate && !c.reauthing:
+		c.reauth, c.reauthing = nil, true
+	case p.ReasonCode == codec.ContinueAuthentication && c.reauthing:
+	default:
+		return c.protocolError("unexpected AUTH reason code", codec.ProtocolError)
+	}
+	ea := c.srv.auth.(EnhancedAuthenticator) // authMethod is set only when it is one
+	reply, next, done, _, err := ea.AuthStep(c.authMethod, c.id, c.reauth, p.Props.AuthData, c.conn.RemoteAddr(), c.listener)
+	if err != nil {
+		c.log.Info("closing connection: re-authentication failed", zap.Error(err))
+		c.close(CloseAuthFailed, authReason(err))
+		return false
+	}
+	if done {
+		c.reauth, c.reauthing = nil, false
+		c.sendAuth(codec.Success, c.authMethod, reply)
+		return true
+	}
+	c.reauth = next
+	c.sendAuth(codec.ContinueAuthentication, c.authMethod, reply)
+	return true
+}
