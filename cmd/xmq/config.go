@@ -12,6 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"xmq/certs"
 	"xmq/core"
 	"xmq/listeners"
 )
@@ -21,6 +22,11 @@ import (
 // default; a test keeps the two in step.
 type config struct {
 	Listeners []listenerConfig `yaml:"listeners"`
+	// TLS is the certificate every TLS listener (tls, wss, quic) serves
+	// unless it names its own; with neither, the development CA's.
+	TLS tlsConfig `yaml:"tls"`
+	// ACME gets the certificate from an ACME CA (Let's Encrypt) instead.
+	ACME acmeConfig `yaml:"acme"`
 	// DataDir is where the on-disk store will live; "" keeps state in memory.
 	// Persistence to disk is not implemented yet: the directory is only created.
 	DataDir string       `yaml:"data_dir"`
@@ -28,11 +34,45 @@ type config struct {
 	Broker  brokerConfig `yaml:"broker"`
 }
 
-// listenerConfig is one listener. Only the "tcp" transport is built today.
+// listenerConfig is one listener (listeners.Options with YAML names).
 type listenerConfig struct {
 	Name      string `yaml:"name"`      // labels logs and metrics; default: the transport
-	Transport string `yaml:"transport"` // tcp (tls, ws, wss, quic later); default tcp
-	Address   string `yaml:"address"`   // host:port; default :1883 for tcp
+	Transport string `yaml:"transport"` // tcp, tls, ws, wss or quic; default tcp
+	Address   string `yaml:"address"`   // host:port; default: the transport's port on every interface
+	Path      string `yaml:"path"`      // ws and wss: the HTTP path; default /mqtt
+	// TLS: tls, wss and quic only.
+	TLS            listenerTLSConfig `yaml:"tls"`
+	AllowedOrigins []string          `yaml:"allowed_origins"` // ws and wss
+	TrustedProxies []string          `yaml:"trusted_proxies"`
+	ProxyProtocol  bool              `yaml:"proxy_protocol"`
+	MaxConnections int               `yaml:"max_connections"`
+}
+
+// listenerTLSConfig is a TLS listener's own certificate and client-certificate policy.
+type listenerTLSConfig struct {
+	CertFile           string `yaml:"cert_file"`            // default: the top-level tls section's
+	KeyFile            string `yaml:"key_file"`             // goes with cert_file
+	ClientCAFile       string `yaml:"client_ca_file"`       // CAs for client certificates; default: the development CA
+	Verify             string `yaml:"verify"`               // none, optional or required; default none
+	IdentityAsUsername string `yaml:"identity_as_username"` // "", cn or san
+}
+
+// tlsConfig is the default certificate of the TLS listeners.
+type tlsConfig struct {
+	CertFile         string        `yaml:"cert_file"`
+	KeyFile          string        `yaml:"key_file"`
+	ReloadInterval   time.Duration `yaml:"reload_interval"`   // how often the files are checked for a change
+	HandshakeTimeout time.Duration `yaml:"handshake_timeout"` // TLS, WebSocket and QUIC handshakes
+}
+
+// acmeConfig configures certificates from an ACME CA (certs.ACMEOptions).
+type acmeConfig struct {
+	Domains      []string `yaml:"domains"` // none: ACME is off
+	Email        string   `yaml:"email"`
+	CacheDir     string   `yaml:"cache_dir"` // default <data_dir>/acme
+	DirectoryURL string   `yaml:"directory_url"`
+	CAFile       string   `yaml:"ca_file"`
+	HTTPAddress  string   `yaml:"http_address"`
 }
 
 // logConfig configures the logger.
@@ -45,59 +85,80 @@ type logConfig struct {
 // version) with YAML names. Zero values mean core's default, as in
 // core.Options, so the defaults live in one place: core.
 type brokerConfig struct {
-	MaxConnections    int                 `yaml:"max_connections"`
-	MaxPacketSize     int                 `yaml:"max_packet_size"`
-	ConnectTimeout    time.Duration       `yaml:"connect_timeout"`
-	MaxKeepAlive      uint16              `yaml:"max_keep_alive"`
-	ReceiveMaximum    uint16              `yaml:"receive_maximum"`
-	MaxInflight       int                 `yaml:"max_inflight"`
-	MaxQueued         int                 `yaml:"max_queued"`
-	QueueOverflow     core.OverflowPolicy `yaml:"queue_overflow"`
-	TopicAliasMaximum uint16              `yaml:"topic_alias_maximum"`
-	MaxTopicLevels    int                 `yaml:"max_topic_levels"`
-	MaxSessionExpiry  uint32              `yaml:"max_session_expiry"`
-	RetainDisabled    bool                `yaml:"retain_disabled"`
-	SharedStrategy    core.SharedStrategy `yaml:"shared_strategy"`
-	SysInterval       time.Duration       `yaml:"sys_interval"`
-	WriteTimeout      time.Duration       `yaml:"write_timeout"`
-	ReadBufferSize    int                 `yaml:"read_buffer_size"`
+	MaxConnections            int                 `yaml:"max_connections"`
+	MaxPacketSize             int                 `yaml:"max_packet_size"`
+	ConnectTimeout            time.Duration       `yaml:"connect_timeout"`
+	MaxKeepAlive              uint16              `yaml:"max_keep_alive"`
+	ReceiveMaximum            uint16              `yaml:"receive_maximum"`
+	MaxInflight               int                 `yaml:"max_inflight"`
+	MaxQueued                 int                 `yaml:"max_queued"`
+	QueueOverflow             core.OverflowPolicy `yaml:"queue_overflow"`
+	TopicAliasMaximum         uint16              `yaml:"topic_alias_maximum"`
+	MaxTopicLevels            int                 `yaml:"max_topic_levels"`
+	MaxSubscriptionsPerClient int                 `yaml:"max_subscriptions_per_client"`
+	MaxMessageRate            int                 `yaml:"max_message_rate"`
+	MaxByteRate               int                 `yaml:"max_byte_rate"`
+	MaxSessionExpiry          uint32              `yaml:"max_session_expiry"`
+	RetainDisabled            bool                `yaml:"retain_disabled"`
+	SharedStrategy            core.SharedStrategy `yaml:"shared_strategy"`
+	SysInterval               time.Duration       `yaml:"sys_interval"`
+	WriteTimeout              time.Duration       `yaml:"write_timeout"`
+	ReadBufferSize            int                 `yaml:"read_buffer_size"`
 }
 
 // options converts to core.Options; core fills in its defaults and validates.
 func (b brokerConfig) options() core.Options {
 	return core.Options{
-		MaxConnections:    b.MaxConnections,
-		MaxPacketSize:     b.MaxPacketSize,
-		ConnectTimeout:    b.ConnectTimeout,
-		MaxKeepAlive:      b.MaxKeepAlive,
-		ReceiveMaximum:    b.ReceiveMaximum,
-		MaxInflight:       b.MaxInflight,
-		MaxQueued:         b.MaxQueued,
-		QueueOverflow:     b.QueueOverflow,
-		TopicAliasMaximum: b.TopicAliasMaximum,
-		MaxTopicLevels:    b.MaxTopicLevels,
-		MaxSessionExpiry:  b.MaxSessionExpiry,
-		RetainDisabled:    b.RetainDisabled,
-		SharedStrategy:    b.SharedStrategy,
-		SysInterval:       b.SysInterval,
-		WriteTimeout:      b.WriteTimeout,
-		ReadBufferSize:    b.ReadBufferSize,
+		MaxConnections:            b.MaxConnections,
+		MaxPacketSize:             b.MaxPacketSize,
+		ConnectTimeout:            b.ConnectTimeout,
+		MaxKeepAlive:              b.MaxKeepAlive,
+		ReceiveMaximum:            b.ReceiveMaximum,
+		MaxInflight:               b.MaxInflight,
+		MaxQueued:                 b.MaxQueued,
+		QueueOverflow:             b.QueueOverflow,
+		TopicAliasMaximum:         b.TopicAliasMaximum,
+		MaxTopicLevels:            b.MaxTopicLevels,
+		MaxSubscriptionsPerClient: b.MaxSubscriptionsPerClient,
+		MaxMessageRate:            b.MaxMessageRate,
+		MaxByteRate:               b.MaxByteRate,
+		MaxSessionExpiry:          b.MaxSessionExpiry,
+		RetainDisabled:            b.RetainDisabled,
+		SharedStrategy:            b.SharedStrategy,
+		SysInterval:               b.SysInterval,
+		WriteTimeout:              b.WriteTimeout,
+		ReadBufferSize:            b.ReadBufferSize,
 	}
 }
 
 // Defaults that are not core's.
 const (
-	defaultTCPAddress = ":1883"
-	defaultDataDir    = "./data"
+	defaultTCPAddress       = ":1883"
+	defaultDataDir          = "./data"
+	defaultReloadInterval   = 10 * time.Second
+	defaultHandshakeTimeout = 10 * time.Second
 )
 
-// defaultConfig is the configuration of a bare `xmq`.
+// defaultConfig is the configuration of a bare `xmq`: every transport on
+// its usual port, the TLS ones with the development CA.
 func defaultConfig() config {
 	return config{
-		Listeners: []listenerConfig{{Name: "tcp", Transport: listeners.TransportTCP, Address: defaultTCPAddress}},
-		DataDir:   defaultDataDir,
-		Log:       logConfig{Level: "info", Format: "auto"},
+		Listeners: []listenerConfig{
+			{Name: "tcp", Transport: listeners.TransportTCP, Address: defaultTCPAddress},
+			{Name: "tls", Transport: listeners.TransportTLS, Address: ":" + listeners.DefaultTLSPort},
+			{Name: "ws", Transport: listeners.TransportWS, Address: ":" + listeners.DefaultWSPort},
+			{Name: "wss", Transport: listeners.TransportWSS, Address: ":" + listeners.DefaultWSSPort},
+			{Name: "quic", Transport: listeners.TransportQUIC, Address: ":" + listeners.DefaultQUICPort},
+		},
+		TLS:     tlsConfig{ReloadInterval: defaultReloadInterval, HandshakeTimeout: defaultHandshakeTimeout},
+		DataDir: defaultDataDir,
+		Log:     logConfig{Level: "info", Format: "auto"},
 	}
+}
+
+// isTLS reports the transports that need a certificate.
+func isTLS(transport string) bool {
+	return transport == listeners.TransportTLS || transport == listeners.TransportWSS || transport == listeners.TransportQUIC
 }
 
 // setDefaults fills what a listener entry may leave out.
@@ -110,10 +171,36 @@ func (c *config) setDefaults() {
 		if l.Name == "" {
 			l.Name = l.Transport
 		}
-		if l.Address == "" && l.Transport == listeners.TransportTCP {
-			l.Address = defaultTCPAddress
+		if l.Address == "" {
+			l.Address = ":" + listeners.DefaultPort(l.Transport)
+		}
+		if l.Path == "" && (l.Transport == listeners.TransportWS || l.Transport == listeners.TransportWSS) {
+			l.Path = listeners.DefaultPath
+		}
+		if l.TLS.Verify == "" && isTLS(l.Transport) {
+			l.TLS.Verify = string(certs.VerifyNone)
+		}
+		// An empty list and no list are the same.
+		if len(l.AllowedOrigins) == 0 {
+			l.AllowedOrigins = nil
+		}
+		if len(l.TrustedProxies) == 0 {
+			l.TrustedProxies = nil
 		}
 	}
+	if len(c.ACME.Domains) == 0 {
+		c.ACME.Domains = nil
+	}
+}
+
+// needsTLS reports whether any listener serves TLS.
+func (c *config) needsTLS() bool {
+	for _, l := range c.Listeners {
+		if isTLS(l.Transport) {
+			return true
+		}
+	}
+	return false
 }
 
 // validate checks what core does not: listeners, logging and durations.
@@ -130,6 +217,32 @@ func (c *config) validate() error {
 		if err := listeners.Supported(l.Transport); err != nil {
 			return fmt.Errorf("listener %s: %w", l.Name, err)
 		}
+		if !isTLS(l.Transport) && l.TLS != (listenerTLSConfig{}) {
+			return fmt.Errorf("listener %s: tls settings are for the tls, wss and quic transports, not %s", l.Name, l.Transport)
+		}
+		if (l.TLS.CertFile == "") != (l.TLS.KeyFile == "") {
+			return fmt.Errorf("listener %s: tls cert_file and key_file go together", l.Name)
+		}
+		switch certs.Verify(l.TLS.Verify) {
+		case "", certs.VerifyNone, certs.VerifyOptional, certs.VerifyRequired:
+		default:
+			return fmt.Errorf("listener %s: tls verify %q: want none, optional or required", l.Name, l.TLS.Verify)
+		}
+		if l.TLS.IdentityAsUsername != "" && certs.Verify(l.TLS.Verify) == certs.VerifyNone {
+			return fmt.Errorf("listener %s: tls identity_as_username needs verify optional or required", l.Name)
+		}
+		if l.MaxConnections < 0 {
+			return fmt.Errorf("listener %s: max_connections must not be negative", l.Name)
+		}
+	}
+	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
+		return errors.New("tls cert_file and key_file go together")
+	}
+	if len(c.ACME.Domains) > 0 && c.TLS.CertFile != "" {
+		return errors.New("acme and tls cert_file exclude each other: pick one source for the certificate")
+	}
+	if c.TLS.HandshakeTimeout < 0 {
+		return fmt.Errorf("tls.handshake_timeout %v must not be negative", c.TLS.HandshakeTimeout)
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
@@ -269,7 +382,16 @@ func printUsage(w io.Writer) {
 	fmt.Fprint(w, `xmq is an MQTT 3.1, 3.1.1 and 5.0 broker.
 
 Usage:
-  xmq [flags]        serve MQTT (with no flags: TCP on :1883, data directory ./data)
+  xmq [flags]        serve MQTT; with no flags, data directory ./data and
+                       mqtt   TCP        :1883
+                       mqtts  TLS        :8883
+                       ws     WebSocket  :8083/mqtt
+                       wss    WebSocket  :8084/mqtt over TLS
+                       quic   QUIC       :14567/udp (ALPN mqtt)
+                     the TLS ones with a development CA made on first start:
+                     clients trust ./data/certs/ca.pem
+  xmq certs [flags]  print the development CA's files, creating them if missing
+                     (xmq certs -h for regenerating and client certificates)
   xmq version        print the version and exit
 
 Flags (each one given overrides the configuration file):
@@ -279,7 +401,8 @@ Flags (each one given overrides the configuration file):
   -listen ADDR
         serve MQTT over TCP on ADDR (host:port; port 0 picks a free port).
         Repeat the flag or separate addresses with commas for several
-        listeners. Replaces the listeners of the file. Default ":1883".
+        listeners. Replaces every listener of the defaults or the file
+        (TLS, WebSocket and QUIC included) with these TCP ones.
   -data DIR
         data directory, created if missing. Default "./data"; -data ""
         keeps state in memory explicitly. Persistence to disk is not
@@ -293,6 +416,7 @@ Flags (each one given overrides the configuration file):
   -h, -help
         print this help and exit.
 
-Signals: SIGINT or SIGTERM shuts down gracefully (up to 10s for clients to go).
+Signals: SIGINT or SIGTERM shuts down gracefully (up to 10s for clients to go);
+SIGHUP reloads the certificate files (they are also checked every 10s).
 `)
 }

@@ -194,6 +194,9 @@ broker:
   connect_timeout: 3s
   shared_strategy: hash_topic
 `)
+	tlsDefaults := tlsConfig{ReloadInterval: defaultReloadInterval, HandshakeTimeout: defaultHandshakeTimeout}
+	allListeners := defaultConfig()
+	allListeners.setDefaults()
 	tests := []struct {
 		name string
 		args []string
@@ -204,6 +207,7 @@ broker:
 			args: []string{"-c", file},
 			want: config{
 				Listeners: []listenerConfig{{Name: "lan", Transport: "tcp", Address: "10.0.0.1:1883"}},
+				TLS:       tlsDefaults,
 				DataDir:   "/var/lib/xmq",
 				Log:       logConfig{Level: "debug", Format: "json"},
 				Broker:    brokerConfig{ConnectTimeout: 3 * time.Second, SharedStrategy: core.SharedHashTopic},
@@ -219,6 +223,7 @@ broker:
 					{Name: "tcp-2", Transport: "tcp", Address: "127.0.0.1:2"},
 					{Name: "tcp-3", Transport: "tcp", Address: "127.0.0.1:3"},
 				},
+				TLS:     tlsDefaults,
 				DataDir: "",
 				Log:     logConfig{Level: "warn", Format: "json"},
 				Broker:  brokerConfig{ConnectTimeout: 3 * time.Second, SharedStrategy: core.SharedHashTopic},
@@ -228,7 +233,8 @@ broker:
 			name: "flags without file",
 			args: []string{"-log-format", "console", "-data", "/tmp/x"},
 			want: config{
-				Listeners: []listenerConfig{{Name: "tcp", Transport: "tcp", Address: ":1883"}},
+				Listeners: allListeners.Listeners,
+				TLS:       tlsDefaults,
 				DataDir:   "/tmp/x",
 				Log:       logConfig{Level: "info", Format: "console"},
 			},
@@ -236,9 +242,16 @@ broker:
 		{
 			name: "defaults",
 			want: config{
-				Listeners: []listenerConfig{{Name: "tcp", Transport: "tcp", Address: ":1883"}},
-				DataDir:   "./data",
-				Log:       logConfig{Level: "info", Format: "auto"},
+				Listeners: []listenerConfig{
+					{Name: "tcp", Transport: "tcp", Address: ":1883"},
+					{Name: "tls", Transport: "tls", Address: ":8883", TLS: listenerTLSConfig{Verify: "none"}},
+					{Name: "ws", Transport: "ws", Address: ":8083", Path: "/mqtt"},
+					{Name: "wss", Transport: "wss", Address: ":8084", Path: "/mqtt", TLS: listenerTLSConfig{Verify: "none"}},
+					{Name: "quic", Transport: "quic", Address: ":14567", TLS: listenerTLSConfig{Verify: "none"}},
+				},
+				TLS:     tlsDefaults,
+				DataDir: "./data",
+				Log:     logConfig{Level: "info", Format: "auto"},
 			},
 		},
 	}
@@ -273,7 +286,12 @@ func TestConfigErrors(t *testing.T) {
 		{name: "negative timeout", file: "broker:\n  connect_timeout: -1s\n", err: "must not be negative"},
 		{name: "number out of range", file: "broker:\n  receive_maximum: 70000\n", err: "uint16"},
 		{name: "wrong type", file: "broker:\n  retain_disabled: maybe\n", err: "bool"},
-		{name: "transport not built", file: "listeners:\n  - transport: ws\n    address: ':8083'\n", err: "not built yet"},
+		{name: "tls settings on tcp", file: "listeners:\n  - transport: tcp\n    tls:\n      verify: required\n", err: "tls settings are for"},
+		{name: "bad verify", file: "listeners:\n  - transport: tls\n    tls:\n      verify: always\n", err: `verify "always"`},
+		{name: "identity without verify", file: "listeners:\n  - transport: tls\n    tls:\n      identity_as_username: cn\n", err: "needs verify optional or required"},
+		{name: "cert without key", file: "listeners:\n  - transport: wss\n    tls:\n      cert_file: a.pem\n", err: "go together"},
+		{name: "acme and files", file: "tls:\n  cert_file: a.pem\n  key_file: b.pem\nacme:\n  domains: [mqtt.example.com]\n", err: "exclude each other"},
+		{name: "unknown tls key", file: "tls:\n  certfile: a.pem\n", err: "field certfile not found"},
 		{name: "unknown transport", file: "listeners:\n  - transport: udp\n", err: "unknown transport"},
 		{name: "duplicate names", file: "listeners:\n  - address: ':1'\n  - address: ':2'\n", err: `"tcp" is used twice`},
 		{name: "no listeners", file: "listeners: []\n", err: "no listeners"},

@@ -7,8 +7,10 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/signal"
 	"runtime"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -48,6 +50,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 		fmt.Fprintf(stdout, "xmq %s %s %s/%s\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		return nil
 	}
+	if len(args) > 0 && args[0] == "certs" {
+		return runCerts(args[1:], stdout)
+	}
 	cfg, err := loadConfig(args)
 	if errors.Is(err, errHelp) {
 		printUsage(stdout)
@@ -80,11 +85,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 		return err
 	}
 
-	lns, err := listen(cfg.Listeners)
+	ts, err := newTLSSetup(&cfg, log)
 	if err != nil {
 		_ = shutdown(ctx, srv, nil, log)
 		return err
 	}
+	defer ts.close()
+	lns, err := listen(&cfg, ts, log.Named("listeners"))
+	if err != nil {
+		_ = shutdown(ctx, srv, nil, log)
+		return err
+	}
+	// SIGHUP reloads the certificate files.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer func() { signal.Stop(hup); close(hup) }()
+	go func() {
+		for range hup {
+			log.Info("SIGHUP: reloading certificates")
+			ts.reload(log.Named("certs"))
+		}
+	}()
 	addrs := make([]net.Addr, len(lns))
 	llog := log.Named("listeners")
 	for i, l := range lns {
@@ -125,10 +146,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 
 // listen binds every configured listener, or none: on an error the ones
 // already bound are closed.
-func listen(cfgs []listenerConfig) ([]listeners.Listener, error) {
-	lns := make([]listeners.Listener, 0, len(cfgs))
-	for _, lc := range cfgs {
-		l, err := listenOne(lc)
+func listen(cfg *config, ts *tlsSetup, log *zap.Logger) ([]listeners.Listener, error) {
+	lns := make([]listeners.Listener, 0, len(cfg.Listeners))
+	for _, lc := range cfg.Listeners {
+		l, err := listenOne(lc, cfg, ts, log)
 		if err != nil {
 			for _, l := range lns {
 				_ = l.Close()
@@ -140,13 +161,12 @@ func listen(cfgs []listenerConfig) ([]listeners.Listener, error) {
 	return lns, nil
 }
 
-func listenOne(lc listenerConfig) (listeners.Listener, error) {
-	switch lc.Transport {
-	case listeners.TransportTCP:
-		return listeners.ListenTCP(lc.Address)
-	default:
-		return nil, listeners.Supported(lc.Transport)
+func listenOne(lc listenerConfig, cfg *config, ts *tlsSetup, log *zap.Logger) (listeners.Listener, error) {
+	tlsConf, err := ts.serverConfig(lc)
+	if err != nil {
+		return nil, err
 	}
+	return listeners.Listen(listenerOptions(lc, tlsConf, cfg, log))
 }
 
 // shutdown stops the broker within shutdownTimeout, even though ctx is

@@ -1,0 +1,253 @@
+package main
+
+import (
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"xmq/certs"
+	"xmq/listeners"
+)
+
+// devCertsDir is where the development CA lives inside the data directory.
+const devCertsDir = "certs"
+
+// tlsSetup holds the certificate sources of a run: the default one (ACME,
+// the top-level files or the development CA) and one per listener that
+// names its own files.
+type tlsSetup struct {
+	def     *certs.Source
+	byFiles map[[2]string]*certs.Source
+	tempDir string // development CA in a temporary directory (data_dir ""), removed at close
+}
+
+// newTLSSetup builds the sources the listeners need; none when no listener
+// serves TLS.
+func newTLSSetup(cfg *config, log *zap.Logger) (*tlsSetup, error) {
+	ts := &tlsSetup{byFiles: map[[2]string]*certs.Source{}}
+	if !cfg.needsTLS() {
+		return ts, nil
+	}
+	clog := log.Named("certs")
+	opts := certs.Options{
+		CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.KeyFile, ReloadInterval: cfg.TLS.ReloadInterval, Log: clog,
+	}
+	switch {
+	case len(cfg.ACME.Domains) > 0:
+		cache := cfg.ACME.CacheDir
+		if cache == "" {
+			if cfg.DataDir == "" {
+				return nil, errors.New("acme needs acme.cache_dir when data_dir is empty: without a cache every start asks the CA again")
+			}
+			cache = filepath.Join(cfg.DataDir, "acme")
+		}
+		opts.ACME = certs.ACMEOptions{
+			Domains: cfg.ACME.Domains, Email: cfg.ACME.Email, CacheDir: cache, DirectoryURL: cfg.ACME.DirectoryURL,
+			CAFile: cfg.ACME.CAFile, HTTPAddress: cfg.ACME.HTTPAddress,
+		}
+	case cfg.TLS.CertFile == "":
+		if cfg.DataDir != "" {
+			opts.DevDir = filepath.Join(cfg.DataDir, devCertsDir)
+		} else {
+			dir, err := os.MkdirTemp("", "xmq-certs-")
+			if err != nil {
+				return nil, fmt.Errorf("development CA: %w", err)
+			}
+			ts.tempDir, opts.DevDir = dir, dir
+		}
+	}
+	src, err := certs.New(opts)
+	if err != nil {
+		ts.close()
+		return nil, err
+	}
+	ts.def = src
+	if dev := src.Dev(); dev != nil {
+		fields := []zap.Field{zap.String("ca_file", dev.CAFile), zap.Bool("created", dev.Created),
+			zap.Strings("names", certs.DevHosts()), zap.Time("not_after", dev.Cert.Leaf.NotAfter)}
+		if ts.tempDir != "" {
+			clog.Warn("development CA in a temporary directory (data_dir is empty), removed at exit: clients trust its ca_file", fields...)
+		} else {
+			clog.Info("development CA: clients trust its ca_file, e.g. mosquitto_sub --cafile "+dev.CAFile+" -p 8883", fields...)
+		}
+	} else if src.Kind() == certs.KindFiles {
+		leaf := src.Certificate().Leaf
+		clog.Info("certificate from files", zap.String("cert_file", cfg.TLS.CertFile), zap.Strings("names", leaf.DNSNames),
+			zap.Time("not_after", leaf.NotAfter))
+	}
+	for _, lc := range cfg.Listeners {
+		key := [2]string{lc.TLS.CertFile, lc.TLS.KeyFile}
+		if lc.TLS.CertFile == "" || ts.byFiles[key] != nil {
+			continue
+		}
+		s, err := certs.New(certs.Options{CertFile: key[0], KeyFile: key[1], ReloadInterval: cfg.TLS.ReloadInterval, Log: clog})
+		if err != nil {
+			ts.close()
+			return nil, fmt.Errorf("listener %s: %w", lc.Name, err)
+		}
+		ts.byFiles[key] = s
+	}
+	return ts, nil
+}
+
+// serverConfig is the TLS configuration of one listener; nil for the
+// transports without TLS.
+func (ts *tlsSetup) serverConfig(lc listenerConfig) (*tls.Config, error) {
+	if !isTLS(lc.Transport) {
+		return nil, nil
+	}
+	src := ts.def
+	if lc.TLS.CertFile != "" {
+		src = ts.byFiles[[2]string{lc.TLS.CertFile, lc.TLS.KeyFile}]
+	}
+	return src.ServerConfig(certs.ClientAuth{Verify: certs.Verify(lc.TLS.Verify), CAFile: lc.TLS.ClientCAFile})
+}
+
+// reload re-reads every certificate file (SIGHUP).
+func (ts *tlsSetup) reload(log *zap.Logger) {
+	for _, s := range ts.all() {
+		if err := s.Reload(); err != nil {
+			log.Error("certificate reload failed; the previous certificate stays", zap.Error(err))
+		}
+	}
+}
+
+func (ts *tlsSetup) all() []*certs.Source {
+	var all []*certs.Source
+	if ts.def != nil {
+		all = append(all, ts.def)
+	}
+	for _, s := range ts.byFiles {
+		all = append(all, s)
+	}
+	return all
+}
+
+// close stops the sources and removes a temporary development CA.
+func (ts *tlsSetup) close() {
+	for _, s := range ts.all() {
+		_ = s.Close()
+	}
+	if ts.tempDir != "" {
+		_ = os.RemoveAll(ts.tempDir)
+	}
+}
+
+// listenerOptions turns a listener's configuration into listeners.Options.
+func listenerOptions(lc listenerConfig, tlsConf *tls.Config, cfg *config, log *zap.Logger) listeners.Options {
+	return listeners.Options{
+		Name: lc.Name, Transport: lc.Transport, Address: lc.Address, Path: lc.Path, TLS: tlsConf,
+		IdentityAsUsername: lc.TLS.IdentityAsUsername, AllowedOrigins: lc.AllowedOrigins,
+		TrustedProxies: lc.TrustedProxies, ProxyProtocol: lc.ProxyProtocol, MaxConnections: lc.MaxConnections,
+		HandshakeTimeout: cfg.TLS.HandshakeTimeout, Log: log,
+	}
+}
+
+// runCerts is `xmq certs`: it prints the development CA's files, creating
+// them when missing, regenerates them, or issues a client certificate.
+func runCerts(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("xmq certs", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var configFile, data, client string
+	var regen bool
+	fs.StringVar(&configFile, "c", "", "configuration file (YAML): its data_dir")
+	fs.StringVar(&configFile, "config", "", "configuration file (YAML): its data_dir")
+	fs.StringVar(&data, "data", "", "data directory")
+	fs.BoolVar(&regen, "regen", false, "make a new CA and server certificate")
+	fs.StringVar(&client, "client", "", "issue a client certificate with this common name")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printCertsUsage(stdout)
+			return nil
+		}
+		return usageError{fmt.Errorf("certs: %w (xmq certs -h lists the flags)", err)}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("certs: unexpected argument %q (xmq certs -h lists the flags)", fs.Arg(0))}
+	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	cfg := defaultConfig()
+	if configFile != "" {
+		if err := readConfigFile(configFile, &cfg); err != nil {
+			return err
+		}
+	}
+	if set["data"] {
+		cfg.DataDir = data
+	}
+	if cfg.DataDir == "" {
+		return usageError{errors.New("certs: the development CA lives in the data directory; -data \"\" has none")}
+	}
+	dev, err := certs.EnsureDev(filepath.Join(cfg.DataDir, devCertsDir), regen)
+	if err != nil {
+		return err
+	}
+	state := "existing"
+	if dev.Created {
+		state = "created"
+	}
+	leaf := dev.Cert.Leaf
+	fmt.Fprintf(stdout, "development CA (%s) in %s\n", state, dev.Dir)
+	fmt.Fprintf(stdout, "  CA certificate      %s   (clients trust this one)\n", dev.CAFile)
+	fmt.Fprintf(stdout, "  CA key              %s\n", dev.CAKeyFile)
+	fmt.Fprintf(stdout, "  server certificate  %s   for %s, until %s\n", dev.CertFile,
+		strings.Join(certs.DevHosts(), ", "), leaf.NotAfter.Format("2006-01-02"))
+	fmt.Fprintf(stdout, "  server key          %s\n", dev.KeyFile)
+	if client != "" {
+		certPEM, keyPEM, err := dev.CA.IssueClient(client)
+		if err != nil {
+			return err
+		}
+		name := strings.Map(func(r rune) rune {
+			if r == '/' || r == '\\' || r == 0 {
+				return '_'
+			}
+			return r
+		}, client)
+		certFile := filepath.Join(dev.Dir, "client-"+name+".pem")
+		keyFile := filepath.Join(dev.Dir, "client-"+name+"-key.pem")
+		if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
+			return fmt.Errorf("certs: %w", err)
+		}
+		if err := os.WriteFile(certFile, certPEM, 0o644); err != nil {
+			return fmt.Errorf("certs: %w", err)
+		}
+		fmt.Fprintf(stdout, "  client certificate  %s   (CN=%s)\n", certFile, client)
+		fmt.Fprintf(stdout, "  client key          %s\n", keyFile)
+	}
+	fmt.Fprintf(stdout, "\ntry: mosquitto_sub --cafile %s -h localhost -p 8883 -t '#' -v\n", dev.CAFile)
+	return nil
+}
+
+func printCertsUsage(w io.Writer) {
+	fmt.Fprint(w, `xmq certs prints where the development CA and the server certificate it
+issued are, creating them when missing. xmq makes the same files on its
+first start with TLS listeners and no certificate configured.
+
+Usage:
+  xmq certs [flags]
+
+Flags:
+  -c FILE, -config FILE
+        take the data directory from this configuration file.
+  -data DIR
+        data directory (default "./data"); the files are in DIR/certs.
+  -regen
+        make a new CA and server certificate (clients must trust the new
+        ca.pem; restart xmq to serve the new certificate).
+  -client NAME
+        also issue a client certificate with common name NAME, signed by
+        the development CA: DIR/certs/client-NAME.pem and -key.pem, for
+        listeners with tls.verify optional or required.
+  -h, -help
+        print this help and exit.
+`)
+}

@@ -1,0 +1,393 @@
+package listeners
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"go.uber.org/zap"
+)
+
+// wsListener serves MQTT over WebSocket (ws) and over WebSocket on TLS
+// (wss). A streamListener accepts the TCP connections (PROXY header, TLS
+// handshake, MaxConnections); an http.Server reads each request; the
+// handler checks path, subprotocol and origin, upgrades, hands the conn to
+// Accept and returns, so the HTTP server keeps nothing of it.
+type wsListener struct {
+	inner     *streamListener
+	transport string
+	o         Options
+	srv       *http.Server
+	h         *handoff
+	upgrader  websocket.Upgrader
+	trusted   prefixes
+	log       *zap.Logger
+	closeOnce sync.Once
+	closeErr  error
+	serveDone chan struct{}
+}
+
+// connKey keys the accepted net.Conn in a request's context.
+type connKey struct{}
+
+func listenWS(o Options) (Listener, error) {
+	var tlsConf *tls.Config
+	if o.Transport == TransportWSS {
+		tlsConf = withALPN(o.TLS, ALPNHTTP)
+	}
+	inner, err := newStream(o, o.Transport, tlsConf)
+	if err != nil {
+		return nil, err
+	}
+	trusted, _ := parsePrefixes(o.TrustedProxies)
+	l := &wsListener{
+		inner: inner, transport: o.Transport, o: o, h: newHandoff(), trusted: trusted, log: o.Log,
+		serveDone: make(chan struct{}),
+	}
+	l.upgrader = websocket.Upgrader{
+		Subprotocols: Subprotocols,
+		// ReadBufferSize 0 reuses the HTTP server's read buffer; the write
+		// buffer comes from a pool for each message, so an idle conn holds
+		// none.
+		WriteBufferPool: &sync.Pool{},
+		CheckOrigin:     l.checkOrigin,
+		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
+			l.refuse(w, r, status, reason.Error())
+		},
+	}
+	l.srv = &http.Server{
+		Handler:           l,
+		ReadHeaderTimeout: o.HandshakeTimeout,
+		IdleTimeout:       o.HandshakeTimeout,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          zap.NewStdLog(o.Log.WithOptions(zap.IncreaseLevel(zap.WarnLevel))),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, connKey{}, c)
+		},
+	}
+	go func() {
+		defer close(l.serveDone)
+		_ = l.srv.Serve(wsNetListener{inner})
+	}()
+	return l, nil
+}
+
+func (l *wsListener) Transport() string { return l.transport }
+func (l *wsListener) Addr() net.Addr    { return l.inner.Addr() }
+
+// Accept returns the next upgraded WebSocket connection.
+func (l *wsListener) Accept() (net.Conn, error) {
+	return l.h.take(l.transport, l.inner.Addr())
+}
+
+// Close stops accepting: the HTTP server, the TCP listener and every
+// connection not yet returned by Accept (mid-request or upgraded). Conns
+// returned by Accept belong to the caller. Idempotent.
+func (l *wsListener) Close() error {
+	l.closeOnce.Do(func() {
+		l.h.stop(closedError(l.transport, l.inner.Addr()))
+		l.closeErr = l.srv.Close()
+		_ = l.inner.Close()
+		<-l.serveDone
+	})
+	return l.closeErr
+}
+
+// ServeHTTP checks and upgrades one request.
+func (l *wsListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != l.o.Path {
+		l.refuse(w, r, http.StatusNotFound, fmt.Sprintf("no MQTT endpoint at %s (try %s)", r.URL.Path, l.o.Path))
+		return
+	}
+	if !websocket.IsWebSocketUpgrade(r) {
+		l.refuse(w, r, http.StatusBadRequest, "this is an MQTT over WebSocket endpoint: open a WebSocket with subprotocol mqtt")
+		return
+	}
+	if !offersSubprotocol(r) {
+		l.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("WebSocket subprotocol %q refused: want mqtt or mqttv3.1 [MQTT-6.0.0-3]",
+			strings.Join(websocket.Subprotocols(r), ", ")))
+		return
+	}
+	ws, err := l.upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return // Upgrade answered the client and Error logged it
+	}
+	raw, _ := r.Context().Value(connKey{}).(net.Conn)
+	nc, _ := raw.(*wsNetConn)
+	c := newWSConn(ws, nc, l.clientAddr(r, ws.RemoteAddr()), l.log)
+	if nc != nil {
+		if tc, ok := nc.Conn.(*tlsConn); ok {
+			c.tls, c.identity = tc, tc.identity
+		}
+	}
+	if !l.h.give(c) {
+		_ = c.Close()
+	}
+}
+
+// refuse answers a request that does not become a WebSocket and logs why.
+func (l *wsListener) refuse(w http.ResponseWriter, r *http.Request, status int, why string) {
+	if ce := l.log.Check(zap.InfoLevel, "refusing websocket request"); ce != nil {
+		ce.Write(zap.String("remote", r.RemoteAddr), zap.String("path", r.URL.Path), zap.Int("status", status),
+			zap.String("why", why), zap.String("origin", r.Header.Get("Origin")))
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, "xmq: "+why+"\n")
+}
+
+// offersSubprotocol reports whether the client asked for an MQTT subprotocol.
+func offersSubprotocol(r *http.Request) bool {
+	for _, p := range websocket.Subprotocols(r) {
+		if contains(Subprotocols, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkOrigin applies AllowedOrigins to a browser's Origin header.
+func (l *wsListener) checkOrigin(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true // not a browser: origins protect browsers' users only
+	}
+	u, err := url.Parse(origin)
+	if err != nil {
+		return false
+	}
+	if len(l.o.AllowedOrigins) == 0 {
+		return strings.EqualFold(u.Host, r.Host)
+	}
+	for _, a := range l.o.AllowedOrigins {
+		if a == "*" || strings.EqualFold(a, origin) {
+			return true
+		}
+		scheme, host, ok := strings.Cut(a, "://*.")
+		if ok && strings.EqualFold(scheme, u.Scheme) && strings.HasSuffix(strings.ToLower(u.Host), "."+strings.ToLower(host)) {
+			return true
+		}
+	}
+	return false
+}
+
+// clientAddr is the peer, or the client a trusted proxy names in
+// Forwarded or X-Forwarded-For: the right-most address that is not itself a
+// trusted proxy.
+func (l *wsListener) clientAddr(r *http.Request, peer net.Addr) net.Addr {
+	if !l.trusted.containsAddr(peer) {
+		return peer
+	}
+	var chain []netip.Addr
+	for _, v := range r.Header.Values("Forwarded") {
+		for elem := range strings.SplitSeq(v, ",") {
+			for pair := range strings.SplitSeq(elem, ";") {
+				k, val, ok := strings.Cut(strings.TrimSpace(pair), "=")
+				if !ok || !strings.EqualFold(k, "for") {
+					continue
+				}
+				if a, ok := parseForwardedAddr(strings.Trim(val, `"`)); ok {
+					chain = append(chain, a)
+				}
+			}
+		}
+	}
+	if len(chain) == 0 {
+		for _, v := range r.Header.Values("X-Forwarded-For") {
+			for s := range strings.SplitSeq(v, ",") {
+				if a, ok := parseForwardedAddr(strings.TrimSpace(s)); ok {
+					chain = append(chain, a)
+				}
+			}
+		}
+	}
+	for i := len(chain) - 1; i >= 0; i-- {
+		if !l.trusted.contains(chain[i]) || i == 0 {
+			return net.TCPAddrFromAddrPort(netip.AddrPortFrom(chain[i], 0))
+		}
+	}
+	return peer
+}
+
+// parseForwardedAddr reads "192.0.2.1", "[2001:db8::1]", "192.0.2.1:4711"
+// or "[2001:db8::1]:4711"; obfuscated names ("unknown", "_hidden") fail.
+func parseForwardedAddr(s string) (netip.Addr, bool) {
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr().Unmap(), true
+	}
+	a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(s, "["), "]"))
+	return a.Unmap(), err == nil
+}
+
+// wsNetListener wraps the TCP side's conns in wsNetConn for the HTTP server.
+type wsNetListener struct{ *streamListener }
+
+func (l wsNetListener) Accept() (net.Conn, error) {
+	c, err := l.streamListener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &wsNetConn{Conn: c}, nil
+}
+
+// wsNetConn is the net.Conn under a websocket.Conn. gorilla sets the write
+// deadline before every frame from a field that is not safe to change
+// while a write is in progress; wsNetConn ignores those calls and wsConn
+// sets the real deadline with setWriteDeadline, from any goroutine.
+type wsNetConn struct {
+	net.Conn
+}
+
+func (c *wsNetConn) SetWriteDeadline(time.Time) error { return nil }
+func (c *wsNetConn) SetDeadline(t time.Time) error    { return c.Conn.SetReadDeadline(t) }
+func (c *wsNetConn) setWriteDeadline(t time.Time) error {
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// wsConn carries MQTT bytes over a WebSocket: Read continues across
+// binary messages (a packet may span messages, a message may hold many
+// packets), each Write is one binary message.
+//
+// It diverges from a TCP conn in what gorilla/websocket cannot undo: after
+// a read deadline passes, or a write fails, that direction stays broken.
+// MQTT needs neither: core closes the connection on either.
+type wsConn struct {
+	ws       *websocket.Conn
+	nc       *wsNetConn // for deadlines
+	remote   net.Addr
+	log      *zap.Logger
+	tls      TLSStater // the TLS conn under wss, else nil
+	identity string
+
+	rmu     sync.Mutex // one reader at a time; guards r and readErr
+	r       io.Reader  // the message being read, nil between messages
+	readErr error      // gorilla's reads fail for good after an error: the first one, kept
+
+	wmu sync.Mutex // one writer at a time: gorilla allows one
+
+	closeOnce sync.Once
+}
+
+func newWSConn(ws *websocket.Conn, nc *wsNetConn, remote net.Addr, log *zap.Logger) *wsConn {
+	return &wsConn{ws: ws, nc: nc, remote: remote, log: log}
+}
+
+func (c *wsConn) Read(p []byte) (int, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	if c.readErr != nil {
+		return 0, c.readErr
+	}
+	for {
+		if c.r == nil {
+			typ, r, err := c.ws.NextReader()
+			if err != nil {
+				c.readErr = wsReadError(err)
+				return 0, c.readErr
+			}
+			if typ != websocket.BinaryMessage {
+				c.log.Info("closing connection: websocket text frame [MQTT-6.0.0-1]", zap.Stringer("remote", c.remote))
+				c.closeWith(websocket.CloseUnsupportedData, "MQTT over WebSocket takes binary frames only")
+				c.readErr = ErrTextFrame
+				return 0, c.readErr
+			}
+			c.r = r
+		}
+		n, err := c.r.Read(p)
+		if errors.Is(err, io.EOF) {
+			c.r = nil // the message ended; the stream goes on
+			if n > 0 {
+				return n, nil
+			}
+			continue
+		}
+		if err != nil {
+			c.readErr = wsReadError(err)
+			return n, c.readErr
+		}
+		return n, nil
+	}
+}
+
+// wsReadError turns a peer's normal close into io.EOF.
+func wsReadError(err error) error {
+	var ce *websocket.CloseError
+	if errors.As(err, &ce) {
+		switch ce.Code {
+		case websocket.CloseNormalClosure, websocket.CloseGoingAway, websocket.CloseNoStatusReceived:
+			return io.EOF
+		}
+		return fmt.Errorf("listeners: websocket closed by peer: %w", err)
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return io.EOF // the peer closed the TCP connection without a close frame
+	}
+	return err
+}
+
+// Write sends p as one binary message.
+func (c *wsConn) Write(p []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if err := c.ws.WriteMessage(websocket.BinaryMessage, p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// Close sends a normal close frame if it can at once and closes the
+// connection. Failing to tell a peer that is gone already is no error.
+func (c *wsConn) Close() error {
+	c.closeWith(websocket.CloseNormalClosure, "")
+	return nil
+}
+
+func (c *wsConn) closeWith(code int, text string) {
+	c.closeOnce.Do(func() {
+		_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text),
+			time.Now().Add(100*time.Millisecond))
+		_ = c.ws.Close()
+	})
+}
+
+func (c *wsConn) LocalAddr() net.Addr  { return c.ws.LocalAddr() }
+func (c *wsConn) RemoteAddr() net.Addr { return c.remote }
+
+func (c *wsConn) SetDeadline(t time.Time) error {
+	return errors.Join(c.SetReadDeadline(t), c.SetWriteDeadline(t))
+}
+
+func (c *wsConn) SetReadDeadline(t time.Time) error { return c.ws.SetReadDeadline(t) }
+
+func (c *wsConn) SetWriteDeadline(t time.Time) error {
+	if c.nc == nil {
+		return nil
+	}
+	return c.nc.setWriteDeadline(t)
+}
+
+// CertIdentity returns the client certificate's identity when the listener
+// uses it as the username, else "".
+func (c *wsConn) CertIdentity() string { return c.identity }
+
+// ConnectionState returns the TLS state under wss; the zero value under ws.
+func (c *wsConn) ConnectionState() tls.ConnectionState {
+	if c.tls == nil {
+		return tls.ConnectionState{}
+	}
+	return c.tls.ConnectionState()
+}
+
+// Subprotocol returns the negotiated WebSocket subprotocol.
+func (c *wsConn) Subprotocol() string { return c.ws.Subprotocol() }
