@@ -96,7 +96,7 @@ func (c *client) handleAuth(p *codec.Auth) bool {
 	reply, next, done, _, err := ea.AuthStep(c.authMethod, c.id, c.reauth, p.Props.AuthData, c.conn.RemoteAddr(), c.listener)
 	if err != nil {
 		c.log.Info("closing connection: re-authentication failed", zap.Error(err))
-		c.close(CloseAuthFailed, authReason(err))
+		c.close(CloseAuthFailed, codec.NotAuthorized) // the DISCONNECT code set has no Bad user name or password
 		return false
 	}
 	if done {

@@ -1,0 +1,201 @@
+package core_test
+
+import (
+	"bytes"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"xmq/codec"
+	"xmq/core"
+)
+
+// challengeAuth is a two-step enhanced authentication method "TEST": the
+// client says "hello", the server answers "challenge", the client must
+// answer "response". It also allows every plain CONNECT and records
+// disconnects, as a ConnectionObserver.
+type challengeAuth struct {
+	mu     sync.Mutex
+	closed []string
+}
+
+func (a *challengeAuth) Authenticate(string, string, []byte, net.Addr, string) error { return nil }
+
+func (a *challengeAuth) AuthStep(method, clientID string, state any, data []byte, _ net.Addr, _ string) ([]byte, any, bool, string, error) {
+	switch {
+	case method != "TEST":
+		return nil, nil, false, "", codec.BadAuthenticationMethod
+	case state == nil && bytes.Equal(data, []byte("hello")):
+		return []byte("challenge"), "sent", false, "", nil
+	case state == "sent" && bytes.Equal(data, []byte("response")):
+		return []byte("ok"), nil, true, "alice", nil
+	}
+	return nil, nil, false, "", codec.BadUserNameOrPassword
+}
+
+func (a *challengeAuth) ClientDisconnected(clientID, username string, _ net.Addr, _ string, _ time.Duration, reason string) {
+	a.mu.Lock()
+	a.closed = append(a.closed, clientID+"/"+username+"/"+reason)
+	a.mu.Unlock()
+}
+
+func authPacket(rc codec.ReasonCode, data string) *codec.Auth {
+	a := &codec.Auth{ReasonCode: rc}
+	a.Props.AuthMethod = []byte("TEST")
+	a.Props.AuthData = []byte(data)
+	return a
+}
+
+func withAuth(data string) func(*codec.Connect) {
+	return func(p *codec.Connect) {
+		p.Props.AuthMethod = []byte("TEST")
+		p.Props.AuthData = []byte(data)
+	}
+}
+
+// TestEnhancedAuthentication covers 4.12: the CONNECT-time exchange, its
+// refusals, and re-authentication on a live connection.
+func TestEnhancedAuthentication(t *testing.T) {
+	auth := &challengeAuth{}
+	srv := newServer(t, core.Options{}, core.Config{Authenticator: auth})
+
+	t.Run("exchange", func(t *testing.T) {
+		c := dial(t, srv, codec.V5)
+		p := connectPacket(codec.V5, "enh")
+		withAuth("hello")(p)
+		c.send(p)
+		if a := expect[*codec.Auth](c); a.ReasonCode != codec.ContinueAuthentication || string(a.Props.AuthData) != "challenge" {
+			t.Fatalf("AUTH %s %q, want continue authentication with the challenge", a.ReasonCode, a.Props.AuthData)
+		}
+		c.send(authPacket(codec.ContinueAuthentication, "response"))
+		ack := expect[*codec.Connack](c)
+		if ack.ReasonCode != codec.Success || string(ack.Props.AuthMethod) != "TEST" || string(ack.Props.AuthData) != "ok" {
+			t.Fatalf("CONNACK %s method %q data %q, want success with method TEST and data ok", ack.ReasonCode, ack.Props.AuthMethod, ack.Props.AuthData)
+		}
+
+		// Re-authentication on the same connection (4.12.1).
+		c.send(authPacket(codec.ReAuthenticate, "hello"))
+		if a := expect[*codec.Auth](c); a.ReasonCode != codec.ContinueAuthentication {
+			t.Fatalf("re-auth: AUTH %s, want continue authentication", a.ReasonCode)
+		}
+		c.send(authPacket(codec.ContinueAuthentication, "response"))
+		if a := expect[*codec.Auth](c); a.ReasonCode != codec.Success || string(a.Props.AuthData) != "ok" {
+			t.Fatalf("re-auth: AUTH %s %q, want success", a.ReasonCode, a.Props.AuthData)
+		}
+		c.subscribe(0, "still/works") // the connection carries on
+
+		// A failed re-authentication ends the connection.
+		c.send(authPacket(codec.ReAuthenticate, "wrong"))
+		c.expectDisconnect(codec.NotAuthorized)
+		waitFor(t, "disconnect observed", func() bool {
+			auth.mu.Lock()
+			defer auth.mu.Unlock()
+			return len(auth.closed) == 1 && auth.closed[0] == "enh/alice/auth_failure"
+		})
+	})
+
+	t.Run("wrong response", func(t *testing.T) {
+		c := dial(t, srv, codec.V5)
+		p := connectPacket(codec.V5, "enh-bad")
+		withAuth("hello")(p)
+		c.send(p)
+		expect[*codec.Auth](c)
+		c.send(authPacket(codec.ContinueAuthentication, "nope"))
+		if ack := expect[*codec.Connack](c); ack.ReasonCode != codec.BadUserNameOrPassword {
+			t.Fatalf("CONNACK %s, want bad user name or password", ack.ReasonCode)
+		}
+		c.expectClosed()
+	})
+
+	t.Run("unknown method", func(t *testing.T) {
+		c := dial(t, srv, codec.V5)
+		p := connectPacket(codec.V5, "enh-method")
+		p.Props.AuthMethod = []byte("OTHER")
+		if ack := c.connectRC(p); ack.ReasonCode != codec.BadAuthenticationMethod {
+			t.Fatalf("CONNACK %s, want bad authentication method", ack.ReasonCode)
+		}
+	})
+
+	t.Run("AUTH without a method agreed at CONNECT", func(t *testing.T) {
+		c := client(t, srv, codec.V5, "enh-none")
+		c.send(authPacket(codec.ReAuthenticate, "hello"))
+		c.expectDisconnect(codec.ProtocolError)
+	})
+}
+
+func TestEnhancedAuthenticationNotConfigured(t *testing.T) {
+	srv := newServer(t, core.Options{}, core.Config{})
+	c := dial(t, srv, codec.V5)
+	p := connectPacket(codec.V5, "x")
+	withAuth("hello")(p)
+	if ack := c.connectRC(p); ack.ReasonCode != codec.BadAuthenticationMethod {
+		t.Fatalf("CONNACK %s, want bad authentication method (0x8C)", ack.ReasonCode)
+	}
+}
+
+func TestMaxSubscriptionsPerClient(t *testing.T) {
+	srv := newServer(t, core.Options{MaxSubscriptionsPerClient: 2}, core.Config{})
+	for _, v := range []byte{codec.V311, codec.V5} {
+		c := client(t, srv, v, "subs-"+string('0'+v))
+		ack := c.subscribePacket(&codec.Subscribe{PacketID: 1, Subscriptions: []codec.Subscription{sub("a", 0), sub("b", 1), sub("c", 0)}})
+		want := []codec.ReasonCode{codec.GrantedQoS0, codec.GrantedQoS1, codec.QuotaExceeded}
+		if v != codec.V5 {
+			want[2] = codec.UnspecifiedError // 0x80 Failure in 3.1.1
+		}
+		if !equalCodes(ack.ReasonCodes, want) {
+			t.Fatalf("v%d SUBACK %v, want %v", v, ack.ReasonCodes, want)
+		}
+		// Replacing an existing subscription is not a new one.
+		ack = c.subscribePacket(&codec.Subscribe{PacketID: 2, Subscriptions: []codec.Subscription{sub("a", 1)}})
+		if !equalCodes(ack.ReasonCodes, []codec.ReasonCode{codec.GrantedQoS1}) {
+			t.Fatalf("v%d SUBACK for a replaced subscription %v, want granted QoS 1", v, ack.ReasonCodes)
+		}
+	}
+}
+
+func equalCodes(a, b []codec.ReasonCode) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestMaxMessageRate: QoS 0 over the rate is dropped and counted; QoS 1 is
+// slowed, never dropped.
+func TestMaxMessageRate(t *testing.T) {
+	srv := newServer(t, core.Options{MaxMessageRate: 5}, core.Config{})
+	s := client(t, srv, codec.V311, "rate-sub")
+	s.subscribe(1, "rate/#")
+	p := client(t, srv, codec.V311, "rate-pub")
+	for i := 0; i < 20; i++ {
+		p.pub("rate/0", "x", 0)
+	}
+	start := time.Now()
+	for i := 0; i < 8; i++ {
+		p.pub("rate/1", "y", 1) // waits for each PUBACK
+	}
+	if d := time.Since(start); d < 400*time.Millisecond {
+		t.Errorf("8 QoS 1 messages over a 5/s limit took %v, want them slowed to about 1.6 s", d)
+	}
+	dropped := int(srv.Stats().Dropped["rate_limited"])
+	if dropped < 10 || dropped > 15 { // 5 fit the burst; a slow machine may refill one or two
+		t.Errorf("rate_limited drops = %d, want about 15 of 20", dropped)
+	}
+	got := s.recv(20 - dropped + 8)
+	n1 := 0
+	for _, m := range got {
+		if m.QoS == 1 {
+			n1++
+		}
+	}
+	if n1 != 8 {
+		t.Errorf("%d QoS 1 messages delivered, want all 8", n1)
+	}
+	s.expectNothing(quiet)
+}
