@@ -398,6 +398,7 @@ func (c *client) encode(buf []byte, m *outMsg, now time.Time) []byte {
 		return buf
 	}
 	c.srv.stats.msgsOut.Add(1)
+	c.srv.stats.msgsOutQoS[p.QoS].Add(1)
 	return p.Append(buf, c.version)
 }
 

@@ -21,6 +21,7 @@ func topicLevels(t string) int { return strings.Count(t, "/") + 1 }
 func (c *client) handlePublish(p *codec.Publish) bool {
 	srv := c.srv
 	srv.stats.msgsIn.Add(1)
+	srv.stats.msgsInQoS[p.QoS].Add(1)
 	if c.limiter.limited() {
 		ok, wait := c.limiter.admit(len(p.Payload), p.QoS == 0, time.Now())
 		if !ok {

@@ -26,6 +26,8 @@ type Stats struct {
 	connects     atomic.Int64
 	msgsIn       atomic.Int64
 	msgsOut      atomic.Int64
+	msgsInQoS    [3]atomic.Int64
+	msgsOutQoS   [3]atomic.Int64
 	bytesIn      atomic.Int64
 	bytesOut     atomic.Int64
 	deliveries   atomic.Int64
@@ -43,6 +45,8 @@ type Snapshot struct {
 	Sessions      int
 	MessagesIn    int64
 	MessagesOut   int64
+	MessagesInQoS  [3]int64 // by the QoS they were published with
+	MessagesOutQoS [3]int64 // by the QoS they were delivered with
 	BytesIn       int64
 	BytesOut      int64
 	Deliveries    int64
@@ -63,6 +67,10 @@ func (s *Server) Stats() Snapshot {
 		Deliveries: st.deliveries.Load(), AuthFailures: st.authFailures.Load(),
 		Dropped: map[string]int64{}, Disconnects: map[string]int64{},
 		Subscriptions: s.router.count.Load(), Retained: s.retained.count(),
+	}
+	for q := range st.msgsInQoS {
+		snap.MessagesInQoS[q] = st.msgsInQoS[q].Load()
+		snap.MessagesOutQoS[q] = st.msgsOutQoS[q].Load()
 	}
 	for i := range st.drops {
 		snap.Dropped[dropCause(i).String()] = st.drops[i].Load()

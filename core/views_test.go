@@ -1,0 +1,47 @@
+package core_test
+
+import (
+	"testing"
+
+	"xmq/codec"
+	"xmq/core"
+)
+
+func TestViews(t *testing.T) {
+	srv := newServer(t, core.Options{}, core.Config{})
+	a := client(t, srv, codec.V5, "view-a", persistent)
+	a.subscribe(1, "x/+", "$share/g/y")
+	b := client(t, srv, codec.V311, "view-b")
+	b.pubRetained("r/1", "kept", 1)
+	b.pubRetained("r/2", "also", 0)
+
+	clients := srv.Clients()
+	if len(clients) != 2 || clients[0].ClientID != "view-a" || !clients[0].Connected || clients[1].ProtocolVersion != codec.V311 {
+		t.Fatalf("Clients() = %+v", clients)
+	}
+	ci, ok := srv.Client("view-a")
+	if !ok || len(ci.Subscriptions) != 2 || ci.Subscriptions[0].Filter != "$share/g/y" || ci.Subscriptions[1].QoS != 1 || ci.Listener != "pipe" {
+		t.Fatalf("Client(view-a) = %+v, %v", ci, ok)
+	}
+	if subs := srv.Subscriptions(); len(subs) != 2 {
+		t.Fatalf("Subscriptions() = %+v", subs)
+	}
+	if n := srv.ConnectionsByListener()["pipe"]; n != 2 {
+		t.Fatalf("ConnectionsByListener()[pipe] = %d, want 2", n)
+	}
+	if r := srv.Retained(); len(r) != 2 || r[0].Topic != "r/1" || string(r[1].Payload) != "also" {
+		t.Fatalf("Retained() = %v", r)
+	}
+	if !srv.DeleteRetained("r/1") || srv.DeleteRetained("r/1") {
+		t.Fatal("DeleteRetained: want true then false")
+	}
+	if _, ok := srv.RetainedMessage("r/1"); ok {
+		t.Fatal("r/1 still retained after DeleteRetained")
+	}
+	st := srv.Stats()
+	if st.MessagesInQoS[1] != 1 || st.MessagesInQoS[0] != 1 {
+		t.Fatalf("MessagesInQoS = %v, want one QoS 0 and one QoS 1", st.MessagesInQoS)
+	}
+	a.close()
+	waitFor(t, "view-a offline", func() bool { c, _ := srv.Client("view-a"); return !c.Connected })
+}
