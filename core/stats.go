@@ -40,21 +40,21 @@ func (s *Stats) dropped(c dropCause) { s.drops[c].Add(1) }
 
 // Snapshot is a point-in-time copy of the counters.
 type Snapshot struct {
-	Connected     int64
-	Connects      int64
-	Sessions      int
-	MessagesIn    int64
-	MessagesOut   int64
+	Connected      int64
+	Connects       int64
+	Sessions       int
+	MessagesIn     int64
+	MessagesOut    int64
 	MessagesInQoS  [3]int64 // by the QoS they were published with
 	MessagesOutQoS [3]int64 // by the QoS they were delivered with
-	BytesIn       int64
-	BytesOut      int64
-	Deliveries    int64
-	AuthFailures  int64
-	Dropped       map[string]int64
-	Disconnects   map[string]int64
-	Subscriptions int64
-	Retained      int
+	BytesIn        int64
+	BytesOut       int64
+	Deliveries     int64
+	AuthFailures   int64
+	Dropped        map[string]int64
+	Disconnects    map[string]int64
+	Subscriptions  int64
+	Retained       int
 }
 
 // Stats returns the current counters.
