@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -332,6 +333,12 @@ func wsReadError(err error) error {
 	}
 	if errors.Is(err, io.ErrUnexpectedEOF) {
 		return io.EOF // the peer closed the TCP connection without a close frame
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		// gorilla hides the deadline error's identity; the broker tells a
+		// keepalive timeout by os.ErrDeadlineExceeded, as on TCP.
+		return os.ErrDeadlineExceeded
 	}
 	return err
 }
