@@ -38,14 +38,17 @@ func Dial(ctx context.Context, rawURL string, tlsConfig *tls.Config) (net.Conn, 
 	var c net.Conn
 	switch transport {
 	case TransportTCP:
-		var d net.Dialer
-		c, err = d.DialContext(ctx, "tcp", addr)
+		c, err = netDialer(ctx).DialContext(ctx, "tcp", addr)
 	case TransportTLS:
-		d := tls.Dialer{Config: clientTLS(tlsConfig, addr)}
+		d := tls.Dialer{NetDialer: netDialer(ctx), Config: clientTLS(tlsConfig, addr)}
 		c, err = d.DialContext(ctx, "tcp", addr)
 	case TransportWS, TransportWSS:
 		c, err = dialWS(ctx, transport, addr, path, tlsConfig)
 	case TransportQUIC:
+		if hasLocalIP(ctx) {
+			err = ErrLocalIPQUIC
+			break
+		}
 		c, err = dialQUIC(ctx, addr, tlsConfig)
 	}
 	if err != nil {
@@ -77,8 +80,7 @@ func dialWS(ctx context.Context, transport, addr, path string, tlsConfig *tls.Co
 	var nc *wsNetConn
 	d := websocket.Dialer{
 		NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			var nd net.Dialer
-			c, err := nd.DialContext(ctx, network, addr)
+			c, err := netDialer(ctx).DialContext(ctx, network, addr)
 			if err != nil {
 				return nil, err
 			}

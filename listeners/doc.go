@@ -18,10 +18,10 @@
 //   - Close on a Listener is idempotent: the first call closes it and any
 //     later call returns nil. After Close, Accept returns an error that
 //     matches net.ErrClosed.
-//   - Dial takes a URL: mqtt://host:port or tcp://host:port (or a bare
-//     host:port) today. The schemes of transports not built yet (mqtts://,
-//     ws://, wss://, quic://) are recognised and refused with an error that
-//     matches ErrNotBuilt.
+//   - Dial takes a URL: mqtt:// or tcp:// (or a bare host:port), mqtts://,
+//     ws://, wss:// or quic://. A context made by WithLocalIP binds the
+//     connection's source address (tcp, tls, ws, wss), which is how the
+//     load generator spreads connections over several source addresses.
 //
 // The package never imports core or codec (see DESIGN.md): it moves bytes,
 // it does not read MQTT.
