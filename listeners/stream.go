@@ -65,8 +65,8 @@ func closedError(transport string, addr net.Addr) error {
 }
 
 // streamListener serves the TCP-based transports: tcp and tls, and the TCP
-// side of ws and wss. Plain TCP without a PROXY header is accepted on the
-// caller's goroutine (direct); otherwise one goroutine accepts and each
+// side of ws and wss. Plain TCP without a PROXY header or a connection
+// limit is accepted on the caller's goroutine (direct); otherwise one goroutine accepts and each
 // connection's PROXY header and TLS handshake run on the connection's own
 // goroutine under HandshakeTimeout, and the finished conn reaches Accept
 // through the handoff.
@@ -114,7 +114,9 @@ func newStream(o Options, transport string, tlsConf *tls.Config) (*streamListene
 	}
 	l := &streamListener{
 		ln: ln, transport: transport, o: o, tlsConf: tlsConf, trusted: trusted, log: o.Log,
-		direct: tlsConf == nil && !o.ProxyProtocol,
+		// With a limit, the accept loop refuses the excess at once, whether
+		// or not the caller is in Accept.
+		direct: tlsConf == nil && !o.ProxyProtocol && o.MaxConnections == 0,
 	}
 	if !l.direct {
 		l.h = newHandoff()
