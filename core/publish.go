@@ -33,6 +33,9 @@ func (c *client) handlePublish(p *codec.Publish) bool {
 		}
 	}
 	topic := p.Topic
+	if len(p.Props.SubscriptionIDs) > 0 {
+		return c.protocolError("Subscription Identifier in a client's PUBLISH [MQTT-3.3.4-6]", codec.ProtocolError)
+	}
 	if c.version == codec.V5 && p.Props.Has(codec.PropTopicAlias) {
 		a := p.Props.TopicAlias
 		if int(a) >= len(c.inAliases) {

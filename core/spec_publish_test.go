@@ -730,3 +730,14 @@ func TestWillRetainWithRetainDisabled(t *testing.T) {
 	}
 	c.expectClosed()
 }
+
+// TestPublishWithSubscriptionIDRefused: a client must not send a
+// Subscription Identifier [MQTT-3.3.4-6].
+func TestPublishWithSubscriptionIDRefused(t *testing.T) {
+	srv := newServer(t, core.Options{}, core.Config{})
+	c := client(t, srv, codec.V5, "subid-pub")
+	p := &codec.Publish{Topic: []byte("a"), Payload: []byte("x")}
+	p.Props.SubscriptionIDs = []uint32{1}
+	c.send(p)
+	c.expectDisconnect(codec.ProtocolError)
+}
