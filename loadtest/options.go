@@ -1,0 +1,348 @@
+package loadtest
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"xmq/codec"
+)
+
+// Mode is what a run measures.
+type Mode string
+
+// The modes.
+const (
+	ModeConn   Mode = "conn"   // connections: ramp, hold, liveness
+	ModePub    Mode = "pub"    // ingest: publishers only
+	ModePubSub Mode = "pubsub" // end-to-end: every subscriber gets every publisher
+	ModeFanIn  Mode = "fanin"  // many publishers → a shared subscription group
+	ModeP2P    Mode = "p2p"    // publisher i → subscriber i on a topic of their own
+)
+
+// Modes lists the modes in the order the help shows them.
+var Modes = []Mode{ModeConn, ModePub, ModePubSub, ModeFanIn, ModeP2P}
+
+// Transports the generator dials, and the URL scheme each maps to.
+var transportSchemes = map[string]string{"tcp": "mqtt", "tls": "mqtts", "ws": "ws", "wss": "wss", "quic": "quic"}
+
+// schemeTransports maps URL schemes back to transports.
+var schemeTransports = map[string]string{
+	"mqtt": "tcp", "tcp": "tcp", "mqtts": "tls", "ssl": "tls", "tls": "tls", "ws": "ws", "wss": "wss", "quic": "quic",
+}
+
+// defaultPorts are the conventional ports of each transport.
+var defaultPorts = map[string]string{"tcp": "1883", "tls": "8883", "ws": "8083", "wss": "8084", "quic": "14567"}
+
+// Options is one load test. It travels to agents as JSON, so every field
+// is plain data; durations are nanoseconds in JSON.
+type Options struct {
+	// Target.
+	Addr      string   `json:"addr"`      // host:port, or a URL whose scheme names the transport
+	Transport string   `json:"transport"` // tcp, tls, ws, wss, quic; "" = from Addr, else tcp
+	WSPath    string   `json:"ws_path"`   // path of ws/wss URLs built from host:port
+	Insecure  bool     `json:"insecure,omitempty"`
+	CAFile    string   `json:"cafile,omitempty"`
+	CertFile  string   `json:"cert,omitempty"`
+	KeyFile   string   `json:"key,omitempty"`
+	SrcIPs    []string `json:"src_ips,omitempty"` // local addresses to spread connections over
+
+	// MQTT session.
+	User           string        `json:"user,omitempty"`
+	Pass           string        `json:"pass,omitempty"` // reports print it redacted
+	MQTT           string        `json:"mqtt"`           // "3.1", "3.1.1" or "5"
+	Clean          bool          `json:"clean"`
+	KeepAlive      time.Duration `json:"keepalive_ns"`
+	ConnectTimeout time.Duration `json:"connect_timeout_ns"`
+	IDPrefix       string        `json:"id_prefix,omitempty"` // client ids are IDPrefix-p0, -s0, -c0 …; "" = random
+
+	// Workload.
+	Mode            Mode          `json:"mode"`
+	Levels          []int         `json:"levels,omitempty"` // conn: connection counts, one case each
+	Hold            time.Duration `json:"hold_ns"`
+	DialConcurrency int           `json:"dial_concurrency"`
+	ConnRate        float64       `json:"conn_rate,omitempty"` // new connections per second; 0 = as fast as dials finish
+	Pubs            int           `json:"pubs"`
+	Subs            int           `json:"subs"`
+	QoS             int           `json:"qos"`
+	Payloads        []int         `json:"payloads"` // one case per size
+	Duration        time.Duration `json:"duration_ns"`
+	Rate            float64       `json:"rate"`                // messages per second per publisher; 0 = as fast as possible
+	Inflight        int           `json:"inflight"`            // unacknowledged QoS 1/2 messages per publisher
+	Topic           string        `json:"topic"`               // publisher i's topic; %i is i
+	SubTopic        string        `json:"sub_topic,omitempty"` // subscriber j's filter; %i is j; "" = derived from Topic
+	Loop            bool          `json:"loop,omitempty"`      // p2p: one connection publishes to and subscribes to its own topic
+	Churn           time.Duration `json:"churn_ns,omitempty"`  // subscribers drop and come back every Churn
+	Drain           time.Duration `json:"drain_ns"`            // how long to wait for messages after publishing ends
+}
+
+// DefaultOptions returns the defaults the command-line flags show.
+func DefaultOptions() Options {
+	return Options{
+		Addr: "127.0.0.1:1883", WSPath: "/mqtt", MQTT: "3.1.1", Clean: true, KeepAlive: 60 * time.Second,
+		ConnectTimeout: 10 * time.Second, Mode: ModePub, Levels: []int{1000}, Hold: 3 * time.Second,
+		DialConcurrency: 200, Pubs: 10, Subs: 10, Payloads: []int{64}, Duration: 10 * time.Second,
+		Inflight: 64, Topic: "loadtest/%i", Drain: 5 * time.Second,
+	}
+}
+
+// ModeDefaults returns the flag settings a mode implies unless the command
+// line says otherwise: fan-in and point-to-point are QoS 1 at 1 msg/s per
+// publisher, and point-to-point subscribers keep their sessions.
+func ModeDefaults(m Mode) []string {
+	switch m {
+	case ModeFanIn:
+		return []string{"-qos", "1", "-rate", "1", "-pubs", "100", "-subs", "5"}
+	case ModeP2P:
+		return []string{"-qos", "1", "-rate", "1", "-clean=false"}
+	}
+	return nil
+}
+
+// Version is the protocol level o.MQTT names.
+func (o *Options) Version() (byte, error) {
+	switch o.MQTT {
+	case "3.1":
+		return codec.V31, nil
+	case "3.1.1", "311", "4":
+		return codec.V311, nil
+	case "5", "5.0":
+		return codec.V5, nil
+	}
+	return 0, fmt.Errorf("loadtest: -mqtt %q: want 3.1, 3.1.1 or 5", o.MQTT)
+}
+
+// URL returns the URL to dial and its transport. A bare host:port gets the
+// scheme of o.Transport (tcp when empty) and, for ws and wss, o.WSPath; a
+// URL keeps its own, and a -transport that disagrees with it is an error.
+func (o *Options) URL() (rawURL, transport string, err error) {
+	if strings.Contains(o.Addr, "://") {
+		u, err := url.Parse(o.Addr)
+		if err != nil {
+			return "", "", fmt.Errorf("loadtest: -addr: %w", err)
+		}
+		t, ok := schemeTransports[strings.ToLower(u.Scheme)]
+		if !ok {
+			return "", "", fmt.Errorf("loadtest: -addr %q: unknown scheme %q (mqtt, mqtts, ws, wss, quic)", o.Addr, u.Scheme)
+		}
+		if o.Transport != "" && o.Transport != t {
+			return "", "", fmt.Errorf("loadtest: -transport %s disagrees with -addr %s", o.Transport, o.Addr)
+		}
+		if u.Hostname() == "" {
+			return "", "", fmt.Errorf("loadtest: -addr %q has no host", o.Addr)
+		}
+		if (t == "ws" || t == "wss") && (u.Path == "" || u.Path == "/") && o.WSPath != "" {
+			u.Path = o.WSPath
+		}
+		return u.String(), t, nil
+	}
+	t := o.Transport
+	if t == "" {
+		t = "tcp"
+	}
+	scheme, ok := transportSchemes[t]
+	if !ok {
+		return "", "", fmt.Errorf("loadtest: -transport %q: want tcp, tls, ws, wss or quic", t)
+	}
+	host, port, err := net.SplitHostPort(o.Addr)
+	if err != nil { // no port: the transport's default
+		host, port = strings.Trim(o.Addr, "[]"), defaultPorts[t]
+	}
+	if host == "" {
+		return "", "", fmt.Errorf("loadtest: -addr %q has no host", o.Addr)
+	}
+	u := scheme + "://" + net.JoinHostPort(host, port)
+	if t == "ws" || t == "wss" {
+		p := o.WSPath
+		if p == "" {
+			p = "/mqtt"
+		}
+		if !strings.HasPrefix(p, "/") {
+			p = "/" + p
+		}
+		u += p
+	}
+	return u, t, nil
+}
+
+// TLSConfig builds the client TLS configuration from -insecure, -cafile and
+// -cert/-key; nil for transports without TLS.
+func (o *Options) TLSConfig() (*tls.Config, error) {
+	_, t, err := o.URL()
+	if err != nil {
+		return nil, err
+	}
+	if t != "tls" && t != "wss" && t != "quic" {
+		return nil, nil
+	}
+	cfg := &tls.Config{InsecureSkipVerify: o.Insecure} //nolint:gosec // an explicit -insecure
+	if o.CAFile != "" {
+		pem, err := os.ReadFile(o.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("loadtest: -cafile: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("loadtest: -cafile %s: no PEM certificates", o.CAFile)
+		}
+		cfg.RootCAs = pool
+	}
+	if (o.CertFile == "") != (o.KeyFile == "") {
+		return nil, errors.New("loadtest: -cert and -key go together")
+	}
+	if o.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(o.CertFile, o.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("loadtest: client certificate: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}
+
+// TopicFor expands a %i pattern for index i.
+func TopicFor(pattern string, i int) string {
+	if !strings.Contains(pattern, "%i") {
+		return pattern
+	}
+	return strings.ReplaceAll(pattern, "%i", fmt.Sprint(i))
+}
+
+// wildcardFor turns a publisher topic pattern into a filter matching every
+// publisher: each level holding %i becomes +.
+func wildcardFor(pattern string) string {
+	levels := strings.Split(pattern, "/")
+	for i, l := range levels {
+		if strings.Contains(l, "%i") {
+			levels[i] = "+"
+		}
+	}
+	return strings.Join(levels, "/")
+}
+
+// SubFilter is subscriber j's topic filter.
+func (o *Options) SubFilter(j int) string {
+	if o.SubTopic != "" {
+		return TopicFor(o.SubTopic, j)
+	}
+	switch o.Mode {
+	case ModeP2P:
+		return TopicFor(o.Topic, j)
+	case ModeFanIn:
+		return "$share/loadtest/" + wildcardFor(o.Topic)
+	}
+	return wildcardFor(o.Topic)
+}
+
+// hasSubscribers reports whether the mode has subscribers.
+func (o *Options) hasSubscribers() bool {
+	return o.Mode == ModePubSub || o.Mode == ModeFanIn || o.Mode == ModeP2P
+}
+
+// subCount is the number of subscribers the mode runs.
+func (o *Options) subCount() int {
+	switch o.Mode {
+	case ModePubSub, ModeFanIn:
+		return o.Subs
+	case ModeP2P:
+		if o.Loop {
+			return 0 // the publishers subscribe
+		}
+		return o.Pubs
+	}
+	return 0
+}
+
+// Validate reports the first setting that cannot work.
+func (o *Options) Validate() error {
+	if _, err := o.Version(); err != nil {
+		return err
+	}
+	if _, _, err := o.URL(); err != nil {
+		return err
+	}
+	if o.Mode == "" {
+		o.Mode = ModePub
+	}
+	known := false
+	for _, m := range Modes {
+		known = known || m == o.Mode
+	}
+	switch {
+	case !known:
+		return fmt.Errorf("loadtest: -mode %q: want conn, pub, pubsub, fanin or p2p", o.Mode)
+	case o.KeepAlive < 0 || o.KeepAlive > 65535*time.Second:
+		return fmt.Errorf("loadtest: -keepalive %s out of range 0..18h12m15s", o.KeepAlive)
+	case o.ConnectTimeout <= 0:
+		return errors.New("loadtest: connect timeout must be positive")
+	case o.DialConcurrency < 1:
+		return errors.New("loadtest: -dial-concurrency must be at least 1")
+	case o.ConnRate < 0:
+		return errors.New("loadtest: -conn-rate must not be negative")
+	case o.Drain < 0 || o.Churn < 0 || o.Hold < 0:
+		return errors.New("loadtest: -drain, -churn and -hold must not be negative")
+	case o.Loop && o.Mode != ModeP2P:
+		return errors.New("loadtest: -loop is for -mode p2p")
+	}
+	if o.Mode == ModeConn {
+		if len(o.Levels) == 0 {
+			return errors.New("loadtest: -levels is empty")
+		}
+		for _, l := range o.Levels {
+			if l < 1 {
+				return fmt.Errorf("loadtest: -levels: %d is not a connection count", l)
+			}
+		}
+		return nil
+	}
+	switch {
+	case o.Pubs < 1 || o.Pubs >= maxPubs:
+		return fmt.Errorf("loadtest: -pubs %d out of range 1..%d", o.Pubs, maxPubs-1)
+	case (o.Mode == ModePubSub || o.Mode == ModeFanIn) && o.Subs < 1:
+		return errors.New("loadtest: -subs must be at least 1")
+	case o.QoS < 0 || o.QoS > 2:
+		return fmt.Errorf("loadtest: -qos %d: want 0, 1 or 2", o.QoS)
+	case len(o.Payloads) == 0:
+		return errors.New("loadtest: -payload is empty")
+	case o.Duration <= 0:
+		return errors.New("loadtest: -duration must be positive")
+	case o.Rate < 0:
+		return errors.New("loadtest: -rate must not be negative")
+	case o.Inflight < 1 || o.Inflight > 65535:
+		return fmt.Errorf("loadtest: -inflight %d out of range 1..65535", o.Inflight)
+	case o.Churn > 0 && !o.hasSubscribers():
+		return errors.New("loadtest: -churn needs subscribers (pubsub, fanin, p2p)")
+	}
+	for _, p := range o.Payloads {
+		if p < 0 || p > 256<<20 {
+			return fmt.Errorf("loadtest: -payload %d out of range 0..256MiB", p)
+		}
+	}
+	for _, i := range []int{0, o.Pubs - 1} {
+		if err := codec.ValidTopicName([]byte(TopicFor(o.Topic, i))); err != nil {
+			return fmt.Errorf("loadtest: -topic %q: %w", o.Topic, err)
+		}
+	}
+	if o.hasSubscribers() && !o.Loop {
+		for _, j := range []int{0, o.subCount() - 1} {
+			if err := codec.ValidFilter([]byte(o.SubFilter(j))); err != nil {
+				return fmt.Errorf("loadtest: subscription filter %q: %w", o.SubFilter(j), err)
+			}
+		}
+	}
+	return nil
+}
+
+// clientCount is how many connections a case opens.
+func (o *Options) clientCount(level int) int {
+	if o.Mode == ModeConn {
+		return level
+	}
+	return o.Pubs + o.subCount()
+}

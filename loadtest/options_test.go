@@ -1,0 +1,159 @@
+package loadtest
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestOptionsURL(t *testing.T) {
+	tests := []struct {
+		addr, transport, wsPath string
+		url, got                string
+		err                     string
+	}{
+		{addr: "127.0.0.1:1883", url: "mqtt://127.0.0.1:1883", got: "tcp"},
+		{addr: "broker:1884", transport: "tcp", url: "mqtt://broker:1884", got: "tcp"},
+		{addr: "broker", transport: "tls", url: "mqtts://broker:8883", got: "tls"},
+		{addr: "broker", transport: "ws", url: "ws://broker:8083/mqtt", got: "ws"},
+		{addr: "broker:9001", transport: "wss", wsPath: "ws", url: "wss://broker:9001/ws", got: "wss"},
+		{addr: "::1", transport: "quic", url: "quic://[::1]:14567", got: "quic"},
+		{addr: "[::1]:1883", url: "mqtt://[::1]:1883", got: "tcp"},
+		{addr: "ws://b:8083", wsPath: "/mqtt", url: "ws://b:8083/mqtt", got: "ws"},
+		{addr: "wss://b:8084/custom", url: "wss://b:8084/custom", got: "wss"},
+		{addr: "mqtts://b:8883", transport: "tls", url: "mqtts://b:8883", got: "tls"},
+		{addr: "mqtts://b:8883", transport: "ws", err: "disagrees"},
+		{addr: "http://b:80", err: "unknown scheme"},
+		{addr: "b:1883", transport: "udp", err: "-transport"},
+		{addr: ":1883", err: "no host"},
+	}
+	for _, tt := range tests {
+		o := DefaultOptions()
+		o.Addr, o.Transport = tt.addr, tt.transport
+		if tt.wsPath != "" {
+			o.WSPath = tt.wsPath
+		}
+		u, tr, err := o.URL()
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("URL(%q, %q) error = %v, want %q", tt.addr, tt.transport, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || u != tt.url || tr != tt.got {
+			t.Errorf("URL(%q, %q) = %q, %q, %v; want %q, %q", tt.addr, tt.transport, u, tr, err, tt.url, tt.got)
+		}
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(o *Options)
+		err  string
+	}{
+		{"defaults", func(o *Options) {}, ""},
+		{"unknown mode", func(o *Options) { o.Mode = "storm" }, "-mode"},
+		{"bad mqtt", func(o *Options) { o.MQTT = "4.0" }, "-mqtt"},
+		{"qos 3", func(o *Options) { o.QoS = 3 }, "-qos"},
+		{"no pubs", func(o *Options) { o.Pubs = 0 }, "-pubs"},
+		{"pubsub no subs", func(o *Options) { o.Mode, o.Subs = ModePubSub, 0 }, "-subs"},
+		{"inflight 0", func(o *Options) { o.Inflight = 0 }, "-inflight"},
+		{"zero duration", func(o *Options) { o.Duration = 0 }, "-duration"},
+		{"negative rate", func(o *Options) { o.Rate = -1 }, "-rate"},
+		{"wildcard topic", func(o *Options) { o.Topic = "a/+/%i" }, "-topic"},
+		{"bad filter", func(o *Options) { o.Mode, o.SubTopic = ModePubSub, "a/#/b" }, "filter"},
+		{"loop outside p2p", func(o *Options) { o.Loop = true }, "-loop"},
+		{"churn without subscribers", func(o *Options) { o.Churn = time.Second }, "-churn"},
+		{"conn empty levels", func(o *Options) { o.Mode, o.Levels = ModeConn, nil }, "-levels"},
+		{"conn zero level", func(o *Options) { o.Mode, o.Levels = ModeConn, []int{0} }, "-levels"},
+		{"conn ignores pubs", func(o *Options) { o.Mode, o.Pubs = ModeConn, 0 }, ""},
+		{"dial concurrency", func(o *Options) { o.DialConcurrency = 0 }, "-dial-concurrency"},
+		{"keepalive too long", func(o *Options) { o.KeepAlive = 19 * time.Hour }, "-keepalive"},
+		{"payload too big", func(o *Options) { o.Payloads = []int{300 << 20} }, "-payload"},
+	}
+	for _, tt := range tests {
+		o := DefaultOptions()
+		tt.edit(&o)
+		err := o.Validate()
+		if tt.err == "" && err != nil || tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
+			t.Errorf("%s: Validate() = %v, want %q", tt.name, err, tt.err)
+		}
+	}
+}
+
+func TestSubFilterAndFanout(t *testing.T) {
+	o := DefaultOptions()
+	o.Topic, o.Pubs, o.Subs = "bench/dev%i/temp", 4, 3
+	o.Mode = ModePubSub
+	if f := o.SubFilter(2); f != "bench/+/temp" {
+		t.Errorf("pubsub filter = %q", f)
+	}
+	if n := newFanout(&o).of(1); n != 3 {
+		t.Errorf("pubsub fan-out = %d, want every subscriber (3)", n)
+	}
+	o.Mode = ModeFanIn
+	if f := o.SubFilter(0); f != "$share/loadtest/bench/+/temp" {
+		t.Errorf("fanin filter = %q", f)
+	}
+	if n := newFanout(&o).of(1); n != 1 {
+		t.Errorf("fanin fan-out = %d, want one group", n)
+	}
+	o.Mode = ModeP2P
+	if f := o.SubFilter(3); f != "bench/dev3/temp" {
+		t.Errorf("p2p filter = %q", f)
+	}
+	// Subscriber j hears only publisher j: a filter per subscriber.
+	o.Mode, o.SubTopic = ModePubSub, "bench/dev%i/temp"
+	f := newFanout(&o)
+	if f.of(0) != 1 || f.of(3) != 0 || f.of(99) != 0 {
+		t.Errorf("per-subscriber filters: fan-out of 0, 3, 99 = %d, %d, %d; want 1, 0, 0", f.of(0), f.of(3), f.of(99))
+	}
+	o.SubTopic = "other/#"
+	if n := newFanout(&o).of(0); n != 0 {
+		t.Errorf("non-matching filter fan-out = %d", n)
+	}
+	o.Mode = ModePub
+	if n := newFanout(&o).of(0); n != 0 {
+		t.Errorf("pub mode fan-out = %d", n)
+	}
+}
+
+func TestParseSrcIPs(t *testing.T) {
+	ips, err := ParseSrcIPs("127.0.0.2-4, 10.0.0.1, 127.0.1.254-127.0.2.1,::1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ip := range ips {
+		got = append(got, ip.String())
+	}
+	want := "127.0.0.2 127.0.0.3 127.0.0.4 10.0.0.1 127.0.1.254 127.0.1.255 127.0.2.0 127.0.2.1 ::1"
+	if strings.Join(got, " ") != want {
+		t.Errorf("ParseSrcIPs = %v, want %s", got, want)
+	}
+	for _, bad := range []string{"localhost", "127.0.0.9-2", "127.0.0.1-x", "::1-::2"} {
+		if _, err := ParseSrcIPs(bad); err == nil {
+			t.Errorf("ParseSrcIPs(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestScenariosParseAndScale(t *testing.T) {
+	for name, sc := range Scenarios {
+		args := sc.Args(0.001)
+		if len(args) == 0 || args[0] != "-mode" {
+			t.Errorf("%s: args %q do not start with -mode", name, args)
+		}
+		if sc.Name != name || sc.Source == "" || sc.About == "" {
+			t.Errorf("%s: incomplete description %+v", name, sc)
+		}
+	}
+	args := Scenarios["sharesub-50K-500-50K-50K"].Args(0.01)
+	joined := strings.Join(args, " ")
+	for _, want := range []string{"-pubs 500 ", "-subs 5 ", "-sub-topic $share/benchmark/test/#", "-qos 1"} {
+		if !strings.Contains(joined+" ", want) {
+			t.Errorf("sharesub at 0.01 = %q, missing %q", joined, want)
+		}
+	}
+}

@@ -1,0 +1,240 @@
+package loadtest
+
+import (
+	"maps"
+	"time"
+)
+
+// CaseResult is everything measured in one case (one connection level, or
+// one payload size). Workers fill the raw counts; Merge adds workers'
+// results up (histograms bucket by bucket); Finish derives the rates.
+type CaseResult struct {
+	Name    string  `json:"name"`
+	Mode    Mode    `json:"mode"`
+	Payload int     `json:"payload_bytes"`
+	QoS     int     `json:"qos"`
+	Pubs    int     `json:"publishers"`
+	Subs    int     `json:"subscribers"`
+	Rate    float64 `json:"rate_per_publisher"`
+
+	// conn mode
+	Target      int            `json:"target,omitempty"`
+	Established int            `json:"established"`
+	Failed      int            `json:"failed"`
+	Alive       int            `json:"alive,omitempty"`    // answered PINGREQ after the hold
+	Failures    map[string]int `json:"failures,omitempty"` // connect failures by reason
+	Lost        map[string]int `json:"lost_during_hold,omitempty"`
+	RampNs      int64          `json:"ramp_ns,omitempty"`
+
+	// traffic
+	Published  uint64 `json:"published"`
+	Acked      uint64 `json:"acked"`
+	Expected   uint64 `json:"expected"` // deliveries the publishers should cause
+	Received   uint64 `json:"received"` // every copy with our header
+	Unique     uint64 `json:"delivered"`
+	Duplicates uint64 `json:"duplicates"`
+	Reordered  uint64 `json:"reordered"`
+	Stale      uint64 `json:"stale"`   // sent before the run: a persistent session's leftovers
+	Foreign    uint64 `json:"foreign"` // not ours
+	Skew       uint64 `json:"clock_skew"`
+	Reconnects uint64 `json:"reconnects"`
+	SendNs     int64  `json:"send_ns"`    // start → publishers told to stop
+	PubNs      int64  `json:"pub_ns"`     // start → broker acknowledged the last message
+	DeliverNs  int64  `json:"deliver_ns"` // start → last delivery
+
+	Latency    *Histogram `json:"latency"`     // end to end, send → receive
+	AckLatency *Histogram `json:"ack_latency"` // PUBLISH → PUBACK / PUBCOMP
+	Connect    *Histogram `json:"connect"`     // dial → CONNACK
+
+	Errors       map[string]uint64 `json:"errors,omitempty"`
+	ErrorSamples []string          `json:"error_samples,omitempty"`
+	Series       []Point           `json:"series,omitempty"`
+	Generator    GenStats          `json:"generator"`
+	Broker       *BrokerStats      `json:"broker,omitempty"`
+
+	// Derived by Finish.
+	LostMessages    uint64  `json:"lost"`
+	PublishedPerSec float64 `json:"published_per_s"`
+	DeliveredPerSec float64 `json:"delivered_per_s"`
+	MBPerSec        float64 `json:"mb_per_s"` // payload bytes published, 10^6 per second
+	DeliveredRatio  float64 `json:"delivered_ratio"`
+	LatencySummary  Summary `json:"latency_summary"`
+	AckSummary      Summary `json:"ack_latency_summary"`
+	ConnectSummary  Summary `json:"connect_summary"`
+}
+
+// Point is one second of a run. Counts are for that second alone.
+type Point struct {
+	T         float64          `json:"t"` // seconds since start
+	Connected int64            `json:"connected"`
+	Published uint64           `json:"published"`
+	Delivered uint64           `json:"delivered"`
+	Errors    uint64           `json:"errors"`
+	P50       int64            `json:"p50_ns,omitempty"`
+	P99       int64            `json:"p99_ns,omitempty"`
+	Lat       *SparseHistogram `json:"lat,omitempty"` // merged across agents, then dropped
+	BrokerCPU float64          `json:"broker_cpu_pct,omitempty"`
+	BrokerRSS uint64           `json:"broker_rss_bytes,omitempty"`
+}
+
+// GenStats is the load generator's own cost during the measured phase.
+type GenStats struct {
+	CPUSeconds  float64 `json:"cpu_s"`
+	WallSeconds float64 `json:"wall_s"`
+	CPUPercent  float64 `json:"cpu_pct"` // of one core, summed over processes
+	MaxRSS      uint64  `json:"max_rss_bytes"`
+	Processes   int     `json:"processes"`
+	GOMAXPROCS  int     `json:"gomaxprocs"`
+}
+
+// Merge adds o, another worker's result for the same case, into r.
+func (r *CaseResult) Merge(o *CaseResult) {
+	r.Target += o.Target
+	r.Established += o.Established
+	r.Failed += o.Failed
+	r.Alive += o.Alive
+	r.Failures = addCounts(r.Failures, o.Failures)
+	r.Lost = addCounts(r.Lost, o.Lost)
+	r.RampNs = max(r.RampNs, o.RampNs)
+	r.Published += o.Published
+	r.Acked += o.Acked
+	r.Expected += o.Expected
+	r.Received += o.Received
+	r.Unique += o.Unique
+	r.Duplicates += o.Duplicates
+	r.Reordered += o.Reordered
+	r.Stale += o.Stale
+	r.Foreign += o.Foreign
+	r.Skew += o.Skew
+	r.Reconnects += o.Reconnects
+	r.SendNs = max(r.SendNs, o.SendNs)
+	r.PubNs = max(r.PubNs, o.PubNs)
+	r.DeliverNs = max(r.DeliverNs, o.DeliverNs)
+	for _, h := range []struct{ dst, src **Histogram }{{&r.Latency, &o.Latency}, {&r.AckLatency, &o.AckLatency}, {&r.Connect, &o.Connect}} {
+		if *h.dst == nil {
+			*h.dst = &Histogram{}
+		}
+		(*h.dst).Merge(*h.src)
+	}
+	if o.Errors != nil {
+		if r.Errors == nil {
+			r.Errors = map[string]uint64{}
+		}
+		for k, v := range o.Errors {
+			r.Errors[k] += v
+		}
+	}
+	r.ErrorSamples = append(r.ErrorSamples, o.ErrorSamples...)
+	r.Series = mergeSeries(r.Series, o.Series)
+	g := &r.Generator
+	g.CPUSeconds += o.Generator.CPUSeconds
+	g.WallSeconds = max(g.WallSeconds, o.Generator.WallSeconds)
+	g.MaxRSS = max(g.MaxRSS, o.Generator.MaxRSS)
+	g.Processes += o.Generator.Processes
+	g.GOMAXPROCS += o.Generator.GOMAXPROCS
+}
+
+func addCounts(dst, src map[string]int) map[string]int {
+	if len(src) == 0 {
+		return dst
+	}
+	if dst == nil {
+		dst = map[string]int{}
+	}
+	for k, v := range src {
+		dst[k] += v
+	}
+	return dst
+}
+
+// mergeSeries adds b's seconds to a's, second by second; latency
+// histograms merge exactly.
+func mergeSeries(a, b []Point) []Point {
+	for i, p := range b {
+		if i >= len(a) {
+			a = append(a, p)
+			continue
+		}
+		q := &a[i]
+		q.T = max(q.T, p.T)
+		q.Connected += p.Connected
+		q.Published += p.Published
+		q.Delivered += p.Delivered
+		q.Errors += p.Errors
+		if p.Lat != nil {
+			if q.Lat == nil {
+				q.Lat = p.Lat
+			} else {
+				var h Histogram
+				_ = h.setSparse(q.Lat)
+				var o Histogram
+				_ = o.setSparse(p.Lat)
+				h.Merge(&o)
+				sp := h.Sparse()
+				q.Lat = &sp
+			}
+		}
+	}
+	return a
+}
+
+// Finish derives rates, loss and summaries from the counts, once every
+// worker's result is merged. It drops the per-second histograms.
+func (r *CaseResult) Finish() {
+	for _, h := range []**Histogram{&r.Latency, &r.AckLatency, &r.Connect} {
+		if *h == nil {
+			*h = &Histogram{}
+		}
+	}
+	r.LatencySummary = r.Latency.Summary()
+	r.AckSummary = r.AckLatency.Summary()
+	r.ConnectSummary = r.Connect.Summary()
+	if r.Mode == ModeConn {
+		r.Failed = 0
+		for _, v := range r.Failures {
+			r.Failed += v
+		}
+	}
+	secs := func(ns int64) float64 { return float64(ns) / float64(time.Second) }
+	if d := secs(max(r.PubNs, r.SendNs)); d > 0 {
+		r.PublishedPerSec = float64(r.Published) / d
+		r.MBPerSec = r.PublishedPerSec * float64(r.Payload) / 1e6
+	}
+	if d := secs(r.DeliverNs); d > 0 {
+		r.DeliveredPerSec = float64(r.Unique) / d
+	}
+	if r.Expected > r.Unique {
+		r.LostMessages = r.Expected - r.Unique
+	} else {
+		r.LostMessages = 0
+	}
+	if r.Expected > 0 {
+		r.DeliveredRatio = float64(r.Unique) / float64(r.Expected)
+	}
+	if g := &r.Generator; g.WallSeconds > 0 {
+		g.CPUPercent = 100 * g.CPUSeconds / g.WallSeconds
+	}
+	for i := range r.Series {
+		p := &r.Series[i]
+		if p.Lat != nil {
+			var h Histogram
+			if h.setSparse(p.Lat) == nil {
+				p.P50, p.P99 = h.Quantile(0.5), h.Quantile(0.99)
+			}
+			p.Lat = nil
+		}
+	}
+	r.Errors = maps.Clone(r.Errors)
+	if len(r.ErrorSamples) > 10 {
+		r.ErrorSamples = r.ErrorSamples[:10]
+	}
+}
+
+// ErrorTotal is the number of errors of every kind.
+func (r *CaseResult) ErrorTotal() uint64 {
+	var n uint64
+	for _, v := range r.Errors {
+		n += v
+	}
+	return n
+}
