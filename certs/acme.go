@@ -50,8 +50,17 @@ func (s *Source) startACME() error {
 	if err != nil {
 		return fmt.Errorf("certs: acme http-01 listener: %w", err)
 	}
+	challenges := s.acme.HTTPHandler(http.NotFoundHandler())
 	s.httpSrv = &http.Server{
-		Handler:           s.acme.HTTPHandler(http.NotFoundHandler()),
+		// autocert matches the Host header against the domains; a port in
+		// it (HTTP-01 served on a port other than 80, behind a port
+		// mapping) would fail that match.
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if h, _, err := net.SplitHostPort(r.Host); err == nil {
+				r.Host = h
+			}
+			challenges.ServeHTTP(w, r)
+		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       30 * time.Second,
 		ErrorLog:          zap.NewStdLog(s.log.Named("http01")),
