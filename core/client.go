@@ -109,12 +109,18 @@ func (c *client) send(p codec.Packet) {
 // close starts closing the connection for reason. For an MQTT 5 client
 // past CONNECT a non-zero rc is sent in a DISCONNECT first [MQTT-4.13.2-1].
 // Safe from any goroutine; only the first call counts.
-func (c *client) close(reason CloseReason, rc codec.ReasonCode) {
+func (c *client) close(reason CloseReason, rc codec.ReasonCode) { c.closeWhy(reason, rc, "") }
+
+// closeWhy is close with a Reason String for the MQTT 5 DISCONNECT, which
+// may carry one whatever Request Problem Information says [MQTT-3.1.2-29].
+func (c *client) closeWhy(reason CloseReason, rc codec.ReasonCode, why string) {
 	c.closeOnce.Do(func() {
 		c.mu.Lock()
 		c.reason = reason
 		if rc != 0 && c.connected && c.version == codec.V5 {
-			c.ctrl = (&codec.Disconnect{ReasonCode: rc}).Append(c.ctrl, c.version)
+			d := &codec.Disconnect{ReasonCode: rc}
+			d.Props.ReasonString = []byte(why)
+			c.ctrl = d.Append(c.ctrl, c.version)
 		}
 		// A writer stuck on a full socket gives up soon instead of at
 		// WriteTimeout. Both happen under c.mu, where flush sets its own
@@ -181,7 +187,7 @@ func (c *client) readError(err error) {
 			reason = CloseProtocolError
 		}
 		c.log.Warn("closing connection: bad packet", zap.String("client_id", c.id), zap.Error(err))
-		c.close(reason, ce.Code)
+		c.closeWhy(reason, ce.Code, ce.Msg)
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		c.close(CloseKeepAlive, codec.KeepAliveTimeout)
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
@@ -194,7 +200,7 @@ func (c *client) readError(err error) {
 // protocolError closes the connection for a protocol violation.
 func (c *client) protocolError(msg string, rc codec.ReasonCode) bool {
 	c.log.Warn("closing connection: protocol violation", zap.String("client_id", c.id), zap.String("error", msg))
-	c.close(CloseProtocolError, rc)
+	c.closeWhy(CloseProtocolError, rc, msg)
 	return false
 }
 

@@ -55,7 +55,11 @@ func (c *client) handshake() bool {
 	refuse := func(rc codec.ReasonCode, reason CloseReason, why string) bool {
 		c.log.Info("refusing connection", zap.String("client_id", logID),
 			zap.String("username", logUser), zap.Stringer("reason_code", rc), zap.String("why", why))
-		c.send(&codec.Connack{ReasonCode: rc})
+		ack := &codec.Connack{ReasonCode: rc}
+		if reason != CloseAuthFailed { // tell an unauthenticated peer nothing more than the code
+			ack.Props.ReasonString = []byte(why)
+		}
+		c.send(ack)
 		c.close(reason, 0)
 		if reason == CloseAuthFailed {
 			srv.stats.authFailures.Add(1)

@@ -330,8 +330,10 @@ func TestMaxConnections(t *testing.T) {
 				t.Fatalf("want CONNACK: %v", err)
 			}
 			if tc.v == codec.V5 {
-				if want := []byte{0x20, 0x03, 0x00, byte(codec.ServerBusy), 0x00}; !bytes.Equal(raw, want) {
-					t.Fatalf("got % x, want % x", raw, want)
+				p, _, err := codec.Decode(raw, codec.V5)
+				ack, ok := p.(*codec.Connack)
+				if err != nil || !ok || ack.ReasonCode != codec.ServerBusy || string(ack.Props.ReasonString) != "max connections reached" {
+					t.Fatalf("got % x (%v), want CONNACK Server busy with a Reason String", raw, err)
 				}
 			} else if want := []byte{0x20, 0x02, 0x00, 0x03}; !bytes.Equal(raw, want) {
 				t.Fatalf("got % x, want % x", raw, want)

@@ -741,3 +741,17 @@ func TestPublishWithSubscriptionIDRefused(t *testing.T) {
 	c.send(p)
 	c.expectDisconnect(codec.ProtocolError)
 }
+
+// TestDisconnectCarriesReasonString: a server DISCONNECT says why in its
+// Reason String, for the operator reading the client's log.
+func TestDisconnectCarriesReasonString(t *testing.T) {
+	srv := newServer(t, core.Options{}, core.Config{})
+	c := client(t, srv, codec.V5, "why")
+	p := &codec.Publish{Topic: []byte("a"), Payload: []byte("x")}
+	p.Props.SubscriptionIDs = []uint32{1}
+	c.send(p)
+	d := expect[*codec.Disconnect](c)
+	if d.ReasonCode != codec.ProtocolError || !strings.Contains(string(d.Props.ReasonString), "MQTT-3.3.4-6") {
+		t.Fatalf("DISCONNECT %s %q, want protocol error naming [MQTT-3.3.4-6]", d.ReasonCode, d.Props.ReasonString)
+	}
+}
