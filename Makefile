@@ -6,6 +6,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -X main.version=$(VERSION)
 FUZZTIME ?= 10s
 ARGS     ?=
+ADDR     ?= 127.0.0.1:1883
 
 .DEFAULT_GOAL := help
 .PHONY: build run test test-short bench fuzz cover lint fmt vet tidy-check certs-dev loadtest deps clean help
@@ -46,8 +47,8 @@ tidy-check: ## fail if go.mod / go.sum are not tidy
 certs-dev: ## (not yet) development CA and certificates: arrives with the listeners/certs issue
 	@echo 'certs-dev: arrives with the listeners/certs issue (TLS, WSS, QUIC); nothing to do yet'
 
-loadtest: ## (not yet) load test against a running broker: arrives with the loadtest issue
-	@echo 'loadtest: arrives with the loadtest issue; nothing to do yet'
+loadtest: ## build bin/loadtest and load test the broker at ADDR (127.0.0.1:1883): make loadtest ARGS='-mode pubsub -rate 100'
+	$(GO) build -o bin/loadtest ./cmd/loadtest && bin/loadtest -addr $(ADDR) $(ARGS)
 
 deps: ## install what tests need (C compiler for -race, mosquitto-clients) when root with apt-get; else no-op
 	@.ci/deps
