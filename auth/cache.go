@@ -1,0 +1,81 @@
+package auth
+
+import (
+	"hash/maphash"
+	"strings"
+	"sync"
+)
+
+// decisionCache remembers PUBLISH decisions per (client id, user name,
+// topic), so the publish path costs a map lookup, not a rule scan. It is
+// sharded by client id: a client's reader goroutine is the only one asking
+// about that client, so its shard's lock is rarely contended. Each shard
+// holds at most max entries; a full shard drops an arbitrary entry (Go's
+// map iteration starts at a random place) to make room. A cache belongs to
+// one ACL generation: a reload builds a new one, which is how old
+// decisions are invalidated.
+type decisionCache struct {
+	seed   maphash.Seed
+	max    int // per shard
+	shards [cacheShards]cacheShard
+}
+
+const cacheShards = 64
+
+type cacheKey struct{ clientID, username, topic string }
+
+type cacheShard struct {
+	mu sync.RWMutex
+	m  map[cacheKey]bool
+	_  [40]byte // keep shards on separate cache lines
+}
+
+func newDecisionCache(size int) *decisionCache {
+	c := &decisionCache{seed: maphash.MakeSeed(), max: max(size/cacheShards, 1)}
+	for i := range c.shards {
+		c.shards[i].m = make(map[cacheKey]bool)
+	}
+	return c
+}
+
+func (c *decisionCache) shard(clientID string) *cacheShard {
+	return &c.shards[maphash.String(c.seed, clientID)%cacheShards]
+}
+
+// get returns a cached decision. The strings may alias buffers the caller
+// reuses: get keeps none of them.
+func (c *decisionCache) get(clientID, username, topic string) (allowed, ok bool) {
+	s := c.shard(clientID)
+	s.mu.RLock()
+	allowed, ok = s.m[cacheKey{clientID, username, topic}]
+	s.mu.RUnlock()
+	return allowed, ok
+}
+
+// put stores a decision, copying the strings (core's topic aliases its
+// read buffer).
+func (c *decisionCache) put(clientID, username, topic string, allowed bool) {
+	s := c.shard(clientID)
+	k := cacheKey{strings.Clone(clientID), strings.Clone(username), strings.Clone(topic)}
+	s.mu.Lock()
+	if len(s.m) >= c.max {
+		for old := range s.m {
+			delete(s.m, old)
+			break
+		}
+	}
+	s.m[k] = allowed
+	s.mu.Unlock()
+}
+
+// len counts the cached decisions.
+func (c *decisionCache) len() int {
+	n := 0
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.RLock()
+		n += len(s.m)
+		s.mu.RUnlock()
+	}
+	return n
+}

@@ -1,0 +1,43 @@
+// Package auth decides who may connect to xmq and what they may do: a
+// Mosquitto-compatible password file and ACL file, MQTT 5 SCRAM, client
+// certificate identities, and the limits that stop abuse cheaply.
+//
+// Contract:
+//
+//   - Auth satisfies core's Authenticator (Authenticate), Authorizer
+//     (CanPublish, CanSubscribe), EnhancedAuthenticator (AuthStep) and
+//     ConnectionObserver (ClientDisconnected) with plain parameters; the
+//     package never imports core (see DESIGN.md). A refusal is an error
+//     wrapping a codec.ReasonCode, which core sends in CONNACK; its text is
+//     for the server log and never holds a password or hash.
+//   - Anonymous access (no user name) follows Options.AllowAnonymous,
+//     overridable per listener; the default, AnonymousLoopback, admits
+//     anonymous clients only from loopback addresses. Without a password
+//     file user names are not checked at all, so every client is under
+//     the anonymous policy. On a listener in Options.CertListeners the
+//     user name is the client certificate's identity, set by the
+//     listener, and is accepted without a password.
+//   - Passwords: see passwd.go for the file format. Mosquitto's $7$
+//     (PBKDF2-SHA512) and $6$ entries are read as they are; xmq passwd
+//     (PasswdMain) writes bcrypt plus SCRAM-SHA-256 and SCRAM-SHA-1
+//     credentials. Each attempt checks exactly one hash, an unknown user
+//     against a stand-in of the same kind and cost, and compares in
+//     constant time.
+//   - ACLs: see acl.go for the rules. PUBLISH decisions are cached per
+//     (client id, user name, topic) in a bounded cache that belongs to one
+//     generation of the ACL file; a reload starts a new generation with an
+//     empty cache. CanPublish on a cache hit allocates nothing.
+//   - Reload: the files are re-read when their size or modification time
+//     changes (polled every Options.ReloadInterval) and on Reload (SIGHUP).
+//     A file that fails to load leaves the previous version in force.
+//     Nothing is disconnected: new rules apply to the next packet of every
+//     connection, new passwords to the next CONNECT.
+//   - Limits, in the order a CONNECT meets them: per-source connection
+//     rate (Connection Rate Exceeded), bans by client id, user name or
+//     address prefix (Banned), the failed-login lockout (Not Authorized,
+//     no hash checked), a bound on concurrent hash checks (Server Busy).
+//     Flapping client ids are banned through ClientDisconnected. Stats
+//     counts everything; Ban, Unban and Bans edit the list at run time.
+//
+// Every method is safe for concurrent use. Close stops the file watch.
+package auth
