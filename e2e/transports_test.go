@@ -70,7 +70,7 @@ const maxPacket = 2048
 // with a server certificate from the development CA code (certs.EnsureDev
 // in a temporary directory), and one TLS listener requiring a client
 // certificate whose CN becomes the username.
-func startTransportBroker(t *testing.T) *transportBroker {
+func startTransportBroker(t testing.TB) *transportBroker {
 	t.Helper()
 	dev, err := certs.EnsureDev(t.TempDir(), false)
 	if err != nil {

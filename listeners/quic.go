@@ -163,6 +163,8 @@ type quicConn struct {
 	wmu    sync.Mutex // guards closed; held by Write, which quic-go forbids beside Close
 	closed bool
 
+	rmu sync.Mutex // held by Read; Close's drain takes it after the last Read
+
 	// peerDone is set once the peer ended the stream (FIN or reset): it
 	// needs nothing more from us, so Close closes the connection at once.
 	peerDone atomic.Bool
@@ -178,6 +180,8 @@ func newQUICConn(qc *quic.Conn, st *quic.Stream, release func()) *quicConn {
 }
 
 func (c *quicConn) Read(p []byte) (int, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
 	n, err := c.st.Read(p)
 	if err != nil {
 		err = quicError(err)
@@ -225,9 +229,13 @@ func quicError(err error) error {
 	return err
 }
 
+// Close ends the stream in both directions and then the QUIC connection,
+// as a lingering TCP close does: it sends FIN after what was written,
+// unblocks a pending Read, and reads on until the peer's side ends (the
+// peer took everything and closed) or quicLinger passes; only then is the
+// connection closed, so a CONNECTION_CLOSE never overtakes the last bytes.
 func (c *quicConn) Close() error {
 	c.closeOnce.Do(func() {
-		c.st.CancelRead(0) // unblocks a Read; the peer's writes fail
 		if c.wmu.TryLock() {
 			c.closed = true
 			_ = c.st.Close() // FIN after what was written
@@ -240,16 +248,22 @@ func (c *quicConn) Close() error {
 		}
 		c.release()
 		if c.peerDone.Load() {
+			c.st.CancelRead(0)
 			_ = c.qc.CloseWithError(quicCodeNormal, "")
 			return
 		}
+		_ = c.st.SetReadDeadline(time.Now()) // unblock a pending Read
 		go func() {
-			t := time.NewTimer(quicLinger)
-			defer t.Stop()
-			select {
-			case <-c.qc.Context().Done():
-			case <-t.C:
+			c.rmu.Lock() // the last Read has returned
+			defer c.rmu.Unlock()
+			_ = c.st.SetReadDeadline(time.Now().Add(quicLinger))
+			buf := make([]byte, 512)
+			for {
+				if _, err := c.st.Read(buf); err != nil {
+					break
+				}
 			}
+			c.st.CancelRead(0)
 			_ = c.qc.CloseWithError(quicCodeNormal, "")
 		}()
 	})
