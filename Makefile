@@ -44,8 +44,8 @@ vet: ## go vet
 tidy-check: ## fail if go.mod / go.sum are not tidy
 	$(GO) mod tidy -diff
 
-certs-dev: ## (not yet) development CA and certificates: arrives with the listeners/certs issue
-	@echo 'certs-dev: arrives with the listeners/certs issue (TLS, WSS, QUIC); nothing to do yet'
+certs-dev: ## development CA and server certificate in ./data/certs (made if missing; prints the paths)
+	$(GO) run ./cmd/xmq certs -data ./data
 
 loadtest: ## build bin/loadtest and load test the broker at ADDR (127.0.0.1:1883): make loadtest ARGS='-mode pubsub -rate 100'
 	$(GO) build -o bin/loadtest ./cmd/loadtest && bin/loadtest -addr $(ADDR) $(ARGS)
