@@ -12,6 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"xmq/auth"
 	"xmq/certs"
 	"xmq/core"
 	"xmq/listeners"
@@ -32,6 +33,8 @@ type config struct {
 	DataDir string       `yaml:"data_dir"`
 	Log     logConfig    `yaml:"log"`
 	Broker  brokerConfig `yaml:"broker"`
+	// Auth is authentication, ACLs and abuse limits (auth.go).
+	Auth authConfig `yaml:"auth"`
 }
 
 // listenerConfig is one listener (listeners.Options with YAML names).
@@ -46,6 +49,8 @@ type listenerConfig struct {
 	TrustedProxies []string          `yaml:"trusted_proxies"`
 	ProxyProtocol  bool              `yaml:"proxy_protocol"`
 	MaxConnections int               `yaml:"max_connections"`
+	// AllowAnonymous overrides auth.allow_anonymous on this listener; "" inherits it.
+	AllowAnonymous auth.Anonymous `yaml:"allow_anonymous"`
 }
 
 // listenerTLSConfig is a TLS listener's own certificate and client-certificate policy.
@@ -241,6 +246,9 @@ func (c *config) validate() error {
 	if len(c.ACME.Domains) > 0 && c.TLS.CertFile != "" {
 		return errors.New("acme and tls cert_file exclude each other: pick one source for the certificate")
 	}
+	if err := c.validateAuth(); err != nil {
+		return err
+	}
 	if c.TLS.HandshakeTimeout < 0 {
 		return fmt.Errorf("tls.handshake_timeout %v must not be negative", c.TLS.HandshakeTimeout)
 	}
@@ -311,6 +319,7 @@ type flags struct {
 	logLevel  string
 	logFormat string
 	data      string
+	auth      authFlags
 }
 
 func newFlagSet(f *flags) *flag.FlagSet {
@@ -325,6 +334,7 @@ func newFlagSet(f *flags) *flag.FlagSet {
 	fs.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "", "auto, console or json")
 	fs.StringVar(&f.data, "data", "", `data directory; "" keeps state in memory`)
+	addAuthFlags(fs, &f.auth)
 	return fs
 }
 
@@ -370,6 +380,7 @@ func loadConfig(args []string) (config, error) {
 	if set["data"] {
 		cfg.DataDir = f.data
 	}
+	f.auth.apply(&cfg, set)
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		return config{}, err
@@ -392,6 +403,9 @@ Usage:
                      clients trust ./data/certs/ca.pem
   xmq certs [flags]  print the development CA's files, creating them if missing
                      (xmq certs -h for regenerating and client certificates)
+  xmq passwd [-b] [-D] FILE USER [PASSWORD]
+                     add, change or delete a user of a password file
+                     (xmq passwd -h for the hash and SCRAM options)
   xmq version        print the version and exit
 
 Flags (each one given overrides the configuration file):
@@ -408,7 +422,7 @@ Flags (each one given overrides the configuration file):
         keeps state in memory explicitly. Persistence to disk is not
         implemented yet: whatever this says, sessions, queued and retained
         messages live in memory and are lost when xmq exits.
-  -log-level LEVEL
+`+authUsage+`  -log-level LEVEL
         debug, info, warn or error. Default "info".
   -log-format FORMAT
         auto, console or json. Default "auto": console on a terminal,
@@ -417,6 +431,7 @@ Flags (each one given overrides the configuration file):
         print this help and exit.
 
 Signals: SIGINT or SIGTERM shuts down gracefully (up to 10s for clients to go);
-SIGHUP reloads the certificate files (they are also checked every 10s).
+SIGHUP reloads the certificate files (they are also checked every 10s), the
+password file and the ACL file (checked every 2s); connections stay up.
 `)
 }

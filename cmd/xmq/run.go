@@ -53,6 +53,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	if len(args) > 0 && args[0] == "certs" {
 		return runCerts(args[1:], stdout)
 	}
+	if len(args) > 0 && args[0] == "passwd" {
+		return runPasswd(args[1:], os.Stdin, stdout, stderr)
+	}
 	cfg, err := loadConfig(args)
 	if errors.Is(err, errHelp) {
 		printUsage(stdout)
@@ -78,9 +81,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 		log.Info("data directory is empty: state lives in memory")
 	}
 
+	authn, err := newAuth(&cfg, log)
+	if err != nil {
+		return err
+	}
+	defer authn.Close()
+
 	bopts := cfg.Broker.options()
 	bopts.Version = version
-	srv, err := core.New(bopts, core.Config{Log: log.Named("core")})
+	srv, err := core.New(bopts, core.Config{Log: log.Named("core"), Authenticator: authn, Authorizer: authn})
 	if err != nil {
 		return err
 	}
@@ -96,14 +105,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 		_ = shutdown(ctx, srv, nil, log)
 		return err
 	}
-	// SIGHUP reloads the certificate files.
+	// SIGHUP reloads the certificate files, the password file and the ACL file.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer func() { signal.Stop(hup); close(hup) }()
 	go func() {
 		for range hup {
-			log.Info("SIGHUP: reloading certificates")
+			log.Info("SIGHUP: reloading certificates, password and ACL files")
 			ts.reload(log.Named("certs"))
+			if err := authn.Reload(); err != nil {
+				log.Named("auth").Error("reload failed; the previous version stays in force", zap.Error(err))
+			}
 		}
 	}()
 	addrs := make([]net.Addr, len(lns))

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"log/slog"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"xmq/auth"
+)
+
+// authConfig is the auth section: password and ACL files, the anonymous
+// policy and the abuse limits (auth.Options with YAML names). Zero values
+// mean auth's defaults, as in auth.Options, so the defaults live in one
+// place: auth.
+type authConfig struct {
+	PasswordFile      string         `yaml:"password_file"`
+	ACLFile           string         `yaml:"acl_file"`
+	AllowAnonymous    auth.Anonymous `yaml:"allow_anonymous"`
+	ReloadInterval    time.Duration  `yaml:"reload_interval"`
+	ACLCacheSize      int            `yaml:"acl_cache_size"`
+	MaxFailedLogins   int            `yaml:"max_failed_logins"`
+	FailedLoginWindow time.Duration  `yaml:"failed_login_window"`
+	FailedLoginBan    time.Duration  `yaml:"failed_login_ban"`
+	ConnectionRate    float64        `yaml:"connection_rate"`
+	ConnectionBurst   int            `yaml:"connection_burst"`
+	FlapMax           int            `yaml:"flap_max"`
+	FlapWindow        time.Duration  `yaml:"flap_window"`
+	FlapBan           time.Duration  `yaml:"flap_ban"`
+	MaxHashes         int            `yaml:"max_hashes"`
+	HashWait          time.Duration  `yaml:"hash_wait"`
+}
+
+// authOptions builds auth.Options from the auth section and the listeners:
+// their allow_anonymous overrides, and the listeners whose username is a
+// certificate identity.
+func (c *config) authOptions() auth.Options {
+	a := c.Auth
+	o := auth.Options{
+		PasswordFile: a.PasswordFile, ACLFile: a.ACLFile, AllowAnonymous: a.AllowAnonymous,
+		ListenerAnonymous: map[string]auth.Anonymous{},
+		ReloadInterval:    a.ReloadInterval, ACLCacheSize: a.ACLCacheSize,
+		Limits: auth.Limits{
+			MaxFailedLogins: a.MaxFailedLogins, FailedLoginWindow: a.FailedLoginWindow, FailedLoginBan: a.FailedLoginBan,
+			ConnectionRate: a.ConnectionRate, ConnectionBurst: a.ConnectionBurst,
+			FlapMax: a.FlapMax, FlapWindow: a.FlapWindow, FlapBan: a.FlapBan,
+			MaxHashes: a.MaxHashes, HashWait: a.HashWait,
+		},
+	}
+	for _, l := range c.Listeners {
+		if l.AllowAnonymous != "" {
+			o.ListenerAnonymous[l.Name] = l.AllowAnonymous
+		}
+		if l.TLS.IdentityAsUsername != "" {
+			o.CertListeners = append(o.CertListeners, l.Name)
+		}
+	}
+	return o
+}
+
+// validateAuth checks the auth section and the listeners' allow_anonymous.
+func (c *config) validateAuth() error {
+	o := c.authOptions()
+	o.SetDefaults()
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// authFlags are the command-line flags of the auth section.
+type authFlags struct {
+	passwordFile string
+	aclFile      string
+}
+
+func addAuthFlags(fs *flag.FlagSet, f *authFlags) {
+	fs.StringVar(&f.passwordFile, "password-file", "", "password file (mosquitto_passwd or xmq passwd format)")
+	fs.StringVar(&f.aclFile, "acl-file", "", "ACL file (Mosquitto acl_file syntax)")
+}
+
+// apply puts the flags that were given over the configuration.
+func (f *authFlags) apply(cfg *config, set map[string]bool) {
+	if set["password-file"] {
+		cfg.Auth.PasswordFile = f.passwordFile
+	}
+	if set["acl-file"] {
+		cfg.Auth.ACLFile = f.aclFile
+	}
+}
+
+// authUsage documents the auth flags in printUsage.
+const authUsage = `  -password-file FILE
+        password file: Mosquitto's (mosquitto_passwd) or xmq passwd's.
+        Clients with a user name must match it. Overrides auth.password_file.
+  -acl-file FILE
+        ACL file in Mosquitto's acl_file syntax. Overrides auth.acl_file.
+`
+
+// newAuth builds the authenticator and authorizer of a run.
+func newAuth(cfg *config, log *zap.Logger) (*auth.Auth, error) {
+	alog := log.Named("auth")
+	opts := cfg.authOptions()
+	opts.Log = slog.New(zapHandler{log: alog})
+	a, err := auth.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Auth.PasswordFile == "" {
+		opts.SetDefaults()
+		alog.Info("no password file: user names are not checked; anonymous access per allow_anonymous",
+			zap.String("allow_anonymous", string(opts.AllowAnonymous)))
+	}
+	return a, nil
+}
+
+// runPasswd is `xmq passwd`.
+func runPasswd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	err := auth.PasswdMain(args, stdin, stdout, stderr)
+	if errors.Is(err, auth.ErrUsage) {
+		return usageError{err}
+	}
+	return err
+}
+
+// zapHandler is a slog.Handler writing to a zap.Logger, for the packages
+// that log through the standard library (auth).
+type zapHandler struct {
+	log    *zap.Logger
+	fields []zap.Field
+}
+
+func zapLevel(l slog.Level) zapcore.Level {
+	switch {
+	case l >= slog.LevelError:
+		return zapcore.ErrorLevel
+	case l >= slog.LevelWarn:
+		return zapcore.WarnLevel
+	case l >= slog.LevelInfo:
+		return zapcore.InfoLevel
+	}
+	return zapcore.DebugLevel
+}
+
+func (h zapHandler) Enabled(_ context.Context, l slog.Level) bool {
+	return h.log.Core().Enabled(zapLevel(l))
+}
+
+func (h zapHandler) Handle(_ context.Context, r slog.Record) error {
+	ce := h.log.Check(zapLevel(r.Level), r.Message)
+	if ce == nil {
+		return nil
+	}
+	fields := slices.Clip(h.fields)
+	r.Attrs(func(a slog.Attr) bool {
+		fields = append(fields, zapField(a))
+		return true
+	})
+	ce.Write(fields...)
+	return nil
+}
+
+func (h zapHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	fields := slices.Clip(h.fields)
+	for _, a := range attrs {
+		fields = append(fields, zapField(a))
+	}
+	return zapHandler{log: h.log, fields: fields}
+}
+
+func (h zapHandler) WithGroup(name string) slog.Handler {
+	return zapHandler{log: h.log.Named(name), fields: h.fields}
+}
+
+func zapField(a slog.Attr) zap.Field {
+	v := a.Value.Resolve()
+	switch v.Kind() {
+	case slog.KindString:
+		return zap.String(a.Key, v.String())
+	case slog.KindInt64:
+		return zap.Int64(a.Key, v.Int64())
+	case slog.KindDuration:
+		return zap.Duration(a.Key, v.Duration())
+	case slog.KindTime:
+		return zap.Time(a.Key, v.Time())
+	case slog.KindBool:
+		return zap.Bool(a.Key, v.Bool())
+	}
+	if err, ok := v.Any().(error); ok {
+		return zap.NamedError(a.Key, err)
+	}
+	return zap.Any(a.Key, v.Any())
+}

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"xmq/auth"
+	"xmq/codec"
+)
+
+// TestExampleAuthIsDefault: the auth section of xmq.example.yaml spells
+// out auth's defaults.
+func TestExampleAuthIsDefault(t *testing.T) {
+	example, bare := mustLoad(t, "-c", examplePath), mustLoad(t)
+	got, def := example.authOptions(), bare.authOptions()
+	got.SetDefaults()
+	def.SetDefaults()
+	if got.PasswordFile != def.PasswordFile || got.ACLFile != def.ACLFile || got.AllowAnonymous != def.AllowAnonymous ||
+		got.ReloadInterval != def.ReloadInterval || got.ACLCacheSize != def.ACLCacheSize || got.Limits != def.Limits ||
+		len(got.ListenerAnonymous) != 0 || len(got.CertListeners) != 0 {
+		t.Errorf("example auth section gives\n  %+v\nwant auth's defaults\n  %+v", got, def)
+	}
+}
+
+func TestAuthConfig(t *testing.T) {
+	file := writeFile(t, `
+listeners:
+  - name: lan
+    address: "127.0.0.1:0"
+    allow_anonymous: "false"
+  - name: mtls
+    transport: tls
+    tls:
+      verify: required
+      identity_as_username: cn
+auth:
+  password_file: /etc/mosquitto/passwd
+  acl_file: /etc/mosquitto/acl
+  allow_anonymous: true
+  connection_rate: 2.5
+`)
+	cfg := mustLoad(t, "-c", file)
+	o := cfg.authOptions()
+	if o.PasswordFile != "/etc/mosquitto/passwd" || o.ACLFile != "/etc/mosquitto/acl" || o.AllowAnonymous != auth.AnonymousAllow ||
+		o.Limits.ConnectionRate != 2.5 || o.Limits.MaxFailedLogins != 0 {
+		t.Errorf("options %+v", o)
+	}
+	if !reflect.DeepEqual(o.ListenerAnonymous, map[string]auth.Anonymous{"lan": auth.AnonymousDeny}) ||
+		!reflect.DeepEqual(o.CertListeners, []string{"mtls"}) {
+		t.Errorf("per listener: anonymous %v, certificate listeners %v", o.ListenerAnonymous, o.CertListeners)
+	}
+	cfg = mustLoad(t, "-c", file, "-password-file", "/tmp/p", "-acl-file", "")
+	if cfg.Auth.PasswordFile != "/tmp/p" || cfg.Auth.ACLFile != "" {
+		t.Errorf("flags did not override the file: %+v", cfg.Auth)
+	}
+
+	for _, tt := range []struct{ name, file, err string }{
+		{"bad allow_anonymous", "auth:\n  allow_anonymous: sometimes\n", "want true, false or loopback"},
+		{"bad listener allow_anonymous", "listeners:\n  - allow_anonymous: yes\n", "listener tcp"},
+		{"negative duration", "auth:\n  flap_ban: -1m\n", "flap_ban"},
+		{"unknown key", "auth:\n  password: x\n", "field password not found"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := loadConfig([]string{"-c", writeFile(t, tt.file)})
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("error = %v, want one containing %q", err, tt.err)
+			}
+		})
+	}
+}
+
+func TestRunPasswd(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "passwd")
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"passwd", "-b", "-cost", "4", file, "alice", "s3cret"}, &out, &errOut); err != nil {
+		t.Fatalf("xmq passwd: %v", err)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil || !strings.HasPrefix(string(data), "alice:$2a$04$") || !strings.Contains(string(data), ":$scram-sha-256$") {
+		t.Errorf("password file %q, %v", data, err)
+	}
+	var ue usageError
+	if err := run(context.Background(), []string{"passwd", file}, &out, &errOut); !errors.As(err, &ue) {
+		t.Errorf("xmq passwd with a missing argument: %v, want a usage error", err)
+	}
+}
+
+// connack connects to addr and returns the CONNACK reason code.
+func connack(t *testing.T, addr, user, pass string) codec.ReasonCode {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	c := codec.Connect{ProtocolVersion: codec.V5, CleanStart: true, ClientID: []byte("auth-test")}
+	if user != "" {
+		c.UsernameFlag, c.Username, c.PasswordFlag, c.Password = true, []byte(user), true, []byte(pass)
+	}
+	if _, err := conn.Write(c.Append(nil, codec.V5)); err != nil {
+		t.Fatal(err)
+	}
+	r := codec.NewReader(bufio.NewReader(conn), 0)
+	r.Version = codec.V5
+	p, err := r.ReadPacket()
+	if err != nil {
+		t.Fatalf("read CONNACK: %v", err)
+	}
+	return p.(*codec.Connack).ReasonCode
+}
+
+// TestRunAuth runs xmq with a password file, then changes it and sends
+// SIGHUP: the new password works at once.
+func TestRunAuth(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "passwd")
+	fixture, err := os.ReadFile("../../auth/testdata/mosquitto.passwd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, fixture, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfgFile := writeFile(t, "auth:\n  reload_interval: -1s\n  allow_anonymous: false\n")
+	b := startRun(t, "-c", cfgFile, "-listen", "127.0.0.1:0", "-data", "", "-log-format", "json", "-password-file", file)
+	addr := b.addrs[0].String()
+	for _, tt := range []struct {
+		user, pass string
+		want       codec.ReasonCode
+	}{
+		{"bob", "hunter2", codec.Success}, // written by mosquitto_passwd
+		{"bob", "hunter3", codec.BadUserNameOrPassword},
+		{"nobody", "x", codec.BadUserNameOrPassword},
+		{"", "", codec.NotAuthorized},
+	} {
+		if got := connack(t, addr, tt.user, tt.pass); got != tt.want {
+			t.Errorf("%q/%q: CONNACK %v, want %v", tt.user, tt.pass, got, tt.want)
+		}
+	}
+	if err := auth.PasswdMain([]string{"-b", "-cost", "4", file, "bob", "hunter3"}, nil, &bytes.Buffer{}, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for connack(t, addr, "bob", "hunter3") != codec.Success {
+		if time.Now().After(deadline) {
+			t.Fatalf("SIGHUP did not reload the password file\n%s", b.stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := b.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	log := b.stderr.String()
+	for _, secret := range []string{"hunter2", "hunter3", "$7$"} {
+		if strings.Contains(log, secret) {
+			t.Errorf("the log holds %q:\n%s", secret, log)
+		}
+	}
+	if !strings.Contains(log, `"logger":"auth"`) || !strings.Contains(log, "password file loaded") {
+		t.Errorf("auth does not log through zap:\n%s", log)
+	}
+}
