@@ -174,17 +174,19 @@ func (c *client) handshake() bool {
 		}
 	}
 	// The session is attached and CONNACK queued under the session lock, so
-	// no delivery can be taken by the writer ahead of CONNACK. The writer
-	// looks at c.sess only once connected is set, under c.mu, after this.
+	// no delivery can be taken by the writer ahead of CONNACK. connected is
+	// set with CONNACK queued, under c.mu: the writer looks at c.sess (set by
+	// attach) only once it sees connected, and a close that comes after the
+	// client could have read CONNACK always sends its DISCONNECT.
+	c.connectedAt = time.Now()
 	srv.attach(c, cp.CleanStart, expiry, func(present bool) {
 		ack.SessionPresent = present // [MQTT-3.2.2-2] [MQTT-3.2.2-3]
-		c.send(ack)
+		c.mu.Lock()
+		c.connected = true
+		c.ctrl = ack.Append(c.ctrl, c.version)
+		c.mu.Unlock()
+		c.wake()
 	})
-	c.mu.Lock()
-	c.connected = true
-	c.mu.Unlock()
-	c.wake()
-	c.connectedAt = time.Now()
 	srv.stats.connects.Add(1)
 	c.log.Info("client connected", zap.String("username", c.username), zap.Uint8("protocol", c.version),
 		zap.Bool("clean_start", cp.CleanStart), zap.Bool("session_present", ack.SessionPresent),
