@@ -1,0 +1,788 @@
+package web
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"go.uber.org/zap"
+
+	"xmq/codec"
+	"xmq/core"
+)
+
+const apiPrefix = "/api/v1"
+
+// route is one API endpoint. path is exact, or a prefix when it ends in
+// "/", in which case the handler gets the rest of the path (unescaped).
+type route struct {
+	method string
+	path   string
+	role   Role // "" needs no authentication
+	h      func(w http.ResponseWriter, r *http.Request, p principal, rest string) error
+}
+
+// apiRouter dispatches /api/v1 requests: authentication, role and CSRF
+// checks, then the handler; every error is JSON.
+type apiRouter struct {
+	s      *Server
+	routes []route
+}
+
+func (s *Server) apiRoutes() *apiRouter {
+	p := func(path string) string { return apiPrefix + path }
+	return &apiRouter{s: s, routes: []route{
+		{"POST", p("/auth/login"), "", s.login},
+		{"POST", p("/auth/logout"), RoleViewer, s.logout},
+		{"GET", p("/auth/me"), "", s.me},
+		{"POST", p("/auth/tokens"), RoleViewer, s.issueToken},
+		{"GET", p("/overview"), RoleViewer, s.overview},
+		{"GET", p("/clients"), RoleViewer, s.listClients},
+		{"GET", p("/clients/"), RoleViewer, s.getClient},
+		{"POST", p("/clients/"), RoleAdmin, s.clientAction},
+		{"GET", p("/subscriptions"), RoleViewer, s.listSubscriptions},
+		{"GET", p("/retained"), RoleViewer, s.listRetained},
+		{"GET", p("/retained/"), RoleViewer, s.getRetained},
+		{"DELETE", p("/retained/"), RoleAdmin, s.deleteRetained},
+		{"GET", p("/banned"), RoleViewer, s.listBans},
+		{"POST", p("/banned"), RoleAdmin, s.addBan},
+		{"DELETE", p("/banned/"), RoleAdmin, s.removeBan},
+		{"POST", p("/publish"), RoleAdmin, s.publish},
+	}}
+}
+
+func (a *apiRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	path := r.URL.Path
+	var allowed []string
+	for _, rt := range a.routes {
+		var rest string
+		switch {
+		case strings.HasSuffix(rt.path, "/"):
+			if !strings.HasPrefix(path, rt.path) || len(path) == len(rt.path) {
+				continue
+			}
+			rest = path[len(rt.path):]
+		case path != rt.path:
+			continue
+		}
+		if rt.method != r.Method && (rt.method != "GET" || r.Method != "HEAD") {
+			allowed = append(allowed, rt.method)
+			continue
+		}
+		a.serve(w, r, rt, rest)
+		return
+	}
+	if len(allowed) > 0 {
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		writeError(w, errorf(http.StatusMethodNotAllowed, "method_not_allowed",
+			fmt.Sprintf("%s is not allowed on %s (allowed: %s)", r.Method, path, strings.Join(allowed, ", "))))
+		return
+	}
+	writeError(w, notFound("no API endpoint "+path+" (the README lists them)"))
+}
+
+func (a *apiRouter) serve(w http.ResponseWriter, r *http.Request, rt route, rest string) {
+	var p principal
+	if rt.role != "" {
+		var err error
+		p, err = a.s.auth.authenticate(r)
+		switch {
+		case errors.Is(err, errTooManyFailures):
+			writeError(w, errorf(http.StatusTooManyRequests, "too_many_failures", err.Error()))
+			return
+		case err != nil:
+			writeError(w, errorf(http.StatusUnauthorized, "unauthorized", err.Error()))
+			return
+		}
+		if !p.Role.allows(rt.role) {
+			writeError(w, errorf(http.StatusForbidden, "forbidden", fmt.Sprintf("%s needs the %s role; %s has %s", describe(r), rt.role, p.User, p.Role)))
+			return
+		}
+		if err := checkCSRF(r, p); err != nil {
+			writeError(w, errorf(http.StatusForbidden, "csrf", err.Error()))
+			return
+		}
+	}
+	if err := rt.h(w, r, p, rest); err != nil {
+		var ae *apiError
+		if !errors.As(err, &ae) {
+			a.s.log.Error("api handler failed", zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Error(err))
+		}
+		writeError(w, err)
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && p.User != "" {
+		a.s.log.Info("api", zap.String("method", r.Method), zap.String("path", r.URL.Path),
+			zap.String("user", p.User), zap.String("auth", p.Method), zap.String("remote", r.RemoteAddr))
+	}
+}
+
+func describe(r *http.Request) string { return r.Method + " " + r.URL.Path }
+
+// decodeBody reads a JSON body into v: at most 1 MiB, Content-Type
+// application/json (which a cross-site form cannot send), no unknown fields.
+func decodeBody(r *http.Request, v any) error {
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if mt != "application/json" {
+		return errorf(http.StatusUnsupportedMediaType, "unsupported_media_type", "send the body as Content-Type: application/json")
+	}
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return badRequest("invalid JSON body: " + err.Error())
+	}
+	return nil
+}
+
+// ---- authentication ----
+
+type meJSON struct {
+	Authenticated bool      `json:"authenticated"`
+	User          string    `json:"user"`
+	Role          Role      `json:"role"`
+	Method        string    `json:"auth"`
+	CSRFToken     string    `json:"csrf_token,omitempty"`
+	Expires       time.Time `json:"expires_at,omitzero"`
+}
+
+func (s *Server) login(w http.ResponseWriter, r *http.Request, _ principal, _ string) error {
+	var body struct {
+		Username string `json:"username"`
+		Password string `json:"password"`
+		APIKey   string `json:"api_key"`
+	}
+	if err := decodeBody(r, &body); err != nil {
+		return err
+	}
+	if o := r.Header.Get("Origin"); o != "" && !sameOrigin(o, r) {
+		return errorf(http.StatusForbidden, "csrf", "cross-origin login from "+o+" refused")
+	}
+	id, g, err := s.auth.login(r, body.Username, body.Password, body.APIKey)
+	switch {
+	case errors.Is(err, errTooManyFailures):
+		return errorf(http.StatusTooManyRequests, "too_many_failures", err.Error())
+	case err != nil:
+		s.log.Warn("dashboard login failed", zap.String("user", body.Username), zap.String("remote", r.RemoteAddr))
+		return errorf(http.StatusUnauthorized, "unauthorized", "wrong user name or password")
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: "/", HttpOnly: true,
+		Secure: s.opts.TLS != nil, SameSite: http.SameSiteStrictMode, Expires: g.expires})
+	s.log.Info("dashboard login", zap.String("user", g.user), zap.String("role", string(g.role)), zap.String("remote", r.RemoteAddr))
+	writeJSON(w, http.StatusOK, meJSON{Authenticated: true, User: g.user, Role: g.role, Method: methodSession, CSRFToken: g.csrf, Expires: g.expires})
+	return nil
+}
+
+func (s *Server) logout(w http.ResponseWriter, r *http.Request, _ principal, _ string) error {
+	if c, err := r.Cookie(sessionCookie); err == nil {
+		s.auth.logout(c.Value)
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", HttpOnly: true,
+		Secure: s.opts.TLS != nil, SameSite: http.SameSiteStrictMode, MaxAge: -1})
+	writeJSON(w, http.StatusOK, map[string]bool{"logged_out": true})
+	return nil
+}
+
+// me says who the request's credentials belong to. Without credentials it
+// answers 200 {"authenticated": false}, so the dashboard can ask before
+// showing its login page; wrong credentials are a 401 as everywhere.
+func (s *Server) me(w http.ResponseWriter, r *http.Request, _ principal, _ string) error {
+	p, err := s.auth.authenticate(r)
+	switch {
+	case errors.Is(err, errUnauthenticated):
+		writeJSON(w, http.StatusOK, map[string]bool{"authenticated": false})
+		return nil
+	case errors.Is(err, errTooManyFailures):
+		return errorf(http.StatusTooManyRequests, "too_many_failures", err.Error())
+	case err != nil:
+		return errorf(http.StatusUnauthorized, "unauthorized", err.Error())
+	}
+	writeJSON(w, http.StatusOK, meJSON{Authenticated: true, User: p.User, Role: p.Role, Method: p.Method, CSRFToken: p.CSRF})
+	return nil
+}
+
+// Bearer tokens live at most maxTokenTTL.
+const (
+	defaultTokenTTL = time.Hour
+	maxTokenTTL     = 7 * 24 * time.Hour
+)
+
+func (s *Server) issueToken(w http.ResponseWriter, r *http.Request, p principal, _ string) error {
+	var body struct {
+		Role Role   `json:"role"`
+		TTL  string `json:"ttl"`
+	}
+	if err := decodeBody(r, &body); err != nil {
+		return err
+	}
+	role := body.Role
+	switch {
+	case role == "":
+		role = p.Role
+	case role != RoleViewer && role != RoleAdmin:
+		return badRequest(fmt.Sprintf("role %q: want viewer or admin", role))
+	case !p.Role.allows(role):
+		return errorf(http.StatusForbidden, "forbidden", fmt.Sprintf("a %s cannot issue %s tokens", p.Role, role))
+	}
+	ttl := defaultTokenTTL
+	if body.TTL != "" {
+		d, err := time.ParseDuration(body.TTL)
+		if err != nil || d < time.Minute || d > maxTokenTTL {
+			return badRequest(fmt.Sprintf("ttl %q: want a duration from 1m to %v", body.TTL, maxTokenTTL))
+		}
+		ttl = d
+	}
+	tok, g := s.auth.issueToken(p, role, ttl)
+	writeJSON(w, http.StatusCreated, map[string]any{"token": tok, "role": g.role, "expires_at": g.expires})
+	return nil
+}
+
+// ---- overview ----
+
+type listenerJSON struct {
+	Listener
+	Connections int    `json:"connections"`
+	URL         string `json:"url,omitempty"` // ws and wss: what a browser on this page dials
+}
+
+type totalsJSON struct {
+	Connected      int64            `json:"connected"`
+	Sessions       int              `json:"sessions"`
+	Connects       int64            `json:"connects"`
+	MessagesIn     int64            `json:"messages_in"`
+	MessagesOut    int64            `json:"messages_out"`
+	MessagesInQoS  [3]int64         `json:"messages_in_by_qos"`
+	MessagesOutQoS [3]int64         `json:"messages_out_by_qos"`
+	BytesIn        int64            `json:"bytes_in"`
+	BytesOut       int64            `json:"bytes_out"`
+	Deliveries     int64            `json:"deliveries"`
+	Dropped        int64            `json:"dropped"`
+	DroppedBy      map[string]int64 `json:"dropped_by_cause"`
+	Disconnects    map[string]int64 `json:"disconnects_by_reason"`
+	Subscriptions  int64            `json:"subscriptions"`
+	Retained       int              `json:"retained"`
+	AuthFailures   int64            `json:"auth_failures"`
+}
+
+func (s *Server) overview(w http.ResponseWriter, r *http.Request, _ principal, _ string) error {
+	n := 120
+	if v := r.URL.Query().Get("history"); v != "" {
+		h, err := strconv.Atoi(v)
+		if err != nil || h < 0 || h > 300 {
+			return badRequest("history: want 0 to 300 points")
+		}
+		n = h
+	}
+	st := s.broker.Stats()
+	now := time.Now()
+	cur := sample{t: now, connected: st.Connected, connects: st.Connects, msgsIn: st.MessagesIn, msgsOut: st.MessagesOut,
+		bytesIn: st.BytesIn, bytesOut: st.BytesOut, dropped: st.TotalDropped()}
+	byListener := s.broker.ConnectionsByListener()
+	lns := make([]listenerJSON, 0, len(s.opts.Listeners))
+	for _, l := range s.opts.Listeners {
+		lns = append(lns, listenerJSON{Listener: l, Connections: byListener[l.Name], URL: browserURL(l, r)})
+	}
+	started := s.broker.StartTime()
+	writeJSON(w, http.StatusOK, map[string]any{
+		"version":        s.opts.Version,
+		"go_version":     runtime.Version(),
+		"started_at":     started,
+		"uptime_seconds": int64(now.Sub(started) / time.Second),
+		"listeners":      lns,
+		"totals": totalsJSON{Connected: st.Connected, Sessions: st.Sessions, Connects: st.Connects,
+			MessagesIn: st.MessagesIn, MessagesOut: st.MessagesOut, MessagesInQoS: st.MessagesInQoS, MessagesOutQoS: st.MessagesOutQoS,
+			BytesIn: st.BytesIn, BytesOut: st.BytesOut, Deliveries: st.Deliveries, Dropped: st.TotalDropped(),
+			DroppedBy: st.Dropped, Disconnects: st.Disconnects, Subscriptions: st.Subscriptions, Retained: st.Retained,
+			AuthFailures: st.AuthFailures},
+		"rates":   s.sampler.rates(cur, 5*time.Second),
+		"history": s.sampler.history(n),
+		"limits":  map[string]any{"max_connections": s.broker.Options().MaxConnections},
+	})
+	return nil
+}
+
+// browserURL is the ws:// or wss:// URL of a WebSocket listener as seen
+// by the browser that asked: a listener on every interface is reached by
+// the host name the page came from.
+func browserURL(l Listener, r *http.Request) string {
+	var scheme string
+	switch l.Transport {
+	case "ws":
+		scheme = "ws"
+	case "wss":
+		scheme = "wss"
+	default:
+		return ""
+	}
+	host, port, err := net.SplitHostPort(l.Address)
+	if err != nil {
+		return ""
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = r.Host
+		if h, _, err := net.SplitHostPort(r.Host); err == nil {
+			host = h
+		}
+		host = strings.Trim(host, "[]")
+	}
+	p := l.Path
+	if p == "" {
+		p = "/mqtt"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port) + p
+}
+
+// ---- paging ----
+
+type page struct{ offset, limit int }
+
+const (
+	defaultLimit = 50
+	maxLimit     = 1000
+)
+
+func parsePage(r *http.Request) (page, error) {
+	pg := page{limit: defaultLimit}
+	q := r.URL.Query()
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxLimit {
+			return pg, badRequest(fmt.Sprintf("limit %q: want 1 to %d", v, maxLimit))
+		}
+		pg.limit = n
+	}
+	if v := q.Get("offset"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return pg, badRequest(fmt.Sprintf("offset %q: want 0 or more", v))
+		}
+		pg.offset = n
+	}
+	return pg, nil
+}
+
+// paged is a page of a list: total counts every match, items this page's.
+type paged[T any] struct {
+	Total  int `json:"total"`
+	Offset int `json:"offset"`
+	Limit  int `json:"limit"`
+	Items  []T `json:"items"`
+}
+
+func pageOf[T any](all []T, pg page) paged[T] {
+	lo := min(pg.offset, len(all))
+	hi := min(lo+pg.limit, len(all))
+	items := all[lo:hi]
+	if items == nil {
+		items = []T{}
+	}
+	return paged[T]{Total: len(all), Offset: pg.offset, Limit: pg.limit, Items: items}
+}
+
+// ---- clients ----
+
+type clientJSON struct {
+	ClientID        string                  `json:"client_id"`
+	Username        string                  `json:"username"`
+	Connected       bool                    `json:"connected"`
+	Remote          string                  `json:"remote,omitempty"`
+	Listener        string                  `json:"listener,omitempty"`
+	Transport       string                  `json:"transport,omitempty"`
+	ProtocolVersion byte                    `json:"protocol_version"`
+	Protocol        string                  `json:"protocol"`
+	KeepAlive       int64                   `json:"keepalive_seconds"`
+	ConnectedAt     time.Time               `json:"connected_at,omitzero"`
+	SessionExpiry   uint32                  `json:"session_expiry_seconds"`
+	Inflight        int                     `json:"inflight"`
+	Queued          int                     `json:"queued"`
+	Subscriptions   []core.SubscriptionInfo `json:"subscriptions,omitempty"`
+}
+
+func (s *Server) clientJSON(ci core.ClientInfo) clientJSON {
+	c := clientJSON{ClientID: ci.ClientID, Username: ci.Username, Connected: ci.Connected, Remote: ci.Remote,
+		Listener: ci.Listener, ProtocolVersion: ci.ProtocolVersion, Protocol: protocolName(ci.ProtocolVersion),
+		KeepAlive: int64(ci.KeepAlive / time.Second), ConnectedAt: ci.ConnectedAt, SessionExpiry: ci.SessionExpiry,
+		Inflight: ci.Inflight, Queued: ci.Queued, Subscriptions: ci.Subscriptions}
+	for _, l := range s.opts.Listeners {
+		if l.Name == ci.Listener {
+			c.Transport = l.Transport
+		}
+	}
+	return c
+}
+
+func protocolName(v byte) string {
+	switch v {
+	case 3:
+		return "3.1"
+	case 4:
+		return "3.1.1"
+	case 5:
+		return "5.0"
+	}
+	return ""
+}
+
+var clientSorts = map[string]func(a, b *clientJSON) int{
+	"client_id":        func(a, b *clientJSON) int { return strings.Compare(a.ClientID, b.ClientID) },
+	"username":         func(a, b *clientJSON) int { return strings.Compare(a.Username, b.Username) },
+	"listener":         func(a, b *clientJSON) int { return strings.Compare(a.Listener, b.Listener) },
+	"remote":           func(a, b *clientJSON) int { return strings.Compare(a.Remote, b.Remote) },
+	"protocol_version": func(a, b *clientJSON) int { return int(a.ProtocolVersion) - int(b.ProtocolVersion) },
+	"connected_at":     func(a, b *clientJSON) int { return a.ConnectedAt.Compare(b.ConnectedAt) },
+	"connected":        func(a, b *clientJSON) int { return boolCmp(a.Connected, b.Connected) },
+	"inflight":         func(a, b *clientJSON) int { return a.Inflight - b.Inflight },
+	"queued":           func(a, b *clientJSON) int { return a.Queued - b.Queued },
+}
+
+func boolCmp(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}
+
+func (s *Server) listClients(w http.ResponseWriter, r *http.Request, _ principal, _ string) error {
+	pg, err := parsePage(r)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	idPrefix, username, listener, search := q.Get("client_id"), q.Get("username"), q.Get("listener"), strings.ToLower(q.Get("q"))
+	var version byte
+	if v := q.Get("protocol_version"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 3 || n > 5 {
+			return badRequest(fmt.Sprintf("protocol_version %q: want 3 (3.1), 4 (3.1.1) or 5", v))
+		}
+		version = byte(n)
+	}
+	var connected *bool
+	if v := q.Get("connected"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return badRequest(fmt.Sprintf("connected %q: want true or false", v))
+		}
+		connected = &b
+	}
+	sortKey := q.Get("sort")
+	if sortKey == "" {
+		sortKey = "client_id"
+	}
+	cmp, ok := clientSorts[sortKey]
+	if !ok {
+		keys := sortedKeys(clientSorts)
+		return badRequest(fmt.Sprintf("sort %q: want one of %s", sortKey, strings.Join(keys, ", ")))
+	}
+	order := q.Get("order")
+	if order != "" && order != "asc" && order != "desc" {
+		return badRequest(fmt.Sprintf("order %q: want asc or desc", order))
+	}
+	var out []clientJSON
+	for _, ci := range s.broker.Clients() {
+		switch {
+		case !strings.HasPrefix(ci.ClientID, idPrefix),
+			username != "" && ci.Username != username,
+			listener != "" && ci.Listener != listener,
+			version != 0 && ci.ProtocolVersion != version,
+			connected != nil && ci.Connected != *connected,
+			search != "" && !strings.Contains(strings.ToLower(ci.ClientID), search) &&
+				!strings.Contains(strings.ToLower(ci.Username), search) && !strings.Contains(ci.Remote, search):
+			continue
+		}
+		out = append(out, s.clientJSON(ci))
+	}
+	slices.SortStableFunc(out, func(a, b clientJSON) int {
+		c := cmp(&a, &b)
+		if c == 0 {
+			c = strings.Compare(a.ClientID, b.ClientID)
+		}
+		if order == "desc" {
+			return -c
+		}
+		return c
+	})
+	writeJSON(w, http.StatusOK, pageOf(out, pg))
+	return nil
+}
+
+func (s *Server) getClient(w http.ResponseWriter, r *http.Request, _ principal, id string) error {
+	ci, ok := s.broker.Client(id)
+	if !ok {
+		return notFound(fmt.Sprintf("client %q not found", id))
+	}
+	writeJSON(w, http.StatusOK, s.clientJSON(ci))
+	return nil
+}
+
+// clientAction serves POST /clients/{id}/disconnect.
+func (s *Server) clientAction(w http.ResponseWriter, r *http.Request, p principal, rest string) error {
+	id, ok := strings.CutSuffix(rest, "/disconnect")
+	if !ok || id == "" {
+		return notFound("no API endpoint " + r.URL.Path + " (POST " + apiPrefix + "/clients/{id}/disconnect)")
+	}
+	ci, found := s.broker.Client(id)
+	if !found {
+		return notFound(fmt.Sprintf("client %q not found", id))
+	}
+	if !ci.Connected || !s.broker.Disconnect(id) {
+		return errorf(http.StatusConflict, "not_connected", fmt.Sprintf("client %q is not connected", id))
+	}
+	s.log.Info("client disconnected by operator", zap.String("client_id", id), zap.String("by", p.User))
+	writeJSON(w, http.StatusOK, map[string]any{"client_id": id, "disconnected": true})
+	return nil
+}
+
+// ---- subscriptions ----
+
+func (s *Server) listSubscriptions(w http.ResponseWriter, r *http.Request, _ principal, _ string) error {
+	pg, err := parsePage(r)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	filter, idPrefix, topic := q.Get("filter"), q.Get("client_id"), q.Get("topic")
+	if topic != "" {
+		if err := core.ValidTopic(topic); err != nil {
+			return badRequest(fmt.Sprintf("topic %q: %v", topic, err))
+		}
+	}
+	var out []core.SubscriptionInfo
+	for _, sub := range s.broker.Subscriptions() {
+		if !strings.Contains(sub.Filter, filter) || !strings.HasPrefix(sub.ClientID, idPrefix) {
+			continue
+		}
+		if topic != "" {
+			f := []byte(sub.Filter)
+			if _, inner, ok, _ := codec.ParseShared(f); ok {
+				f = inner
+			}
+			if !codec.Match(f, []byte(topic)) {
+				continue
+			}
+		}
+		out = append(out, sub)
+	}
+	writeJSON(w, http.StatusOK, pageOf(out, pg))
+	return nil
+}
+
+// ---- retained ----
+
+type retainedJSON struct {
+	Topic         string    `json:"topic"`
+	QoS           byte      `json:"qos"`
+	Size          int       `json:"size"`
+	Payload       *string   `json:"payload,omitempty"` // the payload as text, when it is UTF-8
+	PayloadBase64 string    `json:"payload_base64,omitempty"`
+	ContentType   string    `json:"content_type,omitempty"`
+	Expires       time.Time `json:"expires_at,omitzero"`
+}
+
+const previewLen = 120
+
+func retainedOf(m *core.Message, full bool) retainedJSON {
+	j := retainedJSON{Topic: m.Topic, QoS: m.QoS, Size: len(m.Payload), Expires: m.Expires}
+	if m.Props != nil {
+		j.ContentType = string(m.Props.ContentType)
+	}
+	if utf8.Valid(m.Payload) {
+		text := string(m.Payload)
+		if !full && len(text) > previewLen {
+			cut := previewLen
+			for cut > 0 && !utf8.RuneStart(text[cut]) {
+				cut--
+			}
+			text = text[:cut] + "…"
+		}
+		j.Payload = &text
+	}
+	if full {
+		j.PayloadBase64 = base64.StdEncoding.EncodeToString(m.Payload)
+	}
+	return j
+}
+
+func (s *Server) listRetained(w http.ResponseWriter, r *http.Request, _ principal, _ string) error {
+	pg, err := parsePage(r)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	filter, search := q.Get("filter"), q.Get("q")
+	if filter != "" {
+		if err := codec.ValidFilter([]byte(filter)); err != nil {
+			return badRequest(fmt.Sprintf("filter %q: %v", filter, err))
+		}
+	}
+	var out []retainedJSON
+	for _, m := range s.broker.Retained() {
+		if filter != "" && !codec.Match([]byte(filter), []byte(m.Topic)) || !strings.Contains(m.Topic, search) {
+			continue
+		}
+		out = append(out, retainedOf(m, false))
+	}
+	writeJSON(w, http.StatusOK, pageOf(out, pg))
+	return nil
+}
+
+func (s *Server) getRetained(w http.ResponseWriter, r *http.Request, _ principal, topic string) error {
+	m, ok := s.broker.RetainedMessage(topic)
+	if !ok {
+		return notFound(fmt.Sprintf("no retained message on %q", topic))
+	}
+	writeJSON(w, http.StatusOK, retainedOf(m, true))
+	return nil
+}
+
+func (s *Server) deleteRetained(w http.ResponseWriter, r *http.Request, p principal, topic string) error {
+	if !s.broker.DeleteRetained(topic) {
+		return notFound(fmt.Sprintf("no retained message on %q", topic))
+	}
+	s.log.Info("retained message deleted by operator", zap.String("topic", topic), zap.String("by", p.User))
+	writeJSON(w, http.StatusOK, map[string]any{"topic": topic, "deleted": true})
+	return nil
+}
+
+// ---- banned list ----
+
+var errNoBans = errorf(http.StatusNotImplemented, "not_implemented",
+	"the banned list needs the auth module, which this broker was built without")
+
+var banKinds = []string{"client_id", "username", "ip"}
+
+func (s *Server) listBans(w http.ResponseWriter, r *http.Request, _ principal, _ string) error {
+	if s.opts.Bans == nil {
+		return errNoBans
+	}
+	pg, err := parsePage(r)
+	if err != nil {
+		return err
+	}
+	bans := s.opts.Bans.Bans()
+	slices.SortFunc(bans, func(a, b Ban) int {
+		if c := strings.Compare(a.Kind, b.Kind); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Value, b.Value)
+	})
+	writeJSON(w, http.StatusOK, pageOf(bans, pg))
+	return nil
+}
+
+func (s *Server) addBan(w http.ResponseWriter, r *http.Request, p principal, _ string) error {
+	if s.opts.Bans == nil {
+		return errNoBans
+	}
+	var body struct {
+		Kind     string    `json:"kind"`
+		Value    string    `json:"value"`
+		Reason   string    `json:"reason"`
+		Duration string    `json:"duration"` // e.g. "1h"; "" with no until: until removed
+		Until    time.Time `json:"until"`
+	}
+	if err := decodeBody(r, &body); err != nil {
+		return err
+	}
+	if !slices.Contains(banKinds, body.Kind) {
+		return badRequest(fmt.Sprintf("kind %q: want one of %s", body.Kind, strings.Join(banKinds, ", ")))
+	}
+	if body.Value == "" {
+		return badRequest("value is empty")
+	}
+	if body.Kind == "ip" && net.ParseIP(body.Value) == nil {
+		if _, _, err := net.ParseCIDR(body.Value); err != nil {
+			return badRequest(fmt.Sprintf("ip %q: want an IP address or a CIDR prefix", body.Value))
+		}
+	}
+	until := body.Until
+	if body.Duration != "" {
+		if !until.IsZero() {
+			return badRequest("give duration or until, not both")
+		}
+		d, err := time.ParseDuration(body.Duration)
+		if err != nil || d <= 0 {
+			return badRequest(fmt.Sprintf("duration %q: want a positive duration such as 30m or 24h", body.Duration))
+		}
+		until = time.Now().Add(d)
+	}
+	if err := s.opts.Bans.Ban(body.Kind, body.Value, body.Reason, until); err != nil {
+		return badRequest(err.Error())
+	}
+	s.log.Info("banned", zap.String("kind", body.Kind), zap.String("value", body.Value), zap.String("by", p.User))
+	writeJSON(w, http.StatusCreated, Ban{Kind: body.Kind, Value: body.Value, Reason: body.Reason, Until: until, Created: time.Now()})
+	return nil
+}
+
+// removeBan serves DELETE /banned/{kind}/{value}.
+func (s *Server) removeBan(w http.ResponseWriter, r *http.Request, p principal, rest string) error {
+	if s.opts.Bans == nil {
+		return errNoBans
+	}
+	kind, value, ok := strings.Cut(rest, "/")
+	if !ok || value == "" || !slices.Contains(banKinds, kind) {
+		return notFound("DELETE " + apiPrefix + "/banned/{kind}/{value}, kind one of " + strings.Join(banKinds, ", "))
+	}
+	removed, err := s.opts.Bans.Unban(kind, value)
+	if err != nil {
+		return badRequest(err.Error())
+	}
+	if !removed {
+		return notFound(fmt.Sprintf("%s %q is not banned", kind, value))
+	}
+	s.log.Info("unbanned", zap.String("kind", kind), zap.String("value", value), zap.String("by", p.User))
+	writeJSON(w, http.StatusOK, map[string]any{"kind": kind, "value": value, "removed": true})
+	return nil
+}
+
+// ---- publish ----
+
+func (s *Server) publish(w http.ResponseWriter, r *http.Request, p principal, _ string) error {
+	var body struct {
+		Topic         string  `json:"topic"`
+		Payload       *string `json:"payload"`
+		PayloadBase64 *string `json:"payload_base64"`
+		QoS           byte    `json:"qos"`
+		Retain        bool    `json:"retain"`
+	}
+	if err := decodeBody(r, &body); err != nil {
+		return err
+	}
+	if err := core.ValidTopic(body.Topic); err != nil {
+		return badRequest(fmt.Sprintf("topic %q: %v", body.Topic, err))
+	}
+	if body.QoS > 2 {
+		return badRequest(fmt.Sprintf("qos %d: want 0, 1 or 2", body.QoS))
+	}
+	var payload []byte
+	switch {
+	case body.Payload != nil && body.PayloadBase64 != nil:
+		return badRequest("give payload or payload_base64, not both")
+	case body.Payload != nil:
+		payload = []byte(*body.Payload)
+	case body.PayloadBase64 != nil:
+		b, err := base64.StdEncoding.DecodeString(*body.PayloadBase64)
+		if err != nil {
+			return badRequest("payload_base64: " + err.Error())
+		}
+		payload = b
+	}
+	if err := s.broker.Publish(body.Topic, payload, body.QoS, body.Retain); err != nil {
+		return badRequest(err.Error())
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"topic": body.Topic, "size": len(payload), "qos": body.QoS, "retain": body.Retain, "published": true})
+	return nil
+}

@@ -1,0 +1,29 @@
+// Package web is xmq's HTTP side: the dashboard (static files embedded
+// with embed.FS, nothing loaded from the internet), the admin REST API
+// under /api/v1, Prometheus metrics at /metrics and the health probes
+// /healthz and /readyz, all on one HTTP(S) server.
+//
+// The package reads the broker through the Broker interface, which
+// *core.Server satisfies with its read-only views (Clients, Client,
+// Subscriptions, Retained, Stats …) and its two operator actions
+// (Disconnect, Publish). It never touches listeners: the composition root
+// tells it which listeners exist (Options.Listeners) so the dashboard's
+// own MQTT client knows where to connect over WebSocket.
+//
+// Metrics cost nothing on the message path: the collector reads core's
+// Stats snapshot when Prometheus scrapes. A sampler goroutine takes one
+// snapshot a second for the overview's rates and charts.
+//
+// Authentication: the admin user (bcrypt hash) logs in to a session
+// cookie whose unsafe requests must carry the session's CSRF token;
+// scripts use HTTP Basic with the admin credentials, an API key
+// (X-API-Key or Authorization: Bearer) or a bearer token issued by the
+// API. Every principal has a role, viewer (read-only) or admin. Nothing is
+// served without credentials except /healthz, /readyz, the static files
+// and, only when Options.AllowAnonymousLoopback is set, API requests from
+// a loopback address to a loopback host name.
+//
+// Goroutines: handlers run on net/http's goroutines and share the session
+// store (guarded by its mutex) and the sampler's ring (guarded by its
+// mutex). Close stops the sampler; Shutdown stops the HTTP server too.
+package web

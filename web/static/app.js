@@ -1,0 +1,954 @@
+// xmq dashboard: a single page, hash-routed, built with the DOM API (never
+// innerHTML with data: client ids and topics come from the network).
+import { MQTTClient } from './mqtt.js';
+
+const API = '/api/v1';
+const app = document.getElementById('app');
+
+const state = {
+  me: null,          // {user, role, auth, csrf_token}
+  overview: null,    // the last GET /overview
+  cleanup: [],       // functions that stop the current page's timers
+  mqtt: null,        // the MQTT client page's connection, kept across pages
+  mqttLog: [],       // messages received on it, newest first
+  mqttSubs: [],      // {filter, qos}
+};
+
+// ---------- helpers ----------
+
+// h builds an element: h('div', {class: 'x', onclick: f}, child, 'text').
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    else if (k === 'class') el.className = v;
+    else if (k === 'dataset') Object.assign(el.dataset, v);
+    else if (k === 'value') el.value = v;
+    else if (v === true) el.setAttribute(k, '');
+    else el.setAttribute(k, v);
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+const svgNS = 'http://www.w3.org/2000/svg';
+function icon(d) {
+  const s = document.createElementNS(svgNS, 'svg');
+  s.setAttribute('viewBox', '0 0 24 24');
+  s.setAttribute('fill', 'none');
+  s.setAttribute('stroke', 'currentColor');
+  s.setAttribute('stroke-width', '2');
+  s.setAttribute('stroke-linecap', 'round');
+  s.setAttribute('stroke-linejoin', 'round');
+  for (const part of d.split('|')) {
+    const p = document.createElementNS(svgNS, 'path');
+    p.setAttribute('d', part);
+    s.append(p);
+  }
+  return s;
+}
+
+const ICONS = {
+  overview: 'M3 13h8V3H3z|M13 21h8V11h-8z|M13 3v6h8V3z|M3 21h8v-6H3z',
+  clients: 'M17 21v-2a4 4 0 0 0-4-4H5a4 4 0 0 0-4 4v2|M9 11a4 4 0 1 0 0-8 4 4 0 0 0 0 8|M23 21v-2a4 4 0 0 0-3-3.87|M16 3.13a4 4 0 0 1 0 7.75',
+  subscriptions: 'M4 11a9 9 0 0 1 9 9|M4 4a16 16 0 0 1 16 16|M5 19h.01',
+  retained: 'M19 21l-7-5-7 5V5a2 2 0 0 1 2-2h10a2 2 0 0 1 2 2z',
+  banned: 'M12 22a10 10 0 1 0 0-20 10 10 0 0 0 0 20|M4.93 4.93l14.14 14.14',
+  mqtt: 'M22 2L11 13|M22 2l-7 20-4-9-9-4 20-7z',
+};
+
+const fmtInt = (n) => (n ?? 0).toLocaleString('en-US');
+function fmtNum(n) {
+  n = n || 0;
+  if (n >= 1e9) return (n / 1e9).toFixed(1) + 'G';
+  if (n >= 1e6) return (n / 1e6).toFixed(1) + 'M';
+  if (n >= 1e4) return (n / 1e3).toFixed(1) + 'k';
+  if (n >= 100 || Number.isInteger(n)) return Math.round(n).toLocaleString('en-US');
+  return n.toFixed(1);
+}
+function fmtBytes(n) {
+  n = n || 0;
+  const u = ['B', 'KB', 'MB', 'GB', 'TB'];
+  let i = 0;
+  while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; }
+  return (i === 0 ? Math.round(n) : n.toFixed(1)) + ' ' + u[i];
+}
+function fmtDuration(s) {
+  s = Math.max(0, Math.floor(s));
+  const d = Math.floor(s / 86400), hr = Math.floor(s % 86400 / 3600), m = Math.floor(s % 3600 / 60);
+  if (d) return `${d}d ${hr}h`;
+  if (hr) return `${hr}h ${m}m`;
+  if (m) return `${m}m ${s % 60}s`;
+  return `${s}s`;
+}
+function fmtSince(iso) {
+  if (!iso) return '';
+  return fmtDuration((Date.now() - new Date(iso).getTime()) / 1000) + ' ago';
+}
+const fmtTime = (d) => d.toLocaleTimeString('en-GB', { hour12: false });
+
+function toast(msg, isErr) {
+  const t = h('div', { class: 'toast' + (isErr ? ' err' : ''), role: 'status' }, msg);
+  document.body.append(t);
+  setTimeout(() => t.remove(), isErr ? 5000 : 2500);
+}
+
+// confirmModal shows a dialog and resolves true when the user confirms.
+function confirmModal(text, okLabel) {
+  return new Promise((resolve) => {
+    const close = (v) => { back.remove(); resolve(v); };
+    const back = h('div', { class: 'modal-back', onclick: (e) => { if (e.target === back) close(false); } },
+      h('div', { class: 'panel modal', role: 'dialog', 'aria-modal': 'true' },
+        h('p', {}, text),
+        h('div', { class: 'actions' },
+          h('button', { id: 'confirm-cancel', onclick: () => close(false) }, 'Cancel'),
+          h('button', { id: 'confirm-ok', class: 'danger solid', onclick: () => close(true) }, okLabel))));
+    document.body.append(back);
+    back.querySelector('#confirm-ok').focus();
+  });
+}
+
+class APIError extends Error {
+  constructor(status, body) {
+    super(body?.error?.message || `HTTP ${status}`);
+    this.status = status;
+    this.code = body?.error?.code;
+  }
+}
+
+async function api(method, path, body) {
+  const opts = { method, headers: {}, credentials: 'same-origin' };
+  if (method !== 'GET') opts.headers['X-CSRF-Token'] = state.me?.csrf_token || '';
+  if (body !== undefined) {
+    opts.headers['Content-Type'] = 'application/json';
+    opts.body = JSON.stringify(body);
+  }
+  const res = await fetch(API + path, opts);
+  let data = null;
+  try { data = await res.json(); } catch { /* empty body */ }
+  if (!res.ok) {
+    if (res.status === 401 && path !== '/auth/login') {
+      state.me = null;
+      route();
+    }
+    throw new APIError(res.status, data);
+  }
+  return data;
+}
+
+function every(ms, fn) {
+  let stopped = false;
+  let timer;
+  const tick = async () => {
+    try { await fn(); } catch (e) { if (e.status !== 401) console.warn('refresh failed:', e.message); }
+    if (!stopped) timer = setTimeout(tick, ms);
+  };
+  tick();
+  state.cleanup.push(() => { stopped = true; clearTimeout(timer); });
+}
+
+const isAdmin = () => state.me?.role === 'admin';
+
+// ---------- shell ----------
+
+const PAGES = [
+  ['overview', 'Overview'],
+  ['clients', 'Clients'],
+  ['subscriptions', 'Subscriptions'],
+  ['retained', 'Retained'],
+  ['banned', 'Banned'],
+  ['mqtt', 'MQTT client'],
+];
+
+function shell(active, content) {
+  const nav = h('nav', { class: 'nav' }, PAGES.map(([id, label]) =>
+    h('a', { href: '#/' + id, class: active === id ? 'active' : '', id: 'nav-' + id, title: label },
+      icon(ICONS[id]), h('span', {}, label))));
+  const foot = h('div', { class: 'foot' },
+    h('div', { class: 'who' }, state.me.user, ' · ', h('span', { class: 'muted' }, state.me.role)),
+    state.me.auth === 'session'
+      ? h('button', { class: 'small', id: 'logout', onclick: logout }, 'Log out') : null);
+  return h('div', { class: 'shell' },
+    h('aside', { class: 'side' },
+      h('div', { class: 'brand' }, h('img', { src: '/static/favicon.svg', alt: '' }), 'xmq', h('small', {}, 'broker')),
+      nav, foot),
+    h('main', { class: 'main' }, content));
+}
+
+function pageHead(title, sub, ...actions) {
+  return h('div', { class: 'page-head' },
+    h('div', {}, h('h1', {}, title), sub ? h('div', { class: 'sub' }, sub) : null),
+    h('div', { class: 'row' }, actions));
+}
+
+async function logout() {
+  try { await api('POST', '/auth/logout'); } catch { /* gone anyway */ }
+  state.me = null;
+  if (state.mqtt) state.mqtt.close('logged out');
+  location.hash = '#/overview';
+  route();
+}
+
+// ---------- login ----------
+
+function loginPage() {
+  const err = h('div', { class: 'error-text', id: 'login-error' });
+  const user = h('input', { id: 'login-user', autocomplete: 'username', value: 'admin', required: true });
+  const pass = h('input', { id: 'login-pass', type: 'password', autocomplete: 'current-password', required: true });
+  const form = h('form', {
+    onsubmit: async (e) => {
+      e.preventDefault();
+      err.textContent = '';
+      try {
+        state.me = await api('POST', '/auth/login', { username: user.value, password: pass.value });
+        route();
+      } catch (ex) {
+        err.textContent = ex.message;
+        pass.select();
+      }
+    },
+  },
+  h('div', { class: 'field' }, h('label', { for: 'login-user' }, 'User'), user),
+  h('div', { class: 'field' }, h('label', { for: 'login-pass' }, 'Password'), pass),
+  err,
+  h('button', { class: 'primary', id: 'login-submit', type: 'submit' }, 'Log in'));
+  app.replaceChildren(h('div', { class: 'login' },
+    h('div', { class: 'panel' },
+      h('div', { class: 'brand' }, h('img', { src: '/static/favicon.svg', alt: '' }), 'xmq', h('small', {}, 'dashboard')),
+      form,
+      h('p', { class: 'muted' }, 'The admin password is XMQ_ADMIN_PASSWORD, web.admin_password_hash, or the one xmq printed in its log at first start.'))));
+  pass.focus();
+}
+
+// ---------- overview ----------
+
+// drawChart plots series [{values, color}] on a canvas, scaled for the
+// screen's pixel ratio, with a light grid and the y axis maximum.
+function drawChart(canvas, series, opts = {}) {
+  const dpr = window.devicePixelRatio || 1;
+  const w = canvas.clientWidth, hgt = canvas.clientHeight;
+  if (!w || !hgt) return;
+  canvas.width = w * dpr;
+  canvas.height = hgt * dpr;
+  const ctx = canvas.getContext('2d');
+  ctx.scale(dpr, dpr);
+  ctx.clearRect(0, 0, w, hgt);
+  const n = Math.max(...series.map((s) => s.values.length), 2);
+  let top = Math.max(1, ...series.flatMap((s) => s.values));
+  const mag = Math.pow(10, Math.floor(Math.log10(top)));
+  top = Math.ceil(top / mag * 1.15) * mag;
+  const padL = 44, padB = 18, padT = 6;
+  const ph = hgt - padB - padT, pw = w - padL - 4;
+  ctx.font = '11px system-ui, sans-serif';
+  ctx.fillStyle = '#6b7085';
+  ctx.strokeStyle = '#eceef5';
+  ctx.lineWidth = 1;
+  for (let i = 0; i <= 4; i++) {
+    const y = padT + ph - ph * i / 4;
+    ctx.beginPath();
+    ctx.moveTo(padL, Math.round(y) + 0.5);
+    ctx.lineTo(w - 4, Math.round(y) + 0.5);
+    ctx.stroke();
+    ctx.textAlign = 'right';
+    ctx.fillText(fmtNum(top * i / 4), padL - 6, y + 4);
+  }
+  ctx.textAlign = 'left';
+  ctx.fillText(opts.span || '', padL, hgt - 4);
+  ctx.textAlign = 'right';
+  ctx.fillText('now', w - 4, hgt - 4);
+  for (const s of series) {
+    if (s.values.length < 1) continue;
+    const x = (i) => padL + pw * (i + n - s.values.length) / (n - 1);
+    const y = (v) => padT + ph - ph * v / top;
+    ctx.beginPath();
+    s.values.forEach((v, i) => (i ? ctx.lineTo(x(i), y(v)) : ctx.moveTo(x(i), y(v))));
+    ctx.strokeStyle = s.color;
+    ctx.lineWidth = 2;
+    ctx.lineJoin = 'round';
+    ctx.stroke();
+    if (s.fill) {
+      ctx.lineTo(x(s.values.length - 1), padT + ph);
+      ctx.lineTo(x(0), padT + ph);
+      ctx.closePath();
+      ctx.fillStyle = s.fill;
+      ctx.fill();
+    }
+  }
+}
+
+function statCard(id, label, primary) {
+  return h('div', { class: 'panel stat' + (primary ? ' primary' : '') },
+    h('div', { class: 'label' }, label),
+    h('div', { class: 'value', id: 'stat-' + id }, '–'),
+    h('div', { class: 'hint', id: 'hint-' + id }, '\u00a0'));
+}
+
+function setText(id, text) {
+  const el = document.getElementById(id);
+  if (!el || el.textContent === text) return;
+  el.textContent = text;
+  el.classList.remove('flash');
+  void el.offsetWidth; // restart the animation
+  el.classList.add('flash');
+}
+
+function overviewPage() {
+  const connChart = h('canvas', { class: 'chart', id: 'chart-connections' });
+  const msgChart = h('canvas', { class: 'chart', id: 'chart-messages' });
+  const listenersBody = h('tbody', {});
+  const reasonsBody = h('tbody', {});
+  const sysBody = h('tbody', {}, h('tr', {}, h('td', { class: 'empty', colspan: 2 }, 'Connecting to the broker over WebSocket…')));
+  const sysState = h('span', { class: 'badge off', id: 'sys-state' }, 'connecting');
+  const sub = h('span', { id: 'ov-sub' }, '');
+  const content = [
+    pageHead('Overview', sub),
+    h('div', { class: 'grid stats' },
+      statCard('connected', 'Connections', true), statCard('sessions', 'Sessions'),
+      statCard('msgin', 'Messages in / s'), statCard('msgout', 'Messages out / s'),
+      statCard('bytesin', 'Bytes in / s'), statCard('bytesout', 'Bytes out / s'),
+      statCard('subs', 'Subscriptions'), statCard('retained', 'Retained'),
+      statCard('dropped', 'Dropped / s')),
+    h('div', { class: 'grid charts' },
+      h('div', { class: 'panel' },
+        h('div', { class: 'chart-head' }, h('h2', {}, 'Connections'),
+          h('div', { class: 'legend' }, h('span', {}, h('i', { class: 'sw-accent' }), 'open'))),
+        connChart),
+      h('div', { class: 'panel' },
+        h('div', { class: 'chart-head' }, h('h2', {}, 'Messages per second'),
+          h('div', { class: 'legend' },
+            h('span', {}, h('i', { class: 'sw-green' }), 'in'),
+            h('span', {}, h('i', { class: 'sw-accent' }), 'out'),
+            h('span', {}, h('i', { class: 'sw-red' }), 'dropped'))),
+        msgChart)),
+    h('div', { class: 'grid two' },
+      h('div', { class: 'panel' }, h('h2', {}, 'Listeners'),
+        h('div', { class: 'table-wrap' }, h('table', {},
+          h('thead', {}, h('tr', {}, h('th', {}, 'Name'), h('th', {}, 'Transport'), h('th', {}, 'Address'), h('th', { class: 'num' }, 'Connections'))),
+          listenersBody))),
+      h('div', { class: 'panel' }, h('h2', {}, 'Disconnects and drops'),
+        h('div', { class: 'table-wrap' }, h('table', {},
+          h('thead', {}, h('tr', {}, h('th', {}, 'Reason'), h('th', { class: 'num' }, 'Count'))),
+          reasonsBody)))),
+    h('div', { class: 'panel' },
+      h('div', { class: 'chart-head' }, h('h2', {}, '$SYS topics, live over MQTT'), sysState),
+      h('div', { class: 'table-wrap' }, h('table', {}, sysBody))),
+  ];
+  app.replaceChildren(shell('overview', content));
+  for (const [cls, color] of [['sw-accent', '#4f46e5'], ['sw-green', '#16a34a'], ['sw-red', '#dc2626']]) {
+    for (const el of app.querySelectorAll('.' + cls)) el.style.background = color;
+  }
+
+  const render = (ov) => {
+    const t = ov.totals, r = ov.rates;
+    sub.textContent = `xmq ${ov.version} · up ${fmtDuration(ov.uptime_seconds)} · ${ov.go_version}`;
+    setText('stat-connected', fmtInt(t.connected));
+    setText('hint-connected', `${fmtInt(t.connects)} connects since start`);
+    setText('stat-sessions', fmtInt(t.sessions));
+    setText('hint-sessions', `${fmtInt(Math.max(t.sessions - t.connected, 0))} offline`);
+    setText('stat-msgin', fmtNum(r.messages_in));
+    setText('hint-msgin', `${fmtInt(t.messages_in)} total`);
+    setText('stat-msgout', fmtNum(r.messages_out));
+    setText('hint-msgout', `${fmtInt(t.messages_out)} total`);
+    setText('stat-bytesin', fmtBytes(r.bytes_in));
+    setText('hint-bytesin', `${fmtBytes(t.bytes_in)} total`);
+    setText('stat-bytesout', fmtBytes(r.bytes_out));
+    setText('hint-bytesout', `${fmtBytes(t.bytes_out)} total`);
+    setText('stat-subs', fmtInt(t.subscriptions));
+    setText('stat-retained', fmtInt(t.retained));
+    setText('stat-dropped', fmtNum(r.dropped));
+    setText('hint-dropped', `${fmtInt(t.dropped)} total`);
+    listenersBody.replaceChildren(...ov.listeners.map((l) => h('tr', {},
+      h('td', {}, l.name), h('td', {}, h('span', { class: 'badge' }, l.transport)),
+      h('td', { class: 'mono' }, l.url || l.address), h('td', { class: 'num' }, fmtInt(l.connections)))));
+    const rows = [
+      ...Object.entries(t.disconnects_by_reason).filter(([, v]) => v > 0).map(([k, v]) => ['disconnect: ' + k.replaceAll('_', ' '), v]),
+      ...Object.entries(t.dropped_by_cause).filter(([, v]) => v > 0).map(([k, v]) => ['dropped: ' + k.replaceAll('_', ' '), v]),
+    ];
+    if (t.auth_failures) rows.push(['auth failures', t.auth_failures]);
+    reasonsBody.replaceChildren(...(rows.length
+      ? rows.sort((a, b) => b[1] - a[1]).map(([k, v]) => h('tr', {}, h('td', {}, k), h('td', { class: 'num' }, fmtInt(v))))
+      : [h('tr', {}, h('td', { class: 'empty', colspan: 2 }, 'No disconnects or drops yet'))]));
+    const hist = ov.history;
+    const span = hist.length > 1 ? 'last ' + fmtDuration((hist[hist.length - 1].t - hist[0].t) / 1000) : '';
+    drawChart(connChart, [{ values: hist.map((p) => p.connected), color: '#4f46e5', fill: 'rgba(79,70,229,.08)' }], { span });
+    drawChart(msgChart, [
+      { values: hist.map((p) => p.messages_in_rate), color: '#16a34a' },
+      { values: hist.map((p) => p.messages_out_rate), color: '#4f46e5' },
+      { values: hist.map((p) => p.dropped_rate), color: '#dc2626' },
+    ], { span });
+  };
+  every(1000, async () => {
+    state.overview = await api('GET', '/overview');
+    render(state.overview);
+  });
+  const onResize = () => state.overview && render(state.overview);
+  window.addEventListener('resize', onResize);
+  state.cleanup.push(() => window.removeEventListener('resize', onResize));
+
+  // $SYS over MQTT: the dashboard is itself a WebSocket MQTT client.
+  const sys = new Map();
+  const start = async () => {
+    const ov = state.overview || await api('GET', '/overview');
+    const url = pickURL(ov);
+    if (!url) {
+      sysState.textContent = 'no ws listener';
+      sysBody.replaceChildren(h('tr', {}, h('td', { class: 'empty' }, 'The broker has no ws or wss listener.')));
+      return;
+    }
+    const c = new MQTTClient(url, { clientId: 'xmq-dashboard-sys-' + Math.random().toString(16).slice(2, 8) });
+    state.cleanup.push(() => c.close('page closed'));
+    c.onmessage = (m) => {
+      sys.set(m.topic.replace('$SYS/broker/', ''), new TextDecoder().decode(m.payload));
+      sysBody.replaceChildren(...[...sys.entries()].sort().map(([k, v]) =>
+        h('tr', {}, h('td', { class: 'mono' }, k), h('td', { class: 'num' }, v))));
+    };
+    c.onclose = (why) => { sysState.className = 'badge off'; sysState.textContent = why; };
+    try {
+      await c.connect();
+      sysState.className = 'badge on';
+      sysState.textContent = 'live · ' + url;
+      await c.subscribe('$SYS/broker/#', 0);
+      if (!sys.size) sysBody.replaceChildren(h('tr', {}, h('td', { class: 'empty' }, 'Waiting for the next $SYS update…')));
+    } catch (e) {
+      sysState.className = 'badge warn';
+      sysState.textContent = 'not connected';
+      sysBody.replaceChildren(h('tr', {}, h('td', { class: 'empty' }, `MQTT over WebSocket to ${url}: ${e.message}`)));
+    }
+  };
+  start().catch((e) => { sysState.textContent = e.message; });
+}
+
+// pickURL chooses the listener the page's MQTT client dials: wss on an
+// HTTPS page (a browser refuses ws there), else ws, else wss.
+function pickURL(ov) {
+  const ws = ov.listeners.filter((l) => l.transport === 'ws' && l.url);
+  const wss = ov.listeners.filter((l) => l.transport === 'wss' && l.url);
+  const order = location.protocol === 'https:' ? [wss] : [ws, wss];
+  for (const list of order) if (list.length) return list[0].url;
+  return '';
+}
+
+// ---------- clients ----------
+
+const clientQuery = { q: '', listener: '', protocol_version: '', connected: '', sort: 'client_id', order: 'asc', offset: 0, limit: 25 };
+
+function clientsPage() {
+  const tbody = h('tbody', {});
+  const pager = h('div', { class: 'pager' });
+  const search = h('input', {
+    type: 'search', id: 'clients-search', placeholder: 'Search client id, user name or address', value: clientQuery.q,
+    oninput: () => { clientQuery.q = search.value; clientQuery.offset = 0; refresh(); },
+  });
+  const sel = (key, options) => h('select', {
+    id: 'clients-' + key,
+    onchange: (e) => { clientQuery[key] = e.target.value; clientQuery.offset = 0; refresh(); },
+  }, options.map(([v, label]) => h('option', { value: v, selected: clientQuery[key] === v }, label)));
+  const listenerSel = sel('listener', [['', 'All listeners'], ...(state.overview?.listeners || []).map((l) => [l.name, l.name])]);
+  const cols = [
+    ['client_id', 'Client id'], ['connected', 'State'], ['username', 'User'], ['listener', 'Listener'],
+    ['remote', 'Address'], ['protocol_version', 'MQTT'], ['connected_at', 'Connected'], ['inflight', 'Inflight', true], ['queued', 'Queued', true],
+  ];
+  const head = h('tr', {}, cols.map(([key, label, num]) => h('th', {
+    class: 'sortable' + (num ? ' num' : ''), dataset: { sort: key },
+    onclick: () => {
+      if (clientQuery.sort === key) clientQuery.order = clientQuery.order === 'asc' ? 'desc' : 'asc';
+      else { clientQuery.sort = key; clientQuery.order = 'asc'; }
+      refresh();
+    },
+  }, label, h('span', { class: 'arrow' }))), isAdmin() ? h('th', {}) : null);
+
+  const content = [
+    pageHead('Clients', h('span', { id: 'clients-count' }, '')),
+    h('div', { class: 'panel' },
+      h('div', { class: 'toolbar' }, search, listenerSel,
+        sel('protocol_version', [['', 'All versions'], ['3', 'MQTT 3.1'], ['4', 'MQTT 3.1.1'], ['5', 'MQTT 5.0']]),
+        sel('connected', [['', 'Online and offline'], ['true', 'Online'], ['false', 'Offline']])),
+      h('div', { class: 'table-wrap' }, h('table', { id: 'clients-table' }, h('thead', {}, head), tbody)),
+      pager),
+  ];
+  app.replaceChildren(shell('clients', content));
+
+  let paused = false;
+  async function refresh() {
+    const params = new URLSearchParams();
+    for (const [k, v] of Object.entries(clientQuery)) if (v !== '') params.set(k, v);
+    const res = await api('GET', '/clients?' + params);
+    for (const th of head.querySelectorAll('th[data-sort]')) {
+      th.querySelector('.arrow').textContent = th.dataset.sort === clientQuery.sort ? (clientQuery.order === 'asc' ? ' ▲' : ' ▼') : '';
+    }
+    document.getElementById('clients-count').textContent = `${fmtInt(res.total)} matching`;
+    tbody.replaceChildren(...(res.items.length ? res.items.map((c) => h('tr', { dataset: { clientId: c.client_id } },
+      h('td', { class: 'mono' }, h('a', { href: '#/clients/' + encodeURIComponent(c.client_id) }, c.client_id)),
+      h('td', {}, h('span', { class: 'badge ' + (c.connected ? 'on' : 'off') }, c.connected ? 'online' : 'offline')),
+      h('td', {}, c.username || h('span', { class: 'muted' }, '—')),
+      h('td', {}, c.listener || ''),
+      h('td', { class: 'mono' }, c.remote || ''),
+      h('td', {}, c.protocol),
+      h('td', { title: c.connected_at || '' }, c.connected ? fmtSince(c.connected_at) : ''),
+      h('td', { class: 'num' }, fmtInt(c.inflight)),
+      h('td', { class: 'num' }, fmtInt(c.queued)),
+      isAdmin() ? h('td', { class: 'num' }, c.connected ? h('button', {
+        class: 'danger small', dataset: { disconnect: c.client_id },
+        onclick: () => disconnect(c.client_id, refresh),
+      }, 'Disconnect') : null) : null))
+      : [h('tr', {}, h('td', { class: 'empty', colspan: cols.length + 1 }, 'No clients match'))]));
+    const from = res.total ? res.offset + 1 : 0, to = res.offset + res.items.length;
+    pager.replaceChildren(
+      `${fmtInt(from)}–${fmtInt(to)} of ${fmtInt(res.total)}`,
+      h('button', { class: 'small', disabled: res.offset === 0, onclick: () => { clientQuery.offset = Math.max(0, res.offset - res.limit); refresh(); } }, '‹ Prev'),
+      h('button', { class: 'small', disabled: to >= res.total, onclick: () => { clientQuery.offset = res.offset + res.limit; refresh(); } }, 'Next ›'));
+  }
+  every(2000, () => (paused || document.querySelector('.modal-back') ? null : refresh()));
+  state.cleanup.push(() => { paused = true; });
+}
+
+async function disconnect(id, after) {
+  if (!(await confirmModal(`Disconnect client “${id}”? It may reconnect at once.`, 'Disconnect'))) return;
+  try {
+    await api('POST', '/clients/' + encodeURIComponent(id) + '/disconnect');
+    toast(`Disconnected ${id}`);
+  } catch (e) {
+    toast(e.message, true);
+  }
+  if (after) await after();
+}
+
+function clientPage(id) {
+  const body = h('div', {});
+  app.replaceChildren(shell('clients', [
+    pageHead('Client', h('span', { class: 'mono' }, id),
+      h('a', { href: '#/clients' }, '← All clients')),
+    body,
+  ]));
+  const render = (c) => {
+    const kv = (k, v) => [h('dt', {}, k), h('dd', {}, v)];
+    body.replaceChildren(
+      h('div', { class: 'grid two' },
+        h('div', { class: 'panel' },
+          h('div', { class: 'chart-head' }, h('h2', {}, 'Connection'),
+            h('span', { class: 'badge ' + (c.connected ? 'on' : 'off'), id: 'client-state' }, c.connected ? 'online' : 'offline')),
+          h('dl', { class: 'kv' },
+            kv('Client id', h('span', { class: 'mono' }, c.client_id)),
+            kv('User name', c.username || '—'),
+            kv('Address', c.remote || '—'),
+            kv('Listener', c.listener ? `${c.listener} (${c.transport || '?'})` : '—'),
+            kv('Protocol', 'MQTT ' + c.protocol),
+            kv('Keepalive', c.keepalive_seconds ? c.keepalive_seconds + ' s' : 'off'),
+            kv('Connected since', c.connected ? `${new Date(c.connected_at).toLocaleString()} (${fmtSince(c.connected_at)})` : '—'),
+            kv('Session expiry', c.session_expiry_seconds === 4294967295 ? 'never' : c.session_expiry_seconds + ' s'),
+            kv('Inflight', fmtInt(c.inflight)),
+            kv('Queued', fmtInt(c.queued))),
+          isAdmin() && c.connected ? h('div', { class: 'row' }, h('button', {
+            class: 'danger', id: 'client-disconnect', onclick: () => disconnect(c.client_id, load),
+          }, 'Disconnect')) : null),
+        h('div', { class: 'panel' }, h('h2', {}, `Subscriptions (${(c.subscriptions || []).length})`),
+          h('div', { class: 'table-wrap' }, h('table', {},
+            h('thead', {}, h('tr', {}, h('th', {}, 'Filter'), h('th', {}, 'QoS'), h('th', {}, 'Options'))),
+            h('tbody', {}, (c.subscriptions || []).length ? c.subscriptions.map((s) => h('tr', {},
+              h('td', { class: 'mono wrap' }, s.filter), h('td', {}, s.qos), h('td', { class: 'muted' }, subOptions(s))))
+              : h('tr', {}, h('td', { class: 'empty', colspan: 3 }, 'No subscriptions'))))))));
+  };
+  const load = async () => {
+    try {
+      render(await api('GET', '/clients/' + encodeURIComponent(id)));
+    } catch (e) {
+      if (e.status === 404) body.replaceChildren(h('div', { class: 'panel empty' }, `Client “${id}” has no session (it disconnected with a clean session, or never connected).`));
+      else throw e;
+    }
+  };
+  every(3000, load);
+}
+
+function subOptions(s) {
+  const o = [];
+  if (s.no_local) o.push('no local');
+  if (s.retain_as_published) o.push('retain as published');
+  if (s.retain_handling) o.push('retain handling ' + s.retain_handling);
+  if (s.subscription_id) o.push('id ' + s.subscription_id);
+  return o.join(', ') || '—';
+}
+
+// ---------- subscriptions ----------
+
+function subscriptionsPage() {
+  const q = { filter: '', topic: '', client_id: '', offset: 0, limit: 50 };
+  const tbody = h('tbody', {});
+  const pager = h('div', { class: 'pager' });
+  const err = h('div', { class: 'error-text' });
+  const input = (key, placeholder) => h('input', {
+    type: 'search', class: 'grow', placeholder, id: 'subs-' + key,
+    oninput: (e) => { q[key] = e.target.value; q.offset = 0; refresh(); },
+  });
+  app.replaceChildren(shell('subscriptions', [
+    pageHead('Subscriptions', h('span', { id: 'subs-count' })),
+    h('div', { class: 'panel' },
+      h('div', { class: 'toolbar' },
+        input('filter', 'Filter contains…'), input('topic', 'Matches topic… (e.g. sensors/1/temp)'), input('client_id', 'Client id starts with…')),
+      err,
+      h('div', { class: 'table-wrap' }, h('table', {},
+        h('thead', {}, h('tr', {}, h('th', {}, 'Filter'), h('th', {}, 'Client'), h('th', {}, 'QoS'), h('th', {}, 'Options'))),
+        tbody)),
+      pager),
+  ]));
+  async function refresh() {
+    const params = new URLSearchParams();
+    for (const [k, v] of Object.entries(q)) if (v !== '') params.set(k, v);
+    let res;
+    try {
+      res = await api('GET', '/subscriptions?' + params);
+      err.textContent = '';
+    } catch (e) {
+      err.textContent = e.message;
+      return;
+    }
+    document.getElementById('subs-count').textContent = `${fmtInt(res.total)} matching`;
+    tbody.replaceChildren(...(res.items.length ? res.items.map((s) => h('tr', {},
+      h('td', { class: 'mono wrap' }, s.filter),
+      h('td', { class: 'mono' }, h('a', { href: '#/clients/' + encodeURIComponent(s.client_id) }, s.client_id)),
+      h('td', {}, s.qos), h('td', { class: 'muted' }, subOptions(s))))
+      : [h('tr', {}, h('td', { class: 'empty', colspan: 4 }, 'No subscriptions match'))]));
+    pagerFor(pager, res, (off) => { q.offset = off; refresh(); });
+  }
+  every(3000, refresh);
+}
+
+function pagerFor(pager, res, go) {
+  const from = res.total ? res.offset + 1 : 0, to = res.offset + res.items.length;
+  pager.replaceChildren(`${fmtInt(from)}–${fmtInt(to)} of ${fmtInt(res.total)}`,
+    h('button', { class: 'small', disabled: res.offset === 0, onclick: () => go(Math.max(0, res.offset - res.limit)) }, '‹ Prev'),
+    h('button', { class: 'small', disabled: to >= res.total, onclick: () => go(res.offset + res.limit) }, 'Next ›'));
+}
+
+// ---------- retained ----------
+
+function retainedPage() {
+  const q = { filter: '', q: '', offset: 0, limit: 50 };
+  const tbody = h('tbody', {});
+  const pager = h('div', { class: 'pager' });
+  const err = h('div', { class: 'error-text' });
+  const detail = h('div', { class: 'panel hidden', id: 'retained-detail' });
+  app.replaceChildren(shell('retained', [
+    pageHead('Retained messages', h('span', { id: 'retained-count' })),
+    detail,
+    h('div', { class: 'panel' },
+      h('div', { class: 'toolbar' },
+        h('input', { type: 'search', class: 'grow', placeholder: 'Topic filter, e.g. sensors/+/temp or #', oninput: (e) => { q.filter = e.target.value; q.offset = 0; refresh(); } }),
+        h('input', { type: 'search', class: 'grow', placeholder: 'Topic contains…', oninput: (e) => { q.q = e.target.value; q.offset = 0; refresh(); } })),
+      err,
+      h('div', { class: 'table-wrap' }, h('table', {},
+        h('thead', {}, h('tr', {}, h('th', {}, 'Topic'), h('th', {}, 'QoS'), h('th', { class: 'num' }, 'Size'), h('th', {}, 'Payload'), isAdmin() ? h('th', {}) : null)),
+        tbody)),
+      pager),
+  ]));
+  detail.style.marginBottom = '16px';
+  async function show(topic) {
+    try {
+      const m = await api('GET', '/retained/' + encodeURIComponent(topic).replaceAll('%2F', '/'));
+      detail.classList.remove('hidden');
+      detail.replaceChildren(
+        h('div', { class: 'chart-head' }, h('h2', { class: 'mono' }, m.topic), h('button', { class: 'small', onclick: () => detail.classList.add('hidden') }, 'Close')),
+        h('dl', { class: 'kv' },
+          h('dt', {}, 'QoS'), h('dd', {}, m.qos),
+          h('dt', {}, 'Size'), h('dd', {}, fmtBytes(m.size)),
+          m.content_type ? [h('dt', {}, 'Content type'), h('dd', {}, m.content_type)] : null,
+          m.expires_at ? [h('dt', {}, 'Expires'), h('dd', {}, new Date(m.expires_at).toLocaleString())] : null),
+        h('pre', { class: 'mono panel' }, m.payload ?? ('base64: ' + m.payload_base64)));
+    } catch (e) {
+      toast(e.message, true);
+    }
+  }
+  async function refresh() {
+    const params = new URLSearchParams();
+    for (const [k, v] of Object.entries(q)) if (v !== '') params.set(k, v);
+    let res;
+    try {
+      res = await api('GET', '/retained?' + params);
+      err.textContent = '';
+    } catch (e) {
+      err.textContent = e.message;
+      return;
+    }
+    document.getElementById('retained-count').textContent = `${fmtInt(res.total)} matching`;
+    tbody.replaceChildren(...(res.items.length ? res.items.map((m) => h('tr', {},
+      h('td', { class: 'mono' }, h('a', { href: '#', onclick: (e) => { e.preventDefault(); show(m.topic); } }, m.topic)),
+      h('td', {}, m.qos),
+      h('td', { class: 'num' }, fmtBytes(m.size)),
+      h('td', { class: 'mono wrap' }, m.payload ?? h('span', { class: 'muted' }, 'binary')),
+      isAdmin() ? h('td', { class: 'num' }, h('button', {
+        class: 'danger small',
+        onclick: async () => {
+          if (!(await confirmModal(`Delete the retained message on “${m.topic}”?`, 'Delete'))) return;
+          try {
+            await api('DELETE', '/retained/' + encodeURIComponent(m.topic).replaceAll('%2F', '/'));
+            toast('Deleted');
+          } catch (e) { toast(e.message, true); }
+          refresh();
+        },
+      }, 'Delete')) : null))
+      : [h('tr', {}, h('td', { class: 'empty', colspan: 5 }, 'No retained messages match'))]));
+    pagerFor(pager, res, (off) => { q.offset = off; refresh(); });
+  }
+  every(5000, refresh);
+}
+
+// ---------- banned ----------
+
+function bannedPage() {
+  const tbody = h('tbody', {});
+  const notice = h('div', { class: 'notice hidden' });
+  const kind = h('select', { id: 'ban-kind' }, ['client_id', 'username', 'ip'].map((k) => h('option', { value: k }, k.replace('_', ' '))));
+  const value = h('input', { id: 'ban-value', placeholder: 'e.g. sensor-17, mallory or 203.0.113.0/24', required: true });
+  const reason = h('input', { id: 'ban-reason', placeholder: 'optional' });
+  const duration = h('select', { id: 'ban-duration' },
+    [['', 'until removed'], ['1h', '1 hour'], ['24h', '1 day'], ['168h', '1 week']].map(([v, l]) => h('option', { value: v }, l)));
+  const form = h('form', {
+    class: 'panel',
+    onsubmit: async (e) => {
+      e.preventDefault();
+      try {
+        await api('POST', '/banned', { kind: kind.value, value: value.value, reason: reason.value, duration: duration.value });
+        value.value = '';
+        reason.value = '';
+        toast('Banned');
+        refresh();
+      } catch (ex) { toast(ex.message, true); }
+    },
+  }, h('h2', {}, 'Ban'),
+  h('div', { class: 'row' },
+    h('div', { class: 'field narrow' }, h('label', {}, 'Kind'), kind),
+    h('div', { class: 'field' }, h('label', {}, 'Value'), value),
+    h('div', { class: 'field' }, h('label', {}, 'Reason'), reason),
+    h('div', { class: 'field narrow' }, h('label', {}, 'For'), duration),
+    h('button', { class: 'primary', type: 'submit' }, 'Ban')));
+  form.style.marginBottom = '16px';
+  app.replaceChildren(shell('banned', [
+    pageHead('Banned', 'Clients, user names and addresses refused at CONNECT'),
+    notice,
+    isAdmin() ? form : null,
+    h('div', { class: 'panel' }, h('div', { class: 'table-wrap' }, h('table', {},
+      h('thead', {}, h('tr', {}, h('th', {}, 'Kind'), h('th', {}, 'Value'), h('th', {}, 'Reason'), h('th', {}, 'Until'), isAdmin() ? h('th', {}) : null)),
+      tbody))),
+  ]));
+  async function refresh() {
+    let res;
+    try {
+      res = await api('GET', '/banned?limit=1000');
+    } catch (e) {
+      if (e.status === 501) {
+        notice.textContent = e.message;
+        notice.classList.remove('hidden');
+        form.classList.add('hidden');
+        tbody.replaceChildren(h('tr', {}, h('td', { class: 'empty', colspan: 5 }, 'Banned list unavailable')));
+        return;
+      }
+      throw e;
+    }
+    tbody.replaceChildren(...(res.items.length ? res.items.map((b) => h('tr', {},
+      h('td', {}, h('span', { class: 'badge' }, b.kind)), h('td', { class: 'mono' }, b.value),
+      h('td', {}, b.reason || ''), h('td', {}, b.until ? new Date(b.until).toLocaleString() : 'removed by hand'),
+      isAdmin() ? h('td', { class: 'num' }, h('button', {
+        class: 'small', onclick: async () => {
+          try {
+            await api('DELETE', `/banned/${b.kind}/${encodeURIComponent(b.value)}`);
+            toast('Removed');
+          } catch (e) { toast(e.message, true); }
+          refresh();
+        },
+      }, 'Remove')) : null))
+      : [h('tr', {}, h('td', { class: 'empty', colspan: 5 }, 'Nobody is banned'))]));
+  }
+  every(5000, refresh);
+}
+
+// ---------- MQTT client ----------
+
+function mqttPage() {
+  const m = state;
+  const ov = state.overview;
+  const urls = (ov?.listeners || []).filter((l) => l.url).map((l) => l.url);
+  const saved = JSON.parse(sessionStorage.getItem('xmq-mqtt') || '{}');
+  const url = h('input', { id: 'mq-url', list: 'mq-urls', value: saved.url || (ov ? pickURL(ov) : ''), placeholder: 'ws://host:8083/mqtt' });
+  const clientId = h('input', { id: 'mq-client-id', value: saved.clientId || 'xmq-web-' + Math.random().toString(16).slice(2, 8) });
+  const user = h('input', { id: 'mq-user', value: saved.user || '', autocomplete: 'off' });
+  const pass = h('input', { id: 'mq-pass', type: 'password', autocomplete: 'new-password' });
+  const status = h('span', { id: 'mq-status', class: 'badge off' }, 'disconnected');
+  const connectBtn = h('button', { id: 'mq-connect', class: 'primary' }, 'Connect');
+  const subFilter = h('input', { id: 'mq-sub-filter', value: saved.subFilter || '#', placeholder: 'sensors/+/temp' });
+  const subQoS = h('select', { id: 'mq-sub-qos' }, [0, 1, 2].map((q) => h('option', { value: q }, 'QoS ' + q)));
+  const subList = h('ul', { class: 'subs', id: 'mq-subs' });
+  const pubTopic = h('input', { id: 'mq-pub-topic', value: saved.pubTopic || 'test/hello' });
+  const pubPayload = h('textarea', { id: 'mq-pub-payload', rows: 4 }, saved.pubPayload ?? '{"hello": "world"}');
+  const pubQoS = h('select', { id: 'mq-pub-qos' }, [0, 1, 2].map((q) => h('option', { value: q }, 'QoS ' + q)));
+  const pubRetain = h('input', { id: 'mq-pub-retain', type: 'checkbox' });
+  const stream = h('ul', { class: 'stream', id: 'mq-messages' });
+  const count = h('span', { class: 'muted', id: 'mq-count' });
+
+  const save = () => sessionStorage.setItem('xmq-mqtt', JSON.stringify({
+    url: url.value, clientId: clientId.value, user: user.value, subFilter: subFilter.value, pubTopic: pubTopic.value, pubPayload: pubPayload.value,
+  }));
+
+  const renderState = () => {
+    const s = m.mqtt?.state || 'closed';
+    status.className = 'badge ' + (s === 'connected' ? 'on' : s === 'connecting' ? 'warn' : 'off');
+    status.textContent = s === 'closed' ? 'disconnected' : s;
+    connectBtn.textContent = s === 'closed' ? 'Connect' : 'Disconnect';
+    connectBtn.className = s === 'closed' ? 'primary' : 'danger';
+    for (const el of [url, clientId, user, pass]) el.disabled = s !== 'closed';
+    for (const el of document.querySelectorAll('.needs-conn')) el.disabled = s !== 'connected';
+  };
+  const renderSubs = () => subList.replaceChildren(...m.mqttSubs.map((s) => h('li', {}, s.filter, h('span', { class: 'muted' }, ' q' + s.qos),
+    h('button', {
+      title: 'Unsubscribe', onclick: async () => {
+        try { await m.mqtt.unsubscribe(s.filter); } catch (e) { toast(e.message, true); }
+        m.mqttSubs = m.mqttSubs.filter((x) => x !== s);
+        renderSubs();
+      },
+    }, '×'))));
+  const renderMsg = (msg, fresh) => {
+    let text = new TextDecoder('utf-8', { fatal: false }).decode(msg.payload);
+    if (/[\u0000-\u0008\u000e-\u001f\ufffd]/.test(text)) text = 'hex: ' + Array.from(msg.payload, (b) => b.toString(16).padStart(2, '0')).join(' ');
+    return h('li', { class: fresh ? 'fresh' : '' },
+      h('div', { class: 'meta' }, h('span', { class: 'topic' }, msg.topic), h('span', { class: 'badge' }, 'QoS ' + msg.qos),
+        msg.retain ? h('span', { class: 'badge warn' }, 'retained') : null, h('span', {}, fmtTime(msg.time)), h('span', {}, fmtBytes(msg.payload.length))),
+      h('pre', {}, text || h('span', { class: 'muted' }, '(empty)')));
+  };
+  const renderCount = () => { count.textContent = m.mqttLog.length ? `${m.mqttLog.length} received` : ''; };
+  const renderStream = () => {
+    stream.replaceChildren(...(m.mqttLog.length ? m.mqttLog.map((x) => renderMsg(x, false))
+      : [h('li', { class: 'empty' }, 'Messages on your subscriptions appear here')]));
+    renderCount();
+  };
+
+  const attach = (c) => {
+    c.onstate = () => { if (document.body.contains(status)) renderState(); };
+    c.onmessage = (msg) => {
+      m.mqttLog.unshift(msg);
+      if (m.mqttLog.length > 500) m.mqttLog.pop();
+      if (!document.body.contains(stream)) return;
+      if (stream.querySelector('.empty')) stream.replaceChildren();
+      stream.prepend(renderMsg(msg, true));
+      while (stream.children.length > 500) stream.lastChild.remove();
+      renderCount();
+    };
+    c.onclose = (why) => {
+      m.mqttSubs = [];
+      if (document.body.contains(subList)) { renderSubs(); toast('MQTT: ' + why); }
+    };
+  };
+
+  connectBtn.addEventListener('click', async () => {
+    if (m.mqtt && m.mqtt.state !== 'closed') { m.mqtt.close('disconnected by you'); return; }
+    save();
+    const c = new MQTTClient(url.value.trim(), { clientId: clientId.value.trim(), username: user.value, password: pass.value, keepalive: 30 });
+    m.mqtt = c;
+    attach(c);
+    try {
+      await c.connect();
+      toast('Connected as ' + c.clientId);
+    } catch (e) {
+      toast('MQTT: ' + e.message, true);
+    }
+  });
+
+  const subForm = h('form', {
+    onsubmit: async (e) => {
+      e.preventDefault();
+      save();
+      const f = subFilter.value.trim(), qos = Number(subQoS.value);
+      try {
+        const granted = await m.mqtt.subscribe(f, qos);
+        m.mqttSubs = m.mqttSubs.filter((s) => s.filter !== f).concat([{ filter: f, qos: granted }]);
+        renderSubs();
+      } catch (ex) { toast(ex.message, true); }
+    },
+  }, h('div', { class: 'row' },
+    h('div', { class: 'field' }, h('label', { for: 'mq-sub-filter' }, 'Topic filter (+ and # wildcards)'), subFilter),
+    h('div', { class: 'field narrow' }, h('label', {}, 'Max QoS'), subQoS),
+    h('button', { id: 'mq-sub-btn', class: 'primary needs-conn', type: 'submit' }, 'Subscribe')), subList);
+
+  const pubForm = h('form', {
+    onsubmit: async (e) => {
+      e.preventDefault();
+      save();
+      try {
+        await m.mqtt.publish(pubTopic.value, pubPayload.value, { qos: Number(pubQoS.value), retain: pubRetain.checked });
+        toast('Published to ' + pubTopic.value);
+      } catch (ex) { toast(ex.message, true); }
+    },
+  }, h('div', { class: 'field' }, h('label', { for: 'mq-pub-topic' }, 'Topic'), pubTopic),
+  h('div', { class: 'field' }, h('label', { for: 'mq-pub-payload' }, 'Payload'), pubPayload),
+  h('div', { class: 'row' },
+    h('div', { class: 'field narrow' }, h('label', {}, 'QoS'), pubQoS),
+    h('label', { class: 'check' }, pubRetain, 'Retain'),
+    h('button', { id: 'mq-pub-btn', class: 'primary needs-conn', type: 'submit' }, 'Publish')));
+  for (const el of [subForm, pubForm]) el.style.display = 'grid';
+  for (const el of [subForm, pubForm]) el.style.gap = '12px';
+
+  app.replaceChildren(shell('mqtt', [
+    pageHead('MQTT client', 'MQTT 3.1.1 over WebSocket, from this browser to the broker'),
+    h('div', { class: 'grid mqtt' },
+      h('div', {},
+        h('div', { class: 'panel' },
+          h('div', { class: 'chart-head' }, h('h2', {}, 'Connection'), status),
+          h('div', { class: 'field' }, h('label', { for: 'mq-url' }, 'Broker URL'), url,
+            h('datalist', { id: 'mq-urls' }, urls.map((u) => h('option', { value: u })))),
+          h('div', { class: 'row' },
+            h('div', { class: 'field' }, h('label', { for: 'mq-client-id' }, 'Client id'), clientId)),
+          h('div', { class: 'row' },
+            h('div', { class: 'field' }, h('label', { for: 'mq-user' }, 'User name'), user),
+            h('div', { class: 'field' }, h('label', { for: 'mq-pass' }, 'Password'), pass)),
+          h('div', { class: 'row' }, connectBtn)),
+        h('div', { class: 'panel' }, h('h2', {}, 'Subscribe'), subForm),
+        h('div', { class: 'panel' }, h('h2', {}, 'Publish'), pubForm)),
+      h('div', { class: 'panel' },
+        h('div', { class: 'chart-head' }, h('h2', {}, 'Messages'),
+          h('div', { class: 'row' }, count, h('button', { class: 'small', onclick: () => { m.mqttLog = []; renderStream(); } }, 'Clear'))),
+        stream)),
+  ]));
+  for (const el of app.querySelectorAll('.mqtt .field, .mqtt .row')) el.style.marginBottom = '12px';
+  if (m.mqtt) attach(m.mqtt);
+  renderState();
+  renderSubs();
+  renderStream();
+}
+
+// ---------- routing ----------
+
+async function route() {
+  for (const f of state.cleanup.splice(0)) f();
+  if (!state.me) {
+    try {
+      const me = await api('GET', '/auth/me');
+      state.me = me.authenticated === false ? null : me;
+    } catch {
+      state.me = null;
+    }
+  }
+  if (!state.me) { loginPage(); return; }
+  const [, page, ...rest] = (location.hash || '#/overview').split('/');
+  switch (page) {
+    case 'clients':
+      if (rest.length) clientPage(decodeURIComponent(rest.join('/')));
+      else clientsPage();
+      break;
+    case 'subscriptions': subscriptionsPage(); break;
+    case 'retained': retainedPage(); break;
+    case 'banned': bannedPage(); break;
+    case 'mqtt':
+      if (!state.overview) {
+        try { state.overview = await api('GET', '/overview?history=0'); } catch { /* the page still works with a typed URL */ }
+      }
+      mqttPage();
+      break;
+    default: overviewPage();
+  }
+  window.scrollTo(0, 0);
+}
+
+window.addEventListener('hashchange', route);
+app.classList.remove('boot');
+route();

@@ -1,0 +1,248 @@
+package web
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.uber.org/zap"
+
+	"xmq/core"
+)
+
+// DefaultAddress is where the dashboard listens unless told otherwise:
+// loopback only, so a bare xmq never exposes its admin API to the network.
+const DefaultAddress = "127.0.0.1:18083"
+
+// DefaultAdminUser is the admin user's name unless configured.
+const DefaultAdminUser = "admin"
+
+// DefaultSessionTTL is how long a dashboard login lasts.
+const DefaultSessionTTL = 12 * time.Hour
+
+// Broker is what the web server reads and does; *core.Server implements it.
+type Broker interface {
+	Stats() core.Snapshot
+	StartTime() time.Time
+	Options() core.Options
+	Clients() []core.ClientInfo
+	Client(clientID string) (core.ClientInfo, bool)
+	Subscriptions() []core.SubscriptionInfo
+	Retained() []*core.Message
+	RetainedMessage(topic string) (*core.Message, bool)
+	DeleteRetained(topic string) bool
+	ConnectionsByListener() map[string]int
+	Disconnect(clientID string) bool
+	Publish(topic string, payload []byte, qos byte, retain bool) error
+}
+
+var _ Broker = (*core.Server)(nil)
+
+// Listener describes one of the broker's MQTT listeners, as bound.
+type Listener struct {
+	Name      string `json:"name"`
+	Transport string `json:"transport"` // tcp, tls, ws, wss, quic
+	Address   string `json:"address"`   // the bound address, port 0 resolved
+	Path      string `json:"path,omitempty"`
+}
+
+// Ban is one entry of the banned list.
+type Ban struct {
+	Kind    string    `json:"kind"`  // client_id, username or ip (an address or CIDR prefix)
+	Value   string    `json:"value"` //
+	Reason  string    `json:"reason,omitempty"`
+	Until   time.Time `json:"until,omitzero"` // zero: until removed
+	Created time.Time `json:"created,omitzero"`
+}
+
+// BanList is the broker's runtime banned list (provided by auth; the
+// composition root adapts it). A nil BanList makes the API answer 501.
+type BanList interface {
+	Ban(kind, value, reason string, until time.Time) error
+	Unban(kind, value string) (removed bool, err error)
+	Bans() []Ban
+}
+
+// APIKey is a key that scripts present in X-API-Key or as a bearer token.
+// Only its SHA-256 is kept: keys are long random strings, not passwords.
+type APIKey struct {
+	Name   string
+	SHA256 [32]byte
+	Role   Role
+}
+
+// Options configures the web server.
+type Options struct {
+	// Address is host:port to listen on (default DefaultAddress).
+	Address string
+	// TLS, when set, makes the server HTTPS; session cookies are then Secure.
+	TLS *tls.Config
+	// AdminUser is the admin's login name (default DefaultAdminUser).
+	AdminUser string
+	// AdminPasswordHash is the admin's bcrypt hash (see AdminPassword).
+	// Empty: nobody can log in with a password.
+	AdminPasswordHash []byte
+	// APIKeys are the keys scripts may use, each with its role.
+	APIKeys []APIKey
+	// AllowAnonymousLoopback lets API requests from a loopback address to a
+	// loopback host name in without credentials, as admin.
+	AllowAnonymousLoopback bool
+	// SessionTTL is the lifetime of a login (default DefaultSessionTTL).
+	SessionTTL time.Duration
+	// Listeners are the broker's MQTT listeners, for the overview and for
+	// the dashboard's own MQTT client.
+	Listeners []Listener
+	// Ready reports whether the broker can serve (listeners bound, store
+	// open); nil means ready. /readyz answers 503 with its error.
+	Ready func() error
+	// Bans is the runtime banned list; nil: the banned API answers 501.
+	Bans BanList
+	// Version is the build's version, for the overview and metrics.
+	Version string
+	// Log receives the server's logs (default: none).
+	Log *zap.Logger
+}
+
+func (o *Options) setDefaults() {
+	if o.Address == "" {
+		o.Address = DefaultAddress
+	}
+	if o.AdminUser == "" {
+		o.AdminUser = DefaultAdminUser
+	}
+	if o.SessionTTL == 0 {
+		o.SessionTTL = DefaultSessionTTL
+	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+}
+
+// Validate reports options that cannot work.
+func (o *Options) Validate() error {
+	if o.SessionTTL < time.Minute {
+		return fmt.Errorf("web: session ttl %v: want at least 1m", o.SessionTTL)
+	}
+	if len(o.AdminPasswordHash) > 0 {
+		if _, err := bcryptCost(o.AdminPasswordHash); err != nil {
+			return fmt.Errorf("web: admin password hash: %w", err)
+		}
+	}
+	seen := map[string]bool{}
+	for _, k := range o.APIKeys {
+		if k.Name == "" {
+			return errors.New("web: an api key has no name")
+		}
+		if seen[k.Name] {
+			return fmt.Errorf("web: api key %q is defined twice", k.Name)
+		}
+		seen[k.Name] = true
+		if k.Role != RoleViewer && k.Role != RoleAdmin {
+			return fmt.Errorf("web: api key %q: role %q: want viewer or admin", k.Name, k.Role)
+		}
+	}
+	return nil
+}
+
+// Server is the HTTP server of the dashboard, API and metrics.
+type Server struct {
+	opts    Options
+	broker  Broker
+	log     *zap.Logger
+	handler http.Handler
+	auth    *authenticator
+	sampler *sampler
+	reg     *prometheus.Registry
+
+	mu     sync.Mutex // guards http and closed
+	http   *http.Server
+	closed bool
+}
+
+// New builds a Server and starts its sampler; Close or Shutdown stops it.
+func New(b Broker, opts Options) (*Server, error) {
+	opts.setDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{opts: opts, broker: b, log: opts.Log}
+	s.auth = newAuthenticator(&s.opts)
+	s.reg = prometheus.NewRegistry()
+	s.reg.MustRegister(newCollector(b, opts.Listeners, opts.Version),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.sampler = newSampler(b, time.Second, 300)
+	s.handler = s.routes()
+	return s, nil
+}
+
+// Handler returns the server's HTTP handler (for tests and embedding).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Listen binds Options.Address, so the caller learns at once whether the
+// port is free; Serve then serves on it.
+func (s *Server) Listen() (net.Listener, error) {
+	l, err := net.Listen("tcp", s.opts.Address)
+	if err != nil {
+		return nil, fmt.Errorf("web: %w", err)
+	}
+	return l, nil
+}
+
+// Serve serves HTTP, or HTTPS with Options.TLS, on l until Shutdown; it
+// returns nil after Shutdown.
+func (s *Server) Serve(l net.Listener) error {
+	hs := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          zap.NewStdLog(s.log.Named("http")),
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = l.Close()
+		return nil
+	}
+	if s.http != nil {
+		s.mu.Unlock()
+		return errors.New("web: Serve called twice")
+	}
+	s.http = hs
+	s.mu.Unlock()
+	var err error
+	if s.opts.TLS != nil {
+		// ServeTLS sets up HTTP/2 and takes the certificate from the
+		// config's GetCertificate, so reloaded certificates apply.
+		hs.TLSConfig = s.opts.TLS.Clone()
+		err = hs.ServeTLS(l, "", "")
+	} else {
+		err = hs.Serve(l)
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops the HTTP server gracefully and the sampler.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.Close()
+	s.mu.Lock()
+	hs := s.http
+	s.closed = true
+	s.mu.Unlock()
+	if hs == nil {
+		return nil
+	}
+	return hs.Shutdown(ctx)
+}
+
+// Close stops the sampler; the handler keeps working without rates.
+func (s *Server) Close() { s.sampler.stop() }
