@@ -182,7 +182,7 @@ func TestBans(t *testing.T) {
 			t.Fatalf("Ban(%+v): %v", b, err)
 		}
 	}
-	for _, b := range []Ban{{Kind: "ip", Value: "1.2.3.4"}, {Kind: BanAddress, Value: "1.2.3.4/40"}, {Kind: BanClientID}} {
+	for _, b := range []Ban{{Kind: "address", Value: "1.2.3.4"}, {Kind: BanAddress, Value: "1.2.3.4/40"}, {Kind: BanClientID}} {
 		if err := a.Ban(b); !errors.Is(err, ErrBadBan) {
 			t.Errorf("Ban(%+v) = %v, want ErrBadBan", b, err)
 		}
@@ -209,7 +209,7 @@ func TestBans(t *testing.T) {
 		})
 	}
 	bans := a.Bans()
-	if len(bans) != 5 || bans[0].Kind != BanAddress || bans[0].Value != "198.51.100.9" || bans[4].Value != "bad-user" {
+	if len(bans) != 5 || bans[0].Kind != BanClientID || bans[1].Value != "198.51.100.9" || bans[4].Value != "bad-user" {
 		t.Errorf("Bans() = %+v", bans)
 	}
 	clk.advance(time.Minute) // the client id ban expires

@@ -16,9 +16,9 @@ type BanKind string
 
 // Ban kinds.
 const (
-	BanClientID BanKind = "clientid" // Value is a client identifier
-	BanUsername BanKind = "username" // Value is a user name
-	BanAddress  BanKind = "address"  // Value is an IP address or a CIDR prefix (10.0.0.0/8, 2001:db8::/32)
+	BanClientID BanKind = "client_id" // Value is a client identifier
+	BanUsername BanKind = "username"  // Value is a user name
+	BanAddress  BanKind = "ip"        // Value is an IP address or a CIDR prefix (10.0.0.0/8, 2001:db8::/32)
 )
 
 // Ban refuses CONNECT (Banned in MQTT 5, Not Authorized in 3.1.1) to
@@ -92,7 +92,7 @@ func (l *banList) add(b Ban) error {
 		}
 		l.prefixes[p] = b
 	default:
-		return fmt.Errorf("%w: kind %q: want clientid, username or address", ErrBadBan, b.Kind)
+		return fmt.Errorf("%w: kind %q: want client_id, username or ip", ErrBadBan, b.Kind)
 	}
 	return nil
 }
