@@ -92,8 +92,14 @@ function fmtSince(iso) {
 const fmtTime = (d) => d.toLocaleTimeString('en-GB', { hour12: false });
 
 function toast(msg, isErr) {
+  let box = document.querySelector('.toasts');
+  if (!box) {
+    box = h('div', { class: 'toasts', 'aria-live': 'polite' });
+    document.body.append(box);
+  }
   const t = h('div', { class: 'toast' + (isErr ? ' err' : ''), role: 'status' }, msg);
-  document.body.append(t);
+  box.append(t);
+  while (box.children.length > 4) box.firstChild.remove();
   setTimeout(() => t.remove(), isErr ? 5000 : 2500);
 }
 
@@ -237,10 +243,8 @@ function drawChart(canvas, series, opts = {}) {
   const ctx = canvas.getContext('2d');
   ctx.scale(dpr, dpr);
   ctx.clearRect(0, 0, w, hgt);
-  const n = Math.max(...series.map((s) => s.values.length), 2);
-  let top = Math.max(1, ...series.flatMap((s) => s.values));
-  const mag = Math.pow(10, Math.floor(Math.log10(top)));
-  top = Math.ceil(top / mag * 1.15) * mag;
+  const n = Math.max(opts.window || 0, ...series.map((s) => s.values.length), 2);
+  const top = niceTop(Math.max(...series.flatMap((s) => s.values), 0), opts.integer);
   const padL = 44, padB = 18, padT = 6;
   const ph = hgt - padB - padT, pw = w - padL - 4;
   ctx.font = '11px system-ui, sans-serif';
@@ -280,6 +284,16 @@ function drawChart(canvas, series, opts = {}) {
   }
 }
 
+// niceTop rounds a chart's maximum up so that its quarters are round
+// numbers (1, 2, 2.5 or 5 times a power of ten; whole numbers for counts).
+function niceTop(max, integer) {
+  const rough = Math.max(max * 1.1, integer ? 4 : 1) / 4;
+  const mag = Math.pow(10, Math.floor(Math.log10(rough)));
+  let step = [1, 2, 2.5, 5, 10].map((f) => f * mag).find((s) => s >= rough);
+  if (integer) step = Math.max(1, Math.ceil(step));
+  return step * 4;
+}
+
 function statCard(id, label, primary) {
   return h('div', { class: 'panel stat' + (primary ? ' primary' : '') },
     h('div', { class: 'label' }, label),
@@ -308,10 +322,11 @@ function overviewPage() {
     pageHead('Overview', sub),
     h('div', { class: 'grid stats' },
       statCard('connected', 'Connections', true), statCard('sessions', 'Sessions'),
-      statCard('msgin', 'Messages in / s'), statCard('msgout', 'Messages out / s'),
-      statCard('bytesin', 'Bytes in / s'), statCard('bytesout', 'Bytes out / s'),
+      statCard('msgin', 'Messages in/s'), statCard('msgout', 'Messages out/s'),
+      statCard('dropped', 'Dropped/s'),
+      statCard('bytesin', 'Bytes in/s'), statCard('bytesout', 'Bytes out/s'),
       statCard('subs', 'Subscriptions'), statCard('retained', 'Retained'),
-      statCard('dropped', 'Dropped / s')),
+      statCard('authfail', 'Auth failures')),
     h('div', { class: 'grid charts' },
       h('div', { class: 'panel' },
         h('div', { class: 'chart-head' }, h('h2', {}, 'Connections'),
@@ -358,7 +373,11 @@ function overviewPage() {
     setText('stat-bytesout', fmtBytes(r.bytes_out));
     setText('hint-bytesout', `${fmtBytes(t.bytes_out)} total`);
     setText('stat-subs', fmtInt(t.subscriptions));
+    setText('hint-subs', `${fmtInt(t.deliveries)} deliveries`);
     setText('stat-retained', fmtInt(t.retained));
+    setText('hint-retained', 'messages');
+    setText('stat-authfail', fmtInt(t.auth_failures));
+    setText('hint-authfail', 'refused CONNECTs');
     setText('stat-dropped', fmtNum(r.dropped));
     setText('hint-dropped', `${fmtInt(t.dropped)} total`);
     listenersBody.replaceChildren(...ov.listeners.map((l) => h('tr', {},
@@ -373,13 +392,13 @@ function overviewPage() {
       ? rows.sort((a, b) => b[1] - a[1]).map(([k, v]) => h('tr', {}, h('td', {}, k), h('td', { class: 'num' }, fmtInt(v))))
       : [h('tr', {}, h('td', { class: 'empty', colspan: 2 }, 'No disconnects or drops yet'))]));
     const hist = ov.history;
-    const span = hist.length > 1 ? 'last ' + fmtDuration((hist[hist.length - 1].t - hist[0].t) / 1000) : '';
-    drawChart(connChart, [{ values: hist.map((p) => p.connected), color: '#4f46e5', fill: 'rgba(79,70,229,.08)' }], { span });
+    const span = '2 minutes ago';
+    drawChart(connChart, [{ values: hist.map((p) => p.connected), color: '#4f46e5', fill: 'rgba(79,70,229,.08)' }], { span, integer: true, window: 120 });
     drawChart(msgChart, [
       { values: hist.map((p) => p.messages_in_rate), color: '#16a34a' },
       { values: hist.map((p) => p.messages_out_rate), color: '#4f46e5' },
       { values: hist.map((p) => p.dropped_rate), color: '#dc2626' },
-    ], { span });
+    ], { span, window: 120 });
   };
   every(1000, async () => {
     state.overview = await api('GET', '/overview');
@@ -539,7 +558,8 @@ function clientPage(id) {
             kv('Protocol', 'MQTT ' + c.protocol),
             kv('Keepalive', c.keepalive_seconds ? c.keepalive_seconds + ' s' : 'off'),
             kv('Connected since', c.connected ? `${new Date(c.connected_at).toLocaleString()} (${fmtSince(c.connected_at)})` : '—'),
-            kv('Session expiry', c.session_expiry_seconds === 4294967295 ? 'never' : c.session_expiry_seconds + ' s'),
+            kv('Session expiry', c.session_expiry_seconds === 4294967295 ? 'never'
+              : c.session_expiry_seconds ? fmtDuration(c.session_expiry_seconds) + ' after disconnect' : 'ends at disconnect'),
             kv('Inflight', fmtInt(c.inflight)),
             kv('Queued', fmtInt(c.queued))),
           isAdmin() && c.connected ? h('div', { class: 'row' }, h('button', {

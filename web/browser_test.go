@@ -1,0 +1,362 @@
+package web_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	paho "github.com/eclipse/paho.mqtt.golang"
+	"golang.org/x/crypto/bcrypt"
+
+	"xmq/core"
+	"xmq/listeners"
+	"xmq/web"
+)
+
+// chromium finds Debian's headless Chromium. Without it the test skips,
+// except in CI (CI=true), where a missing browser is a failure: .ci/deps
+// installs it.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"/usr/bin/chromium", "chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("chromium is not installed; CI must have it (.ci/deps installs the Debian package chromium)")
+	}
+	t.Skip("chromium is not installed (apt-get install chromium, or make deps as root): skipping the browser test")
+	return ""
+}
+
+// dashboard is a broker with tcp and ws listeners and its web server.
+type dashboard struct {
+	srv     *core.Server
+	tcpAddr string
+	url     string
+}
+
+const browserPassword = "browser-test-password"
+
+func startDashboard(t *testing.T) *dashboard {
+	t.Helper()
+	srv, err := core.New(core.Options{SysInterval: time.Second}, core.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+
+	// The web port first: the ws listener must allow the dashboard's origin.
+	webL, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	origin := "http://" + webL.Addr().String()
+	tcp, err := listeners.Listen(listeners.Options{Name: "tcp", Transport: "tcp", Address: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := listeners.Listen(listeners.Options{Name: "ws", Transport: "ws", Address: "127.0.0.1:0", AllowedOrigins: []string{origin}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(tcp, "tcp") }()
+	go func() { _ = srv.Serve(ws, "ws") }()
+
+	hash, err := bcrypt.GenerateFromPassword([]byte(browserPassword), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := web.New(srv, web.Options{
+		AdminPasswordHash: hash,
+		Version:           "browser-test",
+		Listeners: []web.Listener{
+			{Name: "tcp", Transport: "tcp", Address: tcp.Addr().String()},
+			{Name: "ws", Transport: "ws", Address: ws.Addr().String(), Path: "/mqtt"},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = s.Serve(webL) }()
+	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+	return &dashboard{srv: srv, tcpAddr: tcp.Addr().String(), url: origin + "/"}
+}
+
+// consoleErrors collects the page's console errors, uncaught exceptions
+// and browser log entries of level error (chromedp.Console reads
+// Runtime.consoleAPICalled, Runtime.exceptionThrown and Log.entryAdded).
+type consoleErrors struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (c *consoleErrors) all() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.list...)
+}
+
+func (c *consoleErrors) listen(ctx context.Context) {
+	msgs := chromedp.Console(ctx) // subscribes now, before the page loads
+	go func() {
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			if m.Type == chromedp.ConsoleError || m.IsException() || m.Type == "assert" {
+				c.mu.Lock()
+				c.list = append(c.list, m.String())
+				c.mu.Unlock()
+			}
+		}
+	}()
+}
+
+// screenshotDir is $XMQ_SCREENSHOT_DIR, or the test's temporary directory.
+func screenshotDir(t *testing.T) string {
+	if d := os.Getenv("XMQ_SCREENSHOT_DIR"); d != "" {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	return t.TempDir()
+}
+
+// waitJS evaluates a JavaScript boolean expression until it is true.
+func waitJS(t *testing.T, ctx context.Context, what, expr string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			body, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('main')?.innerText.slice(0, 1500) || document.body.innerText.slice(0, 1500)`))
+			t.Fatalf("waiting for %s (%s): err %v\npage text:\n%s", what, expr, err, body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func jsText(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector(%q)?.textContent ?? ''`, sel)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func shoot(t *testing.T, ctx context.Context, dir, name string) {
+	t.Helper()
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.scrollTo(0, 0); document.activeElement?.blur(); true`)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // let the last refresh paint
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
+}
+
+// setValue replaces an input's value and lets the page see the input event.
+func setValue(sel, value string) chromedp.Action[chromedp.Void] {
+	set := chromedp.Evaluate[bool](fmt.Sprintf(`(() => { const el = document.querySelector(%q); el.value = %q;
+		el.dispatchEvent(new Event('input', {bubbles: true})); return true })()`, sel, value))
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		_, err := set(ctx, t)
+		return chromedp.Void{}, err
+	}
+}
+
+// TestDashboardInBrowser drives the dashboard in headless Chromium: log
+// in, watch the connection count follow a client that connects, publish
+// from the built-in MQTT client and see the message arrive (in the page
+// and at a Go subscriber), get a message from Go, disconnect the Go client
+// from the clients table, all without a console error.
+func TestDashboardInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: no browser")
+	}
+	exe := chromium(t)
+	d := startDashboard(t)
+	shots := screenshotDir(t)
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("hide-scrollbars", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1360, 900),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	t.Cleanup(cancelCtx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 50*time.Second)
+	t.Cleanup(cancelTimeout)
+	var console consoleErrors
+	console.listen(ctx)
+
+	// Log in.
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(d.url),
+		chromedp.WaitVisible(chromedp.CSS("#login-pass")),
+		chromedp.SendKeys(chromedp.CSS("#login-pass"), browserPassword),
+		chromedp.Click(chromedp.CSS("#login-submit")),
+		chromedp.WaitVisible(chromedp.CSS("#stat-connected")),
+	); err != nil {
+		t.Fatalf("log in: %v", err)
+	}
+	// The overview's own MQTT connection ($SYS over WebSocket) counts too.
+	waitJS(t, ctx, "the overview's $SYS connection", `document.querySelector('#sys-state')?.classList.contains('on') === true`)
+	before := int(d.srv.Stats().Connected)
+	if before != 1 {
+		t.Fatalf("broker has %d connections, want the dashboard's own one", before)
+	}
+	waitJS(t, ctx, "the connection count to show the dashboard's connection",
+		fmt.Sprintf(`document.querySelector('#stat-connected').textContent === %q`, strconv.Itoa(before)))
+
+	// A Go client connects: the count goes up by one.
+	received := make(chan string, 10)
+	lost := make(chan error, 1)
+	probe := paho.NewClient(paho.NewClientOptions().AddBroker("tcp://" + d.tcpAddr).SetClientID("probe-1").
+		SetCleanSession(true).SetAutoReconnect(false).SetConnectRetry(false).
+		SetConnectionLostHandler(func(_ paho.Client, err error) { lost <- err }))
+	if tok := probe.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("probe connect: %v", tok.Error())
+	}
+	t.Cleanup(func() { probe.Disconnect(0) })
+	if tok := probe.Subscribe("browser/#", 1, func(_ paho.Client, m paho.Message) { received <- string(m.Payload()) }); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("probe subscribe: %v", tok.Error())
+	}
+	waitJS(t, ctx, fmt.Sprintf("the connection count to go from %d to %d", before, before+1),
+		fmt.Sprintf(`document.querySelector('#stat-connected').textContent === %q`, strconv.Itoa(before+1)))
+	waitJS(t, ctx, "the $SYS table", `document.querySelectorAll('#sys-state ~ * td.mono, .panel td.mono').length > 3`)
+	shoot(t, ctx, shots, "overview.png")
+
+	// The built-in MQTT client: connect, subscribe with a wildcard, publish.
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(d.url+"#/mqtt"),
+		chromedp.WaitVisible(chromedp.CSS("#mq-connect")),
+		chromedp.Click(chromedp.CSS("#mq-connect")),
+	); err != nil {
+		t.Fatalf("MQTT page: %v", err)
+	}
+	waitJS(t, ctx, "the page's MQTT connection", `document.querySelector('#mq-status').textContent === 'connected'`)
+	if err := chromedp.Do(ctx,
+		setValue("#mq-sub-filter", "browser/+/#"),
+		chromedp.Click(chromedp.CSS("#mq-sub-btn")),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the subscription", `document.querySelector('#mq-subs').textContent.includes('browser/+/#')`)
+	if err := chromedp.Do(ctx,
+		setValue("#mq-pub-topic", "browser/page/hello"),
+		setValue("#mq-pub-payload", `{"from": "chromium", "n": 1}`),
+		chromedp.SetValue(chromedp.CSS("#mq-pub-qos"), "1"),
+		chromedp.Click(chromedp.CSS("#mq-pub-btn")),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the page's own message in its stream", `document.querySelector('#mq-messages').textContent.includes('"from": "chromium"')`)
+	select {
+	case got := <-received:
+		if got != `{"from": "chromium", "n": 1}` {
+			t.Errorf("Go subscriber got %q", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the message published in the browser did not reach the Go subscriber")
+	}
+	if tok := probe.Publish("browser/go/reply", 0, false, "hello from Go"); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("probe publish: %v", tok.Error())
+	}
+	waitJS(t, ctx, "the Go client's message in the page", `document.querySelector('#mq-messages').textContent.includes('hello from Go')`)
+	shoot(t, ctx, shots, "mqtt-client.png")
+
+	// The clients table: disconnect the Go client.
+	if err := chromedp.Do(ctx, chromedp.Navigate(d.url+"#/clients")); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "probe-1 in the clients table", `!!document.querySelector('button[data-disconnect="probe-1"]')`)
+	shoot(t, ctx, shots, "clients.png")
+	if err := chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`button[data-disconnect="probe-1"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#confirm-ok")),
+		chromedp.Click(chromedp.CSS("#confirm-ok")),
+	); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lost:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the Go client was not disconnected")
+	}
+	waitJS(t, ctx, "probe-1 to leave the table", `!document.querySelector('tr[data-client-id="probe-1"]')`)
+	if _, ok := d.srv.Client("probe-1"); ok {
+		t.Error("probe-1 (clean session) still has a session after the disconnect")
+	}
+
+	// The client detail page of the page's own MQTT client.
+	pageClient, err := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.parse(sessionStorage.getItem('xmq-mqtt')).clientId`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(d.url+"#/clients/"+pageClient)); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the client detail", `document.querySelector('#client-state')?.textContent === 'online'`)
+	waitJS(t, ctx, "its subscription", `document.querySelector('main').textContent.includes('browser/+/#')`)
+	shoot(t, ctx, shots, "client.png")
+
+	// A phone-sized overview.
+	if err := chromedp.Do(ctx,
+		chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2)),
+		chromedp.Navigate(d.url+"#/overview"),
+		chromedp.WaitVisible(chromedp.CSS("#stat-connected")),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the phone overview", `/^\d+$/.test(document.querySelector('#stat-connected').textContent)`)
+	overflow, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth + 1`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if overflow {
+		t.Error("the overview is wider than a phone screen (horizontal scrolling)")
+	}
+	shoot(t, ctx, shots, "overview-phone.png")
+
+	if errs := console.all(); len(errs) > 0 {
+		t.Errorf("the page logged %d errors:\n  %s", len(errs), strings.Join(errs, "\n  "))
+	}
+	if err := ctx.Err(); errors.Is(err, context.DeadlineExceeded) {
+		t.Fatal("the browser test ran out of time")
+	}
+}
