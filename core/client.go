@@ -47,6 +47,8 @@ type client struct {
 	inAliases []string
 	matches   []match
 	subErrs   []error
+	acks      []pendingAck // acknowledgements waiting for a store Sync (durable.go)
+	needSync  bool         // this connection wrote to the store since its last Sync
 
 	// Writer-owned.
 	outAliases map[string]uint16
@@ -171,6 +173,9 @@ func (c *client) readLoop() {
 		if !c.handle(p) {
 			return
 		}
+		if c.r.Buffered() == 0 && (len(c.acks) > 0 || c.needSync) {
+			c.releaseAcks() // end of a burst: one Sync for all its messages
+		}
 	}
 }
 
@@ -219,6 +224,7 @@ func (c *client) handle(p codec.Packet) bool {
 		c.send(&codec.Pingresp{})
 		return true
 	case *codec.Disconnect:
+		c.releaseAcks() // before the writer's last flush
 		return c.handleDisconnect(p)
 	case *codec.Connect:
 		return c.protocolError("second CONNECT [MQTT-3.1.0-2]", codec.ProtocolError)
@@ -236,28 +242,32 @@ func (c *client) handleAck(p *codec.Ack) bool {
 			c.wake() // the window has room again
 		}
 	case codec.PUBREC:
+		if p.ReasonCode.IsError() {
+			// The receiver refused the message: the flow ends here (4.3.3).
+			if c.sess.inflightQoS(p.PacketID) == 2 {
+				c.sess.dropInflight(p.PacketID)
+				c.wake()
+				return true
+			}
+		}
 		rc := codec.Success
-		if !c.sess.pubrec(p.PacketID) {
+		ok, stored := c.sess.pubrec(p.PacketID)
+		if !ok {
 			rc = codec.PacketIdentifierNotFound
 		}
-		if p.ReasonCode.IsError() && rc == codec.Success {
-			// The receiver refused the message: the flow ends here (4.3.3).
-			c.sess.dropInflight(p.PacketID)
-			c.wake()
-			return true
-		}
-		c.send(&codec.Ack{Kind: codec.PUBREL, PacketID: p.PacketID, ReasonCode: rc})
+		// PUBREL goes once the store knows only PUBREL is owed.
+		c.needSync = c.needSync || stored
+		c.ackAfterSync(codec.PUBREL, p.PacketID, rc)
 	case codec.PUBREL:
 		rc := codec.Success
-		s := c.sess
-		s.mu.Lock()
-		if _, ok := s.qos2in[p.PacketID]; ok {
-			delete(s.qos2in, p.PacketID)
-		} else {
+		found, stored := c.sess.releaseInbound(p.PacketID)
+		if !found {
 			rc = codec.PacketIdentifierNotFound
 		}
-		s.mu.Unlock()
-		c.send(&codec.Ack{Kind: codec.PUBCOMP, PacketID: p.PacketID, ReasonCode: rc})
+		// PUBCOMP goes once the store has forgotten the packet id: the
+		// publisher may reuse it as soon as it has PUBCOMP.
+		c.needSync = c.needSync || stored
+		c.ackAfterSync(codec.PUBCOMP, p.PacketID, rc)
 	case codec.PUBCOMP:
 		if c.sess.ack(p.PacketID, 2) {
 			c.wake()
@@ -322,7 +332,20 @@ func (c *client) flush(final bool) bool {
 	now := time.Now()
 	c.batch = c.batch[:0]
 	if connected && !final {
-		c.batch = c.sess.take(c, c.batch, c.window, now)
+		var sync, held bool
+		c.batch, sync, held = c.sess.take(c, c.batch, c.window, now)
+		if sync {
+			// A QoS 2 packet id or a QoS 2 PUBLISH's receipt was just
+			// recorded: on disk before the subscriber can see the message.
+			if err := c.srv.store.Sync(); err != nil {
+				c.srv.storeError("store: sync before delivery failed", err, zap.String("client_id", c.id))
+			}
+		}
+		if held {
+			// Its publisher is recording it; releaseHeld wakes us, and this
+			// catches a delivery it does not know about (a new subscription).
+			time.AfterFunc(time.Millisecond, c.wake)
+		}
 	}
 	c.mu.Lock()
 	buf := append(c.wbuf[:0], c.ctrl...)

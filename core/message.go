@@ -1,6 +1,7 @@
 package core
 
 import (
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -23,7 +24,18 @@ type Message struct {
 	Expires time.Time
 	// From is the publishing client's id, for No Local.
 	From string
+
+	// inSeq numbers a persistent session's QoS 2 PUBLISH (inboundRecord);
+	// 0 for every other message.
+	inSeq uint64
+	// held is set while the publisher has not yet recorded the QoS 2
+	// PUBLISH as received: no writer sends the message before, so no
+	// subscriber sees what a crash could still undo. nil when not needed.
+	held *atomic.Bool
 }
+
+// isHeld reports whether m may not be sent yet.
+func (m *Message) isHeld() bool { return m.held != nil && m.held.Load() }
 
 // newMessage copies a decoded PUBLISH (whose slices alias the read buffer)
 // into a Message: topic and payload share one allocation.

@@ -49,7 +49,15 @@ type Options struct {
 	MaxInflight int
 	// MaxQueued bounds the messages waiting in one session's queue (default 10000).
 	MaxQueued int
-	// QueueOverflow is the policy for QoS 1/2 messages beyond MaxQueued (default drop_new).
+	// MaxQueuedBytes bounds the topic and payload bytes of the messages one
+	// session holds, queued or in flight (default 0 = no limit).
+	MaxQueuedBytes int64
+	// QueueOverflow is the policy for a session whose queue is full (MaxQueued
+	// or MaxQueuedBytes): the oldest queued QoS 0 message is dropped to make
+	// room; with none, a new QoS 0 message is dropped and a new QoS 1/2
+	// message refused for that session — an MQTT 5 publisher gets Quota
+	// Exceeded — (drop_new, the default) or the online client is
+	// disconnected as a slow consumer (disconnect).
 	QueueOverflow OverflowPolicy
 	// TopicAliasMaximum is how many topic aliases a client may use towards
 	// the server (default 64).
@@ -146,6 +154,8 @@ func (o *Options) Validate() error {
 		return errors.New("core: client limits must not be negative")
 	case o.MaxQueued < 1:
 		return errors.New("core: max queued must be at least 1")
+	case o.MaxQueuedBytes < 0:
+		return errors.New("core: max queued bytes must not be negative")
 	case o.ConnectTimeout < 0 || o.WriteTimeout < 0:
 		return errors.New("core: connect and write timeouts must be positive")
 	case o.ReadBufferSize < 64:

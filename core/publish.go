@@ -59,7 +59,7 @@ func (c *client) handlePublish(p *codec.Publish) bool {
 		if dup {
 			// Received before and not yet released: acknowledge again but
 			// deliver only once [MQTT-4.3.3-10].
-			c.send(&codec.Ack{Kind: codec.PUBREC, PacketID: p.PacketID})
+			c.ackAfterSync(codec.PUBREC, p.PacketID, codec.Success)
 			return true
 		}
 		if c.version == codec.V5 && n >= int(srv.opts.ReceiveMaximum) {
@@ -78,6 +78,7 @@ func (c *client) handlePublish(p *codec.Publish) bool {
 	case srv.authz != nil && !srv.authz.CanPublish(c.id, c.username, unsafeString(topic)):
 		rc = codec.NotAuthorized
 	}
+	committed := false // a QoS 2 PUBLISH's receipt is recorded
 	if rc != codec.Success {
 		srv.stats.dropped(dropNotAuthorized)
 		if c.version == codec.V5 && p.QoS == 0 && rc == codec.TopicNameInvalid {
@@ -87,57 +88,169 @@ func (c *client) handlePublish(p *codec.Publish) bool {
 			rc = codec.Success // 3.1.1 acknowledges and discards [MQTT-3.3.5-2]
 		}
 	} else {
-		if n := srv.publishPacket(p, topic, c); n == 0 && c.version == codec.V5 {
+		var inSeq uint64 // numbers a persistent session's QoS 2 PUBLISH (inboundRecord)
+		if p.QoS == 2 {
+			inSeq = c.sess.inboundSeq()
+		}
+		r := srv.publishPacket(p, topic, c, inSeq)
+		c.needSync = c.needSync || r.stored
+		switch {
+		case (r.failed || r.noSpace) && p.QoS > 0 && c.version != codec.V5:
+			// The store could not keep the message. 3.1.1 has no code to
+			// refuse with: no acknowledgement, so the publisher sends the
+			// message again.
+			if r.held != nil {
+				c.releaseHeld(r.held)
+			}
+			c.log.Warn("closing connection: the store failed to record a message", zap.String("client_id", c.id))
+			c.close(CloseStoreError, 0)
+			return false
+		case r.failed:
+			rc = codec.UnspecifiedError
+		case (r.refused || r.noSpace) && c.version == codec.V5:
+			rc = codec.QuotaExceeded // a full session queue or a full store
+		case r.n == 0 && c.version == codec.V5:
 			rc = codec.NoMatchingSubscribers
+		}
+		if p.QoS == 2 {
+			// The packet id is recorded before the message is released to
+			// its subscribers, and both before PUBREC.
+			if !c.commitInbound(p.PacketID, inSeq, &rc) {
+				return false
+			}
+			committed = true
+		}
+		if r.held != nil {
+			c.releaseHeld(r.held)
 		}
 	}
 	switch p.QoS {
 	case 1:
-		c.send(&codec.Ack{Kind: codec.PUBACK, PacketID: p.PacketID, ReasonCode: rc})
+		c.ackAfterSync(codec.PUBACK, p.PacketID, rc)
 	case 2:
-		if rc.IsError() {
-			// A refused QoS 2 message ends its flow at PUBREC (4.3.3).
-			c.send(&codec.Ack{Kind: codec.PUBREC, PacketID: p.PacketID, ReasonCode: rc})
-			return true
+		if !committed && !c.commitInbound(p.PacketID, 0, &rc) { // refused before routing
+			return false
 		}
-		c.sess.mu.Lock()
-		c.sess.qos2in[p.PacketID] = struct{}{} // until PUBREL
-		c.sess.mu.Unlock()
-		c.send(&codec.Ack{Kind: codec.PUBREC, PacketID: p.PacketID, ReasonCode: rc})
+		// A refused QoS 2 message ends its flow at PUBREC (4.3.3);
+		// an accepted one is awaited by PUBREL.
+		c.ackAfterSync(codec.PUBREC, p.PacketID, rc)
 	}
 	return true
 }
 
+// routed is what routing a PUBLISH did.
+type routed struct {
+	n       int      // deliveries made
+	stored  bool     // a delivery or the retained message was written to the store
+	refused bool     // a QoS 1/2 delivery was refused: full session queue
+	noSpace bool     // a QoS 1/2 delivery or the retained message was refused: full store
+	failed  bool     // the store failed to record a delivery
+	held    *Message // the message, while held for commitInbound (Message.held)
+}
+
+func (r *routed) add(res enqueueResult) {
+	switch res {
+	case enqStored:
+		r.stored = true
+	case enqRefused:
+		r.refused = true
+	case enqNoSpace:
+		r.noSpace = true
+	case enqStoreErr:
+		r.failed = true
+	}
+}
+
 // publishPacket routes a client's PUBLISH. The topic is matched while it
 // still aliases the read buffer; the message is copied (once) only when
-// someone will receive it or it is retained.
-func (s *Server) publishPacket(p *codec.Publish, topic []byte, from *client) int {
+// someone will receive it or it is retained. With inSeq set the message is
+// held (Message.held) and the matches kept in from.matches until the
+// caller has recorded the PUBLISH and calls releaseHeld.
+func (s *Server) publishPacket(p *codec.Publish, topic []byte, from *client, inSeq uint64) routed {
 	matches := s.router.match(unsafeString(topic), from.id, from.matches[:0])
+	from.matches = matches[:0]
 	if len(matches) == 0 && !p.Retain {
-		return 0
+		return routed{}
 	}
 	msg := newMessage(p, topic, from.id)
-	if msg.Retain {
-		s.retain(msg)
+	if inSeq != 0 {
+		msg.inSeq, msg.held = inSeq, newHeld()
 	}
-	n := s.deliver(msg, matches)
+	var r routed
+	if msg.Retain {
+		if err := s.retain(msg); err != nil {
+			r.noSpace = isNoSpace(err)
+			r.failed = !r.noSpace
+		} else if s.persistRetained(msg.Topic) {
+			r.stored = true
+		}
+	}
+	s.deliver(msg, matches, &r)
+	if msg.held != nil {
+		r.held = msg
+		from.matches = matches
+		return r
+	}
 	clear(matches)
-	from.matches = matches[:0]
-	return n
+	return r
+}
+
+// releaseHeld lets r.held go to its subscribers once its PUBLISH is recorded.
+func (c *client) releaseHeld(msg *Message) {
+	c.srv.releaseHeld(msg, c.matches)
+	clear(c.matches)
+	c.matches = c.matches[:0]
+}
+
+// commitInbound records a QoS 2 PUBLISH as received (commitInbound on the
+// session) and turns a store failure into a refusal; false means the
+// connection is closing.
+func (c *client) commitInbound(id uint16, inSeq uint64, rc *codec.ReasonCode) bool {
+	accepted := !rc.IsError()
+	err := c.sess.commitInbound(id, inSeq, accepted)
+	if inSeq != 0 {
+		c.needSync = true
+	}
+	if err == nil {
+		return true
+	}
+	c.srv.storeError("store: recording a QoS 2 PUBLISH", err, zap.String("client_id", c.id))
+	if !accepted {
+		return true
+	}
+	c.sess.forgetInbound(id)
+	if c.version != codec.V5 {
+		c.close(CloseStoreError, 0)
+		return false
+	}
+	*rc = codec.UnspecifiedError
+	if isNoSpace(err) {
+		*rc = codec.QuotaExceeded
+	}
+	return true
 }
 
 // publish routes a message from the broker itself ($SYS, wills, the admin
 // API) and returns how many deliveries it made.
 func (s *Server) publish(msg *Message) int {
 	if msg.Retain {
-		s.retain(msg)
+		_ = s.retain(msg) // logged there
 	}
-	return s.deliver(msg, s.router.match(msg.Topic, msg.From, nil))
+	var r routed
+	s.deliver(msg, s.router.match(msg.Topic, msg.From, nil), &r)
+	return r.n
 }
 
+// persistRetained reports whether a topic's retained message goes to the
+// store: $SYS topics are the broker's own and republished at start.
+func (s *Server) persistRetained(topic string) bool { return !strings.HasPrefix(topic, "$SYS/") }
+
 // retain keeps msg as its topic's retained message (or clears it).
-func (s *Server) retain(msg *Message) {
+func (s *Server) retain(msg *Message) error {
 	s.retained.set(msg)
+	if !s.persistRetained(msg.Topic) {
+		return nil
+	}
 	var err error
 	if len(msg.Payload) == 0 {
 		err = s.store.DeleteRetained(msg.Topic)
@@ -145,15 +258,16 @@ func (s *Server) retain(msg *Message) {
 		err = s.store.PutRetained(msg.Topic, appendMessageRecord(nil, msg, msg.QoS, true, 0))
 	}
 	if err != nil {
-		s.log.Error("store: saving retained message", zap.String("topic", msg.Topic), zap.Error(err))
+		s.storeError("store: saving retained message", err, zap.String("topic", msg.Topic))
 	}
+	return err
 }
 
 // deliver enqueues msg for each match. MQTT 3.1.1 subscribers with
 // overlapping subscriptions get one copy at the highest granted QoS
 // [MQTT-3.3.5-1]; MQTT 5 subscribers get one copy per subscription, each
 // with its subscription identifier.
-func (s *Server) deliver(msg *Message, matches []match) int {
+func (s *Server) deliver(msg *Message, matches []match, r *routed) {
 	n := 0
 	for i := range matches {
 		m := &matches[i]
@@ -174,9 +288,9 @@ func (s *Server) deliver(msg *Message, matches []match) int {
 			}
 		}
 		retain := msg.Retain && m.opts.rap // [MQTT-3.3.1-12] [MQTT-3.3.1-13]
-		m.s.enqueue(delivery{msg: msg, qos: qos, retain: retain, subID: m.opts.subID, group: m.group})
+		r.add(m.s.enqueue(delivery{msg: msg, qos: qos, retain: retain, subID: m.opts.subID, group: m.group}))
 		n++
 	}
 	s.stats.deliveries.Add(int64(n))
-	return n
+	r.n += n
 }

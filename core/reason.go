@@ -21,12 +21,14 @@ const (
 	CloseSlowConsumer               // writer blocked past WriteTimeout, or queue overflow with the disconnect policy
 	CloseServerShutdown             // the server is stopping
 	CloseAdmin                      // an operator disconnected the client
+	CloseStoreError                 // the store could not make an MQTT 3 client's messages durable
 	closeReasonCount
 )
 
 var closeNames = [...]string{"none", "normal", "disconnect_with_will", "peer_gone", "keepalive_timeout",
 	"connect_timeout", "malformed_packet", "protocol_error", "packet_too_large", "taken_over",
-	"auth_failure", "connect_refused", "slow_consumer", "server_shutdown", "admin"}
+	"auth_failure", "connect_refused", "slow_consumer", "server_shutdown", "admin",
+	"store_error"}
 
 func (r CloseReason) String() string {
 	if int(r) < len(closeNames) {

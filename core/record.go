@@ -11,7 +11,10 @@ import (
 
 // recordVersion is the format of every record core gives its Store. A
 // record of another version is refused with a clear error, never misread.
-const recordVersion = 1
+// Version 2 added the inbound QoS 2 base and the sent sequence to sessions,
+// the inbound sequence and delivery state to messages, and the inbound and
+// will records.
+const recordVersion = 2
 
 // errRecord reports a damaged or unknown record.
 var errRecord = errors.New("core: damaged store record")
@@ -32,15 +35,25 @@ type sessionRecord struct {
 	Version        byte
 	Expiry         uint32 // seconds; neverExpires for 3.1.1 persistent sessions
 	DisconnectedAt int64  // Unix seconds; 0 while connected
-	Subs           []storedSub
+	// InBase is where this incarnation of the session started numbering its
+	// inbound QoS 2 messages (see inboundRecord).
+	InBase uint64
+	// SentSeq is the session's last message seq when the record was written
+	// offline: messages up to it may have been sent, those after it were
+	// not, so a restart sets DUP on the first and not on the second.
+	SentSeq uint64
+	Subs    []storedSub
 }
 
 // Session record: version, protocol level, expiry (4), disconnected-at (8),
-// subscription count, then per subscription: filter, QoS, flags, subscription id.
+// inbound base, sent seq, subscription count, then per subscription:
+// filter, QoS, flags, subscription id.
 func (r *sessionRecord) append(b []byte) []byte {
 	b = append(b, recordVersion, r.Version)
 	b = binary.BigEndian.AppendUint32(b, r.Expiry)
 	b = binary.BigEndian.AppendUint64(b, uint64(r.DisconnectedAt))
+	b = binary.AppendUvarint(b, r.InBase)
+	b = binary.AppendUvarint(b, r.SentSeq)
 	b = binary.AppendUvarint(b, uint64(len(r.Subs)))
 	for _, s := range r.Subs {
 		b = appendString(b, s.Filter)
@@ -63,11 +76,13 @@ func (r *sessionRecord) append(b []byte) []byte {
 func (r *sessionRecord) decode(b []byte) error {
 	d := recDecoder{b: b}
 	if v := d.byte(); v != recordVersion {
-		return fmt.Errorf("core: session record format %d, this build reads %d", v, recordVersion)
+		return formatError("session", v)
 	}
 	r.Version = d.byte()
 	r.Expiry = d.uint32()
 	r.DisconnectedAt = int64(d.uint64())
+	r.InBase = d.uvarint()
+	r.SentSeq = d.uvarint()
 	n := d.uvarint()
 	if n > uint64(len(b)) {
 		return errRecord
@@ -84,19 +99,38 @@ func (r *sessionRecord) decode(b []byte) error {
 	return d.done()
 }
 
-// Message record: version, delivery QoS, retain, subscription id, absolute
-// expiry (Unix nanoseconds, 0 none), publisher id, then the message as an
-// MQTT 5 PUBLISH with its forwarded properties — the codec already knows how
-// to write and check every property.
+// storedMsg is a message record decoded: the message and its delivery to
+// one session.
+type storedMsg struct {
+	msg    *Message
+	qos    byte
+	retain bool
+	subID  uint32
+	id     uint16 // packet id once a QoS 2 delivery was sent; 0 before
+	pubrel bool   // PUBREC received: only PUBREL is owed
+}
+
+// Message record: version, delivery QoS, flags (retain, PUBREL owed),
+// subscription id, packet id (2), absolute expiry (Unix nanoseconds, 0
+// none), publisher id, inbound sequence (0 unless the message came from a
+// persistent session's QoS 2 PUBLISH), then the message as an MQTT 5
+// PUBLISH with its forwarded properties — the codec already knows how to
+// write and check every property.
 func appendMessageRecord(b []byte, m *Message, qos byte, retain bool, subID uint32) []byte {
-	b = append(b, recordVersion, qos, boolByte(retain))
+	return appendDeliveryRecord(b, m, qos, retain, subID, 0, false)
+}
+
+func appendDeliveryRecord(b []byte, m *Message, qos byte, retain bool, subID uint32, id uint16, pubrel bool) []byte {
+	b = append(b, recordVersion, qos, boolByte(retain)|boolByte(pubrel)<<1)
 	b = binary.AppendUvarint(b, uint64(subID))
+	b = binary.BigEndian.AppendUint16(b, id)
 	var exp int64
 	if !m.Expires.IsZero() {
 		exp = m.Expires.UnixNano()
 	}
 	b = binary.BigEndian.AppendUint64(b, uint64(exp))
 	b = appendString(b, m.From)
+	b = binary.AppendUvarint(b, m.inSeq)
 	p := codec.Publish{QoS: m.QoS, Retain: m.Retain, Topic: unsafeBytes(m.Topic), Payload: m.Payload, PacketID: 1}
 	if m.Props != nil {
 		p.Props = *m.Props
@@ -105,30 +139,133 @@ func appendMessageRecord(b []byte, m *Message, qos byte, retain bool, subID uint
 }
 
 func decodeMessageRecord(b []byte) (m *Message, qos byte, retain bool, subID uint32, err error) {
+	sm, err := decodeDeliveryRecord(b)
+	return sm.msg, sm.qos, sm.retain, sm.subID, err
+}
+
+func decodeDeliveryRecord(b []byte) (storedMsg, error) {
 	d := recDecoder{b: b}
 	if v := d.byte(); v != recordVersion {
-		return nil, 0, false, 0, fmt.Errorf("core: message record format %d, this build reads %d", v, recordVersion)
+		return storedMsg{}, formatError("message", v)
 	}
-	qos, retain = d.byte(), d.byte() != 0
-	subID = uint32(d.uvarint())
+	var sm storedMsg
+	sm.qos = d.byte()
+	flags := d.byte()
+	sm.retain, sm.pubrel = flags&1 != 0, flags&2 != 0
+	sm.subID = uint32(d.uvarint())
+	sm.id = d.uint16()
 	exp := int64(d.uint64())
 	from := d.string()
+	inSeq := d.uvarint()
 	if err := d.err; err != nil {
-		return nil, 0, false, 0, err
+		return storedMsg{}, err
+	}
+	if sm.qos > 2 || flags > 3 {
+		return storedMsg{}, errRecord
 	}
 	pk, n, err := codec.Decode(b[d.off:], codec.V5)
 	if err != nil || d.off+n != len(b) {
-		return nil, 0, false, 0, fmt.Errorf("%w: %v", errRecord, err)
+		return storedMsg{}, fmt.Errorf("%w: %v", errRecord, err)
 	}
 	p, ok := pk.(*codec.Publish)
 	if !ok {
-		return nil, 0, false, 0, errRecord
+		return storedMsg{}, errRecord
 	}
-	m = newMessage(p, p.Topic, from)
+	sm.msg = newMessage(p, p.Topic, from)
+	sm.msg.Expires = time.Time{}
 	if exp != 0 {
-		m.Expires = time.Unix(0, exp)
+		sm.msg.Expires = time.Unix(0, exp)
 	}
-	return m, qos, retain, subID, nil
+	sm.msg.inSeq = inSeq
+	return sm, nil
+}
+
+// formatError refuses a record of another format version, saying which way.
+func formatError(kind string, v byte) error {
+	if v > recordVersion {
+		return fmt.Errorf("%w: %s record format %d is newer than this build reads (%d): run the newer xmq",
+			errRecordFormat, kind, v, recordVersion)
+	}
+	return fmt.Errorf("%w: %s record format %d is older than this build reads (%d) and cannot be migrated",
+		errRecordFormat, kind, v, recordVersion)
+}
+
+// errRecordFormat reports a record written in another format version.
+var errRecordFormat = errors.New("core: unsupported store record format")
+
+// inboundRecord is a persistent session's inbound QoS 2 state: the packet
+// ids received and not yet released by PUBREL, and High, the inbound
+// sequence of the last QoS 2 PUBLISH whose routing is complete.
+//
+// Why High: a QoS 2 PUBLISH is routed (its deliveries written to the store)
+// and then its packet id recorded, and each delivery carries the sequence.
+// After a crash, a delivery whose sequence is above its publisher's High
+// belongs to a PUBLISH whose routing may be incomplete and whose PUBREC was
+// never sent: it is dropped, and the publisher's resend routes it again —
+// exactly once.
+type inboundRecord struct {
+	High uint64
+	IDs  []uint16
+}
+
+func (r *inboundRecord) append(b []byte) []byte {
+	b = append(b, recordVersion)
+	b = binary.AppendUvarint(b, r.High)
+	b = binary.AppendUvarint(b, uint64(len(r.IDs)))
+	for _, id := range r.IDs {
+		b = binary.BigEndian.AppendUint16(b, id)
+	}
+	return b
+}
+
+func (r *inboundRecord) decode(b []byte) error {
+	d := recDecoder{b: b}
+	if v := d.byte(); v != recordVersion {
+		return formatError("inbound", v)
+	}
+	r.High = d.uvarint()
+	n := d.uvarint()
+	if n > uint64(len(b)) {
+		return errRecord
+	}
+	r.IDs = make([]uint16, 0, n)
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		r.IDs = append(r.IDs, d.uint16())
+	}
+	return d.done()
+}
+
+// willRecord is a will waiting for its delay: when to publish it, its
+// Message Expiry Interval (which starts then) and the message.
+type willRecord struct {
+	At     time.Time
+	Expiry time.Duration
+	Msg    *Message
+}
+
+func (r *willRecord) append(b []byte) []byte {
+	b = append(b, recordVersion)
+	b = binary.BigEndian.AppendUint64(b, uint64(r.At.UnixNano()))
+	b = binary.AppendUvarint(b, uint64(r.Expiry))
+	return appendMessageRecord(b, r.Msg, r.Msg.QoS, r.Msg.Retain, 0)
+}
+
+func (r *willRecord) decode(b []byte) error {
+	d := recDecoder{b: b}
+	if v := d.byte(); v != recordVersion {
+		return formatError("will", v)
+	}
+	r.At = time.Unix(0, int64(d.uint64()))
+	r.Expiry = time.Duration(d.uvarint())
+	if d.err != nil {
+		return d.err
+	}
+	sm, err := decodeDeliveryRecord(b[d.off:])
+	if err != nil {
+		return err
+	}
+	r.Msg = sm.msg
+	return nil
 }
 
 func boolByte(b bool) byte {
@@ -162,6 +299,14 @@ func (d *recDecoder) byte() byte {
 	}
 	d.off++
 	return d.b[d.off-1]
+}
+
+func (d *recDecoder) uint16() uint16 {
+	if !d.need(2) {
+		return 0
+	}
+	d.off += 2
+	return binary.BigEndian.Uint16(d.b[d.off-2:])
 }
 
 func (d *recDecoder) uint32() uint32 {

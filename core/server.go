@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -48,6 +49,11 @@ type Server struct {
 	clients   map[*client]struct{}
 	listeners map[net.Listener]struct{}
 	closed    bool
+
+	willTimers []*time.Timer // restored wills whose session is gone; guarded by mu
+	inBaseMax  uint64        // highest inbound sequence restored; guarded by mu
+
+	storeWarn atomic.Int64 // Unix nanoseconds of the last store error logged
 
 	conns   sync.WaitGroup
 	stopSys chan struct{}
@@ -92,67 +98,23 @@ func New(opts Options, cfg Config) (*Server, error) {
 // Options returns the options in force, defaults filled in.
 func (s *Server) Options() Options { return s.opts }
 
-// restore loads persistent sessions, their queues and retained messages.
-func (s *Server) restore() error {
-	now := time.Now()
-	nsess, nret := 0, 0
-	var cur *session
-	err := s.store.Load(func(id string, rec []byte) error {
-		var r sessionRecord
-		if err := r.decode(rec); err != nil {
-			return fmt.Errorf("session %q: %w", id, err)
+// restore loads persistent sessions, their queues and inflight messages,
+// their inbound QoS 2 state, pending wills and retained messages, and
+// sweeps what has expired or was left half-written by a crash.
+func (s *Server) restore() (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("core: restoring state: %w: %v", errRecord, v)
 		}
-		sess := newSession(s, id)
-		sess.version, sess.expiry = r.Version, r.Expiry
-		for _, sub := range r.Subs {
-			group, filter, _, err := codec.ParseShared([]byte(sub.Filter))
-			if err != nil {
-				continue
-			}
-			sess.subs[sub.Filter] = sub
-			s.router.subscribe(sess, string(filter), string(group), sub.opts())
-		}
-		s.sessions[id] = sess
-		cur = sess
-		nsess++
-		gone := time.Unix(r.DisconnectedAt, 0)
-		if r.DisconnectedAt == 0 {
-			gone = now // was connected when the broker stopped
-		}
-		s.scheduleExpiry(sess, gone)
-		return nil
-	}, func(id string, seq uint64, rec []byte) error {
-		m, qos, retain, subID, err := decodeMessageRecord(rec)
-		if err != nil {
-			return fmt.Errorf("message %d of session %q: %w", seq, id, err)
-		}
-		sess := cur
-		if sess == nil || sess.id != id {
-			sess = s.sessions[id]
-		}
-		if sess == nil {
-			return nil // owed to a session that is gone
-		}
-		sess.queue = append(sess.queue, delivery{msg: m, qos: qos, retain: retain, subID: subID, seq: seq})
-		sess.seq = max(sess.seq, seq)
-		sess.load.Add(1)
-		return nil
-	}, func(topic string, rec []byte) error {
-		m, _, _, _, err := decodeMessageRecord(rec)
-		if err != nil {
-			return fmt.Errorf("retained message %q: %w", topic, err)
-		}
-		if !m.expired(now) {
-			s.retained.set(m)
-			nret++
-		}
-		return nil
-	})
-	if err != nil {
+	}()
+	r := restorer{srv: s, now: time.Now(), inbound: map[string]inboundRecord{}, info: map[string]sessionRecord{}}
+	if err := r.load(); err != nil {
 		return fmt.Errorf("core: restoring state: %w", err)
 	}
-	if nsess > 0 || nret > 0 {
-		s.log.Info("restored state", zap.Int("sessions", nsess), zap.Int("retained", nret))
+	r.sweep()
+	if len(s.sessions) > 0 || r.nret > 0 || r.nwills > 0 {
+		s.log.Info("restored state", zap.Int("sessions", len(s.sessions)), zap.Int("messages", r.nmsgs),
+			zap.Int("retained", r.nret), zap.Int("wills", r.nwills), zap.Int("swept", r.swept()))
 	}
 	return nil
 }
@@ -254,6 +216,8 @@ func (s *Server) attach(c *client, clean bool, expiry uint32, queueAck func(pres
 	}
 	if sess == nil {
 		sess = newSession(s, c.id)
+		sess.inBase = s.newInBase()
+		sess.inSeq = sess.inBase
 		s.sessions[c.id] = sess
 	}
 	sess.mu.Lock()
@@ -261,6 +225,7 @@ func (s *Server) attach(c *client, clean bool, expiry uint32, queueAck func(pres
 	sess.expiry = expiry
 	c.sess = sess
 	queueAck(present)
+	pendingWill := sess.willTimer != nil
 	sess.attachLocked(c)
 	var stored *sessionRecord
 	if sess.persistent() {
@@ -271,6 +236,9 @@ func (s *Server) attach(c *client, clean bool, expiry uint32, queueAck func(pres
 	if old != nil {
 		old.log.Info("session taken over", zap.String("by", c.remote))
 		old.close(CloseTakenOver, codec.SessionTakenOver)
+	}
+	if pendingWill {
+		s.storeDeleteWill(c.id) // the client is back within the will delay
 	}
 	if stored != nil {
 		s.storeSave(c.id, stored)
@@ -289,8 +257,9 @@ func (s *Server) discardLocked(sess *session) {
 		filters = append(filters, f)
 	}
 	sess.subs = map[string]storedSub{}
-	sess.queue, sess.qhead = nil, 0
+	sess.queue, sess.qhead, sess.holes, sess.qbytes = nil, 0, 0, 0
 	sess.inflight = map[uint16]*outMsg{}
+	sess.qos2in = map[uint16]struct{}{}
 	sess.load.Store(0)
 	if sess.expireTimer != nil {
 		sess.expireTimer.Stop()
@@ -351,11 +320,16 @@ func (s *Server) detach(c *client, reason CloseReason) {
 			}
 			will := c.will
 			sess.mu.Lock()
-			if sess.c == nil {
+			scheduled := sess.c == nil
+			if scheduled {
 				willExpiry := c.willExpiry
 				sess.willTimer = time.AfterFunc(time.Duration(delay)*time.Second, func() { s.publishWill(will, willExpiry, sess) })
 			}
 			sess.mu.Unlock()
+			if scheduled {
+				s.storePutWill(sess.id, &willRecord{At: time.Now().Add(time.Duration(delay) * time.Second),
+					Expiry: c.willExpiry, Msg: will})
+			}
 		} else {
 			s.publishWill(c.will, c.willExpiry, nil)
 		}
@@ -370,6 +344,7 @@ func (s *Server) publishWill(m *Message, expiry time.Duration, sess *session) {
 		online := sess.c != nil
 		sess.willTimer = nil
 		sess.mu.Unlock()
+		s.storeDeleteWill(sess.id)
 		if online {
 			return // the client came back before the delay [MQTT-3.1.3-9]
 		}
@@ -419,39 +394,52 @@ func (s *Server) scheduleExpiry(sess *session, since time.Time) {
 	})
 }
 
-func (s *Server) saveSession(sess *session) {
+// saveSession writes a persistent session's record and reports whether it did.
+func (s *Server) saveSession(sess *session) bool {
 	sess.mu.Lock()
 	if !sess.persistent() {
 		sess.mu.Unlock()
-		return
+		return false
 	}
 	rec := sess.recordLocked(0)
 	sess.mu.Unlock()
 	s.storeSave(sess.id, rec)
+	return true
 }
 
 func (s *Server) storeSave(id string, rec *sessionRecord) {
 	if err := s.store.PutSession(id, rec.append(nil)); err != nil {
-		s.log.Error("store: saving session", zap.String("client_id", id), zap.Error(err))
+		s.storeError("store: saving session", err, zap.String("client_id", id))
 	}
 }
 
 func (s *Server) storeDelete(id string) {
 	if err := s.store.DeleteSession(id); err != nil {
-		s.log.Error("store: deleting session", zap.String("client_id", id), zap.Error(err))
+		s.storeError("store: deleting session", err, zap.String("client_id", id))
 	}
 }
 
-func (s *Server) storeAdd(id string, d delivery) {
+func (s *Server) storeAdd(id string, d delivery) error {
 	rec := appendMessageRecord(nil, d.msg, d.qos, d.retain, d.subID)
-	if err := s.store.PutMessage(id, d.seq, rec); err != nil {
-		s.log.Error("store: adding message", zap.String("client_id", id), zap.Error(err))
+	err := s.store.PutMessage(id, d.seq, rec)
+	if err != nil {
+		s.storeError("store: adding message", err, zap.String("client_id", id))
+	}
+	return err
+}
+
+// storeUpdate records a QoS 2 delivery's packet id and PUBREL state, so a
+// restart resends it with the same id, or only its PUBREL.
+func (s *Server) storeUpdate(id string, m *outMsg) {
+	rec := appendDeliveryRecord(nil, m.msg, m.qos, m.retain, m.subID, m.id, m.pubrel)
+	if err := s.store.UpdateMessage(id, m.seq, rec); err != nil {
+		s.storeError("store: updating message", err, zap.String("client_id", id))
 	}
 }
 
 func (s *Server) storeAck(id string, seq uint64) {
 	if err := s.store.DeleteMessage(id, seq); err != nil {
-		s.log.Error("store: deleting message", zap.String("client_id", id), zap.Error(err))
+		s.storeError("store: deleting message", err, zap.String("client_id", id))
 	}
 }
 
@@ -488,6 +476,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	// Stop timers so nothing fires into a closed store.
 	s.mu.Lock()
+	for _, t := range s.willTimers {
+		t.Stop()
+	}
 	for _, sess := range s.sessions {
 		sess.mu.Lock()
 		if sess.expireTimer != nil {
@@ -522,6 +513,28 @@ func (s *Server) Disconnect(clientID string) bool {
 	}
 	c.close(CloseAdmin, codec.AdministrativeAction)
 	return true
+}
+
+// DisconnectWhere closes every connection for which match (given the
+// client id, user name and remote address) is true, as an operator's
+// action, and returns how many it closed. A ban uses it to cut off the
+// connections that it now refuses.
+func (s *Server) DisconnectWhere(match func(clientID, username string, remote net.Addr) bool) int {
+	s.mu.Lock()
+	var hit []*client
+	for c := range s.clients {
+		c.mu.Lock()
+		connected := c.connected
+		c.mu.Unlock()
+		if connected && match(c.id, c.username, c.conn.RemoteAddr()) {
+			hit = append(hit, c)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range hit {
+		c.close(CloseAdmin, codec.AdministrativeAction)
+	}
+	return len(hit)
 }
 
 // Publish injects a message as the broker (operators, $SYS, tests).

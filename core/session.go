@@ -17,9 +17,10 @@ const neverExpires = 0xFFFFFFFF
 // delivery is one message owed to one session, by value in the queue: a
 // queue slot is the only per-subscriber cost of a publish.
 type delivery struct {
-	msg    *Message
+	msg    *Message // nil: a QoS 0 message dropped from the queue to make room
 	qos    byte
 	retain bool
+	dup    bool // restored after a restart and maybe sent before it
 	subID  uint32
 	group  *sharedGroup // the shared group it came through, for redispatch
 	seq    uint64       // store sequence for persistent sessions, 0 otherwise
@@ -59,6 +60,11 @@ type session struct {
 	order       uint64 // send order of inflight messages, for redelivery in order
 	seq         uint64 // store sequence
 	qos2in      map[uint16]struct{}
+	inSeq       uint64 // last inbound QoS 2 sequence (inboundRecord); starts at inBase
+	inBase      uint64
+	inHigh      uint64 // High of the stored inboundRecord
+	qbytes      int64  // topic and payload bytes held, queued or in flight (MaxQueuedBytes)
+	holes       int    // dropped QoS 0 slots still in queue
 	expireTimer *time.Timer
 	willTimer   *time.Timer
 	droppedWarn time.Time
@@ -73,60 +79,126 @@ func (s *session) online() bool { return s.isOnline.Load() }
 
 func (s *session) persistent() bool { return s.expiry > 0 }
 
-func (s *session) queued() int { return len(s.queue) - s.qhead }
+func (s *session) queued() int { return len(s.queue) - s.qhead - s.holes }
 
-// enqueue adds a delivery. It never blocks: a full queue drops QoS 0 first,
-// then applies the overflow policy to QoS 1/2.
-func (s *session) enqueue(d delivery) {
+// size is what a message counts against MaxQueuedBytes.
+func (m *Message) size() int64 { return int64(len(m.Topic) + len(m.Payload)) }
+
+// enqueueResult is what became of one delivery.
+type enqueueResult uint8
+
+const (
+	enqQueued   enqueueResult = iota // in the queue, memory only
+	enqStored                        // in the queue and written to the store
+	enqDropped                       // dropped as the rules allow (QoS 0, offline non-persistent…)
+	enqRefused                       // QoS 1/2 refused: full session queue (Quota Exceeded)
+	enqNoSpace                       // QoS 1/2 refused: full store (Quota Exceeded)
+	enqStoreErr                      // QoS 1/2 refused: the store failed
+)
+
+// enqueue adds a delivery. It never blocks: a full queue (MaxQueued or
+// MaxQueuedBytes) drops its oldest QoS 0 message to make room; with none, a
+// new QoS 0 message is dropped and a new QoS 1/2 one refused, and the
+// disconnect policy cuts an online client off.
+func (s *session) enqueue(d delivery) enqueueResult {
 	srv := s.srv
 	s.mu.Lock()
 	c := s.c
 	if c == nil && (d.qos == 0 || !s.persistent()) {
 		s.mu.Unlock()
 		srv.stats.dropped(dropOffline)
-		return
+		return enqDropped
 	}
-	if s.queued() >= srv.opts.MaxQueued {
+	size := d.msg.size()
+	if s.full(size) && !s.dropOldestQoS0(size) {
 		disconnect := d.qos > 0 && srv.opts.QueueOverflow == OverflowDisconnect && c != nil
 		warn := time.Since(s.droppedWarn) > 10*time.Second
 		if warn {
 			s.droppedWarn = time.Now()
 		}
 		s.mu.Unlock()
-		srv.stats.dropped(dropQueueFull)
+		res := enqDropped
+		if d.qos == 0 {
+			srv.stats.dropped(dropQueueFull)
+		} else {
+			srv.stats.dropped(dropQuotaExceeded)
+			res = enqRefused
+		}
 		if warn {
 			srv.log.Warn("session queue full: dropping messages", zap.String("client_id", s.id),
-				zap.Int("max_queued", srv.opts.MaxQueued), zap.Uint8("qos", d.qos))
+				zap.Int("max_queued", srv.opts.MaxQueued), zap.Int64("max_queued_bytes", srv.opts.MaxQueuedBytes),
+				zap.Uint8("qos", d.qos))
 		}
 		if disconnect {
 			c.close(CloseSlowConsumer, 0x97) // Quota exceeded
 		}
-		return
+		return res
 	}
+	res := enqQueued
 	if d.qos > 0 && s.persistent() {
 		s.seq++
 		d.seq = s.seq
-		srv.storeAdd(s.id, d)
+		if err := srv.storeAdd(s.id, d); err != nil {
+			s.seq--
+			s.mu.Unlock()
+			if isNoSpace(err) {
+				srv.stats.dropped(dropQuotaExceeded)
+				return enqNoSpace
+			}
+			srv.stats.dropped(dropStoreError)
+			return enqStoreErr
+		}
+		res = enqStored
 	}
 	if s.qhead > 0 && s.qhead == len(s.queue) {
-		s.queue, s.qhead = s.queue[:0], 0
+		s.queue, s.qhead, s.holes = s.queue[:0], 0, 0
 	}
 	s.queue = append(s.queue, d)
+	s.qbytes += size
 	s.load.Add(1)
 	s.mu.Unlock()
 	if c != nil {
 		c.wake()
 	}
+	return res
+}
+
+// full reports whether a message of size bytes does not fit; s.mu is held.
+func (s *session) full(size int64) bool {
+	o := &s.srv.opts
+	return s.queued() >= o.MaxQueued || o.MaxQueuedBytes > 0 && s.qbytes+size > o.MaxQueuedBytes
+}
+
+// dropOldestQoS0 drops queued QoS 0 messages, oldest first, until a message
+// of size bytes fits, and reports whether it does; s.mu is held. A dropped
+// slot stays in the queue as a hole (msg nil) so nothing is moved.
+func (s *session) dropOldestQoS0(size int64) bool {
+	for i := s.qhead; i < len(s.queue) && s.full(size); i++ {
+		d := &s.queue[i]
+		if d.msg == nil || d.qos != 0 {
+			continue
+		}
+		s.qbytes -= d.msg.size()
+		*d = delivery{}
+		s.holes++
+		s.load.Add(-1)
+		s.srv.stats.dropped(dropQueueFull)
+	}
+	return !s.full(size)
 }
 
 // take moves deliveries to the writer of c: first the inflight messages to
 // resend after a reconnect, then queued messages while the inflight window
 // has room. QoS 1/2 deliveries get a packet id and an inflight entry here.
-func (s *session) take(c *client, out []outMsg, window int, now time.Time) []outMsg {
+// sync reports that the writer must Sync the store before sending: a QoS 2
+// delivery to a persistent session had its packet id recorded, or a
+// delivery came from a QoS 2 PUBLISH whose receipt was just recorded.
+// held reports a message that may not be sent yet (Message.held).
+func (s *session) take(c *client, out []outMsg, window int, now time.Time) (_ []outMsg, sync, held bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.c != c {
-		return out
+		return out, false, false
 	}
 	for _, m := range s.inflight {
 		if m.resend {
@@ -140,32 +212,49 @@ func (s *session) take(c *client, out []outMsg, window int, now time.Time) []out
 	}
 	for s.qhead < len(s.queue) && len(out) < 256 {
 		d := s.queue[s.qhead]
+		if d.msg == nil { // a dropped QoS 0 message
+			s.qhead++
+			s.holes--
+			continue
+		}
+		if d.msg.isHeld() {
+			held = true
+			break
+		}
 		if d.qos > 0 && len(s.inflight) >= window {
 			break
 		}
 		s.queue[s.qhead] = delivery{}
 		s.qhead++
 		if d.msg.expired(now) {
-			s.done(d.seq)
+			s.done(&d)
 			s.srv.stats.dropped(dropExpired)
 			continue
 		}
-		m := outMsg{delivery: d}
+		m := outMsg{delivery: d, dup: d.dup}
 		if d.qos > 0 {
 			m.id = s.nextPacketID()
 			s.order++
 			m.order = s.order
 			cp := m
 			s.inflight[m.id] = &cp
+			if d.seq != 0 {
+				if d.qos == 2 {
+					s.srv.storeUpdate(s.id, &m)
+					sync = true
+				}
+				sync = sync || d.msg.inSeq != 0
+			}
 		} else {
+			s.qbytes -= d.msg.size()
 			s.load.Add(-1)
 		}
 		out = append(out, m)
 	}
 	if s.qhead == len(s.queue) {
-		s.queue, s.qhead = s.queue[:0], 0
+		s.queue, s.qhead, s.holes = s.queue[:0], 0, 0
 	}
-	return out
+	return out, sync, held
 }
 
 func (s *session) nextPacketID() uint16 {
@@ -181,10 +270,11 @@ func (s *session) nextPacketID() uint16 {
 }
 
 // done forgets a finished QoS 1/2 delivery; s.mu is held.
-func (s *session) done(seq uint64) {
+func (s *session) done(d *delivery) {
 	s.load.Add(-1)
-	if seq != 0 {
-		s.srv.storeAck(s.id, seq)
+	s.qbytes -= d.msg.size()
+	if d.seq != 0 {
+		s.srv.storeAck(s.id, d.seq)
 	}
 }
 
@@ -197,22 +287,29 @@ func (s *session) ack(id uint16, qos byte) bool {
 	}
 	if ok {
 		delete(s.inflight, id)
-		s.done(m.seq)
+		s.done(&m.delivery)
 	}
 	s.mu.Unlock()
 	return ok
 }
 
-// pubrec handles PUBREC: the message is now owed only a PUBREL.
-func (s *session) pubrec(id uint16) bool {
+// pubrec handles PUBREC: the message is now owed only a PUBREL. stored
+// reports that the new state was written to the store, so the PUBREL must
+// wait for a Sync.
+func (s *session) pubrec(id uint16) (ok, stored bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m, ok := s.inflight[id]
 	if !ok || m.qos != 2 {
-		return false
+		return false, false
+	}
+	if !m.pubrel && m.seq != 0 {
+		m.pubrel = true
+		s.srv.storeUpdate(s.id, m)
+		return true, true
 	}
 	m.pubrel = true
-	return true
+	return true, false
 }
 
 // dropInflight completes an inflight message that cannot be sent (too large).
@@ -220,7 +317,7 @@ func (s *session) dropInflight(id uint16) {
 	s.mu.Lock()
 	if m, ok := s.inflight[id]; ok {
 		delete(s.inflight, id)
-		s.done(m.seq)
+		s.done(&m.delivery)
 	}
 	s.mu.Unlock()
 }
@@ -252,14 +349,18 @@ func (s *session) releaseSharedLocked() []delivery {
 		if m.group != nil && !m.pubrel {
 			out = append(out, m.delivery)
 			delete(s.inflight, id)
-			s.done(m.seq)
+			s.done(&m.delivery)
 		}
 	}
 	kept := s.queue[:s.qhead]
 	for _, d := range s.queue[s.qhead:] {
+		if d.msg == nil {
+			s.holes--
+			continue
+		}
 		if d.group != nil {
 			out = append(out, d)
-			s.done(d.seq)
+			s.done(&d)
 		} else {
 			kept = append(kept, d)
 		}
@@ -271,7 +372,10 @@ func (s *session) releaseSharedLocked() []delivery {
 // recordLocked returns the session as the Store keeps it; s.mu is held.
 func (s *session) recordLocked(disconnectedAt int64) *sessionRecord {
 	r := &sessionRecord{Version: s.version, Expiry: s.expiry, DisconnectedAt: disconnectedAt,
-		Subs: make([]storedSub, 0, len(s.subs))}
+		InBase: s.inBase, Subs: make([]storedSub, 0, len(s.subs))}
+	if disconnectedAt != 0 {
+		r.SentSeq = s.seq
+	}
 	for _, sub := range s.subs {
 		r.Subs = append(r.Subs, sub)
 	}

@@ -12,10 +12,13 @@ const (
 	dropTooLarge                       // larger than the client's Maximum Packet Size
 	dropNotAuthorized                  // publish refused by the authorizer or topic rules
 	dropRateLimited                    // QoS 0 over the client's message or byte rate
+	dropQuotaExceeded                  // QoS 1/2 refused for a full session queue or a full store
+	dropStoreError                     // QoS 1/2 refused because the store failed to record it
 	dropCauseCount
 )
 
-var dropNames = [...]string{"queue_full", "offline", "expired", "too_large", "not_authorized", "rate_limited"}
+var dropNames = [...]string{"queue_full", "offline", "expired", "too_large", "not_authorized", "rate_limited",
+	"quota_exceeded", "store_error"}
 
 func (d dropCause) String() string { return dropNames[d] }
 

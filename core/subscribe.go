@@ -60,8 +60,11 @@ func (c *client) handleSubscribe(p *codec.Subscribe) bool {
 			wantRetained = append(wantRetained, retainedReq{string(filter), o})
 		}
 	}
-	srv.saveSession(s)
-	c.send(ack) // SUBACK goes out before the retained messages it enables
+	// SUBACK goes once the subscriptions are on disk, after the held
+	// acknowledgements, and before the retained messages it enables.
+	c.needSync = srv.saveSession(s) || c.needSync
+	c.releaseAcks()
+	c.send(ack)
 	now := time.Now()
 	for _, w := range wantRetained {
 		for _, m := range srv.retained.match(w.filter, now) {
@@ -88,7 +91,8 @@ func (c *client) handleUnsubscribe(p *codec.Unsubscribe) bool {
 		delete(s.subs, string(f))
 		s.mu.Unlock()
 	}
-	c.srv.saveSession(s)
+	c.needSync = c.srv.saveSession(s) || c.needSync
+	c.releaseAcks()
 	c.send(ack)
 	return true
 }

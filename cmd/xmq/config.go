@@ -28,13 +28,15 @@ type config struct {
 	TLS tlsConfig `yaml:"tls"`
 	// ACME gets the certificate from an ACME CA (Let's Encrypt) instead.
 	ACME acmeConfig `yaml:"acme"`
-	// DataDir is where the on-disk store will live; "" keeps state in memory.
-	// Persistence to disk is not implemented yet: the directory is only created.
+	// DataDir holds the on-disk store (<data_dir>/store) and the development
+	// CA; "" keeps state in memory.
 	DataDir string       `yaml:"data_dir"`
 	Log     logConfig    `yaml:"log"`
 	Broker  brokerConfig `yaml:"broker"`
 	// Auth is authentication, ACLs and abuse limits (auth.go).
 	Auth authConfig `yaml:"auth"`
+	// Store is the on-disk store's durability and disk budget (store.go).
+	Store storeConfig `yaml:"store"`
 }
 
 // listenerConfig is one listener (listeners.Options with YAML names).
@@ -97,6 +99,7 @@ type brokerConfig struct {
 	ReceiveMaximum            uint16              `yaml:"receive_maximum"`
 	MaxInflight               int                 `yaml:"max_inflight"`
 	MaxQueued                 int                 `yaml:"max_queued"`
+	MaxQueuedBytes            int64               `yaml:"max_queued_bytes"`
 	QueueOverflow             core.OverflowPolicy `yaml:"queue_overflow"`
 	TopicAliasMaximum         uint16              `yaml:"topic_alias_maximum"`
 	MaxTopicLevels            int                 `yaml:"max_topic_levels"`
@@ -121,6 +124,7 @@ func (b brokerConfig) options() core.Options {
 		ReceiveMaximum:            b.ReceiveMaximum,
 		MaxInflight:               b.MaxInflight,
 		MaxQueued:                 b.MaxQueued,
+		MaxQueuedBytes:            b.MaxQueuedBytes,
 		QueueOverflow:             b.QueueOverflow,
 		TopicAliasMaximum:         b.TopicAliasMaximum,
 		MaxTopicLevels:            b.MaxTopicLevels,
@@ -247,6 +251,9 @@ func (c *config) validate() error {
 		return errors.New("acme and tls cert_file exclude each other: pick one source for the certificate")
 	}
 	if err := c.validateAuth(); err != nil {
+		return err
+	}
+	if err := c.validateStore(); err != nil {
 		return err
 	}
 	if c.TLS.HandshakeTimeout < 0 {
@@ -406,6 +413,9 @@ Usage:
   xmq passwd [-b] [-D] FILE USER [PASSWORD]
                      add, change or delete a user of a password file
                      (xmq passwd -h for the hash and SCRAM options)
+  xmq store check [DATA_DIR]
+                     read every record of the store, read-only, and report
+                     what is damaged (default ./data)
   xmq version        print the version and exit
 
 Flags (each one given overrides the configuration file):
@@ -418,10 +428,11 @@ Flags (each one given overrides the configuration file):
         listeners. Replaces every listener of the defaults or the file
         (TLS, WebSocket and QUIC included) with these TCP ones.
   -data DIR
-        data directory, created if missing. Default "./data"; -data ""
-        keeps state in memory explicitly. Persistence to disk is not
-        implemented yet: whatever this says, sessions, queued and retained
-        messages live in memory and are lost when xmq exits.
+        data directory, created if missing. Default "./data". Persistent
+        sessions, their queued messages, retained messages and delayed wills
+        are stored in DIR/store and survive a restart or a crash (see the
+        store section of xmq.example.yaml for durability). -data "" keeps
+        state in memory: it is lost when xmq exits.
 `+authUsage+`  -log-level LEVEL
         debug, info, warn or error. Default "info".
   -log-format FORMAT

@@ -62,6 +62,9 @@ func TestExampleIsDefault(t *testing.T) {
 	if !reflect.DeepEqual(got.Listeners, want.Listeners) || got.DataDir != want.DataDir || got.Log != want.Log {
 		t.Errorf("example file gives\n  %+v\nwant the defaults\n  %+v", got, want)
 	}
+	if got, want := got.Store.withDefaults(), want.Store.withDefaults(); got != want {
+		t.Errorf("example store section gives %+v, want the defaults %+v", got, want)
+	}
 	if opts, def := got.Broker.options(), coreDefaults(t); opts != def {
 		t.Errorf("example broker section gives\n  %+v\nwant core's defaults\n  %+v", opts, def)
 	}

@@ -53,6 +53,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	if len(args) > 0 && args[0] == "certs" {
 		return runCerts(args[1:], stdout)
 	}
+	if len(args) > 0 && args[0] == "store" {
+		return runStore(args[1:], stdout)
+	}
 	if len(args) > 0 && args[0] == "passwd" {
 		return runPasswd(args[1:], os.Stdin, stdout, stderr)
 	}
@@ -71,27 +74,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	}
 	defer func() { _ = log.Sync() }()
 
-	if cfg.DataDir != "" {
-		if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
-			return fmt.Errorf("data directory: %w", err)
-		}
-		log.Warn("persistence to disk is not implemented yet: sessions, queued and retained messages live in memory and are lost on exit",
-			zap.String("data_dir", cfg.DataDir))
-	} else {
-		log.Info("data directory is empty: state lives in memory")
+	// The store is closed by srv.Shutdown, or here if there is no srv.
+	st, err := openStore(&cfg, log)
+	if err != nil {
+		return err
 	}
 
 	authn, err := newAuth(&cfg, log)
 	if err != nil {
+		_ = st.Close()
 		return err
 	}
 	defer authn.Close()
 
 	bopts := cfg.Broker.options()
 	bopts.Version = version
-	srv, err := core.New(bopts, core.Config{Log: log.Named("core"), Authenticator: authn, Authorizer: authn})
+	srv, err := core.New(bopts, core.Config{Log: log.Named("core"), Authenticator: authn, Authorizer: authn, Store: st})
 	if err != nil {
-		return err
+		_ = st.Close()
+		return restoreHint(err, cfg.DataDir)
 	}
 
 	ts, err := newTLSSetup(&cfg, log)

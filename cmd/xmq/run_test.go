@@ -176,8 +176,11 @@ func TestRunCreatesDataDir(t *testing.T) {
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		t.Errorf("data directory %s not created: %v", dir, err)
 	}
-	if log := b.stderr.String(); !strings.Contains(log, "not implemented yet") {
-		t.Errorf("log does not say persistence is not implemented:\n%s", log)
+	if log := b.stderr.String(); !strings.Contains(log, "store opened") {
+		t.Errorf("log does not say the store was opened:\n%s", log)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "store")); err != nil || !fi.IsDir() {
+		t.Errorf("store directory not created in %s: %v", dir, err)
 	}
 	if err := b.stop(t); err != nil {
 		t.Errorf("run: %v", err)
@@ -245,7 +248,7 @@ func TestRunHelp(t *testing.T) {
 					t.Errorf("help does not document -%s:\n%s", fl.Name, help)
 				}
 			})
-			for _, want := range []string{"xmq version", "xmq.example.yaml", "Persistence to disk is not", "in memory"} {
+			for _, want := range []string{"xmq version", "xmq.example.yaml", "xmq store check", "survive a restart", "in memory"} {
 				if !strings.Contains(help, want) {
 					t.Errorf("help lacks %q", want)
 				}

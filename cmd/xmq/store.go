@@ -1,0 +1,155 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.uber.org/zap"
+
+	"xmq/core"
+	"xmq/store"
+)
+
+// storeConfig is the store section (store.Options with YAML names). Zero
+// values mean the store's defaults, so the defaults live in one place.
+type storeConfig struct {
+	// Durability: sync (default), interval or none.
+	Durability store.Durability `yaml:"durability"`
+	// FlushInterval: interval mode's flush period (default 100ms).
+	FlushInterval time.Duration `yaml:"flush_interval"`
+	// MaxDiskBytes: the disk budget; 0 = none.
+	MaxDiskBytes int64 `yaml:"max_disk_bytes"`
+}
+
+// Store defaults, as store.Options fills them in.
+const (
+	defaultDurability    = store.DurabilitySync
+	defaultFlushInterval = 100 * time.Millisecond
+)
+
+// withDefaults spells out the defaults (for comparing configurations).
+func (s storeConfig) withDefaults() storeConfig {
+	if s.Durability == "" {
+		s.Durability = defaultDurability
+	}
+	if s.FlushInterval == 0 {
+		s.FlushInterval = defaultFlushInterval
+	}
+	return s
+}
+
+func (s storeConfig) options(log *zap.Logger) store.Options {
+	return store.Options{Durability: s.Durability, FlushInterval: s.FlushInterval, MaxDiskBytes: s.MaxDiskBytes, Log: log}
+}
+
+// validateStore checks the store section.
+func (c *config) validateStore() error {
+	opts := c.Store.options(nil)
+	if err := opts.Validate(); err != nil {
+		return fmt.Errorf("store section: %w", err)
+	}
+	return nil
+}
+
+// storeDir is where the store lives in a data directory.
+func storeDir(dataDir string) string { return filepath.Join(dataDir, "store") }
+
+// openStore opens the data directory's store, or a memory store for
+// data_dir "". Its errors say what to do.
+func openStore(cfg *config, log *zap.Logger) (core.Store, error) {
+	if cfg.DataDir == "" {
+		log.Info("data directory is empty: state lives in memory and is lost on exit")
+		return core.NewMemStore(), nil
+	}
+	dir := storeDir(cfg.DataDir)
+	st, err := store.Open(dir, cfg.Store.options(log.Named("store")))
+	if err != nil {
+		return nil, storeHint(err, cfg.DataDir)
+	}
+	sc := cfg.Store.withDefaults()
+	log.Info("store opened", zap.String("dir", dir), zap.String("durability", string(sc.Durability)),
+		zap.Duration("flush_interval", sc.FlushInterval), zap.Int64("max_disk_bytes", sc.MaxDiskBytes))
+	return st, nil
+}
+
+// storeHint adds the fix to a store error.
+func storeHint(err error, dataDir string) error {
+	switch {
+	case errors.Is(err, store.ErrNotWritable):
+		return fmt.Errorf("%w\n  fix: make the data directory writable by this user, choose another with -data DIR, or run with -data \"\" to keep state in memory", err)
+	case errors.Is(err, store.ErrFormat):
+		return err // says which build to run
+	default:
+		return fmt.Errorf("the store in %s cannot be read: %w\n  fix: run `xmq store check %s` for details; to start empty, move %s aside (its sessions, queued and retained messages are then lost)",
+			dataDir, err, dataDir, storeDir(dataDir))
+	}
+}
+
+// restoreHint explains a failure of core.New, which restores the store.
+func restoreHint(err error, dataDir string) error {
+	if dataDir == "" {
+		return err
+	}
+	return fmt.Errorf("%w\n  fix: run `xmq store check %s` for details; to start empty, move %s aside (its sessions, queued and retained messages are then lost)",
+		err, dataDir, storeDir(dataDir))
+}
+
+// runStore is `xmq store check DIR`: it opens the store read-only, walks
+// every key and decodes every record, and reports what it found.
+func runStore(args []string, stdout io.Writer) error {
+	if len(args) == 0 || args[0] != "check" {
+		return usageError{errors.New("usage: xmq store check [DATA_DIR] (default ./data)")}
+	}
+	fs := flag.NewFlagSet("xmq store check", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stdout, "usage: xmq store check [DATA_DIR]\n\nOpens the store in DATA_DIR/store read-only (DATA_DIR may also be the store\ndirectory itself), reads every key and decodes every record. Exit status 1\nwhen anything is damaged.")
+			return nil
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 1 {
+		return usageError{fmt.Errorf("store check takes one directory, got %q", fs.Args())}
+	}
+	dir := defaultDataDir
+	if fs.NArg() == 1 {
+		dir = fs.Arg(0)
+	}
+	if fi, err := os.Stat(storeDir(dir)); err == nil && fi.IsDir() {
+		dir = storeDir(dir)
+	}
+	st, err := store.Open(dir, store.Options{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("store check %s: %w", dir, err)
+	}
+	defer st.Close()
+	var problems []error
+	keys, err := st.Check(func(err error) { problems = append(problems, err) })
+	if err != nil {
+		problems = append(problems, err)
+	}
+	rep, err := core.CheckStore(st)
+	if err != nil {
+		problems = append(problems, err)
+	}
+	problems = append(problems, rep.Problems...)
+	fmt.Fprintf(stdout, "store %s (format %d)\n", dir, store.FormatVersion)
+	fmt.Fprintf(stdout, "  sessions %d, messages %d (%d owed to no session), retained %d, inbound QoS 2 states %d, pending wills %d\n",
+		keys.Sessions, keys.Messages, rep.Orphans, keys.Retained, keys.Inbound, keys.Wills)
+	fmt.Fprintf(stdout, "  %d bytes of keys and values\n", keys.Bytes)
+	if len(problems) == 0 {
+		fmt.Fprintln(stdout, "ok")
+		return nil
+	}
+	for _, p := range problems {
+		fmt.Fprintf(stdout, "  problem: %v\n", p)
+	}
+	return fmt.Errorf("store %s: %d problems; to start empty, move the directory aside (its sessions, queued and retained messages are then lost)",
+		dir, len(problems))
+}

@@ -1,0 +1,43 @@
+// Package store is xmq's embedded on-disk store: a Pebble database (the LSM
+// engine of CockroachDB) that satisfies core.Store without importing core.
+//
+// What it owns: the key layout and its format version, durability (when
+// writes reach the disk), the disk budget, and walking the database for
+// `xmq store check`. What it does not own: the records. Core encodes and
+// decodes every value itself, with its own record version; the store keeps
+// them as opaque bytes and never interprets one.
+//
+// # Key layout (format version 1)
+//
+//	"F"                                 format version: uint32, big-endian
+//	's' len(id) id                      session record
+//	'i' len(id) id                      inbound QoS 2 state of a session
+//	'w' len(id) id                      pending will with a delay
+//	'm' len(id) id seq                  message owed to a session, by seq
+//	'r' topic                           retained message
+//
+// len(id) is two bytes and seq eight, both big-endian, so the messages of
+// one session are contiguous and iterate in delivery order, and deleting a
+// session deletes its messages with one range deletion.
+//
+// # Durability
+//
+// Every write goes to Pebble's write-ahead log without waiting for the disk;
+// what differs between the modes is when the log is forced to disk:
+//
+//   - sync: Sync forces it. Core calls Sync once per read burst before it
+//     acknowledges the QoS 1/2 messages of that burst, and concurrent calls
+//     share one fsync (group commit), so the cost is one fsync per round, not
+//     one per message.
+//   - interval: a background flush every FlushInterval; Sync returns at
+//     once. A crash loses at most the last interval of acknowledged
+//     messages — the trade-off Mosquitto makes with its periodic snapshot
+//     (autosave_interval), with a much shorter interval.
+//   - none: never forced. What the operating system already has survives a
+//     killed process, nothing survives a power loss. For benchmarks.
+//
+// # Goroutines
+//
+// A Store is safe for concurrent use. Close must be called once, after every
+// other call has returned.
+package store

@@ -1,0 +1,589 @@
+package store
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"go.uber.org/zap"
+)
+
+// FormatVersion is the key layout this build writes and reads. A store of
+// another version is refused with ErrFormat, never misread.
+const FormatVersion = 1
+
+// Errors the store reports; each is wrapped with the path and the cause.
+var (
+	// ErrDamaged: the database or one of its keys cannot be read.
+	ErrDamaged = errors.New("store: damaged")
+	// ErrFormat: the store was written by a build with another format version.
+	ErrFormat = errors.New("store: unsupported format version")
+	// ErrNotWritable: the directory cannot be written.
+	ErrNotWritable = errors.New("store: directory not writable")
+)
+
+// Durability says when writes are forced to disk; see the package doc.
+type Durability string
+
+// Durability modes.
+const (
+	DurabilitySync     Durability = "sync"
+	DurabilityInterval Durability = "interval"
+	DurabilityNone     Durability = "none"
+)
+
+// Options configures a Store. The zero value is usable.
+type Options struct {
+	// Durability is sync (default), interval or none.
+	Durability Durability
+	// FlushInterval is the period of the background flush in interval mode
+	// (default 100ms).
+	FlushInterval time.Duration
+	// MaxDiskBytes is the disk budget: once the stored data (tables, and
+	// what the memtable holds until it is flushed) reaches it, PutMessage
+	// and PutRetained fail with an error wrapping syscall.ENOSPC until
+	// deletions and compactions bring it back under. The engine's
+	// write-ahead log comes on top: up to about four memtables (64 MiB),
+	// reused rather than grown. 0 = no budget.
+	MaxDiskBytes int64
+	// MinFreeBytes keeps this much of the file system free the same way, so
+	// that the database never meets a full disk (default 64 MiB; negative
+	// turns the check off).
+	MinFreeBytes int64
+	// ReadOnly opens an existing store without changing it (xmq store check).
+	ReadOnly bool
+	// Log receives the engine's messages (default: none).
+	Log *zap.Logger
+}
+
+func (o *Options) setDefaults() {
+	if o.Durability == "" {
+		o.Durability = DurabilitySync
+	}
+	if o.FlushInterval == 0 {
+		o.FlushInterval = 100 * time.Millisecond
+	}
+	if o.MinFreeBytes == 0 {
+		o.MinFreeBytes = 64 << 20
+	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+}
+
+// Validate reports the first option out of range.
+func (o *Options) Validate() error {
+	switch o.Durability {
+	case "", DurabilitySync, DurabilityInterval, DurabilityNone:
+	default:
+		return fmt.Errorf("store: unknown durability %q (sync, interval, none)", o.Durability)
+	}
+	if o.FlushInterval < 0 {
+		return errors.New("store: flush interval must not be negative")
+	}
+	if o.MaxDiskBytes < 0 {
+		return errors.New("store: max disk bytes must not be negative")
+	}
+	return nil
+}
+
+// memTableSize is the engine's write buffer. Messages put and deleted
+// within one memtable never reach a table.
+const memTableSize = 16 << 20
+
+// Key prefixes; see the package doc.
+const (
+	prefixFormat   = 'F'
+	prefixSession  = 's'
+	prefixInbound  = 'i'
+	prefixWill     = 'w'
+	prefixMessage  = 'm'
+	prefixRetained = 'r'
+)
+
+// Store is the Pebble store. It implements core.Store.
+type Store struct {
+	dir  string
+	opts Options
+	db   *pebble.DB
+	log  *zap.Logger
+
+	// Group commit: writes counts the writes in the log, synced how many of
+	// them the last fsync covered. One caller at a time (the leader) syncs;
+	// the others wait on cond for a sync that covers their writes.
+	writes  atomic.Uint64
+	syncMu  sync.Mutex
+	cond    *sync.Cond
+	syncing bool
+	synced  uint64
+	syncs   atomic.Uint64 // fsyncs done, for benchmarks and tests
+
+	// Disk budget: full is set by the sampler; written counts the bytes put
+	// since its last sample, so a burst cannot overshoot between samples.
+	full      atomic.Bool
+	usage     atomic.Int64
+	written   atomic.Int64
+	unflushed atomic.Int64 // bytes written since the last memtable flush
+
+	stop chan struct{}
+	done sync.WaitGroup
+}
+
+// Open opens (creating if needed) the store in dir.
+func Open(dir string, opts Options) (st *Store, err error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts.setDefaults()
+	defer func() {
+		if v := recover(); v != nil {
+			st, err = nil, fmt.Errorf("%w: %s: opening: %v", ErrDamaged, dir, v)
+		}
+	}()
+	if !opts.ReadOnly {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, notWritable(dir, err)
+		}
+		if err := probeWritable(dir); err != nil {
+			return nil, err
+		}
+	} else if _, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	s := &Store{dir: dir, opts: opts, log: opts.Log, stop: make(chan struct{})}
+	s.cond = sync.NewCond(&s.syncMu)
+	po := &pebble.Options{
+		Logger:             pebbleLogger{opts.Log.Sugar()},
+		MemTableSize:       memTableSize,
+		ReadOnly:           opts.ReadOnly,
+		ErrorIfNotExists:   opts.ReadOnly,
+		FormatMajorVersion: pebble.FormatNewest,
+	}
+	po.EventListener = &pebble.EventListener{
+		BackgroundError: func(err error) { opts.Log.Error("store: background error", zap.Error(err)) },
+		FlushEnd:        func(pebble.FlushInfo) { s.unflushed.Store(0) },
+		// Pebble's default stops the process; a damaged file is reported by
+		// the read that meets it instead, and here.
+		DataCorruption: func(info pebble.DataCorruptionInfo) {
+			opts.Log.Error("store: damaged file: run `xmq store check` on the data directory",
+				zap.String("dir", dir), zap.String("corruption", info.String()))
+		},
+	}
+	db, err := pebble.Open(dir, po)
+	if err != nil {
+		switch {
+		case errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS):
+			return nil, notWritable(dir, err)
+		case opts.ReadOnly && errors.Is(err, fs.ErrNotExist):
+			return nil, fmt.Errorf("store: %s holds no store: %w", dir, err)
+		}
+		return nil, fmt.Errorf("%w: %s: %v", ErrDamaged, dir, err)
+	}
+	s.db = db
+	if err := s.checkFormat(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	if opts.ReadOnly {
+		return s, nil
+	}
+	if opts.Durability == DurabilityInterval {
+		s.done.Add(1)
+		go s.flushLoop()
+	}
+	s.sample()
+	s.done.Add(1)
+	go s.sampleLoop()
+	return s, nil
+}
+
+func notWritable(dir string, err error) error {
+	return fmt.Errorf("%w: %s: %v", ErrNotWritable, dir, err)
+}
+
+// probeWritable creates and removes a file, so a read-only directory is
+// reported as such rather than as whatever the engine trips on first.
+func probeWritable(dir string) error {
+	f, err := os.CreateTemp(dir, ".probe-*")
+	if err != nil {
+		return notWritable(dir, err)
+	}
+	name := f.Name()
+	_ = f.Close()
+	_ = os.Remove(name)
+	return nil
+}
+
+// checkFormat reads the format version, writing it into a new store.
+func (s *Store) checkFormat() error {
+	v, closer, err := s.db.Get([]byte{prefixFormat})
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+		empty, err := s.empty()
+		if err != nil {
+			return err
+		}
+		if !empty {
+			return fmt.Errorf("%w: %s: keys without a format version (not an xmq store?)", ErrDamaged, s.dir)
+		}
+		if s.opts.ReadOnly {
+			return nil
+		}
+		return s.db.Set([]byte{prefixFormat}, binary.BigEndian.AppendUint32(nil, FormatVersion), pebble.Sync)
+	case err != nil:
+		return fmt.Errorf("%w: %s: reading the format version: %v", ErrDamaged, s.dir, err)
+	}
+	defer closer.Close()
+	if len(v) != 4 {
+		return fmt.Errorf("%w: %s: format version key holds %d bytes", ErrDamaged, s.dir, len(v))
+	}
+	switch got := binary.BigEndian.Uint32(v); {
+	case got > FormatVersion:
+		return fmt.Errorf("%w: %s was written in format %d by a newer xmq; this build reads format %d: run the newer xmq, or move the directory aside to start empty",
+			ErrFormat, s.dir, got, FormatVersion)
+	case got < FormatVersion:
+		return fmt.Errorf("%w: %s is in format %d, which this build cannot migrate (it reads %d)", ErrFormat, s.dir, got, FormatVersion)
+	}
+	return nil
+}
+
+func (s *Store) empty() (bool, error) {
+	it, err := s.db.NewIter(nil)
+	if err != nil {
+		return false, err
+	}
+	defer it.Close()
+	return !it.First(), it.Error()
+}
+
+// Dir is the store's directory.
+func (s *Store) Dir() string { return s.dir }
+
+// Syncs is how many times the log was forced to disk.
+func (s *Store) Syncs() uint64 { return s.syncs.Load() }
+
+// idKey is prefix, the two-byte length of id, then id.
+func idKey(prefix byte, id string, extra int) []byte {
+	k := make([]byte, 0, 3+len(id)+extra)
+	k = append(k, prefix)
+	k = binary.BigEndian.AppendUint16(k, uint16(len(id)))
+	return append(k, id...)
+}
+
+func msgKey(id string, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(idKey(prefixMessage, id, 8), seq)
+}
+
+func retainedKey(topic string) []byte {
+	return append([]byte{prefixRetained}, topic...)
+}
+
+// checkID refuses ids the key layout cannot hold (MQTT strings are at most
+// 65535 bytes, so a valid client id always fits).
+func checkID(id string) error {
+	if len(id) > 0xFFFF {
+		return fmt.Errorf("store: client id of %d bytes", len(id))
+	}
+	return nil
+}
+
+func (s *Store) set(key, val []byte) error {
+	if err := s.db.Set(key, val, pebble.NoSync); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	s.writes.Add(1)
+	return nil
+}
+
+func (s *Store) del(key []byte) error {
+	if err := s.db.Delete(key, pebble.NoSync); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	s.writes.Add(1)
+	return nil
+}
+
+// admit applies the disk budget to a write of n bytes.
+func (s *Store) admit(n int) error {
+	if s.full.Load() {
+		return s.fullError()
+	}
+	s.unflushed.Add(int64(n))
+	w := s.written.Add(int64(n))
+	if b := s.opts.MaxDiskBytes; b > 0 && s.usage.Load()+w > b {
+		s.full.Store(true)
+		return s.fullError()
+	}
+	return nil
+}
+
+func (s *Store) fullError() error {
+	if b := s.opts.MaxDiskBytes; b > 0 && s.usage.Load()+s.written.Load() > b {
+		return fmt.Errorf("store: %s uses %d bytes of its %d-byte budget (store.max_disk_bytes): %w",
+			s.dir, s.usage.Load(), b, syscall.ENOSPC)
+	}
+	return fmt.Errorf("store: less than %d bytes free on the file system of %s: %w", s.opts.MinFreeBytes, s.dir, syscall.ENOSPC)
+}
+
+// PutSession implements core.Store.
+func (s *Store) PutSession(id string, rec []byte) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	return s.set(idKey(prefixSession, id, 0), rec)
+}
+
+// DeleteSession implements core.Store: the session, its inbound state and
+// every message owed to it.
+func (s *Store) DeleteSession(id string) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	_ = b.Delete(idKey(prefixSession, id, 0), nil)
+	_ = b.Delete(idKey(prefixInbound, id, 0), nil)
+	lo := idKey(prefixMessage, id, 9)
+	hi := append(append([]byte(nil), lo...), 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF)
+	_ = b.DeleteRange(lo, hi, nil)
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	s.writes.Add(1)
+	return nil
+}
+
+// PutMessage implements core.Store.
+func (s *Store) PutMessage(id string, seq uint64, rec []byte) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	if err := s.admit(len(rec) + len(id) + 11); err != nil {
+		return err
+	}
+	return s.set(msgKey(id, seq), rec)
+}
+
+// DeleteMessage implements core.Store.
+func (s *Store) DeleteMessage(id string, seq uint64) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	return s.del(msgKey(id, seq))
+}
+
+// PutRetained implements core.Store.
+func (s *Store) PutRetained(topic string, rec []byte) error {
+	if err := s.admit(len(rec) + len(topic) + 1); err != nil {
+		return err
+	}
+	return s.set(retainedKey(topic), rec)
+}
+
+// DeleteRetained implements core.Store.
+func (s *Store) DeleteRetained(topic string) error { return s.del(retainedKey(topic)) }
+
+// PutInbound implements core.Store.
+func (s *Store) PutInbound(id string, rec []byte) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	return s.set(idKey(prefixInbound, id, 0), rec)
+}
+
+// DeleteInbound implements core.Store.
+func (s *Store) DeleteInbound(id string) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	return s.del(idKey(prefixInbound, id, 0))
+}
+
+// PutWill implements core.Store.
+func (s *Store) PutWill(id string, rec []byte) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	return s.set(idKey(prefixWill, id, 0), rec)
+}
+
+// DeleteWill implements core.Store.
+func (s *Store) DeleteWill(id string) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	return s.del(idKey(prefixWill, id, 0))
+}
+
+// Sync implements core.Store. In sync mode it returns once every write
+// made before the call is on disk; callers that arrive while an fsync is
+// under way wait for the next one, which covers them all (group commit).
+// In the other modes it returns at once.
+func (s *Store) Sync() error {
+	if s.opts.Durability != DurabilitySync || s.opts.ReadOnly {
+		return nil
+	}
+	return s.syncTo(s.writes.Load())
+}
+
+// syncTo waits until the writes up to target are on disk, syncing as the
+// leader when no one else is.
+func (s *Store) syncTo(target uint64) error {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	for s.synced < target {
+		if s.syncing {
+			s.cond.Wait()
+			continue
+		}
+		s.syncing = true
+		covered := s.writes.Load() // every write counted here is in the log already
+		s.syncMu.Unlock()
+		err := s.fsync()
+		s.syncMu.Lock()
+		s.syncing = false
+		if err == nil {
+			s.synced = max(s.synced, covered)
+		}
+		s.cond.Broadcast()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fsync forces the write-ahead log to disk.
+func (s *Store) fsync() (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("store: syncing %s: %v", s.dir, v)
+		}
+	}()
+	if err := s.db.LogData(nil, pebble.Sync); err != nil {
+		return fmt.Errorf("store: syncing %s: %w", s.dir, err)
+	}
+	s.syncs.Add(1)
+	return nil
+}
+
+// flushLoop is interval mode's background flush.
+func (s *Store) flushLoop() {
+	defer s.done.Done()
+	t := time.NewTicker(s.opts.FlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			if err := s.syncTo(s.writes.Load()); err != nil {
+				s.log.Error("store: periodic flush failed", zap.Error(err))
+			}
+		case <-s.stop:
+			return
+		}
+	}
+}
+
+// sampleInterval is how often the disk budget is measured.
+const sampleInterval = 200 * time.Millisecond
+
+func (s *Store) sampleLoop() {
+	defer s.done.Done()
+	t := time.NewTicker(sampleInterval)
+	defer t.Stop()
+	wasFull := false
+	for {
+		select {
+		case <-t.C:
+			s.sample()
+			if full := s.full.Load(); full != wasFull {
+				wasFull = full
+				if full {
+					s.log.Error("store full: refusing new queued and retained messages", zap.Error(s.fullError()))
+				} else {
+					s.log.Info("store below its limits again: accepting messages")
+				}
+			}
+		case <-s.stop:
+			return
+		}
+	}
+}
+
+// sample measures the database and the file system's free space.
+func (s *Store) sample() {
+	usage := s.DiskUsage()
+	s.usage.Store(usage)
+	s.written.Store(0)
+	full := s.opts.MaxDiskBytes > 0 && usage >= s.opts.MaxDiskBytes
+	if s.opts.MinFreeBytes > 0 {
+		var fsst syscall.Statfs_t
+		if syscall.Statfs(s.dir, &fsst) == nil && int64(fsst.Bavail)*fsst.Bsize < s.opts.MinFreeBytes {
+			full = true
+		}
+	}
+	s.full.Store(full)
+}
+
+// DiskUsage is what the disk budget counts: the tables on disk and the
+// bytes written since the last memtable flush, not the write-ahead log.
+func (s *Store) DiskUsage() int64 {
+	m := s.db.Metrics()
+	return int64(m.DiskSpaceUsage()-m.WAL.PhysicalSize-m.WAL.ObsoletePhysicalSize) + s.unflushed.Load()
+}
+
+// Compact compacts the whole key space, so that deleted data leaves the
+// disk now rather than when the engine gets to it.
+func (s *Store) Compact() error {
+	return s.db.Compact(context.Background(), []byte{0}, []byte{0xFF, 0xFF}, true)
+}
+
+// Close implements core.Store: it stops the background work, syncs in the
+// modes that promise it and closes the database.
+func (s *Store) Close() (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("store: closing %s: %v", s.dir, v)
+		}
+	}()
+	close(s.stop)
+	s.done.Wait()
+	if !s.opts.ReadOnly && s.opts.Durability != DurabilityNone {
+		if serr := s.syncTo(s.writes.Load()); serr != nil {
+			err = serr
+		}
+	}
+	if cerr := s.db.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("store: closing %s: %w", s.dir, cerr)
+	}
+	return err
+}
+
+// pebbleLogger sends the engine's messages to zap.
+type pebbleLogger struct{ l *zap.SugaredLogger }
+
+func (p pebbleLogger) Infof(format string, args ...any)  { p.l.Debugf("pebble: "+format, args...) }
+func (p pebbleLogger) Errorf(format string, args ...any) { p.l.Errorf("pebble: "+format, args...) }
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	// Recovered into an error where the store calls the engine itself.
+	msg := fmt.Sprintf("pebble: "+format, args...)
+	p.l.Error(msg)
+	panic(msg)
+}
+
+// UpdateMessage implements core.Store: a message's new delivery state,
+// never refused for space (the message is on disk already).
+func (s *Store) UpdateMessage(id string, seq uint64, rec []byte) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	return s.set(msgKey(id, seq), rec)
+}
