@@ -35,6 +35,8 @@ type config struct {
 	Broker  brokerConfig `yaml:"broker"`
 	// Auth is authentication, ACLs and abuse limits (auth.go).
 	Auth authConfig `yaml:"auth"`
+	// Web is the dashboard, admin API and metrics server (web.go).
+	Web webConfig `yaml:"web"`
 	// Store is the on-disk store's durability and disk budget (store.go).
 	Store storeConfig `yaml:"store"`
 }
@@ -162,6 +164,7 @@ func defaultConfig() config {
 		TLS:     tlsConfig{ReloadInterval: defaultReloadInterval, HandshakeTimeout: defaultHandshakeTimeout},
 		DataDir: defaultDataDir,
 		Log:     logConfig{Level: "info", Format: "auto"},
+		Web:     defaultWebConfig(),
 	}
 }
 
@@ -200,10 +203,14 @@ func (c *config) setDefaults() {
 	if len(c.ACME.Domains) == 0 {
 		c.ACME.Domains = nil
 	}
+	c.Web.setDefaults()
 }
 
-// needsTLS reports whether any listener serves TLS.
+// needsTLS reports whether any listener, or the web server, serves TLS.
 func (c *config) needsTLS() bool {
+	if c.Web.TLS && c.Web.Address != "" {
+		return true
+	}
 	for _, l := range c.Listeners {
 		if isTLS(l.Transport) {
 			return true
@@ -251,6 +258,9 @@ func (c *config) validate() error {
 		return errors.New("acme and tls cert_file exclude each other: pick one source for the certificate")
 	}
 	if err := c.validateAuth(); err != nil {
+		return err
+	}
+	if err := c.validateWeb(); err != nil {
 		return err
 	}
 	if err := c.validateStore(); err != nil {
@@ -327,6 +337,7 @@ type flags struct {
 	logFormat string
 	data      string
 	auth      authFlags
+	web       webFlags
 }
 
 func newFlagSet(f *flags) *flag.FlagSet {
@@ -342,6 +353,7 @@ func newFlagSet(f *flags) *flag.FlagSet {
 	fs.StringVar(&f.logFormat, "log-format", "", "auto, console or json")
 	fs.StringVar(&f.data, "data", "", `data directory; "" keeps state in memory`)
 	addAuthFlags(fs, &f.auth)
+	addWebFlags(fs, &f.web)
 	return fs
 }
 
@@ -388,6 +400,7 @@ func loadConfig(args []string) (config, error) {
 		cfg.DataDir = f.data
 	}
 	f.auth.apply(&cfg, set)
+	f.web.apply(&cfg, set)
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		return config{}, err
@@ -433,7 +446,7 @@ Flags (each one given overrides the configuration file):
         are stored in DIR/store and survive a restart or a crash (see the
         store section of xmq.example.yaml for durability). -data "" keeps
         state in memory: it is lost when xmq exits.
-`+authUsage+`  -log-level LEVEL
+`+authUsage+webUsage+`  -log-level LEVEL
         debug, info, warn or error. Default "info".
   -log-format FORMAT
         auto, console or json. Default "auto": console on a terminal,

@@ -214,6 +214,7 @@ broker:
 				DataDir:   "/var/lib/xmq",
 				Log:       logConfig{Level: "debug", Format: "json"},
 				Broker:    brokerConfig{ConnectTimeout: 3 * time.Second, SharedStrategy: core.SharedHashTopic},
+				Web:       defaultWebConfig(),
 			},
 		},
 		{
@@ -230,6 +231,7 @@ broker:
 				DataDir: "",
 				Log:     logConfig{Level: "warn", Format: "json"},
 				Broker:  brokerConfig{ConnectTimeout: 3 * time.Second, SharedStrategy: core.SharedHashTopic},
+				Web:     defaultWebConfig(),
 			},
 		},
 		{
@@ -240,6 +242,7 @@ broker:
 				TLS:       tlsDefaults,
 				DataDir:   "/tmp/x",
 				Log:       logConfig{Level: "info", Format: "console"},
+				Web:       defaultWebConfig(),
 			},
 		},
 		{
@@ -255,6 +258,7 @@ broker:
 				TLS:     tlsDefaults,
 				DataDir: "./data",
 				Log:     logConfig{Level: "info", Format: "auto"},
+				Web:     defaultWebConfig(),
 			},
 		},
 	}

@@ -28,6 +28,8 @@ type runOption func(*runOptions)
 type runOptions struct {
 	// ready is called once every listener is bound, with their real addresses.
 	ready func(addrs []net.Addr)
+	// webReady is called with the web server's address once it serves.
+	webReady func(addr net.Addr)
 }
 
 // withReady makes run report the bound listener addresses (port 0 resolved).
@@ -101,8 +103,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 		return err
 	}
 	defer ts.close()
+	// The dashboard's port is bound first: the ws and wss listeners allow its origin.
+	wr, err := bindWeb(&cfg)
+	if err != nil {
+		_ = shutdown(ctx, srv, nil, log)
+		return err
+	}
 	lns, err := listen(&cfg, ts, log.Named("listeners"))
 	if err != nil {
+		wr.stop(ctx)
 		_ = shutdown(ctx, srv, nil, log)
 		return err
 	}
@@ -129,7 +138,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 
 	// Each listener's accept loop runs on its own goroutine until Shutdown
 	// closes the listener; the first unexpected error stops the broker.
-	serveErr := make(chan error, len(lns))
+	serveErr := make(chan error, len(lns)+1)
 	var serving sync.WaitGroup
 	for i, l := range lns {
 		serving.Go(func() {
@@ -139,10 +148,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 			}
 		})
 	}
+	if wr != nil {
+		if err := wr.start(&cfg, srv, lns, ts, authn, log, serveErr); err != nil {
+			wr.stop(ctx)
+			_ = shutdown(ctx, srv, lns, log)
+			serving.Wait()
+			return err
+		}
+	}
 	log.Info("xmq started", zap.String("version", version), zap.Int("listeners", len(lns)),
 		zap.String("data_dir", cfg.DataDir))
 	if ro.ready != nil {
 		ro.ready(addrs)
+	}
+	if ro.webReady != nil && wr != nil {
+		ro.webReady(wr.addr())
 	}
 
 	var failed error
@@ -152,6 +172,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	case failed = <-serveErr:
 		log.Error("xmq stopping", zap.Error(failed))
 	}
+	wr.stop(ctx)
 	err = shutdown(ctx, srv, lns, log)
 	serving.Wait()
 	return errors.Join(failed, err)

@@ -51,6 +51,9 @@ func startRun(t *testing.T, args ...string) *broker {
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &broker{stderr: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
 	ready := make(chan []net.Addr, 1)
+	// A free port for the dashboard, so runs never fight over 18083; a
+	// test's own -web comes later and wins.
+	args = append([]string{"-web", "127.0.0.1:0"}, args...)
 	go func() {
 		b.done <- run(ctx, args, io.Discard, b.stderr, withReady(func(a []net.Addr) { ready <- a }))
 	}()

@@ -1,0 +1,326 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"xmq/auth"
+	"xmq/certs"
+	"xmq/core"
+	"xmq/listeners"
+	"xmq/web"
+)
+
+// webConfig is the web section: the dashboard, admin API and metrics
+// server (web.Options with YAML names).
+type webConfig struct {
+	// Address is host:port of the HTTP(S) server; "" turns it off. The
+	// default, 127.0.0.1:18083, keeps the admin API off the network.
+	Address string `yaml:"address"`
+	// TLS serves HTTPS with the broker's certificate (tls files, acme or
+	// the development CA).
+	TLS bool `yaml:"tls"`
+	// AdminUser is the dashboard's admin login.
+	AdminUser string `yaml:"admin_user"`
+	// AdminPasswordHash is the admin's bcrypt hash. XMQ_ADMIN_PASSWORD
+	// wins over it; with neither, xmq generates a password at first start.
+	AdminPasswordHash string `yaml:"admin_password_hash"`
+	// APIKeys maps a key's name to its SHA-256 and role.
+	APIKeys map[string]apiKeyConfig `yaml:"api_keys"`
+	// AllowAnonymousLoopback lets requests from this machine in without
+	// credentials, as admin.
+	AllowAnonymousLoopback bool `yaml:"allow_anonymous_loopback"`
+	// SessionTTL is how long a dashboard login lasts.
+	SessionTTL time.Duration `yaml:"session_ttl"`
+}
+
+// apiKeyConfig is one API key: only its hash is configured.
+type apiKeyConfig struct {
+	SHA256 string `yaml:"sha256"` // hex SHA-256 of the key
+	Role   string `yaml:"role"`   // viewer or admin
+}
+
+// adminPasswordEnv names the environment variable with the admin password.
+const adminPasswordEnv = "XMQ_ADMIN_PASSWORD"
+
+func defaultWebConfig() webConfig {
+	return webConfig{Address: web.DefaultAddress, AdminUser: web.DefaultAdminUser, SessionTTL: web.DefaultSessionTTL}
+}
+
+// setDefaults normalizes what YAML may leave empty.
+func (w *webConfig) setDefaults() {
+	if len(w.APIKeys) == 0 {
+		w.APIKeys = nil
+	}
+}
+
+// apiKeys converts the configured keys.
+func (w *webConfig) apiKeys() ([]web.APIKey, error) {
+	var keys []web.APIKey
+	for _, name := range sortedNames(w.APIKeys) {
+		k := w.APIKeys[name]
+		sum, err := web.ParseAPIKeyHash(k.SHA256)
+		if err != nil {
+			return nil, fmt.Errorf("web.api_keys.%s: %w", name, err)
+		}
+		keys = append(keys, web.APIKey{Name: name, SHA256: sum, Role: web.Role(k.Role)})
+	}
+	return keys, nil
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// validateWeb checks the web section.
+func (c *config) validateWeb() error {
+	w := &c.Web
+	if w.Address == "" {
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(w.Address); err != nil {
+		return fmt.Errorf("web.address %q: want host:port: %w", w.Address, err)
+	}
+	if w.AdminUser == "" {
+		return errors.New("web.admin_user must not be empty")
+	}
+	keys, err := w.apiKeys()
+	if err != nil {
+		return err
+	}
+	o := web.Options{SessionTTL: w.SessionTTL, APIKeys: keys}
+	if w.AdminPasswordHash != "" {
+		o.AdminPasswordHash = []byte(w.AdminPasswordHash)
+	}
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// webFlags are the command-line flags of the web section.
+type webFlags struct{ address string }
+
+func addWebFlags(fs *flag.FlagSet, f *webFlags) {
+	fs.StringVar(&f.address, "web", "", `dashboard, admin API and metrics address; "" turns them off`)
+}
+
+func (f *webFlags) apply(cfg *config, set map[string]bool) {
+	if set["web"] {
+		cfg.Web.Address = f.address
+	}
+}
+
+// webUsage documents the web flag in printUsage.
+const webUsage = `  -web ADDR
+        serve the dashboard, the admin API (/api/v1) and Prometheus metrics
+        (/metrics) on ADDR. Default "127.0.0.1:18083": this machine only;
+        ":18083" for every interface. -web "" turns them off. The admin
+        password is XMQ_ADMIN_PASSWORD, web.admin_password_hash, or one
+        generated at first start and printed once in the log.
+`
+
+// webRun is the web server of a run: bound before the MQTT listeners (so
+// the ws and wss listeners can allow the dashboard's origin), served once
+// they are bound.
+type webRun struct {
+	l        net.Listener
+	srv      *web.Server
+	stopping atomic.Bool
+	done     chan error
+}
+
+// bindWeb binds the web address, if any, and lets the ws and wss listeners
+// that have no allowed_origins of their own accept the dashboard's page.
+func bindWeb(cfg *config) (*webRun, error) {
+	if cfg.Web.Address == "" {
+		return nil, nil
+	}
+	l, err := net.Listen("tcp", cfg.Web.Address)
+	if err != nil {
+		return nil, fmt.Errorf("web: %w", err)
+	}
+	origins := dashboardOrigins(l.Addr().(*net.TCPAddr), cfg.Web.TLS)
+	for i := range cfg.Listeners {
+		lc := &cfg.Listeners[i]
+		if (lc.Transport == listeners.TransportWS || lc.Transport == listeners.TransportWSS) && len(lc.AllowedOrigins) == 0 {
+			lc.AllowedOrigins = origins
+		}
+	}
+	return &webRun{l: l}, nil
+}
+
+// dashboardOrigins are the origins a browser shows for the dashboard at
+// addr: the loopback names, and for an address on every interface also
+// the host name and the machine's addresses. Other names (a DNS name in
+// front of the machine) go in the listeners' allowed_origins.
+func dashboardOrigins(addr *net.TCPAddr, tls bool) []string {
+	scheme := "http://"
+	if tls {
+		scheme = "https://"
+	}
+	port := fmt.Sprint(addr.Port)
+	hosts := []string{"localhost", "127.0.0.1", "::1"}
+	switch {
+	case addr.IP.IsUnspecified():
+		if h, err := os.Hostname(); err == nil && h != "" {
+			hosts = append(hosts, h)
+		}
+		if addrs, err := net.InterfaceAddrs(); err == nil {
+			for _, a := range addrs {
+				if ipn, ok := a.(*net.IPNet); ok && !ipn.IP.IsLinkLocalUnicast() {
+					hosts = append(hosts, ipn.IP.String())
+				}
+			}
+		}
+	case !addr.IP.IsLoopback():
+		hosts = append(hosts, addr.IP.String())
+	}
+	var out []string
+	for _, h := range hosts {
+		o := scheme + net.JoinHostPort(h, port)
+		if !slices.Contains(out, o) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// start builds the web server and serves it on its own goroutine; an
+// unexpected end of serving is sent on failed, if there is room.
+func (w *webRun) start(cfg *config, srv *core.Server, lns []listeners.Listener, ts *tlsSetup, authn *auth.Auth,
+	log *zap.Logger, failed chan<- error) error {
+	wlog := log.Named("web")
+	hash, source, err := web.AdminPassword(os.Getenv(adminPasswordEnv), cfg.Web.AdminPasswordHash, cfg.DataDir, wlog)
+	if err != nil {
+		return err
+	}
+	keys, err := cfg.Web.apiKeys()
+	if err != nil {
+		return err
+	}
+	infos := make([]web.Listener, len(lns))
+	for i, l := range lns {
+		lc := cfg.Listeners[i]
+		infos[i] = web.Listener{Name: lc.Name, Transport: l.Transport(), Address: l.Addr().String(), Path: lc.Path}
+	}
+	opts := web.Options{
+		Address: cfg.Web.Address, AdminUser: cfg.Web.AdminUser, AdminPasswordHash: hash, APIKeys: keys,
+		AllowAnonymousLoopback: cfg.Web.AllowAnonymousLoopback, SessionTTL: cfg.Web.SessionTTL,
+		Listeners: infos, Version: version, Log: wlog,
+		Ready: func() error {
+			if w.stopping.Load() {
+				return errors.New("shutting down")
+			}
+			return nil
+		},
+	}
+	if authn != nil {
+		opts.Bans = banList{authn}
+	}
+	if cfg.Web.TLS {
+		if ts.def == nil {
+			return errors.New("web.tls: no certificate source")
+		}
+		if opts.TLS, err = ts.def.ServerConfig(certs.ClientAuth{Verify: certs.VerifyNone}); err != nil {
+			return fmt.Errorf("web.tls: %w", err)
+		}
+	}
+	w.srv, err = web.New(srv, opts)
+	if err != nil {
+		return err
+	}
+	scheme := "http"
+	if cfg.Web.TLS {
+		scheme = "https"
+	}
+	wlog.Info("dashboard, admin API and metrics", zap.String("url", scheme+"://"+w.l.Addr().String()+"/"),
+		zap.String("admin_user", cfg.Web.AdminUser), zap.String("password_from", source),
+		zap.Bool("anonymous_loopback", cfg.Web.AllowAnonymousLoopback))
+	w.done = make(chan error, 1)
+	go func() {
+		err := w.srv.Serve(w.l)
+		if err != nil {
+			wlog.Error("web server stopped", zap.Error(err))
+			select {
+			case failed <- fmt.Errorf("web: %w", err):
+			default:
+			}
+		}
+		w.done <- err
+	}()
+	return nil
+}
+
+// stop makes /readyz fail and ends the web server (a nil w is off).
+func (w *webRun) stop(ctx context.Context) {
+	if w == nil {
+		return
+	}
+	w.stopping.Store(true)
+	if w.srv == nil {
+		_ = w.l.Close()
+		return
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = w.srv.Shutdown(sctx)
+	<-w.done
+}
+
+// addr is where the web server listens; nil when it is off.
+func (w *webRun) addr() net.Addr {
+	if w == nil {
+		return nil
+	}
+	return w.l.Addr()
+}
+
+// banList adapts auth's runtime banned list to the web API's.
+type banList struct{ a *auth.Auth }
+
+var banKinds = map[string]auth.BanKind{"client_id": auth.BanClientID, "username": auth.BanUsername, "ip": auth.BanAddress}
+
+func (b banList) Ban(kind, value, reason string, until time.Time) error {
+	k, ok := banKinds[kind]
+	if !ok {
+		return fmt.Errorf("unknown ban kind %q", kind)
+	}
+	return b.a.Ban(auth.Ban{Kind: k, Value: value, Reason: reason, Until: until})
+}
+
+func (b banList) Unban(kind, value string) (bool, error) {
+	k, ok := banKinds[kind]
+	if !ok {
+		return false, fmt.Errorf("unknown ban kind %q", kind)
+	}
+	return b.a.Unban(k, value), nil
+}
+
+func (b banList) Bans() []web.Ban {
+	var out []web.Ban
+	for _, x := range b.a.Bans() {
+		kind := string(x.Kind)
+		for name, k := range banKinds {
+			if k == x.Kind {
+				kind = name
+			}
+		}
+		out = append(out, web.Ban{Kind: kind, Value: x.Value, Reason: x.Reason, Until: x.Until, Created: x.At})
+	}
+	return out
+}

@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"xmq/web"
+)
+
+func TestExampleWebIsDefault(t *testing.T) {
+	got := mustLoad(t, "-c", examplePath)
+	if want := defaultWebConfig(); !reflect.DeepEqual(got.Web, want) {
+		t.Errorf("example web section gives\n  %+v\nwant the defaults\n  %+v", got.Web, want)
+	}
+}
+
+func TestWebConfig(t *testing.T) {
+	key, sum := web.NewAPIKey()
+	_ = key
+	cfg := mustLoad(t, "-c", writeFile(t, "web:\n  address: ':0'\n  api_keys:\n    grafana: {sha256: 'sha256:"+sum+"', role: viewer}\n"), "-web", "127.0.0.1:9999")
+	if cfg.Web.Address != "127.0.0.1:9999" {
+		t.Errorf("-web did not override the file: %q", cfg.Web.Address)
+	}
+	keys, err := cfg.Web.apiKeys()
+	if err != nil || len(keys) != 1 || keys[0].Name != "grafana" || keys[0].Role != web.RoleViewer {
+		t.Errorf("api keys %+v, %v", keys, err)
+	}
+	if cfg := mustLoad(t, "-web", ""); cfg.Web.Address != "" {
+		t.Errorf(`-web "" gives address %q`, cfg.Web.Address)
+	}
+	for _, tt := range []struct{ name, file, err string }{
+		{"bad address", "web:\n  address: nowhere\n", "web.address"},
+		{"short hash", "web:\n  api_keys:\n    a: {sha256: abc, role: admin}\n", "web.api_keys.a"},
+		{"bad role", "web:\n  api_keys:\n    a: {sha256: " + sum + ", role: root}\n", "role"},
+		{"short session", "web:\n  session_ttl: 1s\n", "session ttl"},
+		{"not bcrypt", "web:\n  admin_password_hash: secret\n", "admin password hash"},
+		{"no admin", "web:\n  admin_user: ''\n", "admin_user"},
+		{"unknown key", "web:\n  adress: x\n", "field adress not found"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := loadConfig([]string{"-c", writeFile(t, tt.file)})
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("error %v, want one containing %q", err, tt.err)
+			}
+		})
+	}
+}
+
+// webRunConfig serves MQTT over tcp and ws on free loopback ports.
+const webRunConfig = `
+listeners:
+  - name: tcp
+    address: 127.0.0.1:0
+  - name: ws
+    transport: ws
+    address: 127.0.0.1:0
+`
+
+// startWebRun starts run with the web server on a free port and returns
+// the broker and the web server's base URL.
+func startWebRun(t *testing.T, args ...string) (*broker, string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &broker{stderr: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
+	ready := make(chan []net.Addr, 1)
+	webAddr := make(chan net.Addr, 1)
+	args = append([]string{"-c", writeFile(t, webRunConfig), "-web", "127.0.0.1:0", "-log-format", "json"}, args...)
+	go func() {
+		b.done <- run(ctx, args, io.Discard, b.stderr, withReady(func(a []net.Addr) { ready <- a }),
+			func(o *runOptions) { o.webReady = func(a net.Addr) { webAddr <- a } })
+	}()
+	select {
+	case b.addrs = <-ready:
+	case err := <-b.done:
+		cancel()
+		t.Fatalf("run returned before it was ready: %v\n%s", err, b.stderr)
+	case <-time.After(10 * time.Second):
+		cancel()
+		t.Fatalf("run not ready after 10s\n%s", b.stderr)
+	}
+	t.Cleanup(func() { cancel(); <-b.done })
+	return b, "http://" + (<-webAddr).String()
+}
+
+func getJSON(t *testing.T, url, user, pass string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	if user != "" {
+		req.SetBasicAuth(user, pass)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var m map[string]any
+	_ = json.NewDecoder(res.Body).Decode(&m)
+	return res.StatusCode, m
+}
+
+func TestRunServesWeb(t *testing.T) {
+	t.Setenv(adminPasswordEnv, "s3cret-from-env")
+	b, base := startWebRun(t, "-data", "")
+
+	if code, _ := getJSON(t, base+"/healthz", "", ""); code != 200 {
+		t.Errorf("/healthz: %d", code)
+	}
+	if code, m := getJSON(t, base+"/readyz", "", ""); code != 200 {
+		t.Errorf("/readyz: %d %v", code, m)
+	}
+	if code, _ := getJSON(t, base+"/api/v1/overview", "admin", "wrong"); code != 401 {
+		t.Errorf("wrong password: %d, want 401", code)
+	}
+	code, ov := getJSON(t, base+"/api/v1/overview", "admin", "s3cret-from-env")
+	if code != 200 {
+		t.Fatalf("overview: %d %v", code, ov)
+	}
+	var wsURL string
+	for _, l := range ov["listeners"].([]any) {
+		l := l.(map[string]any)
+		if l["name"] == "ws" {
+			wsURL, _ = l["url"].(string)
+		}
+	}
+	if want := "ws://" + b.addrs[1].String() + "/mqtt"; wsURL != want {
+		t.Errorf("overview gives the ws listener as %q, want %q", wsURL, want)
+	}
+
+	// The ws listener lets the dashboard's page in, and no other page.
+	dial := func(origin string) int {
+		h := http.Header{"Origin": {origin}}
+		c, res, err := (&websocket.Dialer{Subprotocols: []string{"mqtt"}, HandshakeTimeout: 5 * time.Second}).Dial(wsURL, h)
+		if err == nil {
+			_ = c.Close()
+			return 101
+		}
+		if res == nil {
+			t.Fatalf("dial %s: %v", wsURL, err)
+		}
+		return res.StatusCode
+	}
+	if code := dial(base); code != 101 {
+		t.Errorf("WebSocket from the dashboard's origin %s: %d, want 101", base, code)
+	}
+	if code := dial("http://evil.example"); code != 403 {
+		t.Errorf("WebSocket from a foreign origin: %d, want 403", code)
+	}
+
+	// The banned list is auth's.
+	req, _ := http.NewRequest("POST", base+"/api/v1/banned", strings.NewReader(`{"kind":"client_id","value":"bad-device","reason":"test"}`))
+	req.SetBasicAuth("admin", "s3cret-from-env")
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = res.Body.Close()
+	if res.StatusCode != 201 {
+		t.Fatalf("ban: %d", res.StatusCode)
+	}
+	code, bans := getJSON(t, base+"/api/v1/banned", "admin", "s3cret-from-env")
+	items, _ := bans["items"].([]any)
+	if code != 200 || len(items) != 1 || items[0].(map[string]any)["kind"] != "client_id" || items[0].(map[string]any)["value"] != "bad-device" {
+		t.Errorf("banned list: %d %v", code, bans)
+	}
+
+	res, err = http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	if !strings.Contains(string(metrics), `xmq_connections{listener="ws",transport="ws"}`) {
+		t.Errorf("/metrics lacks the ws listener's connections:\n%.2000s", metrics)
+	}
+	if err := b.stop(t); err != nil {
+		t.Errorf("run: %v", err)
+	}
+	if _, err := http.Get(base + "/healthz"); err == nil {
+		t.Error("the web server still answers after run returned")
+	}
+}
+
+func TestRunGeneratesAdminPassword(t *testing.T) {
+	t.Setenv(adminPasswordEnv, "")
+	dir := t.TempDir()
+	b, _ := startWebRun(t, "-data", dir)
+	if err := b.stop(t); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	log := b.stderr.String()
+	if !strings.Contains(log, "generated the dashboard's admin password") {
+		t.Fatalf("first start did not log a generated password:\n%s", log)
+	}
+	i := strings.Index(log, `"password":"`)
+	password := log[i+len(`"password":"`):]
+	password = password[:strings.IndexByte(password, '"')]
+	if _, err := os.Stat(filepath.Join(dir, web.AdminPasswordFile)); err != nil {
+		t.Fatalf("hash not stored: %v", err)
+	}
+
+	// The second start reuses the stored hash and prints nothing.
+	b, base := startWebRun(t, "-data", dir)
+	if code, _ := getJSON(t, base+"/api/v1/auth/me", "admin", password); code != 200 {
+		t.Errorf("the generated password does not work after a restart: %d", code)
+	}
+	if log := b.stderr.String(); strings.Contains(log, "generated the dashboard's admin password") {
+		t.Errorf("second start generated another password:\n%s", log)
+	}
+}
