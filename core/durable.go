@@ -378,7 +378,9 @@ func (r *restorer) will(id string, rec []byte) error {
 	r.nwills++
 	wait := max(w.At.Sub(r.now), 0)
 	if sess := s.sessions[id]; sess != nil {
+		sess.mu.Lock() // the timer may fire at once and clear willTimer
 		sess.willTimer = time.AfterFunc(wait, func() { s.publishWill(w.Msg, w.Expiry, sess) })
+		sess.mu.Unlock()
 		return nil
 	}
 	s.willTimers = append(s.willTimers, time.AfterFunc(wait, func() {

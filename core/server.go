@@ -242,6 +242,11 @@ func (s *Server) attach(c *client, clean bool, expiry uint32, queueAck func(pres
 	}
 	if stored != nil {
 		s.storeSave(c.id, stored)
+		// On disk before any delivery: a restart must know the session was
+		// online, so that what it may have been sent is resent with DUP.
+		if err := s.store.Sync(); err != nil {
+			s.storeError("store: sync after connect failed", err, zap.String("client_id", c.id))
+		}
 	} else if present {
 		s.storeDelete(c.id) // resumed with expiry 0: nothing to keep on disk
 	}

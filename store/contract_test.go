@@ -44,7 +44,7 @@ func impls() []impl {
 
 // openPebble opens a Pebble store closed at cleanup (a second Close is fine
 // for the test: it only reports an error).
-func openPebble(t *testing.T, dir string, opts store.Options) *store.Store {
+func openPebble(t testing.TB, dir string, opts store.Options) *store.Store {
 	t.Helper()
 	st, err := store.Open(dir, opts)
 	if err != nil {
@@ -103,7 +103,7 @@ func load(t *testing.T, st core.Store) dump {
 	return d
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
