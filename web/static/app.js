@@ -203,14 +203,16 @@ async function logout() {
 
 function loginPage() {
   const err = h('div', { class: 'error-text', id: 'login-error' });
-  const user = h('input', { id: 'login-user', autocomplete: 'username', value: 'admin', required: true });
+  const user = h('input', { id: 'login-user', autocomplete: 'username', value: 'admin' });
   const pass = h('input', { id: 'login-pass', type: 'password', autocomplete: 'current-password', required: true });
   const form = h('form', {
     onsubmit: async (e) => {
       e.preventDefault();
       err.textContent = '';
       try {
-        state.me = await api('POST', '/auth/login', { username: user.value, password: pass.value });
+        // An empty user name logs in with an API key (its role: viewer or admin).
+        const body = user.value ? { username: user.value, password: pass.value } : { api_key: pass.value };
+        state.me = await api('POST', '/auth/login', body);
         route();
       } catch (ex) {
         err.textContent = ex.message;
@@ -226,7 +228,8 @@ function loginPage() {
     h('div', { class: 'panel' },
       h('div', { class: 'brand' }, h('img', { src: '/static/favicon.svg', alt: '' }), 'xmq', h('small', {}, 'dashboard')),
       form,
-      h('p', { class: 'muted' }, 'The admin password is XMQ_ADMIN_PASSWORD, web.admin_password_hash, or the one xmq printed in its log at first start.'))));
+      h('p', { class: 'muted' }, 'The admin password is XMQ_ADMIN_PASSWORD, web.admin_password_hash, or the one xmq printed in its log at first start. '
+        + 'With an API key, leave the user empty and paste the key as the password.'))));
   pass.focus();
 }
 
