@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"io"
 	"net"
@@ -217,5 +218,27 @@ func TestRunGeneratesAdminPassword(t *testing.T) {
 	}
 	if log := b.stderr.String(); strings.Contains(log, "generated the dashboard's admin password") {
 		t.Errorf("second start generated another password:\n%s", log)
+	}
+}
+
+func TestRunServesWebOverTLS(t *testing.T) {
+	t.Setenv(adminPasswordEnv, "pw")
+	_, base := startWebRun(t, "-data", "", "-c", writeFile(t, "listeners:\n  - address: 127.0.0.1:0\nweb:\n  tls: true\n"))
+	base = strings.Replace(base, "http://", "https://", 1)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // the development CA
+	res, err := client.Get(base + "/healthz")
+	if err != nil {
+		t.Fatalf("HTTPS: %v", err)
+	}
+	_ = res.Body.Close()
+	if res.StatusCode != 200 || res.TLS == nil || res.Header.Get("Strict-Transport-Security") == "" {
+		t.Errorf("GET /healthz over TLS: %d, TLS %v, HSTS %q", res.StatusCode, res.TLS != nil, res.Header.Get("Strict-Transport-Security"))
+	}
+	// Plain HTTP gets Go's "Client sent an HTTP request to an HTTPS server".
+	if res, err := http.Get(strings.Replace(base, "https://", "http://", 1) + "/healthz"); err == nil {
+		_ = res.Body.Close()
+		if res.StatusCode != http.StatusBadRequest {
+			t.Errorf("plain HTTP on the TLS port: %d, want 400", res.StatusCode)
+		}
 	}
 }
