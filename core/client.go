@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -49,6 +50,9 @@ type client struct {
 	subErrs   []error
 	acks      []pendingAck // acknowledgements waiting for a store Sync (durable.go)
 	needSync  bool         // this connection wrote to the store since its last Sync
+	// syncQueued counts this connection's batches with the syncer; while
+	// any is, later acknowledgements queue behind them to keep their order.
+	syncQueued atomic.Int32
 
 	// Writer-owned.
 	outAliases map[string]uint16
@@ -224,7 +228,7 @@ func (c *client) handle(p codec.Packet) bool {
 		c.send(&codec.Pingresp{})
 		return true
 	case *codec.Disconnect:
-		c.releaseAcks() // before the writer's last flush
+		c.releaseAcksWait() // before the writer's last flush
 		return c.handleDisconnect(p)
 	case *codec.Connect:
 		return c.protocolError("second CONNECT [MQTT-3.1.0-2]", codec.ProtocolError)

@@ -54,6 +54,7 @@ type Server struct {
 	inBaseMax  uint64        // highest inbound sequence restored; guarded by mu
 
 	storeWarn atomic.Int64 // Unix nanoseconds of the last store error logged
+	syncer    *syncer      // group commit of acknowledgements (durable.go)
 
 	conns   sync.WaitGroup
 	stopSys chan struct{}
@@ -91,6 +92,8 @@ func New(opts Options, cfg Config) (*Server, error) {
 	if err := s.restore(); err != nil {
 		return nil, err
 	}
+	s.syncer = newSyncer(s)
+	go s.syncer.run()
 	go s.sysLoop()
 	return s, nil
 }
@@ -495,6 +498,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		sess.mu.Unlock()
 	}
 	s.mu.Unlock()
+	close(s.syncer.stop) // it drains its queue first
+	<-s.syncer.done
 	if cerr := s.store.Close(); cerr != nil && err == nil {
 		err = cerr
 	}

@@ -63,7 +63,7 @@ func (c *client) handleSubscribe(p *codec.Subscribe) bool {
 	// SUBACK goes once the subscriptions are on disk, after the held
 	// acknowledgements, and before the retained messages it enables.
 	c.needSync = srv.saveSession(s) || c.needSync
-	c.releaseAcks()
+	c.releaseAcksWait()
 	c.send(ack)
 	now := time.Now()
 	for _, w := range wantRetained {
@@ -92,7 +92,7 @@ func (c *client) handleUnsubscribe(p *codec.Unsubscribe) bool {
 		s.mu.Unlock()
 	}
 	c.needSync = c.srv.saveSession(s) || c.needSync
-	c.releaseAcks()
+	c.releaseAcksWait()
 	c.send(ack)
 	return true
 }

@@ -133,9 +133,13 @@ type Store struct {
 	written   atomic.Int64
 	unflushed atomic.Int64 // bytes written since the last memtable flush
 
-	stop chan struct{}
-	done sync.WaitGroup
+	closed atomic.Bool
+	stop   chan struct{}
+	done   sync.WaitGroup
 }
+
+// ErrClosed is returned by a Store used after Close.
+var ErrClosed = errors.New("store: closed")
 
 // Open opens (creating if needed) the store in dir.
 func Open(dir string, opts Options) (st *Store, err error) {
@@ -296,6 +300,9 @@ func checkID(id string) error {
 }
 
 func (s *Store) set(key, val []byte) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
 	if err := s.db.Set(key, val, pebble.NoSync); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
@@ -304,6 +311,9 @@ func (s *Store) set(key, val []byte) error {
 }
 
 func (s *Store) del(key []byte) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
 	if err := s.db.Delete(key, pebble.NoSync); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
@@ -346,6 +356,9 @@ func (s *Store) PutSession(id string, rec []byte) error {
 func (s *Store) DeleteSession(id string) error {
 	if err := checkID(id); err != nil {
 		return err
+	}
+	if s.closed.Load() {
+		return ErrClosed
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
@@ -430,6 +443,9 @@ func (s *Store) DeleteWill(id string) error {
 func (s *Store) Sync() error {
 	if s.opts.Durability != DurabilitySync || s.opts.ReadOnly {
 		return nil
+	}
+	if s.closed.Load() {
+		return ErrClosed
 	}
 	return s.syncTo(s.writes.Load())
 }
@@ -554,6 +570,9 @@ func (s *Store) Close() (err error) {
 			err = fmt.Errorf("store: closing %s: %v", s.dir, v)
 		}
 	}()
+	if s.closed.Swap(true) {
+		return ErrClosed
+	}
 	close(s.stop)
 	s.done.Wait()
 	if !s.opts.ReadOnly && s.opts.Durability != DurabilityNone {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"go.uber.org/zap"
@@ -72,6 +73,14 @@ func openStore(cfg *config, log *zap.Logger) (core.Store, error) {
 		return nil, storeHint(err, cfg.DataDir)
 	}
 	sc := cfg.Store.withDefaults()
+	if sc.Durability == store.DurabilitySync && runtime.GOMAXPROCS(0) < 2 {
+		// An fsync blocks its thread and, until the runtime notices (up to
+		// 10ms), the only P with it: every connection would stall behind
+		// the disk. A second P lets the others run on the same CPU while
+		// a thread waits for the disk; it uses no CPU while it waits.
+		runtime.GOMAXPROCS(2)
+		log.Info("GOMAXPROCS raised from 1 to 2 so that fsync does not stall the broker (durability sync)")
+	}
 	log.Info("store opened", zap.String("dir", dir), zap.String("durability", string(sc.Durability)),
 		zap.Duration("flush_interval", sc.FlushInterval), zap.Int64("max_disk_bytes", sc.MaxDiskBytes))
 	return st, nil
