@@ -42,6 +42,8 @@ func (s *Server) publishSys() {
 		{"publish/messages/received", i(snap.MessagesIn)},
 		{"publish/messages/sent", i(snap.MessagesOut)},
 		{"publish/messages/dropped", i(snap.TotalDropped())},
+		{"publish/messages/quota_exceeded", i(snap.Dropped["quota_exceeded"])},
+		{"publish/messages/store_error", i(snap.Dropped["store_error"])},
 		{"bytes/received", i(snap.BytesIn)},
 		{"bytes/sent", i(snap.BytesOut)},
 		{"subscriptions/count", i(snap.Subscriptions)},
