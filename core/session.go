@@ -231,7 +231,8 @@ func (s *session) take(c *client, out []outMsg, window int, now time.Time) (_ []
 			s.srv.stats.dropped(dropExpired)
 			continue
 		}
-		m := outMsg{delivery: d, dup: d.dup}
+		m := outMsg{delivery: d}
+		m.dup = d.dup
 		if d.qos > 0 {
 			m.id = s.nextPacketID()
 			s.order++
