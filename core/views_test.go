@@ -1,6 +1,7 @@
 package core_test
 
 import (
+	"net"
 	"testing"
 
 	"xmq/codec"
@@ -44,4 +45,16 @@ func TestViews(t *testing.T) {
 	}
 	a.close()
 	waitFor(t, "view-a offline", func() bool { c, _ := srv.Client("view-a"); return !c.Connected })
+}
+
+func TestDisconnectWhere(t *testing.T) {
+	srv := newServer(t, core.Options{}, core.Config{})
+	a := client(t, srv, codec.V5, "dw-a", func(p *codec.Connect) { p.UsernameFlag, p.Username = true, []byte("mallory") })
+	b := client(t, srv, codec.V5, "dw-b")
+	n := srv.DisconnectWhere(func(id, user string, _ net.Addr) bool { return user == "mallory" })
+	if n != 1 {
+		t.Fatalf("DisconnectWhere closed %d connections, want 1", n)
+	}
+	a.expectDisconnect(codec.AdministrativeAction)
+	b.subscribe(0, "still/here")
 }
