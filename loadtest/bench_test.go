@@ -42,6 +42,7 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 	w := newTestWorker(t, "127.0.0.1:1", 1, 64)
 	pub, sub := clientsOf(w)
 	pub.pub.sentAt = make([]atomic.Int64, 2)
+	pub.pub.inflight, pub.pub.lowWater = 1, 1
 	bw := bufio.NewWriterSize(io.Discard, 64<<10)
 	if n := testing.AllocsPerRun(1000, func() {
 		pub.pub.sentAt[1].Store(0)

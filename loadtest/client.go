@@ -52,8 +52,14 @@ type pubRole struct {
 	rate     float64 // messages per second, 0 = unlimited
 	phase    time.Duration
 	seq      uint32 // next sequence number; owned by the write loop
-	window   chan uint16
+	// The inflight window: at most inflight messages unacknowledged. Packet
+	// ids cycle through 1..len(sentAt)-1, twice the window, skipping any
+	// still outstanding, so no channel or lock sits on the hot path.
+	inflight int64
+	lowWater int64  // a blocked writer resumes once this many ids are free
+	nextID   uint16 // owned by the write loop
 	sentAt   []atomic.Int64 // by packet id: send time while outstanding, 0 when free
+	blocked  atomic.Bool    // the write loop waits for the window to drain
 	finished bool           // the write loop has stopped publishing and sent its barrier PINGREQ
 	barrier  atomic.Uint64  // pings sent when finishing; the pong for it ends the run
 
@@ -255,8 +261,10 @@ func (c *client) onAck(a *codec.Ack) {
 		p.acked.Add(1)
 	}
 	c.w.ack.Record(c.slot, time.Now().UnixNano()-sent)
-	p.outstanding.Add(-1)
-	p.window <- a.PacketID // never blocks: the window holds at most cap ids
+	if n := p.outstanding.Add(-1); p.blocked.Load() && n <= p.inflight-p.lowWater {
+		p.blocked.Store(false)
+		c.wake()
+	}
 	p.maybeDone(c)
 }
 
@@ -280,7 +288,7 @@ func (c *client) writeLoop(ctx context.Context, m *mconn, dead <-chan struct{}, 
 		if err := c.writeCtl(bw); err != nil {
 			return err
 		}
-		var window chan uint16 // non-nil while the publisher waits for a free packet id
+		blocked := false // the publisher waits for its window to drain
 		var wakeAt time.Time
 		if p := c.pub; p != nil && !p.finished && w.started.Load() {
 			if w.pubStop.Load() {
@@ -293,14 +301,10 @@ func (c *client) writeLoop(ctx context.Context, m *mconn, dead <-chan struct{}, 
 			for due > 0 {
 				var id uint16
 				if p.qos > 0 {
-					select {
-					case id = <-p.window:
-					default:
-						window = p.window
-					}
-					if window != nil {
+					if blocked = p.windowFull(); blocked {
 						break
 					}
+					id = p.takeID()
 				}
 				if err := c.writePublish(bw, id); err != nil {
 					return err
@@ -315,7 +319,7 @@ func (c *client) writeLoop(ctx context.Context, m *mconn, dead <-chan struct{}, 
 					break
 				}
 			}
-			if window == nil && p.rate == 0 && !w.pubStop.Load() {
+			if !blocked && p.rate == 0 && !w.pubStop.Load() {
 				continue // unlimited: keep going; bufio flushes when full
 			}
 			if p.rate > 0 {
@@ -359,8 +363,6 @@ func (c *client) writeLoop(ctx context.Context, m *mconn, dead <-chan struct{}, 
 		case <-timer:
 		case <-start:
 		case <-stop:
-		case id := <-window:
-			window <- id // hand it back: the loop takes it again in order
 		case <-w.closing:
 			c.timer.Stop()
 			return errStopped
@@ -382,6 +384,37 @@ var (
 	pingreq    = [2]byte{byte(codec.PINGREQ) << 4, 0}
 	disconnect = [2]byte{byte(codec.DISCONNECT) << 4, 0}
 )
+
+// windowFull reports whether the inflight window is full. When it is, it
+// marks the publisher blocked, so that the read loop wakes the write loop
+// once lowWater ids are free again: a burst of acks costs one wake-up and
+// one write, not one each. The check after setting blocked closes the race
+// with an ack arriving in between.
+func (p *pubRole) windowFull() bool {
+	if p.outstanding.Load() < p.inflight {
+		return false
+	}
+	p.blocked.Store(true)
+	if p.outstanding.Load() <= p.inflight-p.lowWater {
+		p.blocked.Store(false)
+		return false
+	}
+	return true
+}
+
+// takeID returns the next free packet id. There are twice as many ids as
+// the window holds, so the next one is almost always free.
+func (p *pubRole) takeID() uint16 {
+	for {
+		p.nextID++
+		if int(p.nextID) >= len(p.sentAt) {
+			p.nextID = 1
+		}
+		if p.sentAt[p.nextID].Load() == 0 {
+			return p.nextID
+		}
+	}
+}
 
 // finishPublishing sends the barrier PINGREQ after the last message.
 func (c *client) finishPublishing(bw *bufio.Writer) error {

@@ -23,7 +23,8 @@ type Env struct {
 	Arch       string `json:"arch"`
 	Kernel     string `json:"kernel,omitempty"`
 	CPUModel   string `json:"cpu_model,omitempty"`
-	Cores      int    `json:"cores"`
+	Cores      int    `json:"cores"`        // online CPUs of the machine
+	Usable     int    `json:"usable_cores"` // CPUs this process may run on (taskset)
 	GOMAXPROCS int    `json:"gomaxprocs"`
 	MemTotal   uint64 `json:"mem_total_bytes,omitempty"`
 	GoVersion  string `json:"go_version"`
@@ -33,8 +34,11 @@ type Env struct {
 
 // CollectEnv reads the machine's description from the runtime and /proc.
 func CollectEnv() Env {
-	e := Env{OS: runtime.GOOS, Arch: runtime.GOARCH, Cores: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
-		GoVersion: runtime.Version()}
+	e := Env{OS: runtime.GOOS, Arch: runtime.GOARCH, Cores: runtime.NumCPU(), Usable: runtime.NumCPU(),
+		GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version()}
+	if n := machineCPU().cpus; n > 0 {
+		e.Cores = n
+	}
 	e.Hostname, _ = os.Hostname()
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		e.Kernel = strings.TrimSpace(string(b))
@@ -99,6 +103,46 @@ func processCPU() cpuSample {
 // Sub is the CPU used and the time passed since an earlier sample.
 func (s cpuSample) Sub(earlier cpuSample) cpuSample {
 	return cpuSample{at: s.at, cpu: s.cpu - earlier.cpu, wall: s.at.Sub(earlier.at), maxRSS: s.maxRSS}
+}
+
+// cpuTicks is the machine's CPU time from the first line of /proc/stat,
+// and how many CPUs it sums (the cpuN lines).
+type cpuTicks struct {
+	busy, total float64
+	cpus        int
+}
+
+func machineCPU() cpuTicks {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuTicks{}
+	}
+	lines := strings.Split(string(b), "\n")
+	f := strings.Fields(lines[0])
+	if len(f) < 5 || f[0] != "cpu" {
+		return cpuTicks{}
+	}
+	var t cpuTicks
+	for _, l := range lines[1:] {
+		if strings.HasPrefix(l, "cpu") {
+			t.cpus++
+		}
+	}
+	for i, v := range f[1:] {
+		n, _ := strconv.ParseFloat(v, 64)
+		if i >= 8 { // guest time is already in user
+			break
+		}
+		t.total += n
+		if i != 3 && i != 4 { // idle, iowait
+			t.busy += n
+		}
+	}
+	return t
+}
+
+func (t cpuTicks) sub(o cpuTicks) cpuTicks {
+	return cpuTicks{busy: t.busy - o.busy, total: t.total - o.total, cpus: t.cpus}
 }
 
 // BrokerStats is the broker's CPU and memory during a case, from

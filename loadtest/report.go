@@ -40,6 +40,9 @@ func WriteText(w io.Writer, rep *Report) error {
 		if c.Broker != nil && c.Broker.Error != "" {
 			fmt.Fprintf(ew, "%s: broker sampling: %s\n", c.Name, c.Broker.Error)
 		}
+		if m := c.Machine; m != nil && m.OtherPct >= busyWarn {
+			fmt.Fprintf(ew, "%s: warning: other work used %s of a core on this machine during the case\n", c.Name, pct(m.OtherPct))
+		}
 	}
 	if len(rep.Cases) > 0 {
 		g := rep.Cases[len(rep.Cases)-1].Generator
@@ -62,6 +65,10 @@ func WriteText(w io.Writer, rep *Report) error {
 	}
 	return ew.err
 }
+
+// busyWarn is the CPU (percent of one core) other work may use before the
+// text report warns that the machine was not quiet.
+const busyWarn = 10
 
 // WriteJSON writes the report as one JSON object.
 func WriteJSON(w io.Writer, rep *Report) error {
@@ -148,6 +155,10 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 			lines = append(lines, fmt.Sprintf("broker (%s): CPU %s avg, %s max of one core; RSS %s peak, %s at the end",
 				c.Broker.Source, pct(c.Broker.CPUAvg), pct(c.Broker.CPUMax), FormatBytes(c.Broker.RSSMax), FormatBytes(c.Broker.RSSEnd)))
 		}
+		if m := c.Machine; m != nil {
+			lines = append(lines, fmt.Sprintf("load machine: %s of one core busy in all; %s neither generator nor broker (other processes, interrupts, loopback)",
+				pct(m.BusyPct), pct(m.OtherPct)))
+		}
 		g := c.Generator
 		lines = append(lines, fmt.Sprintf("generator: %s of one core (%.2f CPU s in %.2f s), peak RSS %s",
 			pct(g.CPUPercent), g.CPUSeconds, g.WallSeconds, FormatBytes(g.MaxRSS)))
@@ -193,7 +204,7 @@ func envRows(rep *Report) [][2]string {
 		{"transport", rep.Transport},
 		{"MQTT", rep.MQTT},
 		{"load machine", e.Hostname},
-		{"CPU", fmt.Sprintf("%s, %d cores (GOMAXPROCS %d)", orDash(e.CPUModel), e.Cores, e.GOMAXPROCS)},
+		{"CPU", fmt.Sprintf("%s, %d cores; generator on %d (GOMAXPROCS %d)", orDash(e.CPUModel), e.Cores, e.Usable, e.GOMAXPROCS)},
 		{"memory", FormatBytes(e.MemTotal)},
 		{"kernel", fmt.Sprintf("%s %s/%s", orDash(e.Kernel), e.OS, e.Arch)},
 		{"Go", e.GoVersion},

@@ -51,6 +51,7 @@ type CaseResult struct {
 	Series       []Point           `json:"series,omitempty"`
 	Generator    GenStats          `json:"generator"`
 	Broker       *BrokerStats      `json:"broker,omitempty"`
+	Machine      *MachineStats     `json:"machine,omitempty"`
 
 	// Derived by Finish.
 	LostMessages    uint64  `json:"lost"`
@@ -85,6 +86,15 @@ type GenStats struct {
 	MaxRSS      uint64  `json:"max_rss_bytes"`
 	Processes   int     `json:"processes"`
 	GOMAXPROCS  int     `json:"gomaxprocs"`
+}
+
+// MachineStats is the load machine's CPU during a case, from /proc/stat,
+// in percent of one core: all of it, and what neither the generator nor
+// the sampled broker used (other processes, interrupts). A large OtherPct
+// means the figures were measured on a busy machine.
+type MachineStats struct {
+	BusyPct  float64 `json:"busy_pct"`
+	OtherPct float64 `json:"other_pct"`
 }
 
 // Merge adds o, another worker's result for the same case, into r.

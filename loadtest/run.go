@@ -217,9 +217,11 @@ func runCase(ctx context.Context, o *Options, cs caseSpec, cfg *Config, token st
 	}
 	sampler := startBrokerSampler(ctx, source, probe)
 	began := time.Now()
+	machine0 := machineCPU()
 	stopLine := printProgress(ctx, cfg, o, cs, progress)
 	results, err := start(ctx)
 	stopLine()
+	machine := machineCPU().sub(machine0)
 	broker := sampler.stop(context.WithoutCancel(ctx))
 	if len(results) == 0 {
 		return nil, err
@@ -241,6 +243,16 @@ func runCase(ctx context.Context, o *Options, cs caseSpec, cfg *Config, token st
 	merged.Broker = broker
 	broker.attach(merged.Series, began)
 	merged.Finish()
+	if len(agents) == 0 && machine.total > 0 {
+		// What this machine's CPUs did besides the generator (and the
+		// broker, when sampled): other work skews a loopback figure.
+		busy := 100 * machine.busy / machine.total * float64(machine.cpus)
+		other := busy - merged.Generator.CPUPercent
+		if broker != nil && broker.Samples > 1 {
+			other -= broker.CPUAvg
+		}
+		merged.Machine = &MachineStats{BusyPct: busy, OtherPct: max(other, 0)}
+	}
 	return merged, err
 }
 

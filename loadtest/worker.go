@@ -352,11 +352,8 @@ func (w *Worker) start(ctx context.Context, c *client) error {
 	c.conns++
 	if c.pub != nil && c.pub.qos > 0 {
 		n := min(w.o.Inflight, m.recvMax, 65535)
-		c.pub.window = make(chan uint16, n)
-		c.pub.sentAt = make([]atomic.Int64, n+1)
-		for id := 1; id <= n; id++ {
-			c.pub.window <- uint16(id)
-		}
+		c.pub.inflight, c.pub.lowWater = int64(n), int64(max(1, n/4))
+		c.pub.sentAt = make([]atomic.Int64, min(2*n, 65535)+1)
 	}
 	w.serving.Add(1)
 	go w.serve(c, m)
