@@ -341,7 +341,7 @@ func (c *client) flush(final bool) bool {
 		if sync {
 			// A QoS 2 packet id or a QoS 2 PUBLISH's receipt was just
 			// recorded: on disk before the subscriber can see the message.
-			if err := c.srv.store.Sync(); err != nil {
+			if err := c.srv.syncStore(); err != nil {
 				c.srv.storeError("store: sync before delivery failed", err, zap.String("client_id", c.id))
 			}
 		}

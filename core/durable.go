@@ -187,7 +187,7 @@ func (y *syncer) round(batch []syncBatch) []syncBatch {
 	if len(batch) == 0 {
 		return batch
 	}
-	err := y.srv.store.Sync()
+	err := y.srv.syncStore()
 	if err != nil {
 		y.srv.storeError("store: sync failed; refusing the messages it held", err)
 	}
@@ -422,12 +422,13 @@ func (r *restorer) message(id string, seq uint64, rec []byte) error {
 			return nil
 		}
 		sess.order++
+		sess.srv.stats.inflight.Add(1)
 		sess.inflight[sm.id] = &outMsg{delivery: d, id: sm.id, pubrel: sm.pubrel, resend: true, dup: true, order: sess.order}
 	} else {
 		sess.queue = append(sess.queue, d)
 	}
 	sess.seq = max(sess.seq, seq)
-	sess.load.Add(1)
+	sess.addLoad(1)
 	sess.qbytes += sm.msg.size()
 	if sm.msg.inSeq != 0 {
 		r.tagged = append(r.tagged, taggedMsg{sess, seq, sm.msg.From, sm.msg.inSeq})
@@ -465,7 +466,8 @@ func (r *restorer) dropIncomplete() {
 		for id, m := range sess.inflight {
 			if m.seq == t.seq {
 				delete(sess.inflight, id)
-				sess.load.Add(-1)
+				sess.srv.stats.inflight.Add(-1)
+				sess.addLoad(-1)
 				sess.qbytes -= m.msg.size()
 			}
 		}
@@ -473,7 +475,7 @@ func (r *restorer) dropIncomplete() {
 			if d.seq != t.seq {
 				return false
 			}
-			sess.load.Add(-1)
+			sess.addLoad(-1)
 			sess.qbytes -= d.msg.size()
 			return true
 		})

@@ -57,6 +57,7 @@ type router struct {
 	root     node
 	strategy SharedStrategy
 	count    atomic.Int64 // subscriptions, for $SYS
+	groups   atomic.Int64 // shared subscription groups
 }
 
 func newRouter(strategy SharedStrategy) *router {
@@ -110,6 +111,7 @@ func (r *router) subscribe(s *session, filter, group string, o subOpts) bool {
 			}
 			g = &sharedGroup{name: group, filter: filter}
 			n.groups[group] = g
+			r.groups.Add(1)
 		}
 		for i := range g.members {
 			if g.members[i].s == s {
@@ -157,6 +159,7 @@ func (r *router) unsubscribe(s *session, filter, group string) bool {
 			}
 			if len(g.members) == 0 {
 				delete(n.groups, group)
+				r.groups.Add(-1)
 			}
 		}
 	} else if i, ok := n.index[s]; ok {

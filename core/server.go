@@ -247,7 +247,7 @@ func (s *Server) attach(c *client, clean bool, expiry uint32, queueAck func(pres
 		s.storeSave(c.id, stored)
 		// On disk before any delivery: a restart must know the session was
 		// online, so that what it may have been sent is resent with DUP.
-		if err := s.store.Sync(); err != nil {
+		if err := s.syncStore(); err != nil {
 			s.storeError("store: sync after connect failed", err, zap.String("client_id", c.id))
 		}
 	} else if present {
@@ -266,9 +266,10 @@ func (s *Server) discardLocked(sess *session) {
 	}
 	sess.subs = map[string]storedSub{}
 	sess.queue, sess.qhead, sess.holes, sess.qbytes = nil, 0, 0, 0
+	s.stats.inflight.Add(-int64(len(sess.inflight)))
 	sess.inflight = map[uint16]*outMsg{}
 	sess.qos2in = map[uint16]struct{}{}
-	sess.load.Store(0)
+	s.stats.pending.Add(-int64(sess.load.Swap(0)))
 	if sess.expireTimer != nil {
 		sess.expireTimer.Stop()
 	}

@@ -155,7 +155,7 @@ func (s *session) enqueue(d delivery) enqueueResult {
 	}
 	s.queue = append(s.queue, d)
 	s.qbytes += size
-	s.load.Add(1)
+	s.addLoad(1)
 	s.mu.Unlock()
 	if c != nil {
 		c.wake()
@@ -181,7 +181,7 @@ func (s *session) dropOldestQoS0(size int64) bool {
 		s.qbytes -= d.msg.size()
 		*d = delivery{}
 		s.holes++
-		s.load.Add(-1)
+		s.addLoad(-1)
 		s.srv.stats.dropped(dropQueueFull)
 	}
 	return !s.full(size)
@@ -239,6 +239,7 @@ func (s *session) take(c *client, out []outMsg, window int, now time.Time) (_ []
 			m.order = s.order
 			cp := m
 			s.inflight[m.id] = &cp
+			s.srv.stats.inflight.Add(1)
 			if d.seq != 0 {
 				if d.qos == 2 {
 					s.srv.storeUpdate(s.id, &m)
@@ -248,7 +249,7 @@ func (s *session) take(c *client, out []outMsg, window int, now time.Time) (_ []
 			}
 		} else {
 			s.qbytes -= d.msg.size()
-			s.load.Add(-1)
+			s.addLoad(-1)
 		}
 		out = append(out, m)
 	}
@@ -272,7 +273,7 @@ func (s *session) nextPacketID() uint16 {
 
 // done forgets a finished QoS 1/2 delivery; s.mu is held.
 func (s *session) done(d *delivery) {
-	s.load.Add(-1)
+	s.addLoad(-1)
 	s.qbytes -= d.msg.size()
 	if d.seq != 0 {
 		s.srv.storeAck(s.id, d.seq)
@@ -288,6 +289,7 @@ func (s *session) ack(id uint16, qos byte) bool {
 	}
 	if ok {
 		delete(s.inflight, id)
+		s.srv.stats.inflight.Add(-1)
 		s.done(&m.delivery)
 	}
 	s.mu.Unlock()
@@ -318,6 +320,7 @@ func (s *session) dropInflight(id uint16) {
 	s.mu.Lock()
 	if m, ok := s.inflight[id]; ok {
 		delete(s.inflight, id)
+		s.srv.stats.inflight.Add(-1)
 		s.done(&m.delivery)
 	}
 	s.mu.Unlock()
@@ -350,6 +353,8 @@ func (s *session) releaseSharedLocked() []delivery {
 		if m.group != nil && !m.pubrel {
 			out = append(out, m.delivery)
 			delete(s.inflight, id)
+			s.srv.stats.inflight.Add(-1)
+			s.srv.stats.inflight.Add(-1)
 			s.done(&m.delivery)
 		}
 	}
@@ -388,4 +393,10 @@ func (s *session) recordLocked(disconnectedAt int64) *sessionRecord {
 func (sub *storedSub) opts() subOpts {
 	return subOpts{qos: sub.QoS, noLocal: sub.NoLocal, rap: sub.RetainAsPublished, rh: sub.RetainHandling,
 		subID: sub.SubscriptionID, v5: sub.V5}
+}
+
+// addLoad changes the session's queued + inflight count and the server's gauge.
+func (s *session) addLoad(n int32) {
+	s.load.Add(n)
+	s.srv.stats.pending.Add(int64(n))
 }

@@ -1,6 +1,9 @@
 package core
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // dropCause says why a message was not delivered.
 type dropCause uint8
@@ -29,6 +32,10 @@ type Stats struct {
 	connects     atomic.Int64
 	msgsIn       atomic.Int64
 	msgsOut      atomic.Int64
+	pending      atomic.Int64 // queued + inflight deliveries, all sessions
+	inflight     atomic.Int64 // outgoing QoS 1/2 deliveries awaiting acknowledgement
+	syncs        [len(SyncBuckets) + 1]atomic.Int64
+	syncNanos    atomic.Int64
 	msgsInQoS    [3]atomic.Int64
 	msgsOutQoS   [3]atomic.Int64
 	bytesIn      atomic.Int64
@@ -57,7 +64,14 @@ type Snapshot struct {
 	Dropped        map[string]int64
 	Disconnects    map[string]int64
 	Subscriptions  int64
+	SharedGroups   int64
 	Retained       int
+	Queued         int64 // deliveries waiting in session queues
+	Inflight       int64 // QoS 1/2 deliveries sent and not yet acknowledged
+	// StoreSyncs counts Store.Sync calls by latency: StoreSyncs[i] those
+	// that took at most SyncBuckets[i], the last one the slower rest.
+	StoreSyncs       [len(SyncBuckets) + 1]int64
+	StoreSyncSeconds float64 // total time spent in Store.Sync
 }
 
 // Stats returns the current counters.
@@ -71,6 +85,13 @@ func (s *Server) Stats() Snapshot {
 		Dropped: map[string]int64{}, Disconnects: map[string]int64{},
 		Subscriptions: s.router.count.Load(), Retained: s.retained.count(),
 	}
+	snap.Inflight = st.inflight.Load()
+	snap.Queued = st.pending.Load() - snap.Inflight
+	snap.SharedGroups = s.router.groups.Load()
+	for i := range st.syncs {
+		snap.StoreSyncs[i] = st.syncs[i].Load()
+	}
+	snap.StoreSyncSeconds = time.Duration(st.syncNanos.Load()).Seconds()
 	for q := range st.msgsInQoS {
 		snap.MessagesInQoS[q] = st.msgsInQoS[q].Load()
 		snap.MessagesOutQoS[q] = st.msgsOutQoS[q].Load()
@@ -94,4 +115,22 @@ func (s Snapshot) TotalDropped() int64 {
 		n += v
 	}
 	return n
+}
+
+// SyncBuckets are the upper bounds of the Store.Sync latency histogram.
+var SyncBuckets = [...]time.Duration{100 * time.Microsecond, time.Millisecond, 5 * time.Millisecond,
+	20 * time.Millisecond, 100 * time.Millisecond, time.Second}
+
+// syncStore calls Store.Sync and records how long it took.
+func (s *Server) syncStore() error {
+	start := time.Now()
+	err := s.store.Sync()
+	d := time.Since(start)
+	i := 0
+	for i < len(SyncBuckets) && d > SyncBuckets[i] {
+		i++
+	}
+	s.stats.syncs[i].Add(1)
+	s.stats.syncNanos.Add(int64(d))
+	return err
 }

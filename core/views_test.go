@@ -58,3 +58,32 @@ func TestDisconnectWhere(t *testing.T) {
 	a.expectDisconnect(codec.AdministrativeAction)
 	b.subscribe(0, "still/here")
 }
+
+// TestGauges: queued and inflight follow deliveries, shared groups follow
+// subscriptions, and every Store.Sync lands in the latency histogram.
+func TestGauges(t *testing.T) {
+	srv := newServer(t, core.Options{}, core.Config{})
+	s := client(t, srv, codec.V311, "g-sub", persistent)
+	s.subscribe(1, "g/#", "$share/grp/g/x")
+	if st := srv.Stats(); st.SharedGroups != 1 {
+		t.Fatalf("SharedGroups = %d, want 1", st.SharedGroups)
+	}
+	s.pause() // the subscriber stops reading: deliveries stay in flight
+	p := client(t, srv, codec.V311, "g-pub")
+	for i := 0; i < 3; i++ {
+		p.pub("g/x", "m", 1)
+	}
+	waitFor(t, "6 deliveries pending", func() bool { st := srv.Stats(); return st.Inflight+st.Queued == 6 })
+	s.resume()
+	for _, m := range s.recv(6) {
+		s.ack(m)
+	}
+	waitFor(t, "nothing pending", func() bool { st := srv.Stats(); return st.Inflight == 0 && st.Queued == 0 })
+	var syncs int64
+	for _, n := range srv.Stats().StoreSyncs {
+		syncs += n
+	}
+	if syncs == 0 {
+		t.Error("no Store.Sync recorded after persistent QoS 1 traffic")
+	}
+}
