@@ -43,21 +43,21 @@ type client struct {
 
 // pubRole is a client's publishing side.
 type pubRole struct {
-	num      uint32 // global publisher number, in every payload header
-	qos      byte
-	version  byte
-	pkt      codec.Publish // reused for every message; Payload is payload
-	payload  []byte
-	size     int     // encoded size of one PUBLISH
-	rate     float64 // messages per second, 0 = unlimited
-	phase    time.Duration
-	seq      uint32 // next sequence number; owned by the write loop
+	num     uint32 // global publisher number, in every payload header
+	qos     byte
+	version byte
+	pkt     codec.Publish // reused for every message; Payload is payload
+	payload []byte
+	size    int     // encoded size of one PUBLISH
+	rate    float64 // messages per second, 0 = unlimited
+	phase   time.Duration
+	seq     uint32 // next sequence number; owned by the write loop
 	// The inflight window: at most inflight messages unacknowledged. Packet
 	// ids cycle through 1..len(sentAt)-1, twice the window, skipping any
 	// still outstanding, so no channel or lock sits on the hot path.
 	inflight int64
-	lowWater int64  // a blocked writer resumes once this many ids are free
-	nextID   uint16 // owned by the write loop
+	lowWater int64          // a blocked writer resumes once this many ids are free
+	nextID   uint16         // owned by the write loop
 	sentAt   []atomic.Int64 // by packet id: send time while outstanding, 0 when free
 	blocked  atomic.Bool    // the write loop waits for the window to drain
 	finished bool           // the write loop has stopped publishing and sent its barrier PINGREQ
