@@ -119,6 +119,24 @@ func checkDelivery(t *testing.T, c *loadtest.CaseResult, fanout uint64) {
 	if len(c.Series) == 0 {
 		t.Errorf("%s: no time series", c.Name)
 	}
+	if c.PublishersWithLoss != 0 || c.PublishersWithDups != 0 || c.WorstLoss != nil {
+		t.Errorf("%s: per publisher: %d with loss (worst %+v), %d with duplicates", c.Name, c.PublishersWithLoss,
+			c.WorstLoss, c.PublishersWithDups)
+	}
+	pp := c.PerPub
+	if pp == nil || len(pp.Published) != c.Pubs {
+		t.Fatalf("%s: per-publisher figures %+v for %d publishers", c.Name, pp, c.Pubs)
+	}
+	var pub, exp, uniq uint64
+	for i := range pp.Published {
+		pub, exp, uniq = pub+pp.Published[i], exp+pp.Expected[i], uniq+pp.Unique[i]
+		if pp.Published[i] == 0 || pp.Unique[i] != pp.Expected[i] {
+			t.Errorf("%s: publisher %d published %d, delivered %d of %d", c.Name, i, pp.Published[i], pp.Unique[i], pp.Expected[i])
+		}
+	}
+	if pub != c.Published || exp != c.Expected || uniq != c.Unique {
+		t.Errorf("%s: per-publisher sums %d/%d/%d, totals %d/%d/%d", c.Name, pub, exp, uniq, c.Published, c.Expected, c.Unique)
+	}
 }
 
 func TestModesOverTCP(t *testing.T) {

@@ -133,12 +133,27 @@ func (w *Worker) runTraffic(ctx context.Context) *CaseResult {
 
 	// Every loop has ended: the counters are the read loops' no longer.
 	res.Expected = w.expected(fan)
+	var pp *PerPublisher
+	if w.o.hasSubscribers() {
+		pp = newPerPublisher(w.o.Pubs)
+		res.PerPub = pp
+	}
+	sets := map[*trackerSet]bool{} // a shared group's set once
 	for _, c := range w.clients {
 		if p := c.pub; p != nil {
-			res.Published += p.published.Load()
+			n := p.published.Load()
+			res.Published += n
 			res.Acked += p.acked.Load()
+			if pp != nil {
+				pp.Published[p.num] = n
+				pp.Expected[p.num] = n * uint64(fan.of(int(p.num)))
+			}
 		}
 		if s := c.sub; s != nil {
+			if !sets[s.trackers] {
+				sets[s.trackers] = true
+				s.trackers.addTo(pp)
+			}
 			res.Received += s.counts.Received
 			res.Unique += s.counts.Unique
 			res.Duplicates += s.counts.Duplicates

@@ -33,6 +33,10 @@ func WriteText(w io.Writer, rep *Report) error {
 		if len(c.Lost) > 0 {
 			fmt.Fprintf(ew, "%s: lost during the hold: %s\n", c.Name, failureText(c.Lost))
 		}
+		if w := c.WorstLoss; w != nil {
+			fmt.Fprintf(ew, "%s: %d of %d publishers lost messages; worst: publisher %d lost %s of %s\n", c.Name,
+				c.PublishersWithLoss, c.Pubs, w.Publisher, commas(w.Lost), commas(w.Expected))
+		}
 		if c.Stale > 0 || c.Foreign > 0 || c.Skew > 0 {
 			fmt.Fprintf(ew, "%s: ignored %s stale and %s foreign messages; %s with clock skew\n", c.Name,
 				commas(c.Stale), commas(c.Foreign), commas(c.Skew))
@@ -150,6 +154,17 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 		if c.Mode != ModeConn && c.Mode != ModePub {
 			lines = append(lines, fmt.Sprintf("published %s, expected deliveries %s, delivered %s (ratio %.4f), duplicates %s, reordered %s",
 				commas(c.Published), commas(c.Expected), commas(c.Unique), c.DeliveredRatio, commas(c.Duplicates), commas(c.Reordered)))
+		}
+		if c.Mode != ModeConn && c.Mode != ModePub {
+			l := fmt.Sprintf("per publisher: %d of %d lost messages, %d had duplicates, %d saw reordering",
+				c.PublishersWithLoss, c.Pubs, c.PublishersWithDups, c.PublishersReordered)
+			if w := c.WorstLoss; w != nil {
+				l += fmt.Sprintf("; worst: publisher %d lost %s of %s", w.Publisher, commas(w.Lost), commas(w.Expected))
+			}
+			lines = append(lines, l)
+		}
+		if c.Reconnects > 0 {
+			lines = append(lines, fmt.Sprintf("subscriber reconnections (-churn): %s", commas(c.Reconnects)))
 		}
 		if c.Broker != nil && c.Broker.Samples > 0 {
 			lines = append(lines, fmt.Sprintf("broker (%s): CPU %s avg, %s max of one core; RSS %s peak, %s at the end",

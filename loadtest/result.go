@@ -46,6 +46,15 @@ type CaseResult struct {
 	AckLatency *Histogram `json:"ack_latency"` // PUBLISH → PUBACK / PUBCOMP
 	Connect    *Histogram `json:"connect"`     // dial → CONNACK
 
+	// PerPub is every publisher's figures, summed over its receivers.
+	// Finish condenses it into the Publishers* fields and keeps it in the
+	// report only for up to perPubKeep publishers.
+	PerPub              *PerPublisher `json:"per_publisher,omitempty"`
+	PublishersWithLoss  int           `json:"publishers_with_loss"`
+	PublishersWithDups  int           `json:"publishers_with_duplicates"`
+	PublishersReordered int           `json:"publishers_reordered"`
+	WorstLoss           *PubLoss      `json:"worst_loss,omitempty"`
+
 	Errors       map[string]uint64 `json:"errors,omitempty"`
 	ErrorSamples []string          `json:"error_samples,omitempty"`
 	Series       []Point           `json:"series,omitempty"`
@@ -87,6 +96,40 @@ type GenStats struct {
 	Processes   int     `json:"processes"`
 	GOMAXPROCS  int     `json:"gomaxprocs"`
 }
+
+// PerPublisher holds one entry per publisher number: what it published,
+// the deliveries that should cause, and what its receivers counted.
+type PerPublisher struct {
+	Published  []uint64 `json:"published"`
+	Expected   []uint64 `json:"expected"`
+	Unique     []uint64 `json:"delivered"`
+	Duplicates []uint64 `json:"duplicates"`
+	Reordered  []uint64 `json:"reordered"`
+}
+
+func newPerPublisher(n int) *PerPublisher {
+	return &PerPublisher{Published: make([]uint64, n), Expected: make([]uint64, n), Unique: make([]uint64, n),
+		Duplicates: make([]uint64, n), Reordered: make([]uint64, n)}
+}
+
+func (p *PerPublisher) merge(o *PerPublisher) {
+	for _, f := range []struct{ dst, src []uint64 }{{p.Published, o.Published}, {p.Expected, o.Expected},
+		{p.Unique, o.Unique}, {p.Duplicates, o.Duplicates}, {p.Reordered, o.Reordered}} {
+		for i := range min(len(f.dst), len(f.src)) {
+			f.dst[i] += f.src[i]
+		}
+	}
+}
+
+// PubLoss names the publisher that lost the most.
+type PubLoss struct {
+	Publisher int    `json:"publisher"`
+	Lost      uint64 `json:"lost"`
+	Expected  uint64 `json:"expected"`
+}
+
+// perPubKeep is how many publishers a report lists one by one.
+const perPubKeep = 1000
 
 // MachineStats is the load machine's CPU during a case, from /proc/stat,
 // in percent of one core: all of it, and what neither the generator nor
@@ -136,6 +179,12 @@ func (r *CaseResult) Merge(o *CaseResult) {
 	}
 	r.ErrorSamples = append(r.ErrorSamples, o.ErrorSamples...)
 	r.Series = mergeSeries(r.Series, o.Series)
+	if o.PerPub != nil {
+		if r.PerPub == nil {
+			r.PerPub = newPerPublisher(len(o.PerPub.Published))
+		}
+		r.PerPub.merge(o.PerPub)
+	}
 	g := &r.Generator
 	g.CPUSeconds += o.Generator.CPUSeconds
 	g.WallSeconds = max(g.WallSeconds, o.Generator.WallSeconds)
@@ -220,6 +269,26 @@ func (r *CaseResult) Finish() {
 	}
 	if r.Expected > 0 {
 		r.DeliveredRatio = float64(r.Unique) / float64(r.Expected)
+	}
+	if pp := r.PerPub; pp != nil {
+		r.PublishersWithLoss, r.PublishersWithDups, r.PublishersReordered, r.WorstLoss = 0, 0, 0, nil
+		for i := range pp.Expected {
+			if lost := pp.Expected[i] - min(pp.Unique[i], pp.Expected[i]); lost > 0 {
+				r.PublishersWithLoss++
+				if r.WorstLoss == nil || lost > r.WorstLoss.Lost {
+					r.WorstLoss = &PubLoss{Publisher: i, Lost: lost, Expected: pp.Expected[i]}
+				}
+			}
+			if pp.Duplicates[i] > 0 {
+				r.PublishersWithDups++
+			}
+			if pp.Reordered[i] > 0 {
+				r.PublishersReordered++
+			}
+		}
+		if len(pp.Expected) > perPubKeep {
+			r.PerPub = nil
+		}
 	}
 	if g := &r.Generator; g.WallSeconds > 0 {
 		g.CPUPercent = 100 * g.CPUSeconds / g.WallSeconds

@@ -133,3 +133,22 @@ func TestTrackerSetSharedGroup(t *testing.T) {
 		t.Error("publisher 12 above the set was accepted")
 	}
 }
+
+func TestPerPublisherSummary(t *testing.T) {
+	a, b := newPerPublisher(3), newPerPublisher(3)
+	// Publisher 0: all in; 1: 5 lost over two agents; 2: duplicates and reordering.
+	a.Published[0], a.Expected[0], a.Unique[0] = 10, 20, 12
+	b.Unique[0] = 8
+	a.Published[1], a.Expected[1], a.Unique[1] = 10, 20, 10
+	b.Unique[1] = 5
+	b.Published[2], b.Expected[2], b.Unique[2], b.Duplicates[2], b.Reordered[2] = 10, 20, 20, 3, 1
+	r := &CaseResult{Mode: ModePubSub, PerPub: a}
+	r.Merge(&CaseResult{PerPub: b})
+	r.Finish()
+	if r.PublishersWithLoss != 1 || r.WorstLoss == nil || *r.WorstLoss != (PubLoss{Publisher: 1, Lost: 5, Expected: 20}) {
+		t.Errorf("loss: %d publishers, worst %+v; want publisher 1 losing 5 of 20", r.PublishersWithLoss, r.WorstLoss)
+	}
+	if r.PublishersWithDups != 1 || r.PublishersReordered != 1 {
+		t.Errorf("duplicates %d, reordered %d publishers; want 1 and 1", r.PublishersWithDups, r.PublishersReordered)
+	}
+}
