@@ -47,6 +47,7 @@ func (s *Server) apiRoutes() *apiRouter {
 		{"POST", p("/auth/logout"), RoleViewer, s.logout},
 		{"GET", p("/auth/me"), "", s.me},
 		{"POST", p("/auth/tokens"), RoleViewer, s.issueToken},
+		{"GET", p("/auth/mqtt"), RoleViewer, s.mqttLogin},
 		{"GET", p("/overview"), RoleViewer, s.overview},
 		{"GET", p("/clients"), RoleViewer, s.listClients},
 		{"GET", p("/clients/"), RoleViewer, s.getClient},
@@ -244,6 +245,14 @@ func (s *Server) issueToken(w http.ResponseWriter, r *http.Request, p principal,
 	}
 	tok, g := s.auth.issueToken(p, role, ttl)
 	writeJSON(w, http.StatusCreated, map[string]any{"token": tok, "role": g.role, "expires_at": g.expires})
+	return nil
+}
+
+// mqttLogin gives the caller an MQTT user name and a short-lived password
+// with its role, for the dashboard's own MQTT connections (mqttauth.go).
+func (s *Server) mqttLogin(w http.ResponseWriter, _ *http.Request, p principal, _ string) error {
+	user, pass, exp := s.opts.MQTTTokens.Issue(p.Role, p.User, DashboardMQTTTTL)
+	writeJSON(w, http.StatusOK, map[string]any{"username": user, "password": pass, "expires_at": exp, "role": p.Role})
 	return nil
 }
 

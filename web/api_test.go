@@ -943,3 +943,45 @@ func TestServeAndShutdown(t *testing.T) {
 		t.Errorf("Serve after Shutdown: %v", err)
 	}
 }
+
+// TestDashboardMQTTLogin: /auth/mqtt gives each principal an MQTT login
+// with its own role, which the same MQTTTokens accept.
+func TestDashboardMQTTLogin(t *testing.T) {
+	tokens := NewMQTTTokens()
+	s := newTestServer(t, &fakeBroker{}, func(o *Options) { o.MQTTTokens = tokens })
+	h := s.Handler()
+	if r := call(t, h, req{path: "/api/v1/auth/mqtt"}); r.status != 401 {
+		t.Errorf("without credentials: %d", r.status)
+	}
+	for _, tt := range []struct {
+		name string
+		q    req
+		user string
+		role Role
+	}{
+		{"viewer key", req{path: "/api/v1/auth/mqtt", header: map[string]string{"X-API-Key": viewerKey}}, "$dashboard:viewer:key:ro", RoleViewer},
+		{"admin", req{path: "/api/v1/auth/mqtt", basic: [2]string{"admin", testPassword}}, "$dashboard:admin:admin", RoleAdmin},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := call(t, h, tt.q)
+			if r.status != 200 {
+				t.Fatalf("%d %s", r.status, r.body)
+			}
+			if r.header.Get("Cache-Control") != "no-store" {
+				t.Errorf("Cache-Control %q, want no-store", r.header.Get("Cache-Control"))
+			}
+			m := r.json(t)
+			user, pass := m["username"].(string), m["password"].(string)
+			if user != tt.user || m["role"] != string(tt.role) {
+				t.Errorf("user %q role %v, want %q %s", user, m["role"], tt.user, tt.role)
+			}
+			exp, err := time.Parse(time.RFC3339, m["expires_at"].(string))
+			if err != nil || time.Until(exp) > DashboardMQTTTTL || time.Until(exp) < DashboardMQTTTTL-5*time.Second {
+				t.Errorf("expires_at %v (%v), want in %v", m["expires_at"], err, DashboardMQTTTTL)
+			}
+			if role, err := tokens.Check(user, []byte(pass)); err != nil || role != tt.role {
+				t.Errorf("Check: %v %v", role, err)
+			}
+		})
+	}
+}

@@ -18,6 +18,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 	"golang.org/x/crypto/bcrypt"
 
+	"xmq/auth"
 	"xmq/core"
 	"xmq/listeners"
 	"xmq/web"
@@ -47,11 +48,32 @@ type dashboard struct {
 	url     string
 }
 
-const browserPassword = "browser-test-password"
+const (
+	browserPassword = "browser-test-password"
+	probePassword   = "probe-password"
+)
 
+// startDashboard runs the broker as cmd/xmq does, with anonymous access
+// off: auth with a password file holding the Go test client's user, and
+// the dashboard's MQTT logins checked in front of it.
 func startDashboard(t *testing.T) *dashboard {
 	t.Helper()
-	srv, err := core.New(core.Options{SysInterval: time.Second}, core.Config{})
+	probeHash, err := bcrypt.GenerateFromPassword([]byte(probePassword), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	passwd := filepath.Join(t.TempDir(), "passwd")
+	if err := os.WriteFile(passwd, []byte("probe:"+string(probeHash)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, err := auth.New(auth.Options{PasswordFile: passwd, AllowAnonymous: auth.AnonymousDeny, ReloadInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	tokens := web.NewMQTTTokens()
+	authn, authz := tokens.Wrap(a, a)
+	srv, err := core.New(core.Options{SysInterval: time.Second}, core.Config{Authenticator: authn, Authorizer: authz})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,6 +102,7 @@ func startDashboard(t *testing.T) *dashboard {
 	}
 	s, err := web.New(srv, web.Options{
 		AdminPasswordHash: hash,
+		MQTTTokens:        tokens,
 		Version:           "browser-test",
 		Listeners: []web.Listener{
 			{Name: "tcp", Transport: "tcp", Address: tcp.Addr().String()},
@@ -234,19 +257,36 @@ func TestDashboardInBrowser(t *testing.T) {
 	); err != nil {
 		t.Fatalf("log in: %v", err)
 	}
-	// The overview's own MQTT connection ($SYS over WebSocket) counts too.
+	// The overview's own MQTT connection ($SYS over WebSocket) counts too:
+	// it logged in with the session, anonymous access being off.
 	waitJS(t, ctx, "the overview's $SYS connection", `document.querySelector('#sys-state')?.classList.contains('on') === true`)
 	before := int(d.srv.Stats().Connected)
 	if before != 1 {
 		t.Fatalf("broker has %d connections, want the dashboard's own one", before)
 	}
-	waitJS(t, ctx, "the connection count to show the dashboard's connection",
-		fmt.Sprintf(`document.querySelector('#stat-connected').textContent === %q`, strconv.Itoa(before)))
+	if cs := d.srv.Clients(); len(cs) != 1 || !strings.HasPrefix(cs[0].Username, web.DashboardUserPrefix+"admin:") {
+		t.Fatalf("the dashboard's connection: %+v, want a dashboard admin login", cs)
+	}
+	// The connection count comes from $SYS (data-source="sys").
+	sysCount := func(n int) string {
+		return fmt.Sprintf(`(() => { const el = document.querySelector('#stat-connected');
+			return el.dataset.source === 'sys' && el.textContent === %q })()`, strconv.Itoa(n))
+	}
+	waitJS(t, ctx, "the $SYS connection count to show the dashboard's connection", sysCount(before))
+
+	// Anonymous access is off.
+	anon := paho.NewClient(paho.NewClientOptions().AddBroker("tcp://" + d.tcpAddr).SetClientID("anonymous").
+		SetAutoReconnect(false).SetConnectRetry(false))
+	if tok := anon.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() == nil {
+		anon.Disconnect(0)
+		t.Fatal("an anonymous client connected; the test wants anonymous access off")
+	}
 
 	// A Go client connects: the count goes up by one.
 	received := make(chan string, 10)
 	lost := make(chan error, 1)
 	probe := paho.NewClient(paho.NewClientOptions().AddBroker("tcp://" + d.tcpAddr).SetClientID("probe-1").
+		SetUsername("probe").SetPassword(probePassword).
 		SetCleanSession(true).SetAutoReconnect(false).SetConnectRetry(false).
 		SetConnectionLostHandler(func(_ paho.Client, err error) { lost <- err }))
 	if tok := probe.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
@@ -256,9 +296,10 @@ func TestDashboardInBrowser(t *testing.T) {
 	if tok := probe.Subscribe("browser/#", 1, func(_ paho.Client, m paho.Message) { received <- string(m.Payload()) }); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
 		t.Fatalf("probe subscribe: %v", tok.Error())
 	}
-	waitJS(t, ctx, fmt.Sprintf("the connection count to go from %d to %d", before, before+1),
-		fmt.Sprintf(`document.querySelector('#stat-connected').textContent === %q`, strconv.Itoa(before+1)))
+	waitJS(t, ctx, fmt.Sprintf("the $SYS connection count to go from %d to %d", before, before+1), sysCount(before+1))
 	waitJS(t, ctx, "the $SYS table", `document.querySelectorAll('#sys-state ~ * td.mono, .panel td.mono').length > 3`)
+	// A rate measured between two live $SYS updates.
+	waitJS(t, ctx, "a $SYS message rate", `document.querySelector('#stat-msgin').dataset.source === 'sys'`)
 	shoot(t, ctx, shots, "overview.png")
 
 	// The built-in MQTT client: connect, subscribe with a wildcard, publish.

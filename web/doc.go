@@ -23,6 +23,15 @@
 // and, only when Options.AllowAnonymousLoopback is set, API requests from
 // a loopback address to a loopback host name.
 //
+// The dashboard's own MQTT connections (the overview's $SYS feed, the MQTT
+// client page) log in with the session: GET /api/v1/auth/mqtt gives a user
+// name "$dashboard:ROLE:USER" and a password valid for DashboardMQTTTTL,
+// HMAC-signed with a per-process random key (MQTTTokens). The composition
+// root passes MQTTTokens.Wrap of the broker's Authenticator and Authorizer
+// to core: those user names are checked there and nowhere else, a viewer
+// may subscribe to $SYS/# only, an admin may do anything; every other
+// client goes to the wrapped ones unchanged.
+//
 // Goroutines: handlers run on net/http's goroutines and share the session
 // store (guarded by its mutex) and the sampler's ring (guarded by its
 // mutex). Close stops the sampler; Shutdown stops the HTTP server too.

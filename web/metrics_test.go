@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -136,14 +137,62 @@ func value(fams map[string]*dto.MetricFamily, name, labels string) (float64, err
 	return 0, fmt.Errorf("no series %s{%s}", name, labels)
 }
 
+// histogram returns name's histogram series (no labels).
+func histogram(fams map[string]*dto.MetricFamily, name string) (*dto.Histogram, error) {
+	f := fams[name]
+	if f == nil || len(f.Metric) != 1 || f.Metric[0].Histogram == nil {
+		return nil, fmt.Errorf("no histogram %s", name)
+	}
+	return f.Metric[0].Histogram, nil
+}
+
+// expect scrapes until every metric has its wanted value or 5 s passed,
+// then reports the differences. A key is "name" or "name|k=v,k=v".
+func expect(t *testing.T, h http.Handler, want func() map[string]float64, also func(map[string]*dto.MetricFamily) []string) {
+	t.Helper()
+	var problems []string
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		problems = problems[:0]
+		fams := scrape(t, h)
+		for key, w := range want() {
+			name, labels, _ := strings.Cut(key, "|")
+			got, err := value(fams, name, labels)
+			if err != nil {
+				problems = append(problems, err.Error())
+			} else if got != w {
+				problems = append(problems, fmt.Sprintf("%s = %v, want %v", key, got, w))
+			}
+		}
+		if also != nil {
+			problems = append(problems, also(fams)...)
+		}
+		if len(problems) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // the broker finishes the disconnects on its goroutines
+	}
+	sort.Strings(problems)
+	for _, p := range problems {
+		t.Error(p)
+	}
+}
+
 func TestMetricsMatchTraffic(t *testing.T) {
-	srv, err := core.New(core.Options{SysInterval: -1}, core.Config{Authenticator: refuse{}})
+	tokens := NewMQTTTokens()
+	authn, authz := tokens.Wrap(refuse{}, nil)
+	srv, err := core.New(core.Options{SysInterval: -1}, core.Config{Authenticator: authn, Authorizer: authz})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+	authStats := AuthStats{Logins: 11, LoginFailures: 2, AnonymousRefused: 3, Banned: 4, LockedOut: 5, RateLimited: 6, Busy: 7,
+		FlapBans: 8, PublishDenied: 9, SubscribeDenied: 10, ACLCacheMisses: 12, Reloads: 13, ReloadErrors: 14,
+		Users: 15, ACLRules: 16, ACLCached: 17, Bans: 18, LockedSources: 19}
 	s := newTestServer(t, srv, func(o *Options) {
 		o.Listeners = []Listener{{Name: "tcp", Transport: "tcp", Address: "127.0.0.1:1883"}, {Name: "ws", Transport: "ws", Address: "127.0.0.1:8083"}}
+		o.MQTTTokens = tokens
+		o.AuthStats = func() AuthStats { return authStats }
 	})
 	var written, read atomic.Int64
 
@@ -216,32 +265,129 @@ func TestMetricsMatchTraffic(t *testing.T) {
 			"xmq_build_info|version=test":                    1,
 		}
 	}
-	var problems []string
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		problems = problems[:0]
-		fams := scrape(t, s.Handler())
-		for key, w := range want() {
-			name, labels, _ := strings.Cut(key, "|")
-			got, err := value(fams, name, labels)
-			if err != nil {
-				problems = append(problems, err.Error())
-			} else if got != w {
-				problems = append(problems, fmt.Sprintf("%s = %v, want %v", key, got, w))
-			}
-		}
+	expect(t, s.Handler(), want, func(fams map[string]*dto.MetricFamily) []string {
+		var problems []string
 		for _, name := range []string{"go_goroutines", "process_cpu_seconds_total", "xmq_uptime_seconds"} {
 			if fams[name] == nil {
 				problems = append(problems, "no "+name)
 			}
 		}
-		if len(problems) == 0 || time.Now().After(deadline) {
-			break
+		return problems
+	})
+	if t.Failed() {
+		return
+	}
+
+	// Queues, inflight, shared groups, store syncs, drops by cause, auth
+	// and the dashboard's logins. A persistent 3.1.1 session subscribes
+	// (its CONNECT syncs the store), including a shared group, and leaves:
+	// two QoS 1 messages queue for it and a QoS 0 one is dropped. sub
+	// leaves a QoS 1 delivery unacknowledged.
+	keeper, rc := dial(t, srv, "tcp", codec.Connect{ProtocolVersion: codec.V311, ClientID: []byte("keeper")}, &written, &read)
+	if rc != codec.Success {
+		t.Fatalf("keeper CONNACK %v", rc)
+	}
+	keeper.send(&codec.Subscribe{PacketID: 1, Subscriptions: []codec.Subscription{{Filter: []byte("q/#"), QoS: 1}, {Filter: []byte("$share/g/s/#"), QoS: 0}}})
+	if _, ok := keeper.next().(*codec.Suback); !ok {
+		t.Fatal("keeper: no SUBACK")
+	}
+	keeper.send(&codec.Disconnect{})
+	if _, err := keeper.r.ReadPacket(); !errors.Is(err, io.EOF) {
+		t.Fatalf("keeper after DISCONNECT: %v, want EOF", err)
+	}
+	pub2, rc := dial(t, srv, "ws", codec.Connect{ProtocolVersion: codec.V5, CleanStart: true, ClientID: []byte("pub2")}, &written, &read)
+	if rc != codec.Success {
+		t.Fatalf("pub2 CONNACK %v", rc)
+	}
+	for i, topic := range []string{"q/1", "q/2", "t/c"} {
+		pub2.send(&codec.Publish{Topic: []byte(topic), QoS: 1, PacketID: uint16(i + 1), Payload: []byte("m")})
+		if a, ok := pub2.next().(*codec.Ack); !ok || a.PacketID != uint16(i+1) {
+			t.Fatalf("pub2: no PUBACK for %s", topic)
 		}
-		time.Sleep(20 * time.Millisecond) // the broker finishes the disconnects on its goroutines
 	}
-	sort.Strings(problems)
-	for _, p := range problems {
-		t.Error(p)
+	pub2.send(&codec.Publish{Topic: []byte("q/0"), Payload: []byte("lost")})
+	if p, ok := sub.next().(*codec.Publish); !ok || string(p.Topic) != "t/c" {
+		t.Fatal("sub did not get t/c")
 	}
+	// The dashboard: one good login, one forged.
+	user, pass, _ := tokens.Issue(RoleViewer, "key:ro", time.Minute)
+	if _, rc := dial(t, srv, "ws", codec.Connect{ProtocolVersion: codec.V5, CleanStart: true, ClientID: []byte("dash"),
+		UsernameFlag: true, Username: []byte(user), PasswordFlag: true, Password: []byte(pass)}, &written, &read); rc != codec.Success {
+		t.Fatalf("dashboard CONNACK %v", rc)
+	}
+	if _, rc := dial(t, srv, "ws", codec.Connect{ProtocolVersion: codec.V5, CleanStart: true, ClientID: []byte("forger"),
+		UsernameFlag: true, Username: []byte(DashboardMQTTUser(RoleAdmin, "key:ro")), PasswordFlag: true, Password: []byte(pass)}, &written, &read); rc != codec.BadUserNameOrPassword {
+		t.Fatalf("forged dashboard login: CONNACK %v", rc)
+	}
+
+	want2 := func() map[string]float64 {
+		m := map[string]float64{
+			"xmq_queued_messages":   2,
+			"xmq_inflight_messages": 1,
+			"xmq_shared_groups":     1,
+			"xmq_sessions":          4, // sub, keeper (offline), pub2, dash
+			"xmq_dashboard_mqtt_logins_total|result=accepted": 1,
+			"xmq_dashboard_mqtt_logins_total|result=refused":  1,
+			"xmq_auth_logins_total":                           11,
+			"xmq_auth_refused_total|cause=bad_credentials":    2,
+			"xmq_auth_refused_total|cause=anonymous":          3,
+			"xmq_auth_refused_total|cause=banned":             4,
+			"xmq_auth_refused_total|cause=locked_out":         5,
+			"xmq_auth_refused_total|cause=rate_limited":       6,
+			"xmq_auth_refused_total|cause=busy":               7,
+			"xmq_auth_flap_bans_total":                        8,
+			"xmq_auth_acl_denied_total|action=publish":        9,
+			"xmq_auth_acl_denied_total|action=subscribe":      10,
+			"xmq_auth_acl_cache_misses_total":                 12,
+			"xmq_auth_reloads_total":                          13,
+			"xmq_auth_reload_errors_total":                    14,
+			"xmq_auth_users":                                  15,
+			"xmq_auth_acl_rules":                              16,
+			"xmq_auth_acl_cache_entries":                      17,
+			"xmq_auth_bans":                                   18,
+			"xmq_auth_locked_sources":                         19,
+			"xmq_auth_failures_total":                         2, // the intruder and the forger
+		}
+		// Every drop cause has a series; only the QoS 0 message to the
+		// offline session was dropped.
+		for _, cause := range []string{"queue_full", "offline", "expired", "too_large", "not_authorized", "rate_limited",
+			"quota_exceeded", "store_error"} {
+			m["xmq_messages_dropped_total|cause="+cause] = 0
+		}
+		m["xmq_messages_dropped_total|cause=offline"] = 1
+		return m
+	}
+	expect(t, s.Handler(), want2, func(fams map[string]*dto.MetricFamily) []string {
+		st := srv.Stats()
+		h, err := histogram(fams, "xmq_store_sync_seconds")
+		if err != nil {
+			return []string{err.Error()}
+		}
+		var problems []string
+		var n int64
+		for _, c := range st.StoreSyncs {
+			n += c
+		}
+		if n == 0 || h.GetSampleCount() != uint64(n) || h.GetSampleSum() != st.StoreSyncSeconds {
+			problems = append(problems, fmt.Sprintf("xmq_store_sync_seconds: count %d sum %v, want %d (> 0) and %v",
+				h.GetSampleCount(), h.GetSampleSum(), n, st.StoreSyncSeconds))
+		}
+		// The text format ends with the +Inf bucket, which the parser keeps.
+		if len(h.Bucket) != len(core.SyncBuckets)+1 {
+			return append(problems, fmt.Sprintf("xmq_store_sync_seconds: %d buckets, want %d", len(h.Bucket), len(core.SyncBuckets)+1))
+		}
+		var cum int64
+		for i, b := range h.Bucket {
+			cum += st.StoreSyncs[i]
+			le := math.Inf(1)
+			if i < len(core.SyncBuckets) {
+				le = core.SyncBuckets[i].Seconds()
+			}
+			if b.GetUpperBound() != le || b.GetCumulativeCount() != uint64(cum) {
+				problems = append(problems, fmt.Sprintf("xmq_store_sync_seconds bucket %d: le %v count %d, want le %v count %d",
+					i, b.GetUpperBound(), b.GetCumulativeCount(), le, cum))
+			}
+		}
+		return problems
+	})
 }

@@ -104,6 +104,14 @@ type Options struct {
 	Ready func() error
 	// Bans is the runtime banned list; nil: the banned API answers 501.
 	Bans BanList
+	// MQTTTokens issues the dashboard's MQTT passwords (GET
+	// /api/v1/auth/mqtt). The broker must check them: pass the same
+	// MQTTTokens' Wrap of its Authenticator and Authorizer to core.New.
+	// nil: New makes one, which only an allow-all broker accepts.
+	MQTTTokens *MQTTTokens
+	// AuthStats reads the MQTT authentication counters for /metrics; nil:
+	// no xmq_auth_* series beyond xmq_auth_failures_total.
+	AuthStats func() AuthStats
 	// Version is the build's version, for the overview and metrics.
 	Version string
 	// Log receives the server's logs (default: none).
@@ -122,6 +130,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.Log == nil {
 		o.Log = zap.NewNop()
+	}
+	if o.MQTTTokens == nil {
+		o.MQTTTokens = NewMQTTTokens()
 	}
 }
 
@@ -175,7 +186,7 @@ func New(b Broker, opts Options) (*Server, error) {
 	s := &Server{opts: opts, broker: b, log: opts.Log}
 	s.auth = newAuthenticator(&s.opts)
 	s.reg = prometheus.NewRegistry()
-	s.reg.MustRegister(newCollector(b, opts.Listeners, opts.Version),
+	s.reg.MustRegister(newCollector(b, &s.opts),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.sampler = newSampler(b, time.Second, 300)
 	s.handler = s.routes()

@@ -159,6 +159,14 @@ function every(ms, fn) {
 
 const isAdmin = () => state.me?.role === 'admin';
 
+// dashboardLogin asks for the MQTT user name and short-lived password of
+// this dashboard session: the broker accepts them with this user's role
+// (a viewer may read $SYS, an admin anything), anonymous access or not.
+async function dashboardLogin() {
+  const c = await api('GET', '/auth/mqtt');
+  return { username: c.username, password: c.password };
+}
+
 // ---------- shell ----------
 
 const PAGES = [
@@ -360,29 +368,52 @@ function overviewPage() {
     for (const el of app.querySelectorAll('.' + cls)) el.style.background = color;
   }
 
+  // The live figures come from $SYS over MQTT: once the feed has given a
+  // card its value, the card shows the feed's (data-source="sys") and the
+  // API's poll leaves it alone. The API fills the charts, the tables, what
+  // $SYS does not carry (auth failures), and every card until the feed
+  // delivers or while it is down.
+  const fromSys = new Set(); // ids of the elements the $SYS feed owns
+  const setAPI = (id, text) => { if (!fromSys.has(id)) setText(id, text); };
+  const setSys = (id, text) => {
+    if (!fromSys.has(id)) {
+      fromSys.add(id);
+      const el = document.getElementById(id);
+      if (el) { el.dataset.source = 'sys'; el.title = 'live from $SYS over MQTT'; }
+    }
+    setText(id, text);
+  };
+  const releaseSys = () => {
+    for (const id of fromSys) {
+      const el = document.getElementById(id);
+      if (el) { delete el.dataset.source; el.title = ''; }
+    }
+    fromSys.clear();
+  };
+
   const render = (ov) => {
     const t = ov.totals, r = ov.rates;
     sub.textContent = `xmq ${ov.version} · up ${fmtDuration(ov.uptime_seconds)} · ${ov.go_version}`;
-    setText('stat-connected', fmtInt(t.connected));
-    setText('hint-connected', `${fmtInt(t.connects)} connects since start`);
-    setText('stat-sessions', fmtInt(t.sessions));
-    setText('hint-sessions', `${fmtInt(Math.max(t.sessions - t.connected, 0))} offline`);
-    setText('stat-msgin', fmtNum(r.messages_in));
-    setText('hint-msgin', `${fmtInt(t.messages_in)} total`);
-    setText('stat-msgout', fmtNum(r.messages_out));
-    setText('hint-msgout', `${fmtInt(t.messages_out)} total`);
-    setText('stat-bytesin', fmtBytes(r.bytes_in));
-    setText('hint-bytesin', `${fmtBytes(t.bytes_in)} total`);
-    setText('stat-bytesout', fmtBytes(r.bytes_out));
-    setText('hint-bytesout', `${fmtBytes(t.bytes_out)} total`);
-    setText('stat-subs', fmtInt(t.subscriptions));
-    setText('hint-subs', `${fmtInt(t.deliveries)} deliveries`);
-    setText('stat-retained', fmtInt(t.retained));
-    setText('hint-retained', 'messages');
-    setText('stat-authfail', fmtInt(t.auth_failures));
-    setText('hint-authfail', 'refused CONNECTs');
-    setText('stat-dropped', fmtNum(r.dropped));
-    setText('hint-dropped', `${fmtInt(t.dropped)} total`);
+    setAPI('stat-connected', fmtInt(t.connected));
+    setAPI('hint-connected', `${fmtInt(t.connects)} connects since start`);
+    setAPI('stat-sessions', fmtInt(t.sessions));
+    setAPI('hint-sessions', `${fmtInt(Math.max(t.sessions - t.connected, 0))} offline`);
+    setAPI('stat-msgin', fmtNum(r.messages_in));
+    setAPI('hint-msgin', `${fmtInt(t.messages_in)} total`);
+    setAPI('stat-msgout', fmtNum(r.messages_out));
+    setAPI('hint-msgout', `${fmtInt(t.messages_out)} total`);
+    setAPI('stat-bytesin', fmtBytes(r.bytes_in));
+    setAPI('hint-bytesin', `${fmtBytes(t.bytes_in)} total`);
+    setAPI('stat-bytesout', fmtBytes(r.bytes_out));
+    setAPI('hint-bytesout', `${fmtBytes(t.bytes_out)} total`);
+    setAPI('stat-subs', fmtInt(t.subscriptions));
+    setAPI('hint-subs', `${fmtInt(t.deliveries)} deliveries`);
+    setAPI('stat-retained', fmtInt(t.retained));
+    setAPI('hint-retained', 'messages');
+    setAPI('stat-authfail', fmtInt(t.auth_failures));
+    setAPI('hint-authfail', 'refused CONNECTs');
+    setAPI('stat-dropped', fmtNum(r.dropped));
+    setAPI('hint-dropped', `${fmtInt(t.dropped)} total`);
     listenersBody.replaceChildren(...ov.listeners.map((l) => h('tr', {},
       h('td', {}, l.name), h('td', {}, h('span', { class: 'badge' }, l.transport)),
       h('td', { class: 'mono' }, l.url || l.address), h('td', { class: 'num' }, fmtInt(l.connections)))));
@@ -411,8 +442,43 @@ function overviewPage() {
   window.addEventListener('resize', onResize);
   state.cleanup.push(() => window.removeEventListener('resize', onResize));
 
-  // $SYS over MQTT: the dashboard is itself a WebSocket MQTT client.
+  // $SYS over MQTT: the dashboard is itself a WebSocket MQTT client,
+  // logged in with this session (dashboardLogin).
   const sys = new Map();
+  // Gauges go to their card as they are; counters give their card the
+  // rate between two updates and their hint the total.
+  const SYS_GAUGES = {
+    'clients/connected': ['stat-connected', fmtInt],
+    'clients/total': ['stat-sessions', fmtInt],
+    'clients/disconnected': ['hint-sessions', (n) => `${fmtInt(n)} offline`],
+    'subscriptions/count': ['stat-subs', fmtInt],
+    'retained messages/count': ['stat-retained', fmtInt],
+  };
+  const SYS_COUNTERS = {
+    'messages/received': ['msgin', fmtNum, fmtInt],
+    'messages/sent': ['msgout', fmtNum, fmtInt],
+    'bytes/received': ['bytesin', fmtBytes, fmtBytes],
+    'bytes/sent': ['bytesout', fmtBytes, fmtBytes],
+    'publish/messages/dropped': ['dropped', fmtNum, fmtInt],
+  };
+  const lastCount = new Map(); // counter → {n, t} of its last live update
+  const feed = (key, text, m) => {
+    const n = parseInt(text, 10);
+    if (Number.isNaN(n)) return;
+    const g = SYS_GAUGES[key];
+    if (g) { setSys(g[0], g[1](n)); return; }
+    const c = SYS_COUNTERS[key];
+    if (!c) return;
+    const [id, fmtRate, fmtTotal] = c;
+    setSys('hint-' + id, `${fmtTotal(n)} total`);
+    // A retained copy (sent on subscribing) is as old as the last update:
+    // rates are measured between live updates only.
+    if (m.retain) return;
+    const prev = lastCount.get(key);
+    const t = m.time.getTime();
+    lastCount.set(key, { n, t });
+    if (prev && t - prev.t > 200 && n >= prev.n) setSys('stat-' + id, fmtRate((n - prev.n) * 1000 / (t - prev.t)));
+  };
   const start = async () => {
     const ov = state.overview || await api('GET', '/overview');
     const url = pickURL(ov);
@@ -421,14 +487,23 @@ function overviewPage() {
       sysBody.replaceChildren(h('tr', {}, h('td', { class: 'empty' }, 'The broker has no ws or wss listener.')));
       return;
     }
-    const c = new MQTTClient(url, { clientId: 'xmq-dashboard-sys-' + Math.random().toString(16).slice(2, 8) });
+    const login = await dashboardLogin();
+    const c = new MQTTClient(url, { clientId: 'xmq-dashboard-sys-' + Math.random().toString(16).slice(2, 8), ...login });
     state.cleanup.push(() => c.close('page closed'));
     c.onmessage = (m) => {
-      sys.set(m.topic.replace('$SYS/broker/', ''), new TextDecoder().decode(m.payload));
+      const key = m.topic.replace('$SYS/broker/', '');
+      const text = new TextDecoder().decode(m.payload);
+      sys.set(key, text);
+      feed(key, text, m);
       sysBody.replaceChildren(...[...sys.entries()].sort().map(([k, v]) =>
         h('tr', {}, h('td', { class: 'mono' }, k), h('td', { class: 'num' }, v))));
     };
-    c.onclose = (why) => { sysState.className = 'badge off'; sysState.textContent = why; };
+    c.onclose = (why) => {
+      sysState.className = 'badge off';
+      sysState.textContent = why;
+      releaseSys();
+      lastCount.clear();
+    };
     try {
       await c.connect();
       sysState.className = 'badge on';
@@ -796,7 +871,7 @@ function mqttPage() {
   const saved = JSON.parse(sessionStorage.getItem('xmq-mqtt') || '{}');
   const url = h('input', { id: 'mq-url', list: 'mq-urls', value: saved.url || (ov ? pickURL(ov) : ''), placeholder: 'ws://host:8083/mqtt' });
   const clientId = h('input', { id: 'mq-client-id', value: saved.clientId || 'xmq-web-' + Math.random().toString(16).slice(2, 8) });
-  const user = h('input', { id: 'mq-user', value: saved.user || '', autocomplete: 'off' });
+  const user = h('input', { id: 'mq-user', value: saved.user || '', autocomplete: 'off', placeholder: 'empty: your dashboard login' });
   const pass = h('input', { id: 'mq-pass', type: 'password', autocomplete: 'new-password' });
   const status = h('span', { id: 'mq-status', class: 'badge off' }, 'disconnected');
   const connectBtn = h('button', { id: 'mq-connect', class: 'primary' }, 'Connect');
@@ -866,7 +941,15 @@ function mqttPage() {
   connectBtn.addEventListener('click', async () => {
     if (m.mqtt && m.mqtt.state !== 'closed') { m.mqtt.close('disconnected by you'); return; }
     save();
-    const c = new MQTTClient(url.value.trim(), { clientId: clientId.value.trim(), username: user.value, password: pass.value, keepalive: 30 });
+    let login = { username: user.value, password: pass.value };
+    try {
+      // No user name: log in as this dashboard session.
+      if (!user.value) login = await dashboardLogin();
+    } catch (e) {
+      toast('MQTT: ' + e.message, true);
+      return;
+    }
+    const c = new MQTTClient(url.value.trim(), { clientId: clientId.value.trim(), ...login, keepalive: 30 });
     m.mqtt = c;
     attach(c);
     try {

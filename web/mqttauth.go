@@ -1,0 +1,271 @@
+package web
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"xmq/codec"
+	"xmq/core"
+)
+
+// The dashboard's own MQTT connections (the overview's $SYS feed and the
+// MQTT client page) log in to the broker with the dashboard user's
+// session, so they work from another machine with anonymous access off.
+// GET /api/v1/auth/mqtt gives the page a user name and a short-lived
+// password:
+//
+//	user name  $dashboard:ROLE:USER            e.g. $dashboard:admin:admin, $dashboard:viewer:key:grafana
+//	password   xmqd1.EXPIRY.MAC                EXPIRY in Unix seconds, MAC the base64url HMAC-SHA256
+//	                                           of the user name and EXPIRY under a per-process random key
+//
+// MQTTTokens.Wrap puts the check of these passwords in front of the
+// broker's Authenticator and Authorizer. User names starting with
+// DashboardUserPrefix are reserved: they are accepted with a valid
+// password only and never reach the wrapped authenticator, so the role in
+// the user name can be trusted when the Authorizer sees it.
+
+// DashboardUserPrefix starts the MQTT user names of dashboard sessions.
+const DashboardUserPrefix = "$dashboard:"
+
+// DashboardMQTTTTL is how long a dashboard MQTT password may be used to
+// CONNECT; a connection outlives it.
+const DashboardMQTTTTL = 2 * time.Minute
+
+const mqttPasswordPrefix = "xmqd1."
+
+// Errors of a dashboard MQTT login; each wraps the CONNACK code and never
+// holds the password.
+var (
+	errMQTTPasswordForm    = fmt.Errorf("web: malformed dashboard MQTT password: %w", codec.BadUserNameOrPassword)
+	errMQTTPasswordExpired = fmt.Errorf("web: dashboard MQTT password expired: %w", codec.BadUserNameOrPassword)
+	errMQTTPasswordWrong   = fmt.Errorf("web: wrong dashboard MQTT password: %w", codec.BadUserNameOrPassword)
+	errMQTTReservedName    = fmt.Errorf("web: user names starting with %q are the dashboard's: %w", DashboardUserPrefix, codec.NotAuthorized)
+)
+
+// MQTTTokens issues the dashboard's MQTT passwords and checks them at
+// CONNECT. The key is made at random by NewMQTTTokens and never leaves
+// the process, so passwords die with it. Safe for concurrent use.
+type MQTTTokens struct {
+	key [32]byte
+	now func() time.Time
+
+	accepted, refused atomic.Int64 // CONNECTs with a dashboard user name
+}
+
+// NewMQTTTokens returns an issuer with a fresh random key.
+func NewMQTTTokens() *MQTTTokens {
+	t := &MQTTTokens{now: time.Now}
+	_, _ = rand.Read(t.key[:]) // never fails on supported platforms
+	return t
+}
+
+// DashboardMQTTUser is the MQTT user name of a dashboard principal.
+func DashboardMQTTUser(role Role, user string) string {
+	return DashboardUserPrefix + string(role) + ":" + user
+}
+
+// dashboardRole returns the role a reserved user name carries; "" when the
+// name is malformed.
+func dashboardRole(username string) Role {
+	rest, ok := strings.CutPrefix(username, DashboardUserPrefix)
+	if !ok {
+		return ""
+	}
+	role, _, _ := strings.Cut(rest, ":")
+	switch Role(role) {
+	case RoleViewer, RoleAdmin:
+		return Role(role)
+	}
+	return ""
+}
+
+func (t *MQTTTokens) mac(username string, expiry int64) []byte {
+	m := hmac.New(sha256.New, t.key[:])
+	m.Write([]byte(username))
+	m.Write([]byte{0})
+	m.Write(strconv.AppendInt(nil, expiry, 10))
+	return m.Sum(nil)
+}
+
+// Issue returns the MQTT user name and password of user with role, good
+// for CONNECTs until ttl has passed.
+func (t *MQTTTokens) Issue(role Role, user string, ttl time.Duration) (username, password string, expires time.Time) {
+	username = DashboardMQTTUser(role, user)
+	expires = t.now().Add(ttl).Truncate(time.Second)
+	exp := expires.Unix()
+	password = mqttPasswordPrefix + strconv.FormatInt(exp, 10) + "." + base64.RawURLEncoding.EncodeToString(t.mac(username, exp))
+	return username, password, expires
+}
+
+// Check verifies a dashboard user name's password and returns its role.
+func (t *MQTTTokens) Check(username string, password []byte) (Role, error) {
+	role := dashboardRole(username)
+	rest, ok := strings.CutPrefix(string(password), mqttPasswordPrefix)
+	expStr, macStr, ok2 := strings.Cut(rest, ".")
+	if role == "" || !ok || !ok2 {
+		return "", errMQTTPasswordForm
+	}
+	exp, err := strconv.ParseInt(expStr, 10, 64)
+	if err != nil {
+		return "", errMQTTPasswordForm
+	}
+	got, err := base64.RawURLEncoding.DecodeString(macStr)
+	if err != nil {
+		return "", errMQTTPasswordForm
+	}
+	if !hmac.Equal(got, t.mac(username, exp)) {
+		return "", errMQTTPasswordWrong
+	}
+	if t.now().Unix() >= exp {
+		return "", errMQTTPasswordExpired
+	}
+	return role, nil
+}
+
+// Logins returns the CONNECTs with a dashboard user name accepted and
+// refused so far.
+func (t *MQTTTokens) Logins() (accepted, refused int64) {
+	return t.accepted.Load(), t.refused.Load()
+}
+
+// Wrap returns authn and authz with the dashboard's logins in front:
+//
+//   - a CONNECT whose user name starts with DashboardUserPrefix is
+//     accepted with a valid password (Check) and refused otherwise,
+//     without asking authn;
+//   - a dashboard viewer may subscribe to $SYS/# only and publish nothing;
+//     a dashboard admin may publish and subscribe anything (the MQTT
+//     client page);
+//   - everything else goes to authn and authz unchanged; nil ones allow
+//     everything, as in core.Config.
+//
+// The returned Authenticator implements core.EnhancedAuthenticator and
+// core.ConnectionObserver exactly when authn does, forwarding to it, so
+// core behaves as it did with authn alone. An enhanced exchange that ends
+// with a reserved user name is refused.
+func (t *MQTTTokens) Wrap(authn core.Authenticator, authz core.Authorizer) (core.Authenticator, core.Authorizer) {
+	a := &tokenAuthn{t: t, inner: authn}
+	a.enhanced, _ = authn.(core.EnhancedAuthenticator)
+	a.observer, _ = authn.(core.ConnectionObserver)
+	z := tokenAuthz{inner: authz}
+	switch {
+	case a.enhanced != nil && a.observer != nil:
+		return enhancedObserverAuthn{a}, z
+	case a.enhanced != nil:
+		return enhancedAuthn{a}, z
+	case a.observer != nil:
+		return observerAuthn{a}, z
+	}
+	return a, z
+}
+
+// tokenAuthn is the wrapping Authenticator; the three types below add the
+// optional interfaces the wrapped one has.
+type tokenAuthn struct {
+	t        *MQTTTokens
+	inner    core.Authenticator
+	enhanced core.EnhancedAuthenticator
+	observer core.ConnectionObserver
+}
+
+type (
+	enhancedAuthn         struct{ *tokenAuthn }
+	observerAuthn         struct{ *tokenAuthn }
+	enhancedObserverAuthn struct{ *tokenAuthn }
+)
+
+var (
+	_ core.EnhancedAuthenticator = enhancedAuthn{}
+	_ core.ConnectionObserver    = observerAuthn{}
+	_ core.EnhancedAuthenticator = enhancedObserverAuthn{}
+	_ core.ConnectionObserver    = enhancedObserverAuthn{}
+)
+
+// Authenticate implements core.Authenticator.
+func (a *tokenAuthn) Authenticate(clientID, username string, password []byte, remote net.Addr, listener string) error {
+	if strings.HasPrefix(username, DashboardUserPrefix) {
+		if _, err := a.t.Check(username, password); err != nil {
+			a.t.refused.Add(1)
+			return err
+		}
+		a.t.accepted.Add(1)
+		return nil
+	}
+	if a.inner == nil {
+		return nil
+	}
+	return a.inner.Authenticate(clientID, username, password, remote, listener)
+}
+
+func (a *tokenAuthn) authStep(method, clientID string, state any, data []byte, remote net.Addr, listener string) (
+	[]byte, any, bool, string, error) {
+	reply, next, done, user, err := a.enhanced.AuthStep(method, clientID, state, data, remote, listener)
+	if err == nil && done && strings.HasPrefix(user, DashboardUserPrefix) {
+		return nil, nil, false, "", errMQTTReservedName
+	}
+	return reply, next, done, user, err
+}
+
+func (a *tokenAuthn) clientDisconnected(clientID, username string, remote net.Addr, listener string, connectedFor time.Duration, reason string) {
+	if strings.HasPrefix(username, DashboardUserPrefix) {
+		return // never seen by the wrapped authenticator
+	}
+	a.observer.ClientDisconnected(clientID, username, remote, listener, connectedFor, reason)
+}
+
+// AuthStep implements core.EnhancedAuthenticator.
+func (a enhancedAuthn) AuthStep(method, clientID string, state any, data []byte, remote net.Addr, listener string) (
+	[]byte, any, bool, string, error) {
+	return a.authStep(method, clientID, state, data, remote, listener)
+}
+
+// ClientDisconnected implements core.ConnectionObserver.
+func (a observerAuthn) ClientDisconnected(clientID, username string, remote net.Addr, listener string, connectedFor time.Duration, reason string) {
+	a.clientDisconnected(clientID, username, remote, listener, connectedFor, reason)
+}
+
+// AuthStep implements core.EnhancedAuthenticator.
+func (a enhancedObserverAuthn) AuthStep(method, clientID string, state any, data []byte, remote net.Addr, listener string) (
+	[]byte, any, bool, string, error) {
+	return a.authStep(method, clientID, state, data, remote, listener)
+}
+
+// ClientDisconnected implements core.ConnectionObserver.
+func (a enhancedObserverAuthn) ClientDisconnected(clientID, username string, remote net.Addr, listener string, connectedFor time.Duration, reason string) {
+	a.clientDisconnected(clientID, username, remote, listener, connectedFor, reason)
+}
+
+// tokenAuthz is the wrapping Authorizer. A reserved user name on a
+// connection means the password was checked (tokenAuthn), so its role
+// decides.
+type tokenAuthz struct{ inner core.Authorizer }
+
+// CanPublish implements core.Authorizer.
+func (z tokenAuthz) CanPublish(clientID, username, topic string) bool {
+	if strings.HasPrefix(username, DashboardUserPrefix) {
+		return dashboardRole(username) == RoleAdmin
+	}
+	return z.inner == nil || z.inner.CanPublish(clientID, username, topic)
+}
+
+// CanSubscribe implements core.Authorizer.
+func (z tokenAuthz) CanSubscribe(clientID, username, filter string) bool {
+	if strings.HasPrefix(username, DashboardUserPrefix) {
+		switch dashboardRole(username) {
+		case RoleAdmin:
+			return true
+		case RoleViewer:
+			return filter == "$SYS" || strings.HasPrefix(filter, "$SYS/")
+		}
+		return false
+	}
+	return z.inner == nil || z.inner.CanSubscribe(clientID, username, filter)
+}
