@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 
 	"xmq/core"
 	"xmq/listeners"
+	"xmq/web"
 )
 
 // shutdownTimeout bounds how long a graceful shutdown waits for clients.
@@ -89,9 +91,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	}
 	defer authn.Close()
 
+	// With the dashboard on, its sessions' MQTT passwords are checked in
+	// front of auth (web.MQTTTokens.Wrap).
+	var mqttAuthn core.Authenticator = authn
+	var mqttAuthz core.Authorizer = authn
+	var tokens *web.MQTTTokens
+	if cfg.Web.Address != "" {
+		tokens = web.NewMQTTTokens()
+		mqttAuthn, mqttAuthz = tokens.Wrap(authn, authn)
+	}
+
 	bopts := cfg.Broker.options()
 	bopts.Version = version
-	srv, err := core.New(bopts, core.Config{Log: log.Named("core"), Authenticator: authn, Authorizer: authn, Store: st})
+	srv, err := core.New(bopts, core.Config{Log: log.Named("core"), Authenticator: mqttAuthn, Authorizer: mqttAuthz, Store: st})
 	if err != nil {
 		_ = st.Close()
 		return restoreHint(err, cfg.DataDir)
@@ -140,16 +152,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	// closes the listener; the first unexpected error stops the broker.
 	serveErr := make(chan error, len(lns)+1)
 	var serving sync.WaitGroup
+	rd := newReadiness(&cfg, srv)
 	for i, l := range lns {
 		serving.Go(func() {
 			err := srv.Serve(l, cfg.Listeners[i].Name)
+			rd.stopped(i)
 			if !errors.Is(err, core.ErrServerClosed) {
 				serveErr <- fmt.Errorf("listener %s: %w", cfg.Listeners[i].Name, err)
 			}
 		})
 	}
 	if wr != nil {
-		if err := wr.start(&cfg, srv, lns, ts, authn, log, serveErr); err != nil {
+		if err := wr.start(&cfg, srv, lns, ts, webAuth{authn: authn, tokens: tokens}, rd.check, log, serveErr); err != nil {
 			wr.stop(ctx)
 			_ = shutdown(ctx, srv, lns, log)
 			serving.Wait()
@@ -176,6 +190,38 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	err = shutdown(ctx, srv, lns, log)
 	serving.Wait()
 	return errors.Join(failed, err)
+}
+
+// readiness is what /readyz checks of a run: every listener bound and its
+// accept loop running, the store open and syncing (core.StoreHealthy).
+// webRun adds "not shutting down".
+type readiness struct {
+	names     []string
+	accepting []atomic.Bool // listener i's accept loop runs
+	srv       interface{ StoreHealthy() error }
+}
+
+// newReadiness marks every configured listener as accepting: run calls it
+// once they are all bound, as their accept loops start.
+func newReadiness(cfg *config, srv interface{ StoreHealthy() error }) *readiness {
+	r := &readiness{accepting: make([]atomic.Bool, len(cfg.Listeners)), srv: srv}
+	for i, lc := range cfg.Listeners {
+		r.names = append(r.names, lc.Name)
+		r.accepting[i].Store(true)
+	}
+	return r
+}
+
+// stopped records that listener i's accept loop has ended.
+func (r *readiness) stopped(i int) { r.accepting[i].Store(false) }
+
+func (r *readiness) check() error {
+	for i := range r.accepting {
+		if !r.accepting[i].Load() {
+			return fmt.Errorf("listener %s is not accepting connections", r.names[i])
+		}
+	}
+	return r.srv.StoreHealthy()
 }
 
 // listen binds every configured listener, or none: on an error the ones

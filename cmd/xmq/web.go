@@ -200,10 +200,20 @@ func dashboardOrigins(addr *net.TCPAddr, tls bool) []string {
 	return out
 }
 
+// webAuth is what the web server needs of the broker's authentication:
+// auth's banned list and counters, and the dashboard's MQTT passwords
+// (checked by the Authenticator that wraps auth).
+type webAuth struct {
+	authn  *auth.Auth
+	tokens *web.MQTTTokens
+}
+
 // start builds the web server and serves it on its own goroutine; an
-// unexpected end of serving is sent on failed, if there is room.
-func (w *webRun) start(cfg *config, srv *core.Server, lns []listeners.Listener, ts *tlsSetup, authn *auth.Auth,
-	log *zap.Logger, failed chan<- error) error {
+// unexpected end of serving is sent on failed, if there is room. ready
+// says whether the broker serves (listeners, store); /readyz also fails
+// once stop has begun.
+func (w *webRun) start(cfg *config, srv *core.Server, lns []listeners.Listener, ts *tlsSetup, wa webAuth,
+	ready func() error, log *zap.Logger, failed chan<- error) error {
 	wlog := log.Named("web")
 	hash, source, err := web.AdminPassword(os.Getenv(adminPasswordEnv), cfg.Web.AdminPasswordHash, cfg.DataDir, wlog)
 	if err != nil {
@@ -221,16 +231,17 @@ func (w *webRun) start(cfg *config, srv *core.Server, lns []listeners.Listener, 
 	opts := web.Options{
 		Address: cfg.Web.Address, AdminUser: cfg.Web.AdminUser, AdminPasswordHash: hash, APIKeys: keys,
 		AllowAnonymousLoopback: cfg.Web.AllowAnonymousLoopback, SessionTTL: cfg.Web.SessionTTL,
-		Listeners: infos, Version: version, Log: wlog,
+		Listeners: infos, Version: version, Log: wlog, MQTTTokens: wa.tokens,
 		Ready: func() error {
 			if w.stopping.Load() {
 				return errors.New("shutting down")
 			}
-			return nil
+			return ready()
 		},
 	}
-	if authn != nil {
-		opts.Bans = banList{authn}
+	if a := wa.authn; a != nil {
+		opts.Bans = banList{a}
+		opts.AuthStats = func() web.AuthStats { return webAuthStats(a.Stats()) }
 	}
 	if cfg.Web.TLS {
 		if ts.def == nil {
@@ -288,6 +299,17 @@ func (w *webRun) addr() net.Addr {
 		return nil
 	}
 	return w.l.Addr()
+}
+
+// webAuthStats copies auth's counters for /metrics.
+func webAuthStats(s auth.Stats) web.AuthStats {
+	return web.AuthStats{
+		Logins: s.Logins, LoginFailures: s.LoginFailures, AnonymousRefused: s.AnonymousRefused, Banned: s.Banned,
+		LockedOut: s.LockedOut, RateLimited: s.RateLimited, Busy: s.Busy, FlapBans: s.FlapBans,
+		PublishDenied: s.PublishDenied, SubscribeDenied: s.SubscribeDenied, ACLCacheMisses: s.ACLCacheMisses,
+		Reloads: s.Reloads, ReloadErrors: s.ReloadErrors, Users: s.Users, ACLRules: s.ACLRules,
+		ACLCached: s.ACLCached, Bans: s.Bans, LockedSources: s.LockedSources,
+	}
 }
 
 // banList adapts auth's runtime banned list to the web API's.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"xmq/codec"
 	"xmq/web"
 )
 
@@ -240,5 +242,86 @@ func TestRunServesWebOverTLS(t *testing.T) {
 		if res.StatusCode != http.StatusBadRequest {
 			t.Errorf("plain HTTP on the TLS port: %d, want 400", res.StatusCode)
 		}
+	}
+}
+
+// TestRunDashboardMQTT: with anonymous access off, the dashboard's MQTT
+// user name and password from /api/v1/auth/mqtt log in to the broker, the
+// password is never logged, and /metrics counts it all.
+func TestRunDashboardMQTT(t *testing.T) {
+	t.Setenv(adminPasswordEnv, "pw")
+	b, base := startWebRun(t, "-data", "", "-c", writeFile(t, webRunConfig+"auth:\n  allow_anonymous: false\n"))
+	addr := b.addrs[0].String()
+	if rc := connack(t, addr, "", ""); rc != codec.NotAuthorized {
+		t.Errorf("anonymous CONNACK %v, want Not Authorized", rc)
+	}
+	if code, _ := getJSON(t, base+"/api/v1/auth/mqtt", "", ""); code != 401 {
+		t.Errorf("/api/v1/auth/mqtt without credentials: %d, want 401", code)
+	}
+	code, m := getJSON(t, base+"/api/v1/auth/mqtt", "admin", "pw")
+	user, _ := m["username"].(string)
+	pass, _ := m["password"].(string)
+	if code != 200 || user != web.DashboardMQTTUser(web.RoleAdmin, "admin") || pass == "" || m["role"] != "admin" {
+		t.Fatalf("/api/v1/auth/mqtt: %d %v", code, m)
+	}
+	if rc := connack(t, addr, user, pass); rc != codec.Success {
+		t.Errorf("dashboard login CONNACK %v, want Success", rc)
+	}
+	if rc := connack(t, addr, user, pass+"x"); rc != codec.BadUserNameOrPassword {
+		t.Errorf("dashboard login with a wrong password: CONNACK %v", rc)
+	}
+
+	res, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	for _, want := range []string{
+		`xmq_dashboard_mqtt_logins_total{result="accepted"} 1`,
+		`xmq_dashboard_mqtt_logins_total{result="refused"} 1`,
+		`xmq_auth_refused_total{cause="anonymous"} 1`,
+		`xmq_auth_logins_total 0`,
+		`xmq_auth_failures_total 2`,
+		`xmq_store_sync_seconds_bucket{le="+Inf"}`,
+		`xmq_queued_messages 0`,
+		`xmq_inflight_messages 0`,
+		`xmq_shared_groups 0`,
+	} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if code, m := getJSON(t, base+"/readyz", "", ""); code != 200 {
+		t.Errorf("/readyz: %d %v", code, m)
+	}
+	if err := b.stop(t); err != nil {
+		t.Errorf("run: %v", err)
+	}
+	if log := b.stderr.String(); strings.Contains(log, pass) || strings.Contains(log, strings.SplitN(pass, ".", 3)[2]) {
+		t.Errorf("the dashboard's MQTT password is in the log:\n%s", log)
+	}
+}
+
+// fakeHealth is a StoreHealthy with a settable answer.
+type fakeHealth struct{ err error }
+
+func (f *fakeHealth) StoreHealthy() error { return f.err }
+
+func TestReadiness(t *testing.T) {
+	cfg := mustLoad(t, "-c", writeFile(t, webRunConfig))
+	st := &fakeHealth{}
+	r := newReadiness(&cfg, st)
+	if err := r.check(); err != nil {
+		t.Errorf("everything up: %v", err)
+	}
+	st.err = errors.New("store: sync failed")
+	if err := r.check(); err == nil || err.Error() != "store: sync failed" {
+		t.Errorf("failing store: %v", err)
+	}
+	st.err = nil
+	r.stopped(1)
+	if err := r.check(); err == nil || !strings.Contains(err.Error(), "listener ws") {
+		t.Errorf("a listener stopped: %v, want one naming ws", err)
 	}
 }
