@@ -182,14 +182,15 @@ func (w *Worker) forEachIndex(conns []net.Conn, f func(int, net.Conn)) {
 	wg.Wait()
 }
 
-// connSeries samples connection counts once a second in conn mode.
+// connSeries samples connection counts four times a second in conn mode;
+// Errors in its points are failures in the interval.
 type connSeries struct {
 	w      *Worker
 	points []Point
 	prevF  int64
 }
 
-func newConnSeries(w *Worker) *connSeries { return &connSeries{w: w} }
+func newConnSeries(w *Worker) *connSeries { return &connSeries{w: w, points: []Point{{}}} }
 
 // run samples until the returned stop is called.
 func (s *connSeries) run() (stop func()) {
@@ -197,7 +198,8 @@ func (s *connSeries) run() (stop func()) {
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		t := time.NewTicker(time.Second)
+		// Four points a second: a ramp often takes less than one.
+		t := time.NewTicker(250 * time.Millisecond)
 		defer t.Stop()
 		for {
 			select {

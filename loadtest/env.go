@@ -339,6 +339,9 @@ func (st *BrokerStats) attach(series []Point, start time.Time) {
 	}
 	for i := 1; i < len(st.samples); i++ {
 		s, p := st.samples[i], st.samples[i-1]
+		if s.at.Sub(p.at) < 500*time.Millisecond {
+			continue // the closing sample: too short to tell a rate at 10ms tick resolution
+		}
 		t := s.at.Sub(start).Seconds()
 		for k := range series {
 			if series[k].T >= t-0.5 && series[k].T < t+0.5 {

@@ -5,6 +5,7 @@ import (
 	"html"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 )
 
@@ -78,7 +79,7 @@ svg text{font:11px sans-serif;fill:#444}
 		if c.Mode == ModeConn {
 			fmt.Fprint(ew, lineChart("Connections over time", "s", xs, []lineSeries{
 				{"connected", "#1f77b4", col(func(p Point) float64 { return float64(p.Connected) })},
-				{"failed / s", "#d62728", col(func(p Point) float64 { return float64(p.Errors) })},
+				{"failures", "#d62728", col(func(p Point) float64 { return float64(p.Errors) })},
 			}, countLabel))
 			fmt.Fprint(ew, histogramChart("Connect time (dial → CONNACK)", c.Connect))
 		} else {
@@ -98,12 +99,17 @@ svg text{font:11px sans-serif;fill:#444}
 			}
 		}
 		if c.Broker != nil && c.Broker.Samples > 1 {
-			fmt.Fprint(ew, lineChart("Broker CPU (% of one core)", "s", xs, []lineSeries{
-				{"CPU %", "#9467bd", col(func(p Point) float64 { return p.BrokerCPU })},
-			}, func(v float64) string { return fmt.Sprintf("%.0f%%", v) }))
-			fmt.Fprint(ew, lineChart("Broker resident memory", "s", xs, []lineSeries{
-				{"RSS", "#8c564b", col(func(p Point) float64 { return float64(p.BrokerRSS) })},
-			}, func(v float64) string { return FormatBytes(uint64(v)) }))
+			// Only the seconds a broker sample fell in (RSS is never 0 then).
+			var bx, cpu, rss []float64
+			for _, p := range c.Series {
+				if p.BrokerRSS > 0 {
+					bx, cpu, rss = append(bx, p.T), append(cpu, p.BrokerCPU), append(rss, float64(p.BrokerRSS))
+				}
+			}
+			fmt.Fprint(ew, lineChart("Broker CPU (% of one core)", "s", bx, []lineSeries{{"CPU %", "#9467bd", cpu}},
+				func(v float64) string { return strconv.FormatFloat(v, 'g', 3, 64) + "%" }))
+			fmt.Fprint(ew, lineChart("Broker resident memory", "s", bx, []lineSeries{{"RSS", "#8c564b", rss}},
+				func(v float64) string { return FormatBytes(uint64(v)) }))
 		}
 		fmt.Fprintln(ew, "</div>")
 		if len(c.Errors) > 0 {
@@ -153,6 +159,8 @@ const (
 
 func countLabel(v float64) string {
 	switch {
+	case v > 0 && v < 10 && v != math.Trunc(v):
+		return strconv.FormatFloat(v, 'f', 1, 64)
 	case v >= 1e6:
 		return fmt.Sprintf("%.1fM", v/1e6)
 	case v >= 1e4:
@@ -161,6 +169,17 @@ func countLabel(v float64) string {
 		return fmt.Sprintf("%.1fk", v/1e3)
 	}
 	return fmt.Sprintf("%.0f", v)
+}
+
+// anchor keeps the first and last of five axis labels inside the chart.
+func anchor(i int) string {
+	switch i {
+	case 0:
+		return "start"
+	case 4:
+		return "end"
+	}
+	return "middle"
 }
 
 // niceMax rounds v up to 1, 2 or 5 times a power of ten.
@@ -204,7 +223,12 @@ func lineChart(title, xunit string, xs []float64, series []lineSeries, ylabel fu
 	}
 	for i := 0; i <= 4; i++ {
 		x := xmax * float64(i) / 4
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%.0f%s</text>`, px(x), chartH-10, x, xunit)
+		prec := 0
+		if xmax < 10 {
+			prec = 1
+		}
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="%s">%s%s</text>`, px(x), chartH-10, anchor(i),
+			strconv.FormatFloat(x, 'f', prec, 64), xunit)
 	}
 	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#999"/>`, padL, padT, plotW, plotH)
 	for k, s := range series {
@@ -269,7 +293,7 @@ func histogramChart(title string, h *Histogram) string {
 	xof := func(v float64) float64 { return padL + (math.Log10(max(v, 1))-lo)/(hi-lo)*plotW }
 	for i := 0; i <= 4; i++ {
 		v := math.Pow(10, lo+(hi-lo)*float64(i)/4)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`, xof(v), chartH-10,
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="%s">%s</text>`, xof(v), chartH-10, anchor(i),
 			html.EscapeString(FormatDuration(int64(v))))
 	}
 	for i := 0; i <= 4; i++ {
@@ -285,7 +309,15 @@ func histogramChart(title string, h *Histogram) string {
 		x := xof(float64(m.v))
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s" stroke-dasharray="4 3"/>`,
 			x, padT, x, padT+plotH, m.color)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" fill="%s">%s %s</text>`, x+3, padT+12, m.color, m.name,
+		tx, ta := x+3, "start"
+		if x > padL+0.75*plotW { // near the right edge: label on the left of the line
+			tx, ta = x-3, "end"
+		}
+		y := padT + 12
+		if m.name == "p99" {
+			y += 14 // p50 and p99 can be close: keep their labels apart
+		}
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" fill="%s" text-anchor="%s">%s %s</text>`, tx, y, m.color, ta, m.name,
 			html.EscapeString(FormatDuration(m.v)))
 	}
 	b.WriteString("</svg>\n")
