@@ -493,7 +493,8 @@ func (r *restorer) will(id string, rec []byte) error {
 	wait := max(w.At.Sub(r.now), 0)
 	if sess := s.sessions[id]; sess != nil {
 		sess.mu.Lock() // the timer may fire at once and clear willTimer
-		sess.willTimer = time.AfterFunc(wait, func() { s.publishWill(w.Msg, w.Expiry, sess) })
+		sess.pendingWill = func() { s.publishWill(w.Msg, w.Expiry, sess) }
+		sess.willTimer = time.AfterFunc(wait, sess.pendingWill)
 		sess.mu.Unlock()
 		return nil
 	}

@@ -273,6 +273,12 @@ func (s *Server) discardLocked(sess *session) {
 	if sess.expireTimer != nil {
 		sess.expireTimer.Stop()
 	}
+	// The session ends now, so a will waiting for its delay goes now: the
+	// delay ends early when the session does (3.1.3.2.2).
+	if sess.willTimer != nil && sess.willTimer.Stop() {
+		go sess.pendingWill()
+	}
+	sess.willTimer, sess.pendingWill = nil, nil
 	sess.mu.Unlock()
 	for _, f := range filters {
 		group, filter, _, _ := codec.ParseShared([]byte(f))
@@ -332,7 +338,8 @@ func (s *Server) detach(c *client, reason CloseReason) {
 			scheduled := sess.c == nil
 			if scheduled {
 				willExpiry := c.willExpiry
-				sess.willTimer = time.AfterFunc(time.Duration(delay)*time.Second, func() { s.publishWill(will, willExpiry, sess) })
+				sess.pendingWill = func() { s.publishWill(will, willExpiry, sess) }
+				sess.willTimer = time.AfterFunc(time.Duration(delay)*time.Second, sess.pendingWill)
 			}
 			sess.mu.Unlock()
 			if scheduled {

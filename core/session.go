@@ -67,6 +67,7 @@ type session struct {
 	holes       int    // dropped QoS 0 slots still in queue
 	expireTimer *time.Timer
 	willTimer   *time.Timer
+	pendingWill func() // publishes the will willTimer is waiting for; set with it
 	droppedWarn time.Time
 }
 

@@ -345,3 +345,21 @@ func TestRetainedDollarTopicsAndSubscriptionID(t *testing.T) {
 	}
 	wantPayloads(t, retainedOn(t, srv, codec.V5, "dollar", "$internal/#", 0), "hidden")
 }
+
+// 5.0 3.1.3.2.2: a client gone with a will delay pending whose session a
+// Clean Start connection ends: the session is over, so the will goes now,
+// not when the delay runs out.
+func TestWillDelayEndedByCleanStart(t *testing.T) {
+	srv := newServer(t, core.Options{}, core.Config{})
+	w := client(t, srv, codec.V5, "watch")
+	w.subscribe(0, "wdc")
+	c := client(t, srv, codec.V5, "cs", func(p *codec.Connect) {
+		persistent(p)
+		withWill("wdc", "ended", 0)(p)
+		p.WillProps.SetNum(codec.PropWillDelay, 60)
+	})
+	c.close()
+	w.expectNothing(quiet)         // the delay is running
+	client(t, srv, codec.V5, "cs") // Clean Start: the old session ends
+	wantPayloads(t, w.recv(1), "ended")
+}
