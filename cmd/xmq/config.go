@@ -39,6 +39,8 @@ type config struct {
 	Web webConfig `yaml:"web"`
 	// Store is the on-disk store's durability and disk budget (store.go).
 	Store storeConfig `yaml:"store"`
+	// pprof is the -pprof debug address (loopback only); a flag, not a key.
+	pprof string
 }
 
 // listenerConfig is one listener (listeners.Options with YAML names).
@@ -336,6 +338,7 @@ type flags struct {
 	logLevel  string
 	logFormat string
 	data      string
+	pprof     string
 	auth      authFlags
 	web       webFlags
 }
@@ -352,6 +355,7 @@ func newFlagSet(f *flags) *flag.FlagSet {
 	fs.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "", "auto, console or json")
 	fs.StringVar(&f.data, "data", "", `data directory; "" keeps state in memory`)
+	fs.StringVar(&f.pprof, "pprof", "", "debug: serve net/http/pprof on this loopback address")
 	addAuthFlags(fs, &f.auth)
 	addWebFlags(fs, &f.web)
 	return fs
@@ -399,6 +403,7 @@ func loadConfig(args []string) (config, error) {
 	if set["data"] {
 		cfg.DataDir = f.data
 	}
+	cfg.pprof = f.pprof
 	f.auth.apply(&cfg, set)
 	f.web.apply(&cfg, set)
 	cfg.setDefaults()
@@ -451,6 +456,10 @@ Flags (each one given overrides the configuration file):
   -log-format FORMAT
         auto, console or json. Default "auto": console on a terminal,
         JSON otherwise.
+  -pprof ADDR
+        debug: serve Go's profiles (net/http/pprof, /debug/pprof/) on ADDR,
+        which must be a loopback address such as 127.0.0.1:6060. Off by
+        default.
   -h, -help
         print this help and exit.
 

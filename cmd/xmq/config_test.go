@@ -109,6 +109,9 @@ func TestExampleListsEveryKey(t *testing.T) {
 	var fields func(typ reflect.Type, prefix string)
 	fields = func(typ reflect.Type, prefix string) {
 		for f := range typ.Fields() {
+			if !f.IsExported() || f.Tag.Get("yaml") == "-" {
+				continue // flag-only settings such as -pprof: not keys
+			}
 			key := strings.TrimPrefix(prefix+"."+f.Tag.Get("yaml"), ".")
 			inStruct = append(inStruct, key)
 			switch ft := f.Type; {

@@ -77,6 +77,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 		return err
 	}
 	defer func() { _ = log.Sync() }()
+	if cfg.pprof != "" {
+		stop, err := startPprof(cfg.pprof, log.Named("pprof"))
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 
 	// The store is closed by srv.Shutdown, or here if there is no srv.
 	st, err := openStore(&cfg, log)
