@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"io"
+	"sync"
 )
 
 // keepLarge is the largest body buffer a Reader keeps between packets; a
@@ -15,10 +16,17 @@ const keepLarge = 64 << 10
 // A packet that fits in the bufio.Reader's buffer is decoded in place from
 // it; a larger one is read into a body buffer the Reader owns. Either way the
 // returned packet, and every slice in it, is valid only until the next call
-// to ReadPacket. The Reader reuses one packet value per type, so steady-state
-// reading allocates nothing.
+// to ReadPacket. The Reader reuses one packet value per type, made the first
+// time that type is read, so steady-state reading allocates nothing and a
+// Reader that has read only CONNECT stays small.
+//
+// A Reader made by NewPooledReader takes its bufio.Reader from a pool and
+// can give it back between packets (Release), so an idle connection holds
+// no read buffer.
 type Reader struct {
-	br *bufio.Reader
+	br   *bufio.Reader // nil while released
+	src  io.Reader     // pooled Readers: what br reads from
+	pool *sync.Pool    // pooled Readers: of *bufio.Reader
 	// MaxPacketSize bounds the whole packet (fixed header included); 0
 	// means the protocol maximum. It is checked from the fixed header,
 	// before the body is read or any memory is set aside for it.
@@ -31,59 +39,116 @@ type Reader struct {
 
 	large []byte
 
-	connect     Connect
-	connack     Connack
-	publish     Publish
-	ack         [4]Ack
-	subscribe   Subscribe
-	suback      Suback
-	unsubscribe Unsubscribe
-	unsuback    Unsuback
-	pingreq     Pingreq
-	pingresp    Pingresp
-	disconnect  Disconnect
-	auth        Auth
+	// One packet value per type, made on first use: each holds a
+	// Properties, and most connections never read most types.
+	connect     *Connect
+	connack     *Connack
+	publish     *Publish
+	ack         [4]*Ack
+	subscribe   *Subscribe
+	suback      *Suback
+	unsubscribe *Unsubscribe
+	unsuback    *Unsuback
+	disconnect  *Disconnect
+	auth        *Auth
 }
 
 // NewReader returns a Reader over br. maxPacketSize is as in MaxPacketSize.
 func NewReader(br *bufio.Reader, maxPacketSize int) *Reader {
-	r := &Reader{br: br, MaxPacketSize: maxPacketSize}
-	for i := range r.ack {
-		r.ack[i].Kind = PUBACK + Type(i)
-	}
-	return r
+	return &Reader{br: br, MaxPacketSize: maxPacketSize}
+}
+
+// NewPooledReader returns a Reader over src whose bufio.Reader comes from
+// pool (whose New must return a *bufio.Reader) when ReadPacket needs one
+// and goes back to it on Release. maxPacketSize is as in MaxPacketSize.
+func NewPooledReader(src io.Reader, pool *sync.Pool, maxPacketSize int) *Reader {
+	return &Reader{src: src, pool: pool, MaxPacketSize: maxPacketSize}
 }
 
 // Buffered is the number of bytes read from the stream but not yet decoded;
 // a server uses it to tell whether more packets are already waiting.
-func (r *Reader) Buffered() int { return r.br.Buffered() }
+func (r *Reader) Buffered() int {
+	if r.br == nil {
+		return 0
+	}
+	return r.br.Buffered()
+}
+
+// Release gives a pooled Reader's buffer back to its pool when no byte is
+// waiting in it, so a connection that waits for its next packet holds no
+// buffer; ReadPacket takes one again. The packet last returned, and every
+// slice in it, is invalid after Release. It does nothing for a Reader made
+// by NewReader or with bytes buffered.
+func (r *Reader) Release() {
+	if r.pool == nil || r.br == nil || r.br.Buffered() > 0 {
+		return
+	}
+	r.br.Reset(nil) // keeps the buffer, drops the reference to src
+	r.pool.Put(r.br)
+	r.br = nil
+}
+
+// Close releases a pooled Reader's buffer even with bytes in it: the
+// stream is done with. The Reader must not be used afterwards.
+func (r *Reader) Close() {
+	if r.pool == nil || r.br == nil {
+		return
+	}
+	r.br.Reset(nil)
+	r.pool.Put(r.br)
+	r.br, r.pool = nil, nil
+}
+
+// DropConnect forgets the Reader's CONNECT value, which a server reads
+// once per connection, so a long-lived connection does not keep it; a later
+// CONNECT (a protocol error) makes a new one. The CONNECT last returned is
+// invalid after it.
+func (r *Reader) DropConnect() { r.connect = nil }
+
+func lazy[T any](p **T) *T {
+	if *p == nil {
+		*p = new(T)
+	}
+	return *p
+}
+
+// pingreq and pingresp have no fields: one value serves every Reader.
+var (
+	pingreq  Pingreq
+	pingresp Pingresp
+)
 
 func (r *Reader) packet(t Type) Packet {
 	switch t {
 	case CONNECT:
-		return &r.connect
+		return lazy(&r.connect)
 	case CONNACK:
-		return &r.connack
+		return lazy(&r.connack)
 	case PUBLISH:
-		return &r.publish
+		return lazy(&r.publish)
 	case PUBACK, PUBREC, PUBREL, PUBCOMP:
-		return &r.ack[t-PUBACK]
+		a := r.ack[t-PUBACK]
+		if a == nil {
+			a = &Ack{Kind: t}
+			r.ack[t-PUBACK] = a
+		}
+		return a
 	case SUBSCRIBE:
-		return &r.subscribe
+		return lazy(&r.subscribe)
 	case SUBACK:
-		return &r.suback
+		return lazy(&r.suback)
 	case UNSUBSCRIBE:
-		return &r.unsubscribe
+		return lazy(&r.unsubscribe)
 	case UNSUBACK:
-		return &r.unsuback
+		return lazy(&r.unsuback)
 	case PINGREQ:
-		return &r.pingreq
+		return &pingreq
 	case PINGRESP:
-		return &r.pingresp
+		return &pingresp
 	case DISCONNECT:
-		return &r.disconnect
+		return lazy(&r.disconnect)
 	case AUTH:
-		return &r.auth
+		return lazy(&r.auth)
 	}
 	return nil
 }
@@ -96,6 +161,13 @@ func (r *Reader) packet(t Type) Packet {
 func (r *Reader) ReadPacket() (Packet, error) {
 	if cap(r.large) > keepLarge {
 		r.large = nil
+	}
+	if r.br == nil {
+		if r.pool == nil {
+			return nil, errClosed
+		}
+		r.br = r.pool.Get().(*bufio.Reader)
+		r.br.Reset(r.src)
 	}
 	var (
 		t         Type
@@ -175,6 +247,8 @@ func (r *Reader) readLarge(n int) ([]byte, error) {
 	r.large = buf
 	return buf, nil
 }
+
+var errClosed = errors.New("codec: ReadPacket after Close")
 
 func unexpected(err error) error {
 	if errors.Is(err, io.EOF) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"sync"
 	"testing"
 	"testing/iotest"
 
@@ -326,5 +327,49 @@ func TestNewAndTypeString(t *testing.T) {
 		if got := typ.String(); got != want {
 			t.Errorf("Type(%d).String: got %q, want %q", byte(typ), got, want)
 		}
+	}
+}
+
+// TestPooledReaderRelease reads packets one Write at a time, releasing the
+// buffer whenever nothing is buffered: every packet still arrives whole,
+// bytes left in the buffer are kept, and Release costs no allocation.
+func TestPooledReaderRelease(t *testing.T) {
+	pool := &sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64) }}
+	raw := codectest.BenchPublish(1, 16, false).Append(nil, codec.V311)
+	var stream bytes.Buffer
+	r := codec.NewPooledReader(&stream, pool, 0)
+	r.Version = codec.V311
+	for i := range 5 {
+		stream.Write(raw)
+		if i%2 == 1 {
+			stream.Write(raw) // two packets in one read: Release must keep the second
+		}
+		for range 1 + i%2 {
+			p, err := r.ReadPacket()
+			if err != nil {
+				t.Fatalf("read %d: ReadPacket: got error %v, want none", i, err)
+			}
+			if _, ok := p.(*codec.Publish); !ok {
+				t.Fatalf("read %d: ReadPacket: got %T, want *codec.Publish", i, p)
+			}
+			r.Release()
+		}
+		if got := r.Buffered(); got != 0 {
+			t.Fatalf("read %d: Buffered after Release: got %d, want 0", i, got)
+		}
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		stream.Write(raw)
+		if _, err := r.ReadPacket(); err != nil {
+			t.Fatalf("ReadPacket: got error %v, want none", err)
+		}
+		r.Release()
+	})
+	if allocs != 0 {
+		t.Errorf("ReadPacket and Release: got %v allocations, want 0", allocs)
+	}
+	r.Close()
+	if _, err := r.ReadPacket(); err == nil {
+		t.Errorf("ReadPacket after Close: got no error, want one")
 	}
 }

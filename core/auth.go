@@ -95,7 +95,7 @@ func (c *client) handleAuth(p *codec.Auth) bool {
 	ea := c.srv.auth.(EnhancedAuthenticator) // authMethod is set only when it is one
 	reply, next, done, _, err := ea.AuthStep(c.authMethod, c.id, c.reauth, p.Props.AuthData, c.conn.RemoteAddr(), c.listener)
 	if err != nil {
-		c.log.Info("closing connection: re-authentication failed", zap.Error(err))
+		c.log(zap.InfoLevel, "closing connection: re-authentication failed", zap.Error(err))
 		c.close(CloseAuthFailed, codec.NotAuthorized) // the DISCONNECT code set has no Bad user name or password
 		return false
 	}

@@ -1,16 +1,18 @@
 package core
 
 import (
-	"bufio"
 	"errors"
 	"io"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"xmq/codec"
 )
@@ -23,8 +25,11 @@ type client struct {
 	conn     net.Conn
 	listener string
 	remote   string
-	log      *zap.Logger
 	r        *codec.Reader
+	// raw waits for readability without a read buffer; nil unless conn
+	// is a plain *net.TCPConn (other conns may buffer bytes themselves).
+	raw  syscall.RawConn
+	peek [1]byte // waitReadable's MSG_PEEK target
 
 	// Set once during CONNECT, read-only afterwards.
 	id          string
@@ -59,9 +64,10 @@ type client struct {
 	batch      []outMsg
 	wbuf       []byte
 	subID      [1]uint32
-	pub        codec.Publish
+	pub        *codec.Publish // made on the first delivery: ~400 B an idle connection need not hold
 
 	wakeCh  chan struct{} // cap 1: the writer has work
+	writing atomic.Bool   // a writer goroutine runs (startWriter)
 	closing chan struct{} // closed by close: the writer flushes and shuts the conn
 	done    chan struct{} // closed when the writer has exited
 
@@ -80,9 +86,46 @@ func newClient(srv *Server, conn net.Conn, listener string) *client {
 	if a := conn.RemoteAddr(); a != nil {
 		c.remote = a.String()
 	}
-	c.log = srv.log.With(zap.String("remote", c.remote), zap.String("listener", listener))
-	c.r = codec.NewReader(bufio.NewReaderSize(countingReader{conn, srv}, srv.opts.ReadBufferSize), srv.opts.MaxPacketSize)
+	c.r = codec.NewPooledReader(countingReader{conn, srv}, &srv.readBufs, srv.opts.MaxPacketSize)
+	if tc, ok := conn.(*net.TCPConn); ok {
+		if raw, err := tc.SyscallConn(); err == nil {
+			c.raw = raw
+		}
+	}
 	return c
+}
+
+// log writes one log line with the connection's remote address, listener
+// and, once known, client id. The fields are added per line rather than
+// with a zap clone kept per connection (about 2 KB each): most connections
+// log only when they start and end.
+func (c *client) log(lvl zapcore.Level, msg string, fields ...zap.Field) {
+	ce := c.srv.log.Check(lvl, msg)
+	if ce == nil {
+		return
+	}
+	fields = append(fields, zap.String("remote", c.remote), zap.String("listener", c.listener))
+	if c.id != "" && !slices.ContainsFunc(fields, func(f zap.Field) bool { return f.Key == "client_id" }) {
+		fields = append(fields, zap.String("client_id", c.id))
+	}
+	ce.Write(fields...)
+}
+
+// waitReadable gives the read buffer back to the pool and waits until the
+// socket has bytes (or EOF, an error or the read deadline), so an idle TCP
+// connection holds no read buffer. It is called only with nothing buffered;
+// when bytes are already there it returns at once, keeping the buffer.
+func (c *client) waitReadable() error {
+	released := false
+	err := c.raw.Read(func(fd uintptr) bool {
+		_, _, errno := syscall.Recvfrom(int(fd), c.peek[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		if errno == syscall.EAGAIN && !released {
+			c.r.Release()
+			released = true
+		}
+		return errno != syscall.EAGAIN && errno != syscall.EINTR
+	})
+	return err
 }
 
 // countingReader counts received bytes for $SYS.
@@ -97,10 +140,21 @@ func (r countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// wake tells the writer there is work, starting one if none runs.
 func (c *client) wake() {
 	select {
 	case c.wakeCh <- struct{}{}:
 	default:
+	}
+	c.startWriter()
+}
+
+// startWriter starts the writer goroutine unless one runs. The writer
+// exits when it finds nothing to do, so an idle connection has only its
+// reader goroutine; writing stays with one goroutine at a time.
+func (c *client) startWriter() {
+	if c.writing.CompareAndSwap(false, true) {
+		go c.writeLoop()
 	}
 }
 
@@ -134,6 +188,7 @@ func (c *client) closeWhy(reason CloseReason, rc codec.ReasonCode, why string) {
 		_ = c.conn.SetWriteDeadline(time.Now().Add(time.Second))
 		close(c.closing)
 		c.mu.Unlock()
+		c.startWriter() // for the last flush, closing conn and done
 	})
 }
 
@@ -143,39 +198,58 @@ func (c *client) closeReason() CloseReason {
 	return c.reason
 }
 
-// serve runs the connection to its end: CONNECT, the packet loop, cleanup.
+// serve runs the connection: CONNECT on this goroutine, then the packet
+// loop on a fresh one, which ends the connection. The handshake (auth,
+// store, session) grows a goroutine's stack to several KiB, and a stack
+// shrinks only at a GC; a new goroutine waiting for its next packet keeps
+// the starting 2 KiB, which matters for 100,000 idle connections.
 func (c *client) serve() {
-	defer func() {
-		if v := recover(); v != nil {
-			c.log.Error("panic serving connection", zap.Any("panic", v), zap.Stack("stack"))
-			c.close(CloseProtocolError, codec.ImplementationSpecificError)
-		}
-		c.finish()
-	}()
-	go c.writeLoop()
-	if !c.handshake() {
-		return
+	if c.guard(c.handshake) {
+		go c.guard(c.readLoop)
 	}
-	c.readLoop()
 }
 
-// readLoop reads packets until the connection ends.
-func (c *client) readLoop() {
+// guard runs f; when f returns false or panics, it ends the connection.
+func (c *client) guard(f func() bool) (ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			c.log(zap.ErrorLevel, "panic serving connection", zap.Any("panic", v), zap.Stack("stack"))
+			c.close(CloseProtocolError, codec.ImplementationSpecificError)
+			ok = false
+		}
+		if !ok {
+			c.finish()
+		}
+	}()
+	return f()
+}
+
+// readLoop reads packets until the connection ends; it returns false.
+func (c *client) readLoop() bool {
+	c.r.DropConnect()                       // read once; an idle connection should not keep it
 	deadline := c.keepAlive + c.keepAlive/2 // [MQTT-3.1.2-22] 1.5 × keepalive
 	if deadline == 0 {
 		_ = c.conn.SetReadDeadline(time.Time{}) // drop the CONNECT deadline: keepalive 0 is no limit
 	}
 	for {
-		if deadline > 0 && c.r.Buffered() == 0 {
-			_ = c.conn.SetReadDeadline(time.Now().Add(deadline))
+		if c.r.Buffered() == 0 {
+			if deadline > 0 {
+				_ = c.conn.SetReadDeadline(time.Now().Add(deadline))
+			}
+			if c.raw != nil {
+				if err := c.waitReadable(); err != nil {
+					c.readError(err)
+					return false
+				}
+			}
 		}
 		p, err := c.r.ReadPacket()
 		if err != nil {
 			c.readError(err)
-			return
+			return false
 		}
 		if !c.handle(p) {
-			return
+			return false
 		}
 		if c.r.Buffered() == 0 && (len(c.acks) > 0 || c.needSync) {
 			c.releaseAcks() // end of a burst: one Sync for all its messages
@@ -195,7 +269,7 @@ func (c *client) readError(err error) {
 		case codec.ProtocolError, codec.TopicAliasInvalid:
 			reason = CloseProtocolError
 		}
-		c.log.Warn("closing connection: bad packet", zap.String("client_id", c.id), zap.Error(err))
+		c.log(zap.WarnLevel, "closing connection: bad packet", zap.String("client_id", c.id), zap.Error(err))
 		c.closeWhy(reason, ce.Code, ce.Msg)
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		c.close(CloseKeepAlive, codec.KeepAliveTimeout)
@@ -208,7 +282,7 @@ func (c *client) readError(err error) {
 
 // protocolError closes the connection for a protocol violation.
 func (c *client) protocolError(msg string, rc codec.ReasonCode) bool {
-	c.log.Warn("closing connection: protocol violation", zap.String("client_id", c.id), zap.String("error", msg))
+	c.log(zap.WarnLevel, "closing connection: protocol violation", zap.String("client_id", c.id), zap.String("error", msg))
 	c.closeWhy(CloseProtocolError, rc, msg)
 	return false
 }
@@ -301,21 +375,44 @@ func (c *client) handleDisconnect(p *codec.Disconnect) bool {
 	return false
 }
 
-// writeLoop is the connection's only writer. Each round it takes the
-// queued control packets and a batch of deliveries, encodes them into one
-// buffer and writes it with one call.
+// writeLoop is the connection's only writer while it runs (startWriter).
+// Each round it takes the queued control packets and a batch of
+// deliveries, encodes them into one buffer and writes it with one call.
+// With nothing left to do it exits; once the connection is closing it
+// stays for the last flush, then closes conn and done.
 func (c *client) writeLoop() {
-	defer close(c.done)
-	defer c.conn.Close()
 	for {
 		select {
-		case <-c.wakeCh:
 		case <-c.closing:
 			c.flush(true)
+			_ = c.conn.Close()
+			close(c.done)
 			return
+		case <-c.wakeCh:
+		default:
+			c.writing.Store(false)
+			// A wake between the default case and the Store saw a writer
+			// running and started none: take its work, unless a new
+			// writer has already started and will.
+			if len(c.wakeCh) == 0 && !c.isClosing() {
+				return
+			}
+			if !c.writing.CompareAndSwap(false, true) {
+				return
+			}
+			continue
 		}
 		for c.flush(false) {
 		}
+	}
+}
+
+func (c *client) isClosing() bool {
+	select {
+	case <-c.closing:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -380,7 +477,7 @@ func (c *client) flush(final bool) bool {
 	c.wbuf = buf[:0]
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			c.log.Warn("closing connection: slow consumer", zap.String("client_id", c.id),
+			c.log(zap.WarnLevel, "closing connection: slow consumer", zap.String("client_id", c.id),
 				zap.Duration("write_timeout", c.srv.opts.WriteTimeout))
 			c.close(CloseSlowConsumer, 0)
 		} else {
@@ -399,7 +496,10 @@ func (c *client) encode(buf []byte, m *outMsg, now time.Time) []byte {
 		return (&codec.Ack{Kind: codec.PUBREL, PacketID: m.id}).Append(buf, c.version)
 	}
 	msg := m.msg
-	p := &c.pub
+	if c.pub == nil {
+		c.pub = new(codec.Publish)
+	}
+	p := c.pub
 	newAlias := false
 	*p = codec.Publish{QoS: m.qos, Retain: m.retain, PacketID: m.id, Dup: m.dup, Payload: msg.Payload,
 		Topic: unsafeBytes(msg.Topic)}

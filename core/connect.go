@@ -20,7 +20,7 @@ func (c *client) handshake() bool {
 	if err != nil {
 		var ce *codec.Error
 		if errors.As(err, &ce) {
-			c.log.Warn("refusing connection: bad CONNECT", zap.Error(err))
+			c.log(zap.WarnLevel, "refusing connection: bad CONNECT", zap.Error(err))
 			if ce.Code == codec.UnsupportedProtocolVersion {
 				// Answer in the oldest form, which every client can read [MQTT-3.1.2-2].
 				c.version = codec.V311
@@ -32,7 +32,7 @@ func (c *client) handshake() bool {
 			return false
 		}
 		if isTimeout(err) {
-			c.log.Info("closing connection: no CONNECT in time", zap.Duration("timeout", srv.opts.ConnectTimeout))
+			c.log(zap.InfoLevel, "closing connection: no CONNECT in time", zap.Duration("timeout", srv.opts.ConnectTimeout))
 			c.close(CloseConnectTimeout, 0)
 			return false
 		}
@@ -41,7 +41,7 @@ func (c *client) handshake() bool {
 	}
 	cp, ok := p.(*codec.Connect)
 	if !ok {
-		c.log.Warn("closing connection: first packet is not CONNECT [MQTT-3.1.0-1]", zap.Stringer("type", p.Type()))
+		c.log(zap.WarnLevel, "closing connection: first packet is not CONNECT [MQTT-3.1.0-1]", zap.Stringer("type", p.Type()))
 		c.close(CloseProtocolError, 0)
 		return false
 	}
@@ -53,7 +53,7 @@ func (c *client) handshake() bool {
 	// what the log needs is copied now.
 	logID, logUser := string(cp.ClientID), string(cp.Username)
 	refuse := func(rc codec.ReasonCode, reason CloseReason, why string) bool {
-		c.log.Info("refusing connection", zap.String("client_id", logID),
+		c.log(zap.InfoLevel, "refusing connection", zap.String("client_id", logID),
 			zap.String("username", logUser), zap.Stringer("reason_code", rc), zap.String("why", why))
 		ack := &codec.Connack{ReasonCode: rc}
 		if reason != CloseAuthFailed { // tell an unauthenticated peer nothing more than the code
@@ -89,7 +89,6 @@ func (c *client) handshake() bool {
 	if id, ok := transportUsername(c.conn); ok {
 		c.username = id // the client certificate's identity, not what CONNECT says
 	}
-	c.log = c.log.With(zap.String("client_id", c.id))
 
 	// connected already counts this connection (ServeConn added it).
 	if max := srv.opts.MaxConnections; max > 0 && int(srv.stats.connected.Load()) > max {
@@ -188,7 +187,7 @@ func (c *client) handshake() bool {
 		c.wake()
 	})
 	srv.stats.connects.Add(1)
-	c.log.Info("client connected", zap.String("username", c.username), zap.Uint8("protocol", c.version),
+	c.log(zap.InfoLevel, "client connected", zap.String("username", c.username), zap.Uint8("protocol", c.version),
 		zap.Bool("clean_start", cp.CleanStart), zap.Bool("session_present", ack.SessionPresent),
 		zap.Duration("keepalive", c.keepAlive))
 	return true
@@ -212,11 +211,12 @@ func (c *client) finish() {
 	c.close(ClosePeerGone, 0) // no-op when a reason was set already
 	<-c.done
 	_ = c.conn.Close()
+	c.r.Close() // the read buffer back to the pool
 	srv := c.srv
 	reason := c.closeReason()
 	if c.sess != nil {
 		srv.detach(c, reason)
-		c.log.Info("client disconnected", zap.Stringer("reason", reason),
+		c.log(zap.InfoLevel, "client disconnected", zap.Stringer("reason", reason),
 			zap.Duration("connected_for", time.Since(c.connectedAt)))
 	}
 	srv.stats.closeReasons[reason].Add(1)

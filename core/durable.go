@@ -223,6 +223,9 @@ func (s *session) inboundSeq() uint64 {
 func (s *session) commitInbound(id uint16, seq uint64, accepted bool) error {
 	s.mu.Lock()
 	if accepted {
+		if s.qos2in == nil {
+			s.qos2in = map[uint16]struct{}{}
+		}
 		s.qos2in[id] = struct{}{}
 	}
 	if seq == 0 {
@@ -381,6 +384,9 @@ func (r *restorer) session(id string, rec []byte) error {
 		if err != nil {
 			continue
 		}
+		if sess.subs == nil {
+			sess.subs = map[string]storedSub{}
+		}
 		sess.subs[sub.Filter] = sub
 		s.router.subscribe(sess, string(filter), string(group), sub.opts())
 	}
@@ -389,6 +395,9 @@ func (r *restorer) session(id string, rec []byte) error {
 	sess.inSeq = max(sr.InBase, in.High)
 	sess.inHigh = in.High
 	for _, pid := range in.IDs {
+		if sess.qos2in == nil {
+			sess.qos2in = map[uint16]struct{}{}
+		}
 		sess.qos2in[pid] = struct{}{}
 	}
 	s.inBaseMax = max(s.inBaseMax, sess.inSeq)
@@ -423,6 +432,9 @@ func (r *restorer) message(id string, seq uint64, rec []byte) error {
 		}
 		sess.order++
 		sess.srv.stats.inflight.Add(1)
+		if sess.inflight == nil {
+			sess.inflight = map[uint16]*outMsg{}
+		}
 		sess.inflight[sm.id] = &outMsg{delivery: d, id: sm.id, pubrel: sm.pubrel, resend: true, dup: true, order: sess.order}
 	} else {
 		sess.queue = append(sess.queue, d)

@@ -102,7 +102,7 @@ func (c *client) handlePublish(p *codec.Publish) bool {
 			if r.held != nil {
 				c.releaseHeld(r.held)
 			}
-			c.log.Warn("closing connection: the store failed to record a message", zap.String("client_id", c.id))
+			c.log(zap.WarnLevel, "closing connection: the store failed to record a message", zap.String("client_id", c.id))
 			c.close(CloseStoreError, 0)
 			return false
 		case r.failed:

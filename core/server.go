@@ -1,6 +1,7 @@
 package core
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -56,6 +57,11 @@ type Server struct {
 	storeWarn atomic.Int64 // Unix nanoseconds of the last store error logged
 	syncer    *syncer      // group commit of acknowledgements (durable.go)
 
+	// readBufs holds the connections' read buffers (*bufio.Reader of
+	// Options.ReadBufferSize): a TCP connection waiting for its next packet
+	// gives its buffer back (client.waitReadable).
+	readBufs sync.Pool
+
 	conns   sync.WaitGroup
 	stopSys chan struct{}
 	sysDone chan struct{}
@@ -89,6 +95,7 @@ func New(opts Options, cfg Config) (*Server, error) {
 		sessions: map[string]*session{}, clients: map[*client]struct{}{}, listeners: map[net.Listener]struct{}{},
 		stopSys: make(chan struct{}), sysDone: make(chan struct{}),
 	}
+	s.readBufs.New = func() any { return bufio.NewReaderSize(nil, opts.ReadBufferSize) }
 	if err := s.restore(); err != nil {
 		return nil, err
 	}
@@ -237,7 +244,7 @@ func (s *Server) attach(c *client, clean bool, expiry uint32, queueAck func(pres
 	sess.mu.Unlock()
 	s.mu.Unlock()
 	if old != nil {
-		old.log.Info("session taken over", zap.String("by", c.remote))
+		old.log(zap.InfoLevel, "session taken over", zap.String("by", c.remote))
 		old.close(CloseTakenOver, codec.SessionTakenOver)
 	}
 	if pendingWill {
@@ -264,11 +271,11 @@ func (s *Server) discardLocked(sess *session) {
 	for f := range sess.subs {
 		filters = append(filters, f)
 	}
-	sess.subs = map[string]storedSub{}
+	sess.subs = nil
 	sess.queue, sess.qhead, sess.holes, sess.qbytes = nil, 0, 0, 0
 	s.stats.inflight.Add(-int64(len(sess.inflight)))
-	sess.inflight = map[uint16]*outMsg{}
-	sess.qos2in = map[uint16]struct{}{}
+	sess.inflight = nil
+	sess.qos2in = nil
 	s.stats.pending.Add(-int64(sess.load.Swap(0)))
 	if sess.expireTimer != nil {
 		sess.expireTimer.Stop()

@@ -72,8 +72,9 @@ type session struct {
 }
 
 func newSession(srv *Server, id string) *session {
-	return &session{srv: srv, id: id, subs: map[string]storedSub{},
-		inflight: map[uint16]*outMsg{}, qos2in: map[uint16]struct{}{}}
+	// subs, inflight and qos2in are made on first insert: most
+	// connections never need one of them.
+	return &session{srv: srv, id: id}
 }
 
 func (s *session) online() bool { return s.isOnline.Load() }
@@ -239,6 +240,9 @@ func (s *session) take(c *client, out []outMsg, window int, now time.Time) (_ []
 			s.order++
 			m.order = s.order
 			cp := m
+			if s.inflight == nil {
+				s.inflight = map[uint16]*outMsg{}
+			}
 			s.inflight[m.id] = &cp
 			s.srv.stats.inflight.Add(1)
 			if d.seq != 0 {

@@ -49,6 +49,9 @@ func (c *client) handleSubscribe(p *codec.Subscribe) bool {
 		}
 		existed := srv.router.subscribe(s, string(filter), string(group), o)
 		s.mu.Lock()
+		if s.subs == nil {
+			s.subs = map[string]storedSub{}
+		}
 		s.subs[full] = storedSub{Filter: full, QoS: o.qos, NoLocal: o.noLocal,
 			RetainAsPublished: o.rap, RetainHandling: o.rh, SubscriptionID: o.subID, V5: o.v5}
 		s.mu.Unlock()
