@@ -154,6 +154,19 @@ func (s *session) enqueue(d delivery) enqueueResult {
 	}
 	if s.qhead > 0 && s.qhead == len(s.queue) {
 		s.queue, s.qhead, s.holes = s.queue[:0], 0, 0
+	} else if len(s.queue) == cap(s.queue) && s.qhead+s.holes >= len(s.queue)/4 {
+		// Full, and a quarter of it taken or dropped: slide the live rest to
+		// the front rather than grow, so a queue at its limit (a lagging
+		// subscriber dropping its oldest QoS 0 messages) stops allocating.
+		n := 0
+		for _, q := range s.queue[s.qhead:] {
+			if q.msg != nil {
+				s.queue[n] = q
+				n++
+			}
+		}
+		clear(s.queue[n:])
+		s.queue, s.qhead, s.holes = s.queue[:n], 0, 0
 	}
 	s.queue = append(s.queue, d)
 	s.qbytes += size
@@ -259,6 +272,8 @@ func (s *session) take(c *client, out []outMsg, window int, now time.Time) (_ []
 		out = append(out, m)
 	}
 	if s.qhead == len(s.queue) {
+		// Empty: the backing array stays for the next burst, so steady
+		// delivery allocates nothing (its size is bounded by MaxQueued).
 		s.queue, s.qhead, s.holes = s.queue[:0], 0, 0
 	}
 	return out, sync, held
