@@ -115,17 +115,23 @@ func (c *client) log(lvl zapcore.Level, msg string, fields ...zap.Field) {
 // socket has bytes (or EOF, an error or the read deadline), so an idle TCP
 // connection holds no read buffer. It is called only with nothing buffered;
 // when bytes are already there it returns at once, keeping the buffer.
+// After a wait it does not check again: the read that follows costs the
+// same system call, and after a rare spurious wake-up it just waits with a
+// buffer.
 func (c *client) waitReadable() error {
-	released := false
-	err := c.raw.Read(func(fd uintptr) bool {
-		_, _, errno := syscall.Recvfrom(int(fd), c.peek[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		if errno == syscall.EAGAIN && !released {
-			c.r.Release()
-			released = true
+	waited := false
+	return c.raw.Read(func(fd uintptr) bool {
+		if waited {
+			return true
 		}
-		return errno != syscall.EAGAIN && errno != syscall.EINTR
+		_, _, errno := syscall.Recvfrom(int(fd), c.peek[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		if errno == syscall.EAGAIN {
+			c.r.Release()
+			waited = true
+			return false
+		}
+		return errno != syscall.EINTR
 	})
-	return err
 }
 
 // countingReader counts received bytes for $SYS.
