@@ -502,6 +502,25 @@ func (c *client) encode(buf []byte, m *outMsg, now time.Time) []byte {
 		return (&codec.Ack{Kind: codec.PUBREL, PacketID: m.id}).Append(buf, c.version)
 	}
 	msg := m.msg
+	if m.qos == 0 && c.version != codec.V5 {
+		// No per-subscriber field in a 3.1/3.1.1 QoS 0 PUBLISH: encode it
+		// once per message and variant, copy the bytes for every subscriber.
+		i := 0
+		if m.retain {
+			i = 1
+		}
+		c.srv.stats.msgsOut.Add(1)
+		c.srv.stats.msgsOutQoS[0].Add(1)
+		if b := msg.enc[i].Load(); b != nil {
+			return append(buf, *b...)
+		}
+		p := codec.Publish{Retain: m.retain, Payload: msg.Payload, Topic: unsafeBytes(msg.Topic)}
+		n := len(buf)
+		buf = p.Append(buf, c.version)
+		b := slices.Clone(buf[n:])
+		msg.enc[i].CompareAndSwap(nil, &b)
+		return buf
+	}
 	if c.pub == nil {
 		c.pub = new(codec.Publish)
 	}

@@ -32,6 +32,17 @@ type Message struct {
 	// PUBLISH as received: no writer sends the message before, so no
 	// subscriber sees what a crash could still undo. nil when not needed.
 	held *atomic.Bool
+	// enc holds the message encoded once as an MQTT 3.1/3.1.1 QoS 0
+	// PUBLISH, [0] without and [1] with the retain flag: every subscriber
+	// of that variant gets the same bytes (client.encode).
+	enc [2]atomic.Pointer[[]byte]
+}
+
+// clone returns a copy of m without its encoded bytes (enc), for a change
+// to one of its fields.
+func (m *Message) clone() *Message {
+	return &Message{Topic: m.Topic, Payload: m.Payload, QoS: m.QoS, Retain: m.Retain, Props: m.Props,
+		Expires: m.Expires, From: m.From, inSeq: m.inSeq, held: m.held}
 }
 
 // isHeld reports whether m may not be sent yet.

@@ -373,9 +373,9 @@ func (s *Server) publishWill(m *Message, expiry time.Duration, sess *session) {
 		}
 	}
 	if expiry > 0 {
-		w := *m
+		w := m.clone()
 		w.Expires = time.Now().Add(expiry)
-		m = &w
+		m = w
 	}
 	s.publish(m)
 }
