@@ -149,9 +149,13 @@ func (l *streamListener) Accept() (net.Conn, error) {
 // first call reports the result, later calls return nil.
 func (l *streamListener) Close() error {
 	l.closeOnce.Do(func() {
-		l.closeErr = l.ln.Close()
+		// Mark the listener done before closing the socket, so the accept
+		// loop sees a closed listener, not an accept error to log.
 		if !l.direct {
 			l.h.stop(closedError(l.transport, l.ln.Addr()))
+		}
+		l.closeErr = l.ln.Close()
+		if !l.direct {
 			<-l.loopDone
 		}
 	})
