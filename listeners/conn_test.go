@@ -3,7 +3,6 @@ package listeners
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"io"
 	"net"
 	"sort"
@@ -205,24 +204,7 @@ func TestListenEveryTransport(t *testing.T) {
 			roundTrip(t, server, client, []byte("\x20\x02\x00\x00"))
 
 			// Close is idempotent and unblocks Accept with net.ErrClosed.
-			accepted := make(chan error, 1)
-			go func() {
-				_, err := l.Accept()
-				accepted <- err
-			}()
-			for i := range 3 {
-				if err := l.Close(); err != nil {
-					t.Errorf("Close #%d = %v, want nil", i+1, err)
-				}
-			}
-			select {
-			case err := <-accepted:
-				if !errors.Is(err, net.ErrClosed) {
-					t.Errorf("Accept after Close = %v, want net.ErrClosed", err)
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatal("Accept did not return after Close")
-			}
+			closeUnblocksAccept(t, l)
 			// A conn already accepted outlives its listener.
 			roundTrip(t, client, server, []byte{0xc0, 0x00})
 		})

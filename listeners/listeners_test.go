@@ -52,24 +52,7 @@ func TestCloseIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ListenTCP: %v", err)
 	}
-	accepted := make(chan error, 1)
-	go func() {
-		_, err := l.Accept()
-		accepted <- err
-	}()
-	for i := range 3 {
-		if err := l.Close(); err != nil {
-			t.Errorf("Close #%d = %v, want nil", i+1, err)
-		}
-	}
-	select {
-	case err := <-accepted:
-		if !errors.Is(err, net.ErrClosed) {
-			t.Errorf("Accept after Close = %v, want net.ErrClosed", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Accept did not return after Close")
-	}
+	closeUnblocksAccept(t, l)
 	if _, err := l.Accept(); !errors.Is(err, net.ErrClosed) {
 		t.Errorf("Accept on a closed listener = %v, want net.ErrClosed", err)
 	}
@@ -226,5 +209,29 @@ func TestSupported(t *testing.T) {
 		if err := Supported(tt.transport); (err == nil) != tt.ok {
 			t.Errorf("Supported(%q) = %v; want ok=%v", tt.transport, err, tt.ok)
 		}
+	}
+}
+
+// closeUnblocksAccept checks that Close is idempotent and that an Accept
+// waiting on l returns net.ErrClosed.
+func closeUnblocksAccept(t *testing.T, l net.Listener) {
+	t.Helper()
+	accepted := make(chan error, 1)
+	go func() {
+		_, err := l.Accept()
+		accepted <- err
+	}()
+	for i := range 3 {
+		if err := l.Close(); err != nil {
+			t.Errorf("Close #%d = %v, want nil", i+1, err)
+		}
+	}
+	select {
+	case err := <-accepted:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Errorf("Accept after Close = %v, want net.ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Accept did not return after Close")
 	}
 }
