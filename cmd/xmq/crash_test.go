@@ -262,7 +262,12 @@ func (p *crashPub) run(addr string, stop <-chan struct{}) error {
 	}
 	p.mu.Unlock()
 	readErr := make(chan error, 1)
+	readDone := make(chan struct{})
+	// Deferred after c.conn.Close, so it runs first: close the connection
+	// and wait for the reader, whose writes to p the caller reads next.
+	defer func() { c.conn.Close(); <-readDone }()
 	go func() {
+		defer close(readDone)
 		for {
 			pk, err := c.r.ReadPacket()
 			if err != nil {
