@@ -238,6 +238,33 @@ func TestQueueDropsOldestQoS0First(t *testing.T) {
 	}
 }
 
+// TestQueueDropsOldestQoS0Repeatedly: a queue that stays full drops its
+// QoS 0 messages oldest first, one per new message, passing over the holes
+// left by earlier drops and over the QoS 1 messages it must keep.
+func TestQueueDropsOldestQoS0Repeatedly(t *testing.T) {
+	srv := newServer(t, core.Options{MaxQueued: 4, MaxInflight: 1}, core.Config{})
+	sub := client(t, srv, codec.V5, "sub", persistent)
+	sub.subscribe(1, "t")
+	pub := client(t, srv, codec.V5, "pub")
+	pub.pub("t", "first", 1)
+	first := sub.expectPublish() // unacknowledged: the rest stays queued
+	for _, m := range []struct {
+		payload string
+		qos     byte
+	}{{"q1-a", 1}, {"q0-a", 0}, {"q0-b", 0}, {"q0-c", 0}, {"q0-d", 0}, {"q1-b", 1}, {"q0-e", 0}, {"q0-f", 0}, {"q0-g", 0}} {
+		if rc := pub.publish(&codec.Publish{Topic: []byte("t"), Payload: []byte(m.payload), QoS: m.qos}); m.qos > 0 && rc != codec.Success {
+			t.Fatalf("PUBACK %s for %s: want room made by dropping QoS 0", rc, m.payload)
+		}
+	}
+	pub.send(&codec.Pingreq{})
+	expect[*codec.Pingresp](pub)
+	sub.ack(first)
+	wantPayloads(t, sub.recv(4), "q1-a", "q1-b", "q0-f", "q0-g")
+	if n := srv.Stats().Dropped["queue_full"]; n != 5 {
+		t.Errorf("queue_full = %d, want 5 (q0-a to q0-e)", n)
+	}
+}
+
 // restart shuts srv down and starts a new Server on the same store, as a
 // restart of the process would.
 func restart(t *testing.T, srv *core.Server, opts core.Options, st core.Store) *core.Server {

@@ -47,7 +47,9 @@ type Options struct {
 	// MaxInflight bounds outgoing unacknowledged QoS 1/2 messages per client,
 	// below the client's own Receive Maximum (default 1024).
 	MaxInflight int
-	// MaxQueued bounds the messages waiting in one session's queue (default 10000).
+	// MaxQueued bounds the messages waiting in one session's queue (default
+	// 1000, Mosquitto's max_queued_messages and EMQX's mqueue max_len). It
+	// is also the memory a subscriber that cannot keep up may hold.
 	MaxQueued int
 	// MaxQueuedBytes bounds the topic and payload bytes of the messages one
 	// session holds, queued or in flight (default 0 = no limit).
@@ -113,7 +115,7 @@ func (o *Options) setDefaults() {
 		o.MaxInflight = 1024
 	}
 	if o.MaxQueued == 0 {
-		o.MaxQueued = 10000
+		o.MaxQueued = 1000
 	}
 	if o.QueueOverflow == "" {
 		o.QueueOverflow = OverflowDropNew

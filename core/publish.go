@@ -1,6 +1,7 @@
 package core
 
 import (
+	"runtime"
 	"strings"
 	"time"
 	"unsafe"
@@ -94,6 +95,13 @@ func (c *client) handlePublish(p *codec.Publish) bool {
 		}
 		r := srv.publishPacket(p, topic, c, inSeq)
 		c.needSync = c.needSync || r.stored
+		if r.lagging {
+			// Subscribers are not keeping up: let their writers run before
+			// this reader takes more from its publisher. On a busy core
+			// the reader would otherwise keep its time slice and spend it
+			// queueing messages that only push older ones out.
+			defer runtime.Gosched()
+		}
 		switch {
 		case (r.failed || r.noSpace) && p.QoS > 0 && c.version != codec.V5:
 			// The store could not keep the message. 3.1.1 has no code to
@@ -146,9 +154,14 @@ type routed struct {
 	noSpace bool     // a QoS 1/2 delivery or the retained message was refused: full store
 	failed  bool     // the store failed to record a delivery
 	held    *Message // the message, while held for commitInbound (Message.held)
+	lagging bool     // a subscriber's full queue dropped a QoS 0 message
 }
 
 func (r *routed) add(res enqueueResult) {
+	if res&enqLagging != 0 {
+		r.lagging = true
+		res &^= enqLagging
+	}
 	switch res {
 	case enqStored:
 		r.stored = true

@@ -272,7 +272,7 @@ func (s *Server) discardLocked(sess *session) {
 		filters = append(filters, f)
 	}
 	sess.subs = nil
-	sess.queue, sess.qhead, sess.holes, sess.qbytes = nil, 0, 0, 0
+	sess.queue, sess.qhead, sess.holes, sess.dropAt, sess.qbytes = nil, 0, 0, 0, 0
 	s.stats.inflight.Add(-int64(len(sess.inflight)))
 	sess.inflight = nil
 	sess.qos2in = nil

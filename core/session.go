@@ -65,6 +65,7 @@ type session struct {
 	inHigh      uint64 // High of the stored inboundRecord
 	qbytes      int64  // topic and payload bytes held, queued or in flight (MaxQueuedBytes)
 	holes       int    // dropped QoS 0 slots still in queue
+	dropAt      int    // queue[qhead:dropAt] holds no QoS 0 message to drop
 	expireTimer *time.Timer
 	willTimer   *time.Timer
 	pendingWill func() // publishes the will willTimer is waiting for; set with it
@@ -96,6 +97,10 @@ const (
 	enqRefused                       // QoS 1/2 refused: full session queue (Quota Exceeded)
 	enqNoSpace                       // QoS 1/2 refused: full store (Quota Exceeded)
 	enqStoreErr                      // QoS 1/2 refused: the store failed
+
+	// enqLagging is or-ed into the result when the queue was full: the
+	// subscriber is not keeping up and a QoS 0 message was dropped.
+	enqLagging enqueueResult = 0x80
 )
 
 // enqueue adds a delivery. It never blocks: a full queue (MaxQueued or
@@ -112,7 +117,11 @@ func (s *session) enqueue(d delivery) enqueueResult {
 		return enqDropped
 	}
 	size := d.msg.size()
-	if s.full(size) && !s.dropOldestQoS0(size) {
+	var lagging enqueueResult
+	if s.full(size) {
+		lagging = enqLagging
+	}
+	if lagging != 0 && !s.dropOldestQoS0(size) {
 		disconnect := d.qos > 0 && srv.opts.QueueOverflow == OverflowDisconnect && c != nil
 		warn := time.Since(s.droppedWarn) > 10*time.Second
 		if warn {
@@ -134,7 +143,7 @@ func (s *session) enqueue(d delivery) enqueueResult {
 		if disconnect {
 			c.close(CloseSlowConsumer, 0x97) // Quota exceeded
 		}
-		return res
+		return res | lagging
 	}
 	res := enqQueued
 	if d.qos > 0 && s.persistent() {
@@ -153,7 +162,7 @@ func (s *session) enqueue(d delivery) enqueueResult {
 		res = enqStored
 	}
 	if s.qhead > 0 && s.qhead == len(s.queue) {
-		s.queue, s.qhead, s.holes = s.queue[:0], 0, 0
+		s.resetQueue()
 	} else if len(s.queue) == cap(s.queue) && s.qhead+s.holes >= len(s.queue)/4 {
 		// Full, and a quarter of it taken or dropped: slide the live rest to
 		// the front rather than grow, so a queue at its limit (a lagging
@@ -166,7 +175,7 @@ func (s *session) enqueue(d delivery) enqueueResult {
 			}
 		}
 		clear(s.queue[n:])
-		s.queue, s.qhead, s.holes = s.queue[:n], 0, 0
+		s.queue, s.qhead, s.holes, s.dropAt = s.queue[:n], 0, 0, 0
 	}
 	s.queue = append(s.queue, d)
 	s.qbytes += size
@@ -175,7 +184,7 @@ func (s *session) enqueue(d delivery) enqueueResult {
 	if c != nil {
 		c.wake()
 	}
-	return res
+	return res | lagging
 }
 
 // full reports whether a message of size bytes does not fit; s.mu is held.
@@ -186,9 +195,12 @@ func (s *session) full(size int64) bool {
 
 // dropOldestQoS0 drops queued QoS 0 messages, oldest first, until a message
 // of size bytes fits, and reports whether it does; s.mu is held. A dropped
-// slot stays in the queue as a hole (msg nil) so nothing is moved.
+// slot stays in the queue as a hole (msg nil) so nothing is moved, and the
+// scan resumes at dropAt: a subscriber that lags for good drops one message
+// per publish, and rescanning the holes before it made that O(queue).
 func (s *session) dropOldestQoS0(size int64) bool {
-	for i := s.qhead; i < len(s.queue) && s.full(size); i++ {
+	i := max(s.qhead, s.dropAt)
+	for ; i < len(s.queue) && s.full(size); i++ {
 		d := &s.queue[i]
 		if d.msg == nil || d.qos != 0 {
 			continue
@@ -199,7 +211,13 @@ func (s *session) dropOldestQoS0(size int64) bool {
 		s.addLoad(-1)
 		s.srv.stats.dropped(dropQueueFull)
 	}
+	s.dropAt = i
 	return !s.full(size)
+}
+
+// resetQueue empties the queue and keeps its backing array; s.mu is held.
+func (s *session) resetQueue() {
+	s.queue, s.qhead, s.holes, s.dropAt = s.queue[:0], 0, 0, 0
 }
 
 // take moves deliveries to the writer of c: first the inflight messages to
@@ -274,7 +292,7 @@ func (s *session) take(c *client, out []outMsg, window int, now time.Time) (_ []
 	if s.qhead == len(s.queue) {
 		// Empty: the backing array stays for the next burst, so steady
 		// delivery allocates nothing (its size is bounded by MaxQueued).
-		s.queue, s.qhead, s.holes = s.queue[:0], 0, 0
+		s.resetQueue()
 	}
 	return out, sync, held
 }
@@ -374,7 +392,6 @@ func (s *session) releaseSharedLocked() []delivery {
 			out = append(out, m.delivery)
 			delete(s.inflight, id)
 			s.srv.stats.inflight.Add(-1)
-			s.srv.stats.inflight.Add(-1)
 			s.done(&m.delivery)
 		}
 	}
@@ -391,7 +408,7 @@ func (s *session) releaseSharedLocked() []delivery {
 			kept = append(kept, d)
 		}
 	}
-	s.queue = kept
+	s.queue, s.dropAt = kept, 0
 	return out
 }
 

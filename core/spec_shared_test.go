@@ -176,6 +176,12 @@ func TestSharedRedispatchOnMemberDisconnect(t *testing.T) {
 				t.Fatalf("b got %q after a left, want a's unacknowledged %q", got, held)
 			}
 			exactlyOnce(t, [][]*codec.Publish{first, second}, want)
+			// Handing a's messages over moves them out of its inflight
+			// window once: the gauges come back to zero, not below.
+			waitFor(t, "inflight and queued gauges at zero", func() bool {
+				st := srv.Stats()
+				return st.Inflight == 0 && st.Queued == 0
+			})
 		})
 	}
 }
