@@ -17,8 +17,9 @@ build: ## build bin/xmq, stamped with VERSION
 run: ## run the broker: MQTT over TCP on :1883 (pass flags with ARGS='-listen :1884 -data ""')
 	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/xmq $(ARGS)
 
-test: deps ## every test, with the race detector (what CI runs)
+test: deps ## every test, with the race detector (what CI runs); core's again over loopback TCP
 	$(GO) test -race -count=1 ./...
+	XMQ_CORE_TCP=1 $(GO) test -race -count=1 ./core
 
 test-short: ## the quick tests: -short, no race detector
 	$(GO) test -short -count=1 ./...

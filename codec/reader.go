@@ -74,6 +74,23 @@ func (r *Reader) Buffered() int {
 	return r.br.Buffered()
 }
 
+// Complete reports whether a whole packet is buffered, so that ReadPacket
+// returns without reading from the stream. A server uses it to find the
+// end of a burst: what it owes its peers is written before a read that may
+// wait, not after it.
+func (r *Reader) Complete() bool {
+	b := r.Buffered()
+	if b == 0 {
+		return false
+	}
+	hdr, _ := r.br.Peek(min(b, 5)) // buffered: no read
+	_, _, remaining, hn, err := ParseHeader(hdr)
+	if err != nil {
+		return true // ReadPacket reports it without reading
+	}
+	return hn > 0 && hn+remaining <= b
+}
+
 // Release gives a pooled Reader's buffer back to its pool when no byte is
 // waiting in it, so a connection that waits for its next packet holds no
 // buffer; ReadPacket takes one again. The packet last returned, and every

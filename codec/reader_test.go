@@ -263,6 +263,60 @@ func TestReaderBuffered(t *testing.T) {
 	}
 }
 
+// chunks returns its byte slices one per Read, as a socket delivers
+// segments.
+type chunks [][]byte
+
+func (c *chunks) Read(p []byte) (int, error) {
+	if len(*c) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, (*c)[0])
+	(*c)[0] = (*c)[0][n:]
+	if len((*c)[0]) == 0 {
+		*c = (*c)[1:]
+	}
+	return n, nil
+}
+
+// TestReaderComplete: after the first packet of a read, Complete tells
+// whether the next one is already whole in the buffer.
+func TestReaderComplete(t *testing.T) {
+	pub, ping := codectest.Get("publish/v4/qos1").Raw, codectest.Get("pingreq/v4").Raw
+	big := (&codec.Publish{Topic: []byte("t"), Payload: make([]byte, 200)}).Append(nil, codec.V311)
+	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+	for _, tc := range []struct {
+		name string
+		read []byte // what the first Read returns after the first packet
+		want bool
+	}{
+		{"nothing after it", nil, false},
+		{"a whole packet", ping, true},
+		{"two whole packets", cat(ping, pub), true},
+		{"one byte of a header", pub[:1], false},
+		{"a header without its body", pub[:2], false},
+		{"all but the last byte", pub[:len(pub)-1], false},
+		{"a remaining length cut inside", []byte{0x30, 0x80}, false},
+		{"a reserved packet type", []byte{0x00, 0x00}, true},
+		{"a packet larger than the buffer", big[:100], false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := chunks{cat(pub, tc.read), []byte("rest")}
+			r := codec.NewReader(bufio.NewReaderSize(&src, 128), 0)
+			r.Version = codec.V311
+			if r.Complete() {
+				t.Fatal("Complete before the first read: got true")
+			}
+			if _, err := r.ReadPacket(); err != nil {
+				t.Fatalf("ReadPacket: %v", err)
+			}
+			if got := r.Complete(); got != tc.want {
+				t.Errorf("Complete with % x buffered: got %v, want %v", tc.read, got, tc.want)
+			}
+		})
+	}
+}
+
 // TestReaderPacketReuse documents the aliasing contract: the Reader returns
 // the same packet value for the same type, refilled by the next read.
 func TestReaderPacketReuse(t *testing.T) {

@@ -54,6 +54,7 @@ type client struct {
 	matches   []match
 	subErrs   []error
 	acks      []pendingAck // acknowledgements waiting for a store Sync (durable.go)
+	flushList []*client    // connections this reader woke with no writer running (wakeFrom)
 	needSync  bool         // this connection wrote to the store since its last Sync
 	// syncQueued counts this connection's batches with the syncer; while
 	// any is, later acknowledgements queue behind them to keep their order.
@@ -64,10 +65,12 @@ type client struct {
 	batch      []outMsg
 	wbuf       []byte
 	subID      [1]uint32
+	unsent     int            // bytes at the start of wbuf that an inline write left for the writer
 	pub        *codec.Publish // made on the first delivery: ~400 B an idle connection need not hold
 
 	wakeCh  chan struct{} // cap 1: the writer has work
-	writing atomic.Bool   // a writer goroutine runs (startWriter)
+	writing atomic.Bool   // a writer goroutine runs (startWriter) or a reader flushes inline
+	listed  atomic.Bool   // in a reader's flushList
 	closing chan struct{} // closed by close: the writer flushes and shuts the conn
 	done    chan struct{} // closed when the writer has exited
 
@@ -146,13 +149,104 @@ func (r countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// wake tells the writer there is work, starting one if none runs.
-func (c *client) wake() {
+// signal tells a running writer there is work.
+func (c *client) signal() {
 	select {
 	case c.wakeCh <- struct{}{}:
 	default:
 	}
+}
+
+// wake tells the writer there is work, starting one if none runs.
+func (c *client) wake() {
+	c.signal()
 	c.startWriter()
+}
+
+// wakeFrom is wake called by the reader goroutine of via (nil: by another
+// goroutine, which only wakes). When no writer
+// runs, c goes on via's flush list instead: via writes to it at the end of
+// its read burst (flushListed), without blocking. At low rates that saves
+// starting and scheduling a goroutine per message, which is most of a
+// delivery's latency on a busy core; at high rates the writers are running
+// and nothing changes.
+func (c *client) wakeFrom(via *client) {
+	if via == nil || c.raw == nil {
+		c.wake() // inline writes need the non-blocking system call
+		return
+	}
+	c.signal()
+	// A writer that runs sees the signal. A list that holds c is flushed
+	// after this point: its reader clears listed before it flushes.
+	if !c.writing.Load() && c.listed.CompareAndSwap(false, true) {
+		via.flushList = append(via.flushList, c)
+	}
+}
+
+// flushListed writes to the connections this reader woke, at the end of
+// its burst or before it waits. Reader only.
+func (c *client) flushListed() {
+	for i, t := range c.flushList {
+		t.listed.Store(false)
+		t.flushInline()
+		c.flushList[i] = nil
+	}
+	c.flushList = c.flushList[:0]
+	if cap(c.flushList) > 1024 {
+		c.flushList = nil // a burst to many subscribers; idle publishers stay small
+	}
+}
+
+// flushInline writes what c has waiting from another goroutine (a reader
+// at the end of its burst) with one non-blocking system call, when no
+// writer runs. What it cannot do without waiting (a full socket, a store
+// Sync, a held message, more than one batch) it leaves to a writer.
+func (c *client) flushInline() {
+	if c.isClosing() || !c.writing.CompareAndSwap(false, true) {
+		return // a writer runs and has the signal, or closing started one
+	}
+	select {
+	case <-c.wakeCh:
+	default:
+	}
+	if !c.writeInline() {
+		c.signal()
+		go c.writeLoop() // writing stays true: the writer owns it now
+		return
+	}
+	c.writing.Store(false)
+	// As in writeLoop: work that came while this held writing.
+	if len(c.wakeCh) > 0 || c.isClosing() {
+		c.startWriter()
+	}
+}
+
+// writeInline is flushInline's one round; false hands the rest to a writer.
+func (c *client) writeInline() bool {
+	buf, more := c.fill(false, true)
+	if len(buf) == 0 {
+		c.wbuf = buf
+		return !more
+	}
+	var n int
+	var werr error
+	err := c.raw.Write(func(fd uintptr) bool {
+		n, werr = syscall.Write(int(fd), buf)
+		return true // one attempt: never wait for the socket here
+	})
+	if err == nil && werr != syscall.EAGAIN {
+		err = werr
+	}
+	n = max(n, 0)
+	c.srv.stats.bytesOut.Add(int64(n))
+	if err != nil {
+		c.wbuf, c.unsent = buf[:0], 0
+		c.close(ClosePeerGone, 0)
+		return true // the writer closing starts finishes the connection
+	}
+	c.unsent = copy(buf, buf[n:])
+	c.wbuf = buf[:c.unsent]
+	return c.unsent == 0 && !more
 }
 
 // startWriter starts the writer goroutine unless one runs. The writer
@@ -166,10 +260,20 @@ func (c *client) startWriter() {
 
 // send queues a control packet for the writer.
 func (c *client) send(p codec.Packet) {
+	c.queueCtrl(p)
+	c.wake()
+}
+
+// reply is send from c's own reader: written at the end of the burst.
+func (c *client) reply(p codec.Packet) {
+	c.queueCtrl(p)
+	c.wakeFrom(c)
+}
+
+func (c *client) queueCtrl(p codec.Packet) {
 	c.mu.Lock()
 	c.ctrl = p.Append(c.ctrl, c.version)
 	c.mu.Unlock()
-	c.wake()
 }
 
 // close starts closing the connection for reason. For an MQTT 5 client
@@ -232,12 +336,20 @@ func (c *client) guard(f func() bool) (ok bool) {
 
 // readLoop reads packets until the connection ends; it returns false.
 func (c *client) readLoop() bool {
+	defer c.flushListed()
 	c.r.DropConnect()                       // read once; an idle connection should not keep it
 	deadline := c.keepAlive + c.keepAlive/2 // [MQTT-3.1.2-22] 1.5 × keepalive
 	if deadline == 0 {
 		_ = c.conn.SetReadDeadline(time.Time{}) // drop the CONNECT deadline: keepalive 0 is no limit
 	}
 	for {
+		if !c.r.Complete() {
+			// The next read may wait: first what this burst owes others.
+			if len(c.acks) > 0 || c.needSync {
+				c.releaseAcks() // one Sync for all its messages
+			}
+			c.flushListed()
+		}
 		if c.r.Buffered() == 0 {
 			if deadline > 0 {
 				_ = c.conn.SetReadDeadline(time.Now().Add(deadline))
@@ -256,9 +368,6 @@ func (c *client) readLoop() bool {
 		}
 		if !c.handle(p) {
 			return false
-		}
-		if c.r.Buffered() == 0 && (len(c.acks) > 0 || c.needSync) {
-			c.releaseAcks() // end of a burst: one Sync for all its messages
 		}
 	}
 }
@@ -305,7 +414,7 @@ func (c *client) handle(p codec.Packet) bool {
 	case *codec.Unsubscribe:
 		return c.handleUnsubscribe(p)
 	case *codec.Pingreq:
-		c.send(&codec.Pingresp{})
+		c.reply(&codec.Pingresp{})
 		return true
 	case *codec.Disconnect:
 		c.releaseAcksWait() // before the writer's last flush
@@ -323,14 +432,14 @@ func (c *client) handleAck(p *codec.Ack) bool {
 	switch p.Kind {
 	case codec.PUBACK:
 		if c.sess.ack(p.PacketID, 1) {
-			c.wake() // the window has room again
+			c.wakeFrom(c) // the window has room again
 		}
 	case codec.PUBREC:
 		if p.ReasonCode.IsError() {
 			// The receiver refused the message: the flow ends here (4.3.3).
 			if c.sess.inflightQoS(p.PacketID) == 2 {
 				c.sess.dropInflight(p.PacketID)
-				c.wake()
+				c.wakeFrom(c)
 				return true
 			}
 		}
@@ -354,7 +463,7 @@ func (c *client) handleAck(p *codec.Ack) bool {
 		c.ackAfterSync(codec.PUBCOMP, p.PacketID, rc)
 	case codec.PUBCOMP:
 		if c.sess.ack(p.PacketID, 2) {
-			c.wake()
+			c.wakeFrom(c)
 		}
 	}
 	return true
@@ -429,39 +538,7 @@ func (c *client) flush(final bool) bool {
 		final = true // only what is queued for the peer, under close's short deadline
 	default:
 	}
-	// Deliveries are taken before the control packets and written after
-	// them: a control packet the reader queued before a delivery it caused
-	// (SUBACK before the retained messages, CONNACK before the session's
-	// messages) is then always in this round's control bytes, ahead of it.
-	c.mu.Lock()
-	connected := c.connected
-	c.mu.Unlock()
-	now := time.Now()
-	c.batch = c.batch[:0]
-	if connected && !final {
-		var sync, held bool
-		c.batch, sync, held = c.sess.take(c, c.batch, c.window, now)
-		if sync {
-			// A QoS 2 packet id or a QoS 2 PUBLISH's receipt was just
-			// recorded: on disk before the subscriber can see the message.
-			if err := c.srv.syncStore(); err != nil {
-				c.srv.storeError("store: sync before delivery failed", err, zap.String("client_id", c.id))
-			}
-		}
-		if held {
-			// Its publisher is recording it; releaseHeld wakes us, and this
-			// catches a delivery it does not know about (a new subscription).
-			time.AfterFunc(time.Millisecond, c.wake)
-		}
-	}
-	c.mu.Lock()
-	buf := append(c.wbuf[:0], c.ctrl...)
-	c.ctrl = c.ctrl[:0]
-	c.mu.Unlock()
-	for i := range c.batch {
-		buf = c.encode(buf, &c.batch[i], now)
-		c.batch[i] = outMsg{}
-	}
+	buf, _ := c.fill(final, false)
 	if len(buf) == 0 {
 		c.wbuf = buf
 		return false
@@ -477,6 +554,7 @@ func (c *client) flush(final bool) bool {
 	}
 	n, err := c.conn.Write(buf)
 	c.srv.stats.bytesOut.Add(int64(n))
+	c.unsent = 0
 	if cap(buf) > 1<<20 {
 		buf = nil // do not keep a burst's buffer on an idle connection
 	}
@@ -493,6 +571,48 @@ func (c *client) flush(final bool) bool {
 		return false
 	}
 	return true
+}
+
+// fill takes what is waiting (bytes an inline write left, control
+// packets, a batch of deliveries) and encodes it into c.wbuf. Inline (from
+// another goroutine's flushInline) it takes no delivery that needs a store
+// Sync or is held, and reports with more that a writer must go on.
+func (c *client) fill(final, inline bool) (buf []byte, more bool) {
+	// Deliveries are taken before the control packets and written after
+	// them: a control packet the reader queued before a delivery it caused
+	// (SUBACK before the retained messages, CONNACK before the session's
+	// messages) is then always in this round's control bytes, ahead of it.
+	c.mu.Lock()
+	connected := c.connected
+	c.mu.Unlock()
+	now := time.Now()
+	c.batch = c.batch[:0]
+	if connected && !final {
+		var sync, held bool
+		c.batch, sync, held, more = c.sess.take(c, c.batch, c.window, now, inline)
+		if sync {
+			// A QoS 2 packet id or a QoS 2 PUBLISH's receipt was just
+			// recorded: on disk before the subscriber can see the message.
+			if err := c.srv.syncStore(); err != nil {
+				c.srv.storeError("store: sync before delivery failed", err, zap.String("client_id", c.id))
+			}
+		}
+		if held && !inline {
+			// Its publisher is recording it; releaseHeld wakes us, and this
+			// catches a delivery it does not know about (a new subscription).
+			time.AfterFunc(time.Millisecond, c.wake)
+		}
+		more = more || held
+	}
+	c.mu.Lock()
+	buf = append(c.wbuf[:c.unsent], c.ctrl...)
+	c.ctrl = c.ctrl[:0]
+	c.mu.Unlock()
+	for i := range c.batch {
+		buf = c.encode(buf, &c.batch[i], now)
+		c.batch[i] = outMsg{}
+	}
+	return buf, more
 }
 
 // encode appends one delivery as a PUBLISH, with the per-subscriber fields:

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -76,13 +77,41 @@ type tconn struct {
 // sends nothing; see connect.
 func dial(t *testing.T, srv *core.Server, v byte) *tconn {
 	t.Helper()
-	cli, srvSide := net.Pipe()
+	cli, srvSide := pipe(t)
 	c := &tconn{t: t, conn: cli, v: v, notify: make(chan struct{}, 1), done: make(chan struct{})}
 	c.cond = sync.NewCond(&c.mu)
 	srv.ServeConn(srvSide, "pipe")
 	go c.readLoop()
 	t.Cleanup(c.close)
 	return c
+}
+
+// overTCP makes dial connect over loopback TCP instead of net.Pipe, so the
+// broker runs its socket paths: waiting for readability without a buffer
+// and writing inline from a publisher's reader (TestSpecOverTCP).
+var overTCP = os.Getenv("XMQ_CORE_TCP") != ""
+
+func pipe(t *testing.T) (cli, srv net.Conn) {
+	if !overTCP {
+		return net.Pipe()
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cli, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if srv, err = ln.Accept(); err != nil {
+		t.Fatal(err)
+	}
+	// Small kernel buffers, so a paused client pushes back on the broker
+	// after tens of kilobytes (net.Pipe: at once), not after megabytes.
+	_ = cli.(*net.TCPConn).SetReadBuffer(32 << 10)
+	_ = srv.(*net.TCPConn).SetWriteBuffer(32 << 10)
+	return cli, srv
 }
 
 // close closes the client side (an abrupt disconnect, as far as the broker

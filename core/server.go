@@ -390,7 +390,7 @@ func (s *Server) redispatch(d delivery, from *session) {
 	}
 	d.qos = min(d.msg.QoS, m.opts.qos)
 	d.seq = 0
-	m.s.enqueue(d)
+	m.s.enqueue(d, nil)
 }
 
 // scheduleExpiry ends an offline session when its expiry interval passes.

@@ -755,3 +755,20 @@ func TestDisconnectCarriesReasonString(t *testing.T) {
 		t.Fatalf("DISCONNECT %s %q, want protocol error naming [MQTT-3.3.4-6]", d.ReasonCode, d.Props.ReasonString)
 	}
 }
+
+// TestPartialPacketDoesNotHoldBack: the bytes after a PUBLISH may be the
+// start of a packet whose rest comes later. What the PUBLISH owes (its
+// PUBACK, the subscriber's copy) goes out before the broker waits for them.
+func TestPartialPacketDoesNotHoldBack(t *testing.T) {
+	srv := newServer(t, core.Options{}, core.Config{})
+	sub := client(t, srv, codec.V311, "sub")
+	sub.subscribe(0, "t")
+	pub := client(t, srv, codec.V311, "pub")
+	first := (&codec.Publish{Topic: []byte("t"), Payload: []byte("one"), QoS: 1, PacketID: 7}).Append(nil, codec.V311)
+	second := (&codec.Publish{Topic: []byte("t"), Payload: []byte("two")}).Append(nil, codec.V311)
+	pub.sendRaw(append(first, second[:3]...))
+	wantPayloads(t, sub.recv(1), "one")
+	pub.expectAck(codec.PUBACK, 7)
+	pub.sendRaw(second[3:])
+	wantPayloads(t, sub.recv(1), "two")
+}

@@ -104,6 +104,8 @@ func TestPersistentSessionQueuesOffline(t *testing.T) {
 				p.pub(topic+"/x", m, 1)
 			}
 			p.pub(topic+"-q0/x", "qos0-offline", 0) // QoS 0 is not queued for offline sessions
+			p.send(&codec.Pingreq{})                // handled after the PUBLISH, before the reconnect
+			expect[*codec.Pingresp](p)
 
 			c := dial(t, srv, tc.v)
 			cp := connectPacket(tc.v, id)

@@ -90,7 +90,7 @@ func TestWriteTimeoutSlowConsumer(t *testing.T) {
 	slow.subscribe(0, "wt")
 	slow.pause()
 	p := client(t, srv, codec.V311, "pub")
-	for range 5 {
+	for range 64 { // more than the socket buffers hold over TCP (overTCP)
 		p.pub("wt", strings.Repeat("z", 4096), 0)
 	}
 	waitFor(t, "slow consumer disconnected", func() bool { return srv.Stats().Disconnects["slow_consumer"] == 1 })
