@@ -221,6 +221,24 @@ func (c *client) flushInline() {
 	}
 }
 
+// writeNow makes one non-blocking write(2) of buf; a full socket is not an
+// error, it just takes fewer bytes (n may be 0).
+func (c *client) writeNow(buf []byte) (n int, err error) {
+	var werr error
+	err = c.raw.Write(func(fd uintptr) bool {
+		for {
+			n, werr = syscall.Write(int(fd), buf)
+			if werr != syscall.EINTR {
+				return true // one attempt: never wait for the socket here
+			}
+		}
+	})
+	if err == nil && werr != syscall.EAGAIN {
+		err = werr
+	}
+	return max(n, 0), err
+}
+
 // writeInline is flushInline's one round; false hands the rest to a writer.
 func (c *client) writeInline() bool {
 	buf, more := c.fill(false, true)
@@ -228,16 +246,23 @@ func (c *client) writeInline() bool {
 		c.wbuf = buf
 		return !more
 	}
-	var n int
-	var werr error
-	err := c.raw.Write(func(fd uintptr) bool {
-		n, werr = syscall.Write(int(fd), buf)
-		return true // one attempt: never wait for the socket here
-	})
-	if err == nil && werr != syscall.EAGAIN {
-		err = werr
+	n, err := c.writeNow(buf)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// The deadline of an earlier blocking write by the writer has
+		// passed; this write does not block and needs none. Unless close
+		// set it: then the writer's last flush takes over.
+		c.mu.Lock()
+		closing := c.isClosing()
+		if !closing {
+			_ = c.conn.SetWriteDeadline(time.Time{})
+		}
+		c.mu.Unlock()
+		if closing {
+			c.wbuf, c.unsent = buf, len(buf)
+			return false
+		}
+		n, err = c.writeNow(buf)
 	}
-	n = max(n, 0)
 	c.srv.stats.bytesOut.Add(int64(n))
 	if err != nil {
 		c.wbuf, c.unsent = buf[:0], 0

@@ -98,6 +98,26 @@ func TestWriteTimeoutSlowConsumer(t *testing.T) {
 	slow.drainUntilClosed()
 }
 
+// TestWriteLongAfterWriteTimeout: a connection written to once and then
+// left alone for longer than WriteTimeout is written to as before: the next
+// writes do not inherit the deadline of the last one.
+func TestWriteLongAfterWriteTimeout(t *testing.T) {
+	srv := newServer(t, core.Options{WriteTimeout: 100 * time.Millisecond}, core.Config{})
+	sub := client(t, srv, codec.V311, "sub")
+	sub.subscribe(1, "idle")
+	pub := client(t, srv, codec.V5, "pub")
+	time.Sleep(300 * time.Millisecond)
+	if rc := pub.publish(&codec.Publish{Topic: []byte("idle"), Payload: []byte("late"), QoS: 1}); rc != codec.Success {
+		t.Fatalf("PUBACK %s, want Success", rc)
+	}
+	wantPayloads(t, sub.recv(1), "late")
+	pub.send(&codec.Pingreq{})
+	expect[*codec.Pingresp](pub)
+	if n := srv.Stats().Disconnects["slow_consumer"]; n != 0 {
+		t.Errorf("%d slow consumer disconnects, want 0", n)
+	}
+}
+
 // Server.Disconnect closes a client (5.0: DISCONNECT Administrative
 // action) and reports whether it was connected.
 func TestAdminDisconnect(t *testing.T) {
