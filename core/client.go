@@ -24,60 +24,58 @@ type client struct {
 	srv      *Server
 	conn     net.Conn
 	listener string
-	remote   string
 	r        *codec.Reader
 	// raw waits for readability without a read buffer; nil unless conn
 	// is a plain *net.TCPConn (other conns may buffer bytes themselves).
-	raw  syscall.RawConn
-	peek [1]byte // waitReadable's MSG_PEEK target
+	raw syscall.RawConn
 
-	// Set once during CONNECT, read-only afterwards.
+	// Set once during CONNECT, read-only afterwards. (Fields are ordered
+	// so that small ones share words: a client is allocated per connection.)
 	id          string
 	username    string
-	version     byte
 	keepAlive   time.Duration
-	window      int    // outbound inflight limit: min(MaxInflight, client's Receive Maximum)
-	maxOut      uint32 // client's Maximum Packet Size, 0 = none
-	aliasMaxOut uint16 // client's Topic Alias Maximum
+	window      int // outbound inflight limit: min(MaxInflight, client's Receive Maximum)
 	sess        *session
 	authMethod  string // MQTT 5 enhanced authentication method agreed at CONNECT
 	will        *Message
-	willDelay   uint32
 	willExpiry  time.Duration // the will's Message Expiry Interval, 0 = none
-	connectedAt time.Time
+	connectedAt int64         // Unix nanoseconds
+	maxOut      uint32        // client's Maximum Packet Size, 0 = none
+	willDelay   uint32
+	aliasMaxOut uint16 // client's Topic Alias Maximum
+	version     byte
 
 	// Reader-owned.
-	reauth    any  // enhanced-auth state during re-authentication
-	reauthing bool // a re-authentication exchange is under way
-	limiter   rateLimiter
+	peek      [1]byte      // waitReadable's MSG_PEEK target
+	reauthing bool         // a re-authentication exchange is under way
+	needSync  bool         // this connection wrote to the store since its last Sync
+	reauth    any          // enhanced-auth state during re-authentication
+	limiter   *rateLimiter // nil without MaxMessageRate and MaxByteRate
 	inAliases []string
 	matches   []match
 	subErrs   []error
 	acks      []pendingAck // acknowledgements waiting for a store Sync (durable.go)
-	flushList []*client    // connections this reader woke with no writer running (wakeFrom)
-	needSync  bool         // this connection wrote to the store since its last Sync
 	// syncQueued counts this connection's batches with the syncer; while
 	// any is, later acknowledgements queue behind them to keep their order.
 	syncQueued atomic.Int32
 
 	// Writer-owned.
+	subID      [1]uint32
 	outAliases map[string]uint16
 	batch      []outMsg
-	wbuf       []byte
-	subID      [1]uint32
-	unsent     int            // bytes at the start of wbuf that an inline write left for the writer
+	wbuf       []byte         // write buffer while writing; nil when idle (getWbuf)
+	wbox       *[]byte        // wbuf's box in srv.writeBufs
 	pub        *codec.Publish // made on the first delivery: ~400 B an idle connection need not hold
 
 	wakeCh  chan struct{} // cap 1: the writer has work
-	writing atomic.Bool   // a writer goroutine runs (startWriter) or a reader flushes inline
-	listed  atomic.Bool   // in a reader's flushList
 	closing chan struct{} // closed by close: the writer flushes and shuts the conn
 	done    chan struct{} // closed when the writer has exited
+	writing atomic.Bool   // a writer goroutine runs (startWriter)
 
 	mu        sync.Mutex // guards ctrl, reason and connected
-	ctrl      []byte     // encoded control packets waiting for the writer
 	reason    CloseReason
 	connected bool
+	ctrl      []byte // encoded control packets waiting for the writer
 	closeOnce sync.Once
 }
 
@@ -86,9 +84,6 @@ func newClient(srv *Server, conn net.Conn, listener string) *client {
 		srv: srv, conn: conn, listener: listener,
 		wakeCh: make(chan struct{}, 1), closing: make(chan struct{}), done: make(chan struct{}),
 	}
-	if a := conn.RemoteAddr(); a != nil {
-		c.remote = a.String()
-	}
 	c.r = codec.NewPooledReader(countingReader{conn, srv}, &srv.readBufs, srv.opts.MaxPacketSize)
 	if tc, ok := conn.(*net.TCPConn); ok {
 		if raw, err := tc.SyscallConn(); err == nil {
@@ -96,6 +91,15 @@ func newClient(srv *Server, conn net.Conn, listener string) *client {
 		}
 	}
 	return c
+}
+
+// remoteAddr is the peer's address for logs and views; not kept as a
+// string, which would cost every connection its bytes.
+func (c *client) remoteAddr() string {
+	if a := c.conn.RemoteAddr(); a != nil {
+		return a.String()
+	}
+	return ""
 }
 
 // log writes one log line with the connection's remote address, listener
@@ -107,7 +111,7 @@ func (c *client) log(lvl zapcore.Level, msg string, fields ...zap.Field) {
 	if ce == nil {
 		return
 	}
-	fields = append(fields, zap.String("remote", c.remote), zap.String("listener", c.listener))
+	fields = append(fields, zap.String("remote", c.remoteAddr()), zap.String("listener", c.listener))
 	if c.id != "" && !slices.ContainsFunc(fields, func(f zap.Field) bool { return f.Key == "client_id" }) {
 		fields = append(fields, zap.String("client_id", c.id))
 	}
@@ -149,130 +153,39 @@ func (r countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// signal tells a running writer there is work.
-func (c *client) signal() {
+// wake tells the writer there is work, starting one if none runs.
+func (c *client) wake() {
 	select {
 	case c.wakeCh <- struct{}{}:
 	default:
 	}
-}
-
-// wake tells the writer there is work, starting one if none runs.
-func (c *client) wake() {
-	c.signal()
 	c.startWriter()
 }
 
-// wakeFrom is wake called by the reader goroutine of via (nil: by another
-// goroutine, which only wakes). When no writer
-// runs, c goes on via's flush list instead: via writes to it at the end of
-// its read burst (flushListed), without blocking. At low rates that saves
-// starting and scheduling a goroutine per message, which is most of a
-// delivery's latency on a busy core; at high rates the writers are running
-// and nothing changes.
-func (c *client) wakeFrom(via *client) {
-	if via == nil || c.raw == nil {
-		c.wake() // inline writes need the non-blocking system call
+// getWbuf lends c a write buffer from the server's pool: connections hold
+// one only while they write, so an idle one keeps neither the buffer nor
+// the size a burst grew it to. Writer only (whoever holds c.writing).
+func (c *client) getWbuf() {
+	if c.wbox == nil {
+		c.wbox = c.srv.writeBufs.Get().(*[]byte)
+		c.wbuf = (*c.wbox)[:0]
+	}
+}
+
+// putWbuf gives the write buffer back; one grown past maxPooledWbuf by a
+// large burst is left to the GC. Writer only.
+func (c *client) putWbuf() {
+	if c.wbox == nil {
 		return
 	}
-	c.signal()
-	// A writer that runs sees the signal. A list that holds c is flushed
-	// after this point: its reader clears listed before it flushes.
-	if !c.writing.Load() && c.listed.CompareAndSwap(false, true) {
-		via.flushList = append(via.flushList, c)
+	if cap(c.wbuf) <= maxPooledWbuf {
+		*c.wbox = c.wbuf[:0]
+		c.srv.writeBufs.Put(c.wbox)
 	}
+	c.wbox, c.wbuf = nil, nil
 }
 
-// flushListed writes to the connections this reader woke, at the end of
-// its burst or before it waits. Reader only.
-func (c *client) flushListed() {
-	for i, t := range c.flushList {
-		t.listed.Store(false)
-		t.flushInline()
-		c.flushList[i] = nil
-	}
-	c.flushList = c.flushList[:0]
-	if cap(c.flushList) > 1024 {
-		c.flushList = nil // a burst to many subscribers; idle publishers stay small
-	}
-}
-
-// flushInline writes what c has waiting from another goroutine (a reader
-// at the end of its burst) with one non-blocking system call, when no
-// writer runs. What it cannot do without waiting (a full socket, a store
-// Sync, a held message, more than one batch) it leaves to a writer.
-func (c *client) flushInline() {
-	if c.isClosing() || !c.writing.CompareAndSwap(false, true) {
-		return // a writer runs and has the signal, or closing started one
-	}
-	select {
-	case <-c.wakeCh:
-	default:
-	}
-	if !c.writeInline() {
-		c.signal()
-		go c.writeLoop() // writing stays true: the writer owns it now
-		return
-	}
-	c.writing.Store(false)
-	// As in writeLoop: work that came while this held writing.
-	if len(c.wakeCh) > 0 || c.isClosing() {
-		c.startWriter()
-	}
-}
-
-// writeNow makes one non-blocking write(2) of buf; a full socket is not an
-// error, it just takes fewer bytes (n may be 0).
-func (c *client) writeNow(buf []byte) (n int, err error) {
-	var werr error
-	err = c.raw.Write(func(fd uintptr) bool {
-		for {
-			n, werr = syscall.Write(int(fd), buf)
-			if werr != syscall.EINTR {
-				return true // one attempt: never wait for the socket here
-			}
-		}
-	})
-	if err == nil && werr != syscall.EAGAIN {
-		err = werr
-	}
-	return max(n, 0), err
-}
-
-// writeInline is flushInline's one round; false hands the rest to a writer.
-func (c *client) writeInline() bool {
-	buf, more := c.fill(false, true)
-	if len(buf) == 0 {
-		c.wbuf = buf
-		return !more
-	}
-	n, err := c.writeNow(buf)
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		// The deadline of an earlier blocking write by the writer has
-		// passed; this write does not block and needs none. Unless close
-		// set it: then the writer's last flush takes over.
-		c.mu.Lock()
-		closing := c.isClosing()
-		if !closing {
-			_ = c.conn.SetWriteDeadline(time.Time{})
-		}
-		c.mu.Unlock()
-		if closing {
-			c.wbuf, c.unsent = buf, len(buf)
-			return false
-		}
-		n, err = c.writeNow(buf)
-	}
-	c.srv.stats.bytesOut.Add(int64(n))
-	if err != nil {
-		c.wbuf, c.unsent = buf[:0], 0
-		c.close(ClosePeerGone, 0)
-		return true // the writer closing starts finishes the connection
-	}
-	c.unsent = copy(buf, buf[n:])
-	c.wbuf = buf[:c.unsent]
-	return c.unsent == 0 && !more
-}
+const maxPooledWbuf = 64 << 10
 
 // startWriter starts the writer goroutine unless one runs. The writer
 // exits when it finds nothing to do, so an idle connection has only its
@@ -285,20 +198,10 @@ func (c *client) startWriter() {
 
 // send queues a control packet for the writer.
 func (c *client) send(p codec.Packet) {
-	c.queueCtrl(p)
-	c.wake()
-}
-
-// reply is send from c's own reader: written at the end of the burst.
-func (c *client) reply(p codec.Packet) {
-	c.queueCtrl(p)
-	c.wakeFrom(c)
-}
-
-func (c *client) queueCtrl(p codec.Packet) {
 	c.mu.Lock()
 	c.ctrl = p.Append(c.ctrl, c.version)
 	c.mu.Unlock()
+	c.wake()
 }
 
 // close starts closing the connection for reason. For an MQTT 5 client
@@ -361,19 +264,16 @@ func (c *client) guard(f func() bool) (ok bool) {
 
 // readLoop reads packets until the connection ends; it returns false.
 func (c *client) readLoop() bool {
-	defer c.flushListed()
 	c.r.DropConnect()                       // read once; an idle connection should not keep it
 	deadline := c.keepAlive + c.keepAlive/2 // [MQTT-3.1.2-22] 1.5 × keepalive
 	if deadline == 0 {
 		_ = c.conn.SetReadDeadline(time.Time{}) // drop the CONNECT deadline: keepalive 0 is no limit
 	}
 	for {
-		if !c.r.Complete() {
-			// The next read may wait: first what this burst owes others.
-			if len(c.acks) > 0 || c.needSync {
-				c.releaseAcks() // one Sync for all its messages
-			}
-			c.flushListed()
+		if !c.r.Complete() && (len(c.acks) > 0 || c.needSync) {
+			// The next read may wait: first the burst's acknowledgements,
+			// with one Sync for all its messages.
+			c.releaseAcks()
 		}
 		if c.r.Buffered() == 0 {
 			if deadline > 0 {
@@ -439,7 +339,7 @@ func (c *client) handle(p codec.Packet) bool {
 	case *codec.Unsubscribe:
 		return c.handleUnsubscribe(p)
 	case *codec.Pingreq:
-		c.reply(&codec.Pingresp{})
+		c.send(&codec.Pingresp{})
 		return true
 	case *codec.Disconnect:
 		c.releaseAcksWait() // before the writer's last flush
@@ -457,14 +357,14 @@ func (c *client) handleAck(p *codec.Ack) bool {
 	switch p.Kind {
 	case codec.PUBACK:
 		if c.sess.ack(p.PacketID, 1) {
-			c.wakeFrom(c) // the window has room again
+			c.wake() // the window has room again
 		}
 	case codec.PUBREC:
 		if p.ReasonCode.IsError() {
 			// The receiver refused the message: the flow ends here (4.3.3).
 			if c.sess.inflightQoS(p.PacketID) == 2 {
 				c.sess.dropInflight(p.PacketID)
-				c.wakeFrom(c)
+				c.wake()
 				return true
 			}
 		}
@@ -488,7 +388,7 @@ func (c *client) handleAck(p *codec.Ack) bool {
 		c.ackAfterSync(codec.PUBCOMP, p.PacketID, rc)
 	case codec.PUBCOMP:
 		if c.sess.ack(p.PacketID, 2) {
-			c.wakeFrom(c)
+			c.wake()
 		}
 	}
 	return true
@@ -525,11 +425,13 @@ func (c *client) writeLoop() {
 		select {
 		case <-c.closing:
 			c.flush(true)
+			c.putWbuf()
 			_ = c.conn.Close()
 			close(c.done)
 			return
 		case <-c.wakeCh:
 		default:
+			c.putWbuf()
 			c.writing.Store(false)
 			// A wake between the default case and the Store saw a writer
 			// running and started none: take its work, unless a new
@@ -563,7 +465,40 @@ func (c *client) flush(final bool) bool {
 		final = true // only what is queued for the peer, under close's short deadline
 	default:
 	}
-	buf, _ := c.fill(final, false)
+	// Deliveries are taken before the control packets and written after
+	// them: a control packet the reader queued before a delivery it caused
+	// (SUBACK before the retained messages, CONNACK before the session's
+	// messages) is then always in this round's control bytes, ahead of it.
+	c.mu.Lock()
+	connected := c.connected
+	c.mu.Unlock()
+	now := time.Now()
+	c.batch = c.batch[:0]
+	if connected && !final {
+		var sync, held bool
+		c.batch, sync, held = c.sess.take(c, c.batch, c.window, now)
+		if sync {
+			// A QoS 2 packet id or a QoS 2 PUBLISH's receipt was just
+			// recorded: on disk before the subscriber can see the message.
+			if err := c.srv.syncStore(); err != nil {
+				c.srv.storeError("store: sync before delivery failed", err, zap.String("client_id", c.id))
+			}
+		}
+		if held {
+			// Its publisher is recording it; releaseHeld wakes us, and this
+			// catches a delivery it does not know about (a new subscription).
+			time.AfterFunc(time.Millisecond, c.wake)
+		}
+	}
+	c.getWbuf()
+	c.mu.Lock()
+	buf := append(c.wbuf[:0], c.ctrl...)
+	c.ctrl = c.ctrl[:0]
+	c.mu.Unlock()
+	for i := range c.batch {
+		buf = c.encode(buf, &c.batch[i], now)
+		c.batch[i] = outMsg{}
+	}
 	if len(buf) == 0 {
 		c.wbuf = buf
 		return false
@@ -579,11 +514,7 @@ func (c *client) flush(final bool) bool {
 	}
 	n, err := c.conn.Write(buf)
 	c.srv.stats.bytesOut.Add(int64(n))
-	c.unsent = 0
-	if cap(buf) > 1<<20 {
-		buf = nil // do not keep a burst's buffer on an idle connection
-	}
-	c.wbuf = buf[:0]
+	c.wbuf = buf[:0] // kept while the writer runs (putWbuf)
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			c.log(zap.WarnLevel, "closing connection: slow consumer", zap.String("client_id", c.id),
@@ -596,48 +527,6 @@ func (c *client) flush(final bool) bool {
 		return false
 	}
 	return true
-}
-
-// fill takes what is waiting (bytes an inline write left, control
-// packets, a batch of deliveries) and encodes it into c.wbuf. Inline (from
-// another goroutine's flushInline) it takes no delivery that needs a store
-// Sync or is held, and reports with more that a writer must go on.
-func (c *client) fill(final, inline bool) (buf []byte, more bool) {
-	// Deliveries are taken before the control packets and written after
-	// them: a control packet the reader queued before a delivery it caused
-	// (SUBACK before the retained messages, CONNACK before the session's
-	// messages) is then always in this round's control bytes, ahead of it.
-	c.mu.Lock()
-	connected := c.connected
-	c.mu.Unlock()
-	now := time.Now()
-	c.batch = c.batch[:0]
-	if connected && !final {
-		var sync, held bool
-		c.batch, sync, held, more = c.sess.take(c, c.batch, c.window, now, inline)
-		if sync {
-			// A QoS 2 packet id or a QoS 2 PUBLISH's receipt was just
-			// recorded: on disk before the subscriber can see the message.
-			if err := c.srv.syncStore(); err != nil {
-				c.srv.storeError("store: sync before delivery failed", err, zap.String("client_id", c.id))
-			}
-		}
-		if held && !inline {
-			// Its publisher is recording it; releaseHeld wakes us, and this
-			// catches a delivery it does not know about (a new subscription).
-			time.AfterFunc(time.Millisecond, c.wake)
-		}
-		more = more || held
-	}
-	c.mu.Lock()
-	buf = append(c.wbuf[:c.unsent], c.ctrl...)
-	c.ctrl = c.ctrl[:0]
-	c.mu.Unlock()
-	for i := range c.batch {
-		buf = c.encode(buf, &c.batch[i], now)
-		c.batch[i] = outMsg{}
-	}
-	return buf, more
 }
 
 // encode appends one delivery as a PUBLISH, with the per-subscriber fields:

@@ -122,7 +122,10 @@ func (c *client) handshake() bool {
 		}
 	}
 
-	c.limiter.init(srv.opts.MaxMessageRate, srv.opts.MaxByteRate)
+	if srv.opts.MaxMessageRate > 0 || srv.opts.MaxByteRate > 0 {
+		c.limiter = new(rateLimiter) // most brokers set no limit: 56 B not held per connection
+		c.limiter.init(srv.opts.MaxMessageRate, srv.opts.MaxByteRate)
+	}
 	// What the client accepts from us.
 	c.window = srv.opts.MaxInflight
 	if v5 {
@@ -177,7 +180,7 @@ func (c *client) handshake() bool {
 	// set with CONNACK queued, under c.mu: the writer looks at c.sess (set by
 	// attach) only once it sees connected, and a close that comes after the
 	// client could have read CONNACK always sends its DISCONNECT.
-	c.connectedAt = time.Now()
+	c.connectedAt = time.Now().UnixNano()
 	srv.attach(c, cp.CleanStart, expiry, func(present bool) {
 		ack.SessionPresent = present // [MQTT-3.2.2-2] [MQTT-3.2.2-3]
 		c.mu.Lock()
@@ -205,6 +208,8 @@ func newClientID() string {
 	return "xmq-" + base64.RawURLEncoding.EncodeToString(b[:])
 }
 
+func (c *client) connectedFor() time.Duration { return time.Since(time.Unix(0, c.connectedAt)) }
+
 // finish runs after the connection ends: it waits for the writer, detaches
 // the session, publishes the will when due and logs the disconnect.
 func (c *client) finish() {
@@ -217,11 +222,11 @@ func (c *client) finish() {
 	if c.sess != nil {
 		srv.detach(c, reason)
 		c.log(zap.InfoLevel, "client disconnected", zap.Stringer("reason", reason),
-			zap.Duration("connected_for", time.Since(c.connectedAt)))
+			zap.Duration("connected_for", c.connectedFor()))
 	}
 	srv.stats.closeReasons[reason].Add(1)
 	if obs, ok := srv.auth.(ConnectionObserver); ok && c.sess != nil {
-		obs.ClientDisconnected(c.id, c.username, c.conn.RemoteAddr(), c.listener, time.Since(c.connectedAt), reason.String())
+		obs.ClientDisconnected(c.id, c.username, c.conn.RemoteAddr(), c.listener, c.connectedFor(), reason.String())
 	}
 	srv.connDone(c)
 }

@@ -57,7 +57,7 @@ func (c *client) releaseAcks() {
 		c.acks = make([]pendingAck, 0, 8)
 		return
 	}
-	c.sendAcks(c.acks, c)
+	c.sendAcks(c.acks)
 	c.acks = c.acks[:0]
 }
 
@@ -69,7 +69,6 @@ func (c *client) releaseAcksWait() {
 	if len(c.acks) == 0 && !c.needSync && c.syncQueued.Load() == 0 {
 		return
 	}
-	c.flushListed() // before waiting
 	done := make(chan struct{})
 	c.needSync = false
 	c.syncQueued.Add(1)
@@ -78,9 +77,8 @@ func (c *client) releaseAcksWait() {
 	<-done
 }
 
-// sendAcks hands acknowledgements to the writer; via is the reader
-// goroutine calling (wakeFrom), or nil.
-func (c *client) sendAcks(acks []pendingAck, via *client) {
+// sendAcks hands acknowledgements to the writer.
+func (c *client) sendAcks(acks []pendingAck) {
 	if len(acks) == 0 {
 		return
 	}
@@ -89,7 +87,7 @@ func (c *client) sendAcks(acks []pendingAck, via *client) {
 		c.ctrl = (&codec.Ack{Kind: a.kind, PacketID: a.id, ReasonCode: a.rc}).Append(c.ctrl, c.version)
 	}
 	c.mu.Unlock()
-	c.wakeFrom(via)
+	c.wake()
 }
 
 // refuseAcks turns acknowledgements held for a Sync that failed into
@@ -196,7 +194,7 @@ func (y *syncer) round(batch []syncBatch) []syncBatch {
 	for i := range batch {
 		b := &batch[i]
 		if err == nil || b.c.refuseAcks(b.acks, err) {
-			b.c.sendAcks(b.acks, nil)
+			b.c.sendAcks(b.acks)
 		}
 		b.c.syncQueued.Add(-1)
 		if b.done != nil {

@@ -16,7 +16,7 @@ func (l *rateLimiter) init(msgRate, byteRate int) {
 	l.last = time.Now()
 }
 
-func (l *rateLimiter) limited() bool { return l.msgRate > 0 || l.byteRate > 0 }
+func (l *rateLimiter) limited() bool { return l != nil && (l.msgRate > 0 || l.byteRate > 0) }
 
 // admit accounts for a message of n bytes. A message over the rate is
 // refused when it may be dropped (QoS 0); otherwise it is admitted into

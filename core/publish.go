@@ -30,7 +30,6 @@ func (c *client) handlePublish(p *codec.Publish) bool {
 			return true
 		}
 		if wait > 0 {
-			c.flushListed()  // what earlier messages owe others goes out first
 			time.Sleep(wait) // p still aliases the read buffer: nothing is read meanwhile
 		}
 	}
@@ -199,7 +198,7 @@ func (s *Server) publishPacket(p *codec.Publish, topic []byte, from *client, inS
 			r.stored = true
 		}
 	}
-	s.deliver(msg, matches, &r, from)
+	s.deliver(msg, matches, &r)
 	if msg.held != nil {
 		r.held = msg
 		from.matches = matches
@@ -251,7 +250,7 @@ func (s *Server) publish(msg *Message) int {
 		_ = s.retain(msg) // logged there
 	}
 	var r routed
-	s.deliver(msg, s.router.match(msg.Topic, msg.From, nil), &r, nil)
+	s.deliver(msg, s.router.match(msg.Topic, msg.From, nil), &r)
 	return r.n
 }
 
@@ -280,9 +279,8 @@ func (s *Server) retain(msg *Message) error {
 // deliver enqueues msg for each match. MQTT 3.1.1 subscribers with
 // overlapping subscriptions get one copy at the highest granted QoS
 // [MQTT-3.3.5-1]; MQTT 5 subscribers get one copy per subscription, each
-// with its subscription identifier. via is the publisher whose reader
-// routes msg (wakeFrom), nil from other goroutines.
-func (s *Server) deliver(msg *Message, matches []match, r *routed, via *client) {
+// with its subscription identifier.
+func (s *Server) deliver(msg *Message, matches []match, r *routed) {
 	n := 0
 	for i := range matches {
 		m := &matches[i]
@@ -303,7 +301,7 @@ func (s *Server) deliver(msg *Message, matches []match, r *routed, via *client) 
 			}
 		}
 		retain := msg.Retain && m.opts.rap // [MQTT-3.3.1-12] [MQTT-3.3.1-13]
-		r.add(m.s.enqueue(delivery{msg: msg, qos: qos, retain: retain, subID: m.opts.subID, group: m.group}, via))
+		r.add(m.s.enqueue(delivery{msg: msg, qos: qos, retain: retain, subID: m.opts.subID, group: m.group}))
 		n++
 	}
 	s.stats.deliveries.Add(int64(n))

@@ -61,6 +61,9 @@ type Server struct {
 	// Options.ReadBufferSize): a TCP connection waiting for its next packet
 	// gives its buffer back (client.waitReadable).
 	readBufs sync.Pool
+	// writeBufs holds write buffers (*[]byte), lent to a connection
+	// while it writes (client.getWbuf).
+	writeBufs sync.Pool
 
 	conns   sync.WaitGroup
 	stopSys chan struct{}
@@ -96,6 +99,7 @@ func New(opts Options, cfg Config) (*Server, error) {
 		stopSys: make(chan struct{}), sysDone: make(chan struct{}),
 	}
 	s.readBufs.New = func() any { return bufio.NewReaderSize(nil, opts.ReadBufferSize) }
+	s.writeBufs.New = func() any { b := make([]byte, 0, 512); return &b } // grows with the bursts that use it
 	if err := s.restore(); err != nil {
 		return nil, err
 	}
@@ -244,7 +248,7 @@ func (s *Server) attach(c *client, clean bool, expiry uint32, queueAck func(pres
 	sess.mu.Unlock()
 	s.mu.Unlock()
 	if old != nil {
-		old.log(zap.InfoLevel, "session taken over", zap.String("by", c.remote))
+		old.log(zap.InfoLevel, "session taken over", zap.String("by", c.remoteAddr()))
 		old.close(CloseTakenOver, codec.SessionTakenOver)
 	}
 	if pendingWill {
@@ -390,7 +394,7 @@ func (s *Server) redispatch(d delivery, from *session) {
 	}
 	d.qos = min(d.msg.QoS, m.opts.qos)
 	d.seq = 0
-	m.s.enqueue(d, nil)
+	m.s.enqueue(d)
 }
 
 // scheduleExpiry ends an offline session when its expiry interval passes.

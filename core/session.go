@@ -106,9 +106,8 @@ const (
 // enqueue adds a delivery. It never blocks: a full queue (MaxQueued or
 // MaxQueuedBytes) drops its oldest QoS 0 message to make room; with none, a
 // new QoS 0 message is dropped and a new QoS 1/2 one refused, and the
-// disconnect policy cuts an online client off. via is the connection whose
-// reader goroutine calls (wakeFrom), or nil.
-func (s *session) enqueue(d delivery, via *client) enqueueResult {
+// disconnect policy cuts an online client off.
+func (s *session) enqueue(d delivery) enqueueResult {
 	srv := s.srv
 	s.mu.Lock()
 	c := s.c
@@ -183,7 +182,7 @@ func (s *session) enqueue(d delivery, via *client) enqueueResult {
 	s.addLoad(1)
 	s.mu.Unlock()
 	if c != nil {
-		c.wakeFrom(via)
+		c.wake()
 	}
 	return res | lagging
 }
@@ -227,14 +226,12 @@ func (s *session) resetQueue() {
 // sync reports that the writer must Sync the store before sending: a QoS 2
 // delivery to a persistent session had its packet id recorded, or a
 // delivery came from a QoS 2 PUBLISH whose receipt was just recorded.
-// held reports a message that may not be sent yet (Message.held). inline
-// (a reader writing for c, which must not wait) stops before a delivery
-// that would need a Sync; more reports that or a full batch.
-func (s *session) take(c *client, out []outMsg, window int, now time.Time, inline bool) (_ []outMsg, sync, held, more bool) {
+// held reports a message that may not be sent yet (Message.held).
+func (s *session) take(c *client, out []outMsg, window int, now time.Time) (_ []outMsg, sync, held bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.c != c {
-		return out, false, false, false
+		return out, false, false
 	}
 	for _, m := range s.inflight {
 		if m.resend {
@@ -246,11 +243,7 @@ func (s *session) take(c *client, out []outMsg, window int, now time.Time, inlin
 	if len(out) > 1 {
 		slices.SortFunc(out, func(a, b outMsg) int { return int(a.order - b.order) })
 	}
-	for s.qhead < len(s.queue) {
-		if len(out) == 256 {
-			more = true
-			break
-		}
+	for s.qhead < len(s.queue) && len(out) < 256 {
 		d := s.queue[s.qhead]
 		if d.msg == nil { // a dropped QoS 0 message
 			s.qhead++
@@ -262,10 +255,6 @@ func (s *session) take(c *client, out []outMsg, window int, now time.Time, inlin
 			break
 		}
 		if d.qos > 0 && len(s.inflight) >= window {
-			break
-		}
-		if inline && d.seq != 0 && (d.qos == 2 || d.msg.inSeq != 0) {
-			more = true
 			break
 		}
 		s.queue[s.qhead] = delivery{}
@@ -305,7 +294,7 @@ func (s *session) take(c *client, out []outMsg, window int, now time.Time, inlin
 		// delivery allocates nothing (its size is bounded by MaxQueued).
 		s.resetQueue()
 	}
-	return out, sync, held, more
+	return out, sync, held
 }
 
 func (s *session) nextPacketID() uint16 {

@@ -72,7 +72,7 @@ func (c *client) handleSubscribe(p *codec.Subscribe) bool {
 	for _, w := range wantRetained {
 		for _, m := range srv.retained.match(w.filter, now) {
 			// Sent with RETAIN set because of a new subscription [MQTT-3.3.1-8].
-			s.enqueue(delivery{msg: m, qos: min(m.QoS, w.opts.qos), retain: true, subID: w.opts.subID}, nil)
+			s.enqueue(delivery{msg: m, qos: min(m.QoS, w.opts.qos), retain: true, subID: w.opts.subID})
 		}
 	}
 	return true

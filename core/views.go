@@ -75,8 +75,8 @@ func (sess *session) info(withSubs bool) ClientInfo {
 	ci := ClientInfo{ClientID: sess.id, ProtocolVersion: sess.version, SessionExpiry: sess.expiry,
 		Inflight: len(sess.inflight), Queued: sess.queued()}
 	if c := sess.c; c != nil {
-		ci.Connected, ci.Username, ci.Remote, ci.Listener = true, c.username, c.remote, c.listener
-		ci.KeepAlive, ci.ConnectedAt = c.keepAlive, c.connectedAt
+		ci.Connected, ci.Username, ci.Remote, ci.Listener = true, c.username, c.remoteAddr(), c.listener
+		ci.KeepAlive, ci.ConnectedAt = c.keepAlive, time.Unix(0, c.connectedAt)
 	}
 	if withSubs {
 		for _, sub := range sess.subs {
