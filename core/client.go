@@ -84,12 +84,12 @@ func newClient(srv *Server, conn net.Conn, listener string) *client {
 		srv: srv, conn: conn, listener: listener,
 		wakeCh: make(chan struct{}, 1), closing: make(chan struct{}), done: make(chan struct{}),
 	}
-	c.r = codec.NewPooledReader(countingReader{conn, srv}, &srv.readBufs, srv.opts.MaxPacketSize)
 	if tc, ok := conn.(*net.TCPConn); ok {
 		if raw, err := tc.SyscallConn(); err == nil {
 			c.raw = raw
 		}
 	}
+	c.r = codec.NewPooledReader(countingReader{conn, c.raw, srv}, &srv.readBufs, srv.opts.MaxPacketSize)
 	return c
 }
 
@@ -131,7 +131,7 @@ func (c *client) waitReadable() error {
 		if waited {
 			return true
 		}
-		_, _, errno := syscall.Recvfrom(int(fd), c.peek[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		errno := peekErrno(fd, &c.peek[0])
 		if errno == syscall.EAGAIN {
 			c.r.Release()
 			waited = true
@@ -141,14 +141,20 @@ func (c *client) waitReadable() error {
 	})
 }
 
-// countingReader counts received bytes for $SYS.
+// countingReader counts received bytes for $SYS; on plain TCP it reads
+// with a raw system call (rawio.go).
 type countingReader struct {
 	c   net.Conn
+	raw syscall.RawConn // nil: read through c
 	srv *Server
 }
 
-func (r countingReader) Read(p []byte) (int, error) {
-	n, err := r.c.Read(p)
+func (r countingReader) Read(p []byte) (n int, err error) {
+	if r.raw != nil {
+		n, err = rawRead(r.raw, p)
+	} else {
+		n, err = r.c.Read(p)
+	}
 	r.srv.stats.bytesIn.Add(int64(n))
 	return n, err
 }
@@ -512,7 +518,13 @@ func (c *client) flush(final bool) bool {
 		}
 		c.mu.Unlock()
 	}
-	n, err := c.conn.Write(buf)
+	var n int
+	var err error
+	if c.raw != nil {
+		n, err = rawWrite(c.raw, buf) // rawio.go
+	} else {
+		n, err = c.conn.Write(buf)
+	}
 	c.srv.stats.bytesOut.Add(int64(n))
 	c.wbuf = buf[:0] // kept while the writer runs (putWbuf)
 	if err != nil {

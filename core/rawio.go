@@ -1,0 +1,119 @@
+package core
+
+import (
+	"io"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"unsafe"
+)
+
+// Socket I/O on plain TCP connections is made with raw system calls
+// (syscall.RawSyscall) inside RawConn's Read and Write, which keep the
+// poller's waiting and deadlines. The sockets are non-blocking, so these
+// calls never wait. A Go system call (syscall.Syscall) instead wakes the
+// runtime's monitor thread when it sleeps, which it does whenever the
+// broker has been idle even briefly: at a few thousand messages a second on
+// one core that was a futex wake-up and three monitor nanosleeps per
+// message, about a third of the broker's CPU per message (perf: every
+// futex wake came from entersyscall in a socket read).
+
+// rawOp is one raw read or write: RawConn takes a func, and a closure
+// made per call would be an allocation per system call, so the funcs are
+// bound once per pooled rawOp.
+type rawOp struct {
+	buf         []byte
+	n           int
+	errno       syscall.Errno
+	read, write func(fd uintptr) bool
+}
+
+var rawOps = sync.Pool{New: func() any {
+	o := new(rawOp)
+	o.read, o.write = o.doRead, o.doWrite
+	return o
+}}
+
+func (o *rawOp) doRead(fd uintptr) bool {
+	for {
+		r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&o.buf[0])), uintptr(len(o.buf)))
+		switch e {
+		case 0:
+			o.n = int(r)
+			return true
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return false // wait for readability
+		default:
+			o.errno = e
+			return true
+		}
+	}
+}
+
+func (o *rawOp) doWrite(fd uintptr) bool {
+	for o.n < len(o.buf) {
+		r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&o.buf[o.n])), uintptr(len(o.buf)-o.n))
+		switch e {
+		case 0:
+			o.n += int(r)
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return false // wait for writability
+		default:
+			o.errno = e
+			return true
+		}
+	}
+	return true
+}
+
+// rawRead reads into p as net.Conn.Read does: io.EOF at the end of the
+// stream, the read deadline honoured while waiting.
+func rawRead(rc syscall.RawConn, p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	o := rawOps.Get().(*rawOp)
+	o.buf, o.n, o.errno = p, 0, 0
+	err := rc.Read(o.read)
+	n, errno := o.n, o.errno
+	o.buf = nil
+	rawOps.Put(o)
+	switch {
+	case err != nil:
+		return 0, err
+	case errno != 0:
+		return 0, &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", errno)}
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// rawWrite writes all of buf as net.Conn.Write does, waiting for
+// writability under the write deadline when the socket is full.
+func rawWrite(rc syscall.RawConn, buf []byte) (int, error) {
+	if len(buf) == 0 {
+		return 0, nil
+	}
+	o := rawOps.Get().(*rawOp)
+	o.buf, o.n, o.errno = buf, 0, 0
+	err := rc.Write(o.write)
+	n, errno := o.n, o.errno
+	o.buf = nil
+	rawOps.Put(o)
+	if err == nil && errno != 0 {
+		err = &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", errno)}
+	}
+	return n, err
+}
+
+// peekErrno is recv(2) of one byte with MSG_PEEK|MSG_DONTWAIT on fd: 0 when
+// a byte (or EOF) is there, EAGAIN when nothing is.
+func peekErrno(fd uintptr, b *byte) syscall.Errno {
+	_, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(b)), 1,
+		syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+	return e
+}
