@@ -276,7 +276,7 @@ func (c *client) readLoop() bool {
 		_ = c.conn.SetReadDeadline(time.Time{}) // drop the CONNECT deadline: keepalive 0 is no limit
 	}
 	for {
-		if !c.r.Complete() && (len(c.acks) > 0 || c.needSync) {
+		if (len(c.acks) > 0 || c.needSync) && !c.r.Complete() {
 			// The next read may wait: first the burst's acknowledgements,
 			// with one Sync for all its messages.
 			c.releaseAcks()
