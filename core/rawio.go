@@ -16,7 +16,7 @@ import (
 // runtime's monitor thread when it sleeps, which it does whenever the
 // broker has been idle even briefly: at a few thousand messages a second on
 // one core that was a futex wake-up and three monitor nanosleeps per
-// message, about a third of the broker's CPU per message (perf: every
+// message, a fifth to a third of the broker's CPU per message (perf: every
 // futex wake came from entersyscall in a socket read).
 
 // rawOp is one raw read or write: RawConn takes a func, and a closure
