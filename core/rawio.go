@@ -69,18 +69,29 @@ func (o *rawOp) doWrite(fd uintptr) bool {
 	return true
 }
 
+// rawDo makes one read (or write) of buf through rc with a pooled rawOp.
+func rawDo(rc syscall.RawConn, buf []byte, write bool) (int, syscall.Errno, error) {
+	o := rawOps.Get().(*rawOp)
+	o.buf, o.n, o.errno = buf, 0, 0
+	var err error
+	if write {
+		err = rc.Write(o.write)
+	} else {
+		err = rc.Read(o.read)
+	}
+	n, errno := o.n, o.errno
+	o.buf = nil
+	rawOps.Put(o)
+	return n, errno, err
+}
+
 // rawRead reads into p as net.Conn.Read does: io.EOF at the end of the
 // stream, the read deadline honoured while waiting.
 func rawRead(rc syscall.RawConn, p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	o := rawOps.Get().(*rawOp)
-	o.buf, o.n, o.errno = p, 0, 0
-	err := rc.Read(o.read)
-	n, errno := o.n, o.errno
-	o.buf = nil
-	rawOps.Put(o)
+	n, errno, err := rawDo(rc, p, false)
 	switch {
 	case err != nil:
 		return 0, err
@@ -98,12 +109,7 @@ func rawWrite(rc syscall.RawConn, buf []byte) (int, error) {
 	if len(buf) == 0 {
 		return 0, nil
 	}
-	o := rawOps.Get().(*rawOp)
-	o.buf, o.n, o.errno = buf, 0, 0
-	err := rc.Write(o.write)
-	n, errno := o.n, o.errno
-	o.buf = nil
-	rawOps.Put(o)
+	n, errno, err := rawDo(rc, buf, true)
 	if err == nil && errno != 0 {
 		err = &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", errno)}
 	}
