@@ -59,11 +59,11 @@ func (c *client) handshake() bool {
 		if reason != CloseAuthFailed { // tell an unauthenticated peer nothing more than the code
 			ack.Props.ReasonString = []byte(why)
 		}
+		if reason == CloseAuthFailed {
+			srv.stats.authFailures.Add(1) // before CONNACK: a client that reads it sees the count
+		}
 		c.send(ack)
 		c.close(reason, 0)
-		if reason == CloseAuthFailed {
-			srv.stats.authFailures.Add(1)
-		}
 		return false
 	}
 
