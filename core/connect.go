@@ -187,9 +187,9 @@ func (c *client) handshake() bool {
 		c.connected = true
 		c.ctrl = ack.Append(c.ctrl, c.version)
 		c.mu.Unlock()
+		srv.stats.connects.Add(1) // before the writer can send CONNACK
 		c.wake()
 	})
-	srv.stats.connects.Add(1)
 	c.log(zap.InfoLevel, "client connected", zap.String("username", c.username), zap.Uint8("protocol", c.version),
 		zap.Bool("clean_start", cp.CleanStart), zap.Bool("session_present", ack.SessionPresent),
 		zap.Duration("keepalive", c.keepAlive))
