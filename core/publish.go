@@ -72,7 +72,9 @@ func (c *client) handlePublish(p *codec.Publish) bool {
 	}
 	rc := codec.Success
 	switch {
-	case topicLevels(unsafeString(topic)) > srv.opts.MaxTopicLevels:
+	case len(topic) >= srv.opts.MaxTopicLevels && topicLevels(unsafeString(topic)) > srv.opts.MaxTopicLevels:
+		// A topic of n bytes has at most n+1 levels: short ones (nearly
+		// all, with the default of 128) are not counted.
 		rc = codec.TopicNameInvalid
 	case strings.HasPrefix(unsafeString(topic), "$SYS"):
 		rc = codec.NotAuthorized // only the broker publishes $SYS
