@@ -156,7 +156,7 @@ type routed struct {
 	noSpace bool     // a QoS 1/2 delivery or the retained message was refused: full store
 	failed  bool     // the store failed to record a delivery
 	held    *Message // the message, while held for commitInbound (Message.held)
-	lagging bool     // a subscriber's full queue dropped a QoS 0 message
+	lagging bool     // a subscriber's queue was full (enqLagging)
 }
 
 func (r *routed) add(res enqueueResult) {

@@ -99,7 +99,7 @@ const (
 	enqStoreErr                      // QoS 1/2 refused: the store failed
 
 	// enqLagging is or-ed into the result when the queue was full: the
-	// subscriber is not keeping up and a QoS 0 message was dropped.
+	// subscriber is not keeping up (a message was dropped or refused).
 	enqLagging enqueueResult = 0x80
 )
 
