@@ -265,8 +265,9 @@ func (a *Auth) admit(clientID, username string, ip netip.Addr, now time.Time) er
 // too many failures is refused before any hash is checked, otherwise
 // exactly one hash is checked, against a stand-in of the same cost for an
 // unknown user. A wrong password and an unknown user both get Bad User
-// Name or Password.
-func (a *Auth) Authenticate(clientID, username string, password []byte, remote net.Addr, listener string) error {
+// Name or Password. A connection opened by a foreign browser page
+// (crossOrigin set) is never local for the anonymous policy.
+func (a *Auth) Authenticate(clientID, username string, password []byte, remote net.Addr, listener, crossOrigin string) error {
 	now := a.now()
 	ip, _ := addrIP(remote)
 	if err := a.admit(clientID, username, ip, now); err != nil {
@@ -278,8 +279,11 @@ func (a *Auth) Authenticate(clientID, username string, password []byte, remote n
 		a.stats.logins.Add(1)
 		return nil
 	case username == "" || pf == nil:
-		if !a.anonymousOK(listener, remote, ip) {
+		if !a.anonymousOK(listener, remote, ip, crossOrigin) {
 			a.stats.anonymousRefused.Add(1)
+			if crossOrigin != "" {
+				return refuse(codec.NotAuthorized, "anonymous access is not allowed to a web page from %s (a foreign origin) on listener %s", crossOrigin, listener)
+			}
 			if username != "" {
 				return refuse(codec.NotAuthorized, "user names are not checked without a password file, and anonymous access is not allowed from %s on listener %s", ip, listener)
 			}
@@ -340,8 +344,10 @@ func (a *Auth) acquireHash() bool {
 	}
 }
 
-// anonymousOK applies the anonymous policy of a listener.
-func (a *Auth) anonymousOK(listener string, remote net.Addr, ip netip.Addr) bool {
+// anonymousOK applies the anonymous policy of a listener. The local policy
+// never admits a connection from a foreign web page: the page runs in a
+// browser on the machine, but its author is not local.
+func (a *Auth) anonymousOK(listener string, remote net.Addr, ip netip.Addr, crossOrigin string) bool {
 	p := a.opts.AllowAnonymous
 	if lp := a.opts.ListenerAnonymous[listener]; lp != "" {
 		p = lp
@@ -350,6 +356,9 @@ func (a *Auth) anonymousOK(listener string, remote net.Addr, ip netip.Addr) bool
 	case AnonymousAllow:
 		return true
 	case AnonymousDeny:
+		return false
+	}
+	if crossOrigin != "" {
 		return false
 	}
 	if ip.IsValid() {

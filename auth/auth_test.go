@@ -101,32 +101,37 @@ func TestAuthenticate(t *testing.T) {
 		remote   net.Addr
 		listener string
 		want     codec.ReasonCode
+		origin   string // a foreign web page's origin
 	}{
-		{"mosquitto $7$", a, "alice", "correct horse battery staple", far, "tcp", codec.Success},
-		{"mosquitto $6$", a, "carol", "pa:ss w0rd", far, "tcp", codec.Success},
-		{"bcrypt", a, "dave", "wonderland", far, "tcp", codec.Success},
-		{"wrong password", a, "dave", "Wonderland", far, "tcp", codec.BadUserNameOrPassword},
-		{"no password", a, "erin", "", far, "tcp", codec.BadUserNameOrPassword},
-		{"unknown user", a, "mallory", "wonderland", far, "tcp", codec.BadUserNameOrPassword},
-		{"anonymous from loopback", a, "", "", local, "tcp", codec.Success},
-		{"anonymous from IPv6 loopback", a, "", "", tcpAddr("[::1]:5000"), "tcp", codec.Success},
-		{"anonymous from IPv4-mapped loopback", a, "", "", &net.TCPAddr{IP: net.ParseIP("::ffff:127.0.0.1")}, "tcp", codec.Success},
-		{"anonymous from afar", a, "", "", far, "tcp", codec.NotAuthorized},
-		{"anonymous in process", a, "", "", unixAddr{}, "tcp", codec.Success},
-		{"anonymous without address", a, "", "", nil, "tcp", codec.NotAuthorized},
-		{"anonymous on an open listener", a, "", "", far, "open", codec.Success},
-		{"anonymous on a closed listener", a, "", "", local, "closed", codec.NotAuthorized},
-		{"users still checked on an open listener", a, "dave", "x", far, "open", codec.BadUserNameOrPassword},
-		{"unknown user from loopback", a, "mallory", "", local, "tcp", codec.BadUserNameOrPassword},
-		{"certificate identity", a, "device-42", "", far, "mtls", codec.Success},
-		{"no identity on the mtls listener", a, "", "", far, "mtls", codec.NotAuthorized},
-		{"no password file, loopback", noPw, "anyname", "x", local, "tcp", codec.Success},
-		{"no password file, afar", noPw, "anyname", "x", far, "tcp", codec.NotAuthorized},
-		{"allow_anonymous true", anyone, "", "", far, "tcp", codec.Success},
+		{"mosquitto $7$", a, "alice", "correct horse battery staple", far, "tcp", codec.Success, ""},
+		{"mosquitto $6$", a, "carol", "pa:ss w0rd", far, "tcp", codec.Success, ""},
+		{"bcrypt", a, "dave", "wonderland", far, "tcp", codec.Success, ""},
+		{"wrong password", a, "dave", "Wonderland", far, "tcp", codec.BadUserNameOrPassword, ""},
+		{"no password", a, "erin", "", far, "tcp", codec.BadUserNameOrPassword, ""},
+		{"unknown user", a, "mallory", "wonderland", far, "tcp", codec.BadUserNameOrPassword, ""},
+		{"anonymous from loopback", a, "", "", local, "tcp", codec.Success, ""},
+		{"anonymous from IPv6 loopback", a, "", "", tcpAddr("[::1]:5000"), "tcp", codec.Success, ""},
+		{"anonymous from IPv4-mapped loopback", a, "", "", &net.TCPAddr{IP: net.ParseIP("::ffff:127.0.0.1")}, "tcp", codec.Success, ""},
+		{"anonymous from afar", a, "", "", far, "tcp", codec.NotAuthorized, ""},
+		{"anonymous in process", a, "", "", unixAddr{}, "tcp", codec.Success, ""},
+		{"anonymous without address", a, "", "", nil, "tcp", codec.NotAuthorized, ""},
+		{"anonymous on an open listener", a, "", "", far, "open", codec.Success, ""},
+		{"anonymous on a closed listener", a, "", "", local, "closed", codec.NotAuthorized, ""},
+		{"users still checked on an open listener", a, "dave", "x", far, "open", codec.BadUserNameOrPassword, ""},
+		{"unknown user from loopback", a, "mallory", "", local, "tcp", codec.BadUserNameOrPassword, ""},
+		{"certificate identity", a, "device-42", "", far, "mtls", codec.Success, ""},
+		{"no identity on the mtls listener", a, "", "", far, "mtls", codec.NotAuthorized, ""},
+		{"no password file, loopback", noPw, "anyname", "x", local, "tcp", codec.Success, ""},
+		{"no password file, afar", noPw, "anyname", "x", far, "tcp", codec.NotAuthorized, ""},
+		{"allow_anonymous true", anyone, "", "", far, "tcp", codec.Success, ""},
+		{"anonymous foreign web page on loopback", a, "", "", local, "tcp", codec.NotAuthorized, "http://evil.example"},
+		{"no password file, foreign web page on loopback", noPw, "anyname", "pw1", local, "tcp", codec.NotAuthorized, "http://evil.example"},
+		{"foreign web page with credentials", a, "dave", "wonderland", local, "tcp", codec.Success, "http://evil.example"},
+		{"foreign web page, allow_anonymous true", anyone, "", "", local, "tcp", codec.Success, "http://evil.example"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := tt.a.Authenticate("client-"+tt.name, tt.user, []byte(tt.password), tt.remote, tt.listener)
+			err := tt.a.Authenticate("client-"+tt.name, tt.user, []byte(tt.password), tt.remote, tt.listener, tt.origin)
 			if got := reasonOf(err); got != tt.want || (err == nil) != (tt.want == codec.Success) {
 				t.Fatalf("Authenticate = %v (%v), want %v", got, err, tt.want)
 			}
@@ -136,7 +141,7 @@ func TestAuthenticate(t *testing.T) {
 		})
 	}
 	st := a.Stats()
-	if st.Users != 5 || st.Logins != 9 || st.LoginFailures != 5 || st.AnonymousRefused != 4 {
+	if st.Users != 5 || st.Logins != 10 || st.LoginFailures != 5 || st.AnonymousRefused != 5 {
 		t.Errorf("stats %+v", st)
 	}
 }
@@ -156,7 +161,7 @@ func TestUnknownUserCostsTheSame(t *testing.T) {
 		best := time.Hour
 		for range 5 {
 			start := time.Now()
-			_ = a.Authenticate("c", user, []byte("wrong"), remote, "tcp")
+			_ = a.Authenticate("c", user, []byte("wrong"), remote, "tcp", "")
 			best = min(best, time.Since(start))
 		}
 		return best
@@ -202,7 +207,7 @@ func TestBans(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			// Without a password file a user name is admitted like an anonymous client.
-			err := a.Authenticate(tt.client, tt.user, nil, tcpAddr(tt.addr), "tcp")
+			err := a.Authenticate(tt.client, tt.user, nil, tcpAddr(tt.addr), "tcp", "")
 			if got := reasonOf(err); got != tt.want {
 				t.Errorf("Authenticate = %v (%v), want %v", got, err, tt.want)
 			}
@@ -213,13 +218,13 @@ func TestBans(t *testing.T) {
 		t.Errorf("Bans() = %+v", bans)
 	}
 	clk.advance(time.Minute) // the client id ban expires
-	if err := a.Authenticate("bad-client", "", nil, remote, "tcp"); err != nil {
+	if err := a.Authenticate("bad-client", "", nil, remote, "tcp", ""); err != nil {
 		t.Errorf("expired ban still refuses: %v", err)
 	}
 	if !a.Unban(BanAddress, "203.0.113.0/24") || a.Unban(BanAddress, "203.0.113.0/24") {
 		t.Error("Unban reported wrongly")
 	}
-	if err := a.Authenticate("c", "", nil, tcpAddr("203.0.113.77:1"), "tcp"); err != nil {
+	if err := a.Authenticate("c", "", nil, tcpAddr("203.0.113.77:1"), "tcp", ""); err != nil {
 		t.Errorf("after Unban: %v", err)
 	}
 	if got := a.Stats(); got.Bans != 3 || got.Banned != 5 {
@@ -237,7 +242,7 @@ func TestFailedLoginLimit(t *testing.T) {
 	a := newAuth(t, Options{PasswordFile: file, now: clk.now, Limits: Limits{MaxFailedLogins: 3, FailedLoginWindow: time.Minute, FailedLoginBan: 5 * time.Minute}})
 	attacker, other := tcpAddr("192.0.2.66:1"), tcpAddr("192.0.2.67:1")
 	login := func(addr net.Addr, pass string) codec.ReasonCode {
-		return reasonOf(a.Authenticate("c", "dave", []byte(pass), addr, "tcp"))
+		return reasonOf(a.Authenticate("c", "dave", []byte(pass), addr, "tcp", ""))
 	}
 	for i := range 3 {
 		if got := login(attacker, "guess"); got != codec.BadUserNameOrPassword {
@@ -295,7 +300,7 @@ func TestBruteForce(t *testing.T) {
 	for range workers {
 		wg.Go(func() {
 			for next.Add(1) <= attempts {
-				err := a.Authenticate("bot", "victim", []byte("guess"), attacker, "tcp")
+				err := a.Authenticate("bot", "victim", []byte("guess"), attacker, "tcp", "")
 				switch reasonOf(err) {
 				case codec.NotAuthorized:
 					refusedFast.Add(1)
@@ -308,7 +313,7 @@ func TestBruteForce(t *testing.T) {
 	}
 	legit := make(chan error, 1)
 	go func() {
-		legit <- a.Authenticate("good", "victim", []byte("correct horse"), tcpAddr("192.0.2.10:1"), "tcp")
+		legit <- a.Authenticate("good", "victim", []byte("correct horse"), tcpAddr("192.0.2.10:1"), "tcp", "")
 	}()
 	wg.Wait()
 	took := time.Since(start)
@@ -330,7 +335,7 @@ func TestConnectionRate(t *testing.T) {
 	clk := newClock()
 	a := newAuth(t, Options{AllowAnonymous: AnonymousAllow, now: clk.now, Limits: Limits{ConnectionRate: 2, ConnectionBurst: 3}})
 	src := tcpAddr("192.0.2.5:1")
-	got := func() codec.ReasonCode { return reasonOf(a.Authenticate("c", "", nil, src, "tcp")) }
+	got := func() codec.ReasonCode { return reasonOf(a.Authenticate("c", "", nil, src, "tcp", "")) }
 	for i := range 3 {
 		if rc := got(); rc != codec.Success {
 			t.Fatalf("burst connection %d: %v", i+1, rc)
@@ -339,7 +344,7 @@ func TestConnectionRate(t *testing.T) {
 	if rc := got(); rc != codec.ConnectionRateExceeded {
 		t.Fatalf("over the burst: %v", rc)
 	}
-	if rc := reasonOf(a.Authenticate("c", "", nil, tcpAddr("192.0.2.6:1"), "tcp")); rc != codec.Success {
+	if rc := reasonOf(a.Authenticate("c", "", nil, tcpAddr("192.0.2.6:1"), "tcp", "")); rc != codec.Success {
 		t.Errorf("another source: %v", rc)
 	}
 	clk.advance(500 * time.Millisecond) // one token back at 2/s
@@ -365,14 +370,14 @@ func TestFlapping(t *testing.T) {
 	for range 3 {
 		drop("flappy", "keepalive_timeout")
 	}
-	if err := a.Authenticate("flappy", "", nil, remote, "tcp"); err != nil {
+	if err := a.Authenticate("flappy", "", nil, remote, "tcp", ""); err != nil {
 		t.Fatalf("3 drops (the limit) banned: %v", err)
 	}
 	drop("flappy", "taken_over")
-	if rc := reasonOf(a.Authenticate("flappy", "", nil, remote, "tcp")); rc != codec.Banned {
+	if rc := reasonOf(a.Authenticate("flappy", "", nil, remote, "tcp", "")); rc != codec.Banned {
 		t.Fatalf("4th drop: %v, want Banned", rc)
 	}
-	if err := a.Authenticate("tidy", "", nil, remote, "tcp"); err != nil {
+	if err := a.Authenticate("tidy", "", nil, remote, "tcp", ""); err != nil {
 		t.Errorf("tidy client: %v", err)
 	}
 	if bans := a.Bans(); len(bans) != 1 || bans[0].Reason != "flapping" || !bans[0].Until.Equal(clk.now().Add(10*time.Minute)) {
@@ -384,11 +389,11 @@ func TestFlapping(t *testing.T) {
 	}
 	clk.advance(61 * time.Second)
 	drop("slow", "peer_gone")
-	if err := a.Authenticate("slow", "", nil, remote, "tcp"); err != nil {
+	if err := a.Authenticate("slow", "", nil, remote, "tcp", ""); err != nil {
 		t.Errorf("slow flapper banned: %v", err)
 	}
 	clk.advance(10 * time.Minute)
-	if err := a.Authenticate("flappy", "", nil, remote, "tcp"); err != nil {
+	if err := a.Authenticate("flappy", "", nil, remote, "tcp", ""); err != nil {
 		t.Errorf("flapping ban did not expire: %v", err)
 	}
 	if st := a.Stats(); st.FlapBans != 1 {
@@ -444,8 +449,8 @@ func TestReload(t *testing.T) {
 	if _, err := passwd(t, "", "-b", "-cost", "4", "-scram", "none", pwFile, "u", "new"); err != nil {
 		t.Fatal(err)
 	}
-	eventually("password change", func() bool { return a.Authenticate("c", "u", []byte("new"), remote, "tcp") == nil })
-	if a.Authenticate("c", "u", []byte("old"), remote, "tcp") == nil {
+	eventually("password change", func() bool { return a.Authenticate("c", "u", []byte("new"), remote, "tcp", "") == nil })
+	if a.Authenticate("c", "u", []byte("old"), remote, "tcp", "") == nil {
 		t.Error("old password still works")
 	}
 

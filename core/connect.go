@@ -101,7 +101,7 @@ func (c *client) handshake() bool {
 		return refuse(codec.BadAuthenticationMethod, CloseAuthFailed, "enhanced authentication is not configured")
 	}
 	if srv.auth != nil && authMethod == "" {
-		if err := srv.auth.Authenticate(c.id, c.username, cp.Password, c.conn.RemoteAddr(), c.listener); err != nil {
+		if err := srv.auth.Authenticate(c.id, c.username, cp.Password, c.conn.RemoteAddr(), c.listener, crossOrigin(c.conn)); err != nil {
 			return refuse(authReason(err), CloseAuthFailed, err.Error())
 		}
 	}

@@ -13,6 +13,23 @@ type CertIdentifier interface {
 	CertIdentity() string
 }
 
+// CrossOriginer is implemented by a WebSocket conn. CrossOrigin returns the
+// Origin header of the browser page that opened the connection when the
+// page is not the broker's own — not same-origin, not the dashboard, not
+// listed by the operator — and "" otherwise (no browser, or a trusted
+// page). The Authenticator hears of it: a page the operator happens to
+// visit must not drive a local broker with a local client's privileges.
+type CrossOriginer interface {
+	CrossOrigin() string
+}
+
+func crossOrigin(conn net.Conn) string {
+	if co, ok := conn.(CrossOriginer); ok {
+		return co.CrossOrigin()
+	}
+	return ""
+}
+
 // transportUsername returns the username the connection's transport vouches
 // for, replacing the one in CONNECT, and whether there is one. The
 // Authenticator then sees it as the username.

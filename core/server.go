@@ -19,8 +19,11 @@ import (
 // Authenticator decides whether a client may connect. A refusal returns an
 // error; a codec.ReasonCode error (BadUserNameOrPassword, NotAuthorized,
 // Banned …) is sent to the client as is, any other error as Not Authorized.
+// crossOrigin is the Origin of the browser page that opened the connection
+// when that page is not the broker's own (see CrossOriginer), else "": such
+// a page must not get what a local client gets without credentials.
 type Authenticator interface {
-	Authenticate(clientID, username string, password []byte, remote net.Addr, listener string) error
+	Authenticate(clientID, username string, password []byte, remote net.Addr, listener, crossOrigin string) error
 }
 
 // Authorizer decides what a connected client may do. It is asked on every

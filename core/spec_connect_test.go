@@ -254,7 +254,7 @@ func TestServerKeepAlive(t *testing.T) {
 // errAuth is an Authenticator that refuses with err.
 type errAuth struct{ err error }
 
-func (a errAuth) Authenticate(clientID, username string, password []byte, remote net.Addr, listener string) error {
+func (a errAuth) Authenticate(clientID, username string, password []byte, remote net.Addr, listener, crossOrigin string) error {
 	if username == "good" {
 		return nil
 	}

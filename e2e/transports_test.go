@@ -50,7 +50,7 @@ type userLog struct {
 }
 
 // Authenticate implements core.Authenticator: it lets everyone in and notes the username.
-func (u *userLog) Authenticate(clientID, username string, _ []byte, _ net.Addr, _ string) error {
+func (u *userLog) Authenticate(clientID, username string, _ []byte, _ net.Addr, _, _ string) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.users[clientID] = username

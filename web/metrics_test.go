@@ -87,7 +87,7 @@ func (c *pipeClient) next() codec.Packet {
 // refuse turns away the user name "intruder".
 type refuse struct{}
 
-func (refuse) Authenticate(_, username string, _ []byte, _ net.Addr, _ string) error {
+func (refuse) Authenticate(_, username string, _ []byte, _ net.Addr, _, _ string) error {
 	if username == "intruder" {
 		return codec.BadUserNameOrPassword
 	}

@@ -190,7 +190,7 @@ var (
 )
 
 // Authenticate implements core.Authenticator.
-func (a *tokenAuthn) Authenticate(clientID, username string, password []byte, remote net.Addr, listener string) error {
+func (a *tokenAuthn) Authenticate(clientID, username string, password []byte, remote net.Addr, listener, crossOrigin string) error {
 	if strings.HasPrefix(username, DashboardUserPrefix) {
 		if _, err := a.t.Check(username, password); err != nil {
 			a.t.refused.Add(1)
@@ -202,7 +202,7 @@ func (a *tokenAuthn) Authenticate(clientID, username string, password []byte, re
 	if a.inner == nil {
 		return nil
 	}
-	return a.inner.Authenticate(clientID, username, password, remote, listener)
+	return a.inner.Authenticate(clientID, username, password, remote, listener, crossOrigin)
 }
 
 func (a *tokenAuthn) authStep(method, clientID string, state any, data []byte, remote net.Addr, listener string) (

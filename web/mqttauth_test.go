@@ -70,7 +70,7 @@ type innerAuth struct {
 	calls atomic.Int64
 }
 
-func (a *innerAuth) Authenticate(_, username string, password []byte, _ net.Addr, _ string) error {
+func (a *innerAuth) Authenticate(_, username string, password []byte, _ net.Addr, _, _ string) error {
 	a.calls.Add(1)
 	if username == "alice" && string(password) == "pw" {
 		return nil
@@ -105,8 +105,8 @@ func (a *fullAuth) ClientDisconnected(clientID, username string, remote net.Addr
 // enhancedOnly and observerOnly have one optional interface each.
 type enhancedOnly struct{ f *fullAuth }
 
-func (a enhancedOnly) Authenticate(c, u string, p []byte, r net.Addr, l string) error {
-	return a.f.Authenticate(c, u, p, r, l)
+func (a enhancedOnly) Authenticate(c, u string, p []byte, r net.Addr, l, o string) error {
+	return a.f.Authenticate(c, u, p, r, l, o)
 }
 func (a enhancedOnly) AuthStep(m, c string, s any, d []byte, r net.Addr, l string) ([]byte, any, bool, string, error) {
 	return a.f.AuthStep(m, c, s, d, r, l)
@@ -114,8 +114,8 @@ func (a enhancedOnly) AuthStep(m, c string, s any, d []byte, r net.Addr, l strin
 
 type observerOnly struct{ f *fullAuth }
 
-func (a observerOnly) Authenticate(c, u string, p []byte, r net.Addr, l string) error {
-	return a.f.Authenticate(c, u, p, r, l)
+func (a observerOnly) Authenticate(c, u string, p []byte, r net.Addr, l, o string) error {
+	return a.f.Authenticate(c, u, p, r, l, o)
 }
 func (a observerOnly) ClientDisconnected(c, u string, r net.Addr, l string, d time.Duration, why string) {
 	a.f.ClientDisconnected(c, u, r, l, d, why)
