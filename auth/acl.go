@@ -17,27 +17,27 @@ import (
 //	pattern [read|write|readwrite|deny] FILTER   a rule for every client, anywhere in the file;
 //	                                             %c is the client id, %u the user name
 //
-// The access defaults to readwrite. A client may do what some rule of its
-// own (its user section, or the anonymous rules when it has no user name)
-// or some pattern allows, unless a deny rule among them matches: deny
-// always wins, wherever it is in the file. Mosquitto too checks deny rules
-// first within each list; xmq lets a pattern deny win over a user allow as
-// well. A client without a user name never matches a pattern using %u, and
-// when the file has patterns a client whose id or user name contains '+',
-// '#' or '/' gets nothing from them (and nothing at all if a pattern denies).
+// A file means what it means in Mosquitto 2. The access defaults to
+// readwrite. A topic is decided by the client's own rules (its user
+// section, or the anonymous rules when it has no user name) — a deny rule
+// matching it refuses, else an allow rule with the access wanted grants —
+// and when none of them matches, by the patterns the same way; when
+// nothing matches, access is refused. A client without a user name never
+// matches a pattern using %u, and when the file has patterns a client
+// whose id or user name contains '+', '#' or '/' gets nothing from them
+// (and nothing at all if a pattern denies).
 //
 // Wildcards in rules work as in subscriptions, including the '$' rule: '#'
 // and '+' at the first level do not match $SYS or other '$' topics, so
 // $SYS needs its own rule.
 //
-// PUBLISH needs write access to the topic. SUBSCRIBE needs read access to
-// the whole filter (of a shared subscription, the filter after
-// $share/GROUP/): some read rule must cover every topic the filter can
-// match, and no deny rule may overlap it. So with `topic read sensors/#`,
-// sensors/+/temp is allowed and + or # is not; with `topic read #` and
-// `topic deny secret/#`, # is refused (it would receive secret/...) and
-// sensors/# is allowed. (Mosquitto 2 checks each delivered message
-// instead; checking at SUBSCRIBE keeps the delivery path free of ACL work.)
+// PUBLISH (and a will) needs write access to the topic. A SUBSCRIBE filter
+// is granted when some read rule could match one of its topics and no deny
+// rule covers the whole filter (so a filter equal to a denied one is
+// refused), and each message is then checked on delivery: with `topic read
+// #` and `topic deny secret/#`, # is granted and delivers everything but
+// secret/.... A shared subscription is decided on the filter after
+// $share/GROUP/. A comment must stand on its own line, as in Mosquitto.
 
 // access is what a rule grants: read and/or write, or nothing (deny).
 type access uint8
@@ -113,6 +113,9 @@ func parseACL(data []byte) (*aclSet, error) {
 			if rest == "" {
 				return nil, fmt.Errorf("%w line %d: user without a name", errACLSyntax, n+1)
 			}
+			if i := strings.IndexAny(rest, "#"); i > 0 && (rest[i-1] == ' ' || rest[i-1] == '\t') {
+				return nil, inlineComment(n+1, rest[i:])
+			}
 			user, inUser = rest, true
 		case "topic", "pattern":
 			acc, filter := accRead|accWrite, rest
@@ -135,6 +138,9 @@ func parseACL(data []byte) (*aclSet, error) {
 				return nil, fmt.Errorf("%w line %d: %s without a topic", errACLSyntax, n+1, kw)
 			}
 			r, err := newRule(filter, acc, kw == "pattern")
+			if i := strings.IndexAny(filter, "#"); err != nil && i > 0 && (filter[i-1] == ' ' || filter[i-1] == '\t') {
+				return nil, inlineComment(n+1, filter[i:])
+			}
 			if err != nil {
 				return nil, fmt.Errorf("%w line %d: %v", errACLSyntax, n+1, err)
 			}
@@ -154,6 +160,12 @@ func parseACL(data []byte) (*aclSet, error) {
 		}
 	}
 	return s, nil
+}
+
+// inlineComment is the error for a comment after a rule, which Mosquitto
+// refuses too: "topic read a/b # note" would read as the filter "a/b # note".
+func inlineComment(line int, comment string) error {
+	return fmt.Errorf("%w line %d: inline comments are not supported: put %q on a line of its own", errACLSyntax, line, strings.TrimSpace(comment))
 }
 
 // cutSpace splits s at its first run of spaces or tabs.
@@ -286,68 +298,138 @@ func (r *rule) overlaps(filter []string, clientID, username string) bool {
 // Mosquitto refuses pattern access to them.
 func dangerous(s string) bool { return strings.ContainsAny(s, "+#/") }
 
-// decide runs the rules that apply to a client: hit tells whether a rule
-// applies to the topic or filter at hand, for a deny rule (overlap) or an
-// allow rule (cover). want is the access needed.
-func (s *aclSet) decide(clientID, username string, want access, hit func(r *rule, deny bool) bool) bool {
-	own := s.anon
+// scope returns the rules that apply to a client, in the order Mosquitto 2
+// reads them: its own section (the anonymous rules without a user name),
+// then the patterns. ok is false when the client may do nothing at all: its
+// id or user name could bend a pattern and some pattern denies; with no
+// pattern deny such a client just gets no pattern.
+func (s *aclSet) scope(clientID, username string) (own, patterns []rule, ok bool) {
+	own = s.anon
 	if username != "" {
 		own = s.users[username]
 	}
-	usePatterns := len(s.patterns) > 0
-	if usePatterns && (dangerous(clientID) || dangerous(username)) {
+	patterns = s.patterns
+	if len(patterns) > 0 && (dangerous(clientID) || dangerous(username)) {
 		if s.patternDeny {
-			return false
+			return nil, nil, false
 		}
-		usePatterns = false
+		patterns = nil
 	}
-	applies := func(r *rule) bool { return !r.usesU || username != "" }
-	for i := range own {
-		if own[i].access == accDeny && hit(&own[i], true) {
-			return false
+	return own, patterns, true
+}
+
+// applies reports whether a rule can apply to a client: a %u pattern never
+// applies to a client without a user name.
+func (r *rule) applies(username string) bool { return !r.usesU || username != "" }
+
+// decideTopic decides access to a topic name as Mosquitto 2 does: the
+// client's own rules, deny rules first, then its allow rules with the
+// access wanted; when none of them matches, the patterns the same way;
+// when nothing matches, no access. It returns the rule that decided (nil:
+// no rule allows it), for the log.
+func (s *aclSet) decideTopic(clientID, username, topic string, want access) (bool, *rule) {
+	own, patterns, ok := s.scope(clientID, username)
+	if !ok {
+		return false, nil
+	}
+	for _, list := range [2][]rule{own, patterns} {
+		for i := range list {
+			if r := &list[i]; r.access == accDeny && r.applies(username) && r.matchTopic(topic, clientID, username) {
+				return false, r
+			}
 		}
-	}
-	if usePatterns {
-		for i := range s.patterns {
-			if r := &s.patterns[i]; r.access == accDeny && applies(r) && hit(r, true) {
-				return false
+		for i := range list {
+			if r := &list[i]; r.access&want != 0 && r.applies(username) && r.matchTopic(topic, clientID, username) {
+				return true, r
 			}
 		}
 	}
-	for i := range own {
-		if own[i].access&want != 0 && hit(&own[i], false) {
-			return true
-		}
-	}
-	if usePatterns {
-		for i := range s.patterns {
-			if r := &s.patterns[i]; r.access&want != 0 && applies(r) && hit(r, false) {
-				return true
-			}
-		}
-	}
-	return false
+	return false, nil
 }
 
 // canPublish decides write access to a topic name.
-func (s *aclSet) canPublish(clientID, username, topic string) bool {
-	return s.decide(clientID, username, accWrite, func(r *rule, _ bool) bool {
-		return r.matchTopic(topic, clientID, username)
-	})
+func (s *aclSet) canPublish(clientID, username, topic string) (bool, *rule) {
+	return s.decideTopic(clientID, username, topic, accWrite)
 }
 
-// canSubscribe decides read access to a filter; a shared subscription is
-// decided on its inner filter.
-func (s *aclSet) canSubscribe(clientID, username, filter string) bool {
+// canRead decides whether a message on topic may be delivered to a client.
+func (s *aclSet) canRead(clientID, username, topic string) (bool, *rule) {
+	return s.decideTopic(clientID, username, topic, accRead)
+}
+
+// canSubscribe decides a SUBSCRIBE filter as Mosquitto 2 means the file:
+// the subscription is granted when some read rule could match a topic of
+// it and no deny rule covers all of it (so a filter equal to a denied one
+// is refused); each message is then filtered on delivery (canRead).
+// readAll reports that every topic the filter matches is readable — a read
+// rule covers it and no deny rule overlaps it — so that deliveries need no
+// check. A shared subscription is decided on its inner filter. by is the
+// rule that refused, or nil.
+func (s *aclSet) canSubscribe(clientID, username, filter string) (ok, readAll bool, by *rule) {
 	_, f, _, err := codec.ParseShared([]byte(filter))
 	if err != nil || len(f) == 0 {
-		return false
+		return false, false, nil
+	}
+	own, patterns, inScope := s.scope(clientID, username)
+	if !inScope {
+		return false, false, nil
 	}
 	levels := strings.Split(string(f), "/")
-	return s.decide(clientID, username, accRead, func(r *rule, deny bool) bool {
-		if deny {
-			return r.overlaps(levels, clientID, username)
+	// What each list says about the filter's topics: a deny rule covering
+	// all of them or overlapping some, a read rule covering all or some.
+	type verdict struct {
+		denyCover                        *rule
+		denyOverlap, readCover, readSome bool
+	}
+	judge := func(list []rule) (v verdict) {
+		for i := range list {
+			r := &list[i]
+			if !r.applies(username) {
+				continue
+			}
+			switch {
+			case r.access == accDeny:
+				if v.denyCover == nil && r.covers(levels, clientID, username) {
+					v.denyCover = r
+				}
+				v.denyOverlap = v.denyOverlap || r.overlaps(levels, clientID, username)
+			case r.access&accRead != 0:
+				v.readCover = v.readCover || r.covers(levels, clientID, username)
+				v.readSome = v.readSome || r.overlaps(levels, clientID, username)
+			}
 		}
-		return r.covers(levels, clientID, username)
-	})
+		return v
+	}
+	o, p := judge(own), judge(patterns)
+	switch {
+	case o.denyCover != nil:
+		return false, false, o.denyCover
+	case !o.readSome && p.denyCover != nil:
+		// The own rules read none of it, and a pattern denies all of it.
+		return false, false, p.denyCover
+	case !o.readSome && !p.readSome:
+		return false, false, nil
+	}
+	readAll = !o.denyOverlap && (o.readCover || !p.denyOverlap && p.readCover)
+	return true, readAll, nil
+}
+
+// describe names a rule for the log: its line and text.
+func (r *rule) describe() string {
+	if r == nil {
+		return "no rule allows it"
+	}
+	kw, acc := "topic", "readwrite"
+	if r.pattern {
+		kw = "pattern"
+	}
+	switch r.access {
+	case accDeny:
+		acc = "deny"
+	case accRead:
+		acc = "read"
+	case accWrite:
+		acc = "write"
+	}
+	return fmt.Sprintf("line %d: %s %s %s", r.line, kw, acc, r.filter)
 }

@@ -76,7 +76,9 @@ func TestACLPublish(t *testing.T) {
 		{"dangerous id: user rules still apply", s, "a+", "alice", "sensors/x", true},
 		{"dangerous user name", s, "ok", "ev/il", "devices/ok/x", false},
 		{"pattern deny beats pattern allow", withDeny, "d1", "", "devices/d1/config", false},
-		{"pattern deny beats user allow", mustACL(t, "user u\ntopic write #\npattern deny private/%u/#\n"), "c", "u", "private/u/x", false},
+		{"user allow beats pattern deny (Mosquitto's order)", mustACL(t, "user u\ntopic write #\npattern deny private/%u/#\n"), "c", "u", "private/u/x", true},
+		{"pattern deny when the own rules say nothing", mustACL(t, "user u\ntopic write a\npattern deny private/%u/#\npattern write private/#\n"), "c", "u", "private/u/x", false},
+		{"read-only own rule falls through to patterns", mustACL(t, "user u\ntopic read #\npattern write x/%u\n"), "c", "u", "x/u", true},
 		{"pattern deny spares others", withDeny, "d1", "", "devices/d1/temp", true},
 		{"dangerous id and a pattern deny: nothing", withDeny, "a#", "alice", "sensors/x", false},
 		{"$ topic needs a $ rule", mustACL(t, "topic #\n"), "c", "", "$SYS/x", false},
@@ -89,7 +91,7 @@ func TestACLPublish(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.set.canPublish(tt.client, tt.user, tt.top); got != tt.want {
+			if got, _ := tt.set.canPublish(tt.client, tt.user, tt.top); got != tt.want {
 				t.Errorf("canPublish(%q, %q, %q) = %v, want %v", tt.client, tt.user, tt.top, got, tt.want)
 			}
 		})
@@ -98,44 +100,120 @@ func TestACLPublish(t *testing.T) {
 
 func TestACLSubscribe(t *testing.T) {
 	s := mustACL(t, testACL)
+	// The Eclipse Paho interoperability suite's ACL.
+	paho := mustACL(t, "topic readwrite #\ntopic deny test/nosubscribe\n")
+	own := mustACL(t, "user u\ntopic read a/#\npattern deny a/%u/#\npattern deny b/#\npattern read b/+/x\n")
 	tests := []struct {
 		name                 string
+		set                  *aclSet
 		client, user, filter string
-		want                 bool
+		want, readAll        bool
 	}{
-		{"anonymous covered", "d", "", "public/news", true},
-		{"anonymous covered wildcard", "d", "", "public/news/+", true},
-		{"deny overlaps #", "d", "", "public/#", false},
-		{"deny overlaps +", "d", "", "public/+", false},
-		{"denied exactly", "d", "", "public/secret", false},
-		{"not covered", "d", "", "#", false},
-		{"pattern covers", "d", "", "devices/d/#", true},
-		{"pattern other client", "d", "", "devices/e/#", false},
-		{"pattern does not cover +", "d", "", "devices/+/x", false},
-		{"user covered", "a", "alice", "sensors/room1/#", true},
-		{"user deny overlap", "a", "alice", "sensors/#", false},
-		{"user deny overlap via +", "a", "alice", "sensors/+/temp", false},
-		{"write-only rule", "a", "alice", "alerts/fire", false},
-		{"$SYS rule", "a", "alice", "$SYS/#", true},
-		{"$SYS with +", "a", "alice", "$SYS/broker/+", true},
-		{"shared covered", "a", "alice", "$share/g/sensors/room1/#", true},
-		{"shared denied", "a", "alice", "$share/g/#", false},
-		{"shared deny overlap", "a", "alice", "$share/g/sensors/+/x", false},
-		{"bad shared", "a", "alice", "$share/g", false},
-		{"read # covers #", "b", "bob", "#", true},
-		{"read # covers +/x", "b", "bob", "+/x", true},
-		{"read # does not cover $SYS", "b", "bob", "$SYS/#", false},
-		{"shared #", "b", "bob", "$share/g/#", true},
-		{"pattern %u", "a", "alice", "users/alice/inbox", true},
-		{"pattern %u other user", "a", "alice", "users/bob/inbox", false},
-		{"pattern %u anonymous", "d", "", "users//inbox", false},
+		{"anonymous covered", s, "d", "", "public/news", true, true},
+		{"anonymous covered wildcard", s, "d", "", "public/news/+", true, true},
+		{"deny inside #: granted, filtered per message", s, "d", "", "public/#", true, false},
+		{"deny inside +: granted, filtered", s, "d", "", "public/+", true, false},
+		{"denied exactly", s, "d", "", "public/secret", false, false},
+		{"# reaches a readable topic", s, "d", "", "#", true, false},
+		{"nothing readable", s, "d", "", "private/#", false, false},
+		{"pattern covers", s, "d", "", "devices/d/#", true, true},
+		{"pattern other client", s, "d", "", "devices/e/#", false, false},
+		{"pattern reaches part of +", s, "d", "", "devices/+/x", true, false},
+		{"user covered", s, "a", "alice", "sensors/room1/#", true, true},
+		{"user deny inside", s, "a", "alice", "sensors/#", true, false},
+		{"user deny inside via +", s, "a", "alice", "sensors/+/temp", true, false},
+		{"user deny covers", s, "a", "alice", "sensors/private/+", false, false},
+		{"write-only rule", s, "a", "alice", "alerts/fire", false, false},
+		{"$SYS rule", s, "a", "alice", "$SYS/#", true, true},
+		{"$SYS with +", s, "a", "alice", "$SYS/broker/+", true, true},
+		{"shared covered", s, "a", "alice", "$share/g/sensors/room1/#", true, true},
+		{"shared with a deny inside", s, "a", "alice", "$share/g/sensors/#", true, false},
+		{"shared denied", s, "a", "alice", "$share/g/sensors/private/#", false, false},
+		{"bad shared", s, "a", "alice", "$share/g", false, false},
+		{"read # covers #", s, "b", "bob", "#", true, true},
+		{"read # covers +/x", s, "b", "bob", "+/x", true, true},
+		{"read # does not reach $SYS", s, "b", "bob", "$SYS/#", false, false},
+		{"shared #", s, "b", "bob", "$share/g/#", true, true},
+		{"pattern %u", s, "a", "alice", "users/alice/inbox", true, true},
+		{"pattern %u other user", s, "a", "alice", "users/bob/inbox", false, false},
+		{"pattern %u anonymous", s, "d", "", "users//inbox", false, false},
+		{"paho: #", paho, "c", "", "#", true, false},
+		{"paho: +/+", paho, "c", "", "+/+", true, false},
+		{"paho: test/nosubscribe", paho, "c", "", "test/nosubscribe", false, false},
+		{"paho: test/#", paho, "c", "", "test/#", true, false},
+		{"paho: elsewhere", paho, "c", "", "TopicA/#", true, true},
+		{"own read beats a pattern deny", own, "c", "u", "a/u/#", true, true},
+		{"pattern deny covers, own rules read none", own, "c", "u", "b/#", false, false},
+		{"pattern read inside a pattern deny", own, "c", "u", "b/+/x", false, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := s.canSubscribe(tt.client, tt.user, tt.filter); got != tt.want {
-				t.Errorf("canSubscribe(%q, %q, %q) = %v, want %v", tt.client, tt.user, tt.filter, got, tt.want)
+			ok, readAll, _ := tt.set.canSubscribe(tt.client, tt.user, tt.filter)
+			if ok != tt.want || readAll != tt.readAll {
+				t.Errorf("canSubscribe(%q, %q, %q) = %v, readAll %v; want %v, %v", tt.client, tt.user, tt.filter, ok, readAll, tt.want, tt.readAll)
 			}
 		})
+	}
+}
+
+// TestACLSubscribeAgreesWithRead checks canSubscribe against canRead by
+// brute force: a granted filter reaches some readable topic, readAll means
+// every topic it matches is readable, and a refused one reaches none (or
+// is covered by a deny rule).
+func TestACLSubscribeAgreesWithRead(t *testing.T) {
+	sets := map[string]*aclSet{
+		"paho":     mustACL(t, "topic readwrite #\ntopic deny a/b\n"),
+		"mixed":    mustACL(t, "topic read a/#\ntopic deny a/+/z\npattern read +/%c\npattern deny z/#\n"),
+		"patterns": mustACL(t, "user u\ntopic read z/a\npattern read z/#\npattern deny z/%u\npattern write a/#\n"),
+	}
+	levels := []string{"a", "b", "z", "u", "c"}
+	var topics []string
+	for _, x := range levels {
+		topics = append(topics, x)
+		for _, y := range levels {
+			topics = append(topics, x+"/"+y)
+			for _, z := range levels {
+				topics = append(topics, x+"/"+y+"/"+z)
+			}
+		}
+	}
+	filters := []string{"#", "+", "+/+", "a/#", "a/+", "a/b", "a/+/z", "z/#", "z/u", "z/+", "+/c", "b/#", "u/+/+"}
+	for name, s := range sets {
+		for _, user := range []string{"", "u"} {
+			for _, f := range filters {
+				ok, readAll, _ := s.canSubscribe("c", user, f)
+				some, all := false, true
+				for _, tp := range topics {
+					if !codec.Match([]byte(f), []byte(tp)) {
+						continue
+					}
+					r, _ := s.canRead("c", user, tp)
+					some = some || r
+					all = all && r
+				}
+				if readAll && !all {
+					t.Errorf("%s user %q filter %q: readAll, but a topic it matches is not readable", name, user, f)
+				}
+				if ok && !some && readAll {
+					t.Errorf("%s user %q filter %q: granted with readAll but nothing is readable", name, user, f)
+				}
+				if !ok && some {
+					// Refused while a topic is readable: only when a deny rule covers the filter.
+					if _, _, by := s.canSubscribe("c", user, f); by == nil || by.access != accDeny {
+						t.Errorf("%s user %q filter %q: refused, yet a topic it matches is readable", name, user, f)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestACLInlineComment(t *testing.T) {
+	for _, file := range []string{"topic read a/b # note\n", "topic read a/b\t# note\n", "user alice # admin\n"} {
+		_, err := parseACL([]byte(file))
+		if err == nil || !strings.Contains(err.Error(), "inline comments are not supported") || !strings.Contains(err.Error(), "line 1") {
+			t.Errorf("parseACL(%q) = %v, want an inline comment error", file, err)
+		}
 	}
 }
 

@@ -39,6 +39,7 @@ type Auth struct {
 	failed    *failureLimiter
 	rate      *rateLimiter
 	flaps     *flapDetector
+	denyLog   *limitTable[string, denyWindow]
 	hashSlots chan struct{}
 
 	scramSecret []byte
@@ -59,10 +60,17 @@ type aclState struct {
 	gen   uint64
 }
 
-// fileStamp identifies a version of a file by size and modification time.
+// fileStamp identifies a version of a file by size, modification time and
+// the file itself: a file replaced by rename (as editors and xmq passwd
+// write) is new even when its size and coarse timestamp are not.
 type fileStamp struct {
 	size int64
 	mod  time.Time
+	fi   os.FileInfo
+}
+
+func (s fileStamp) same(o fileStamp) bool {
+	return s.size == o.size && s.mod.Equal(o.mod) && s.fi != nil && o.fi != nil && os.SameFile(s.fi, o.fi)
 }
 
 func stamp(path string) (fileStamp, error) {
@@ -70,7 +78,7 @@ func stamp(path string) (fileStamp, error) {
 	if err != nil {
 		return fileStamp{}, err
 	}
-	return fileStamp{size: fi.Size(), mod: fi.ModTime()}, nil
+	return fileStamp{size: fi.Size(), mod: fi.ModTime(), fi: fi}, nil
 }
 
 // New loads the files named in opts and starts watching them (see
@@ -87,6 +95,7 @@ func New(opts Options) (*Auth, error) {
 		failed:      newFailureLimiter(l.MaxFailedLogins, l.FailedLoginWindow, l.FailedLoginBan, l.Tracked),
 		rate:        newRateLimiter(l.ConnectionRate, l.ConnectionBurst, l.Tracked),
 		flaps:       newFlapDetector(l.FlapMax, l.FlapWindow, l.Tracked),
+		denyLog:     newDenyLog(l.Tracked),
 		hashSlots:   make(chan struct{}, max(l.MaxHashes, 1)),
 		scramSecret: randomBytes(32),
 		nonce:       func() string { return b64(randomBytes(18)) },
@@ -198,6 +207,7 @@ func (a *Auth) maintain() {
 		a.failed.t.sweep(now)
 		a.rate.t.sweep(now)
 		a.flaps.t.sweep(now)
+		a.denyLog.sweep(now)
 	}
 }
 
@@ -212,7 +222,7 @@ func (a *Auth) poll() {
 			return
 		}
 		st, err := stamp(path)
-		if err == nil && st == last {
+		if err == nil && st.same(last) {
 			return
 		}
 		if err == nil {
@@ -468,35 +478,72 @@ func (a *Auth) ClientDisconnected(clientID, username string, remote net.Addr, li
 // ACL file is reloaded; a cache hit takes no lock but a shard's read lock
 // and allocates nothing. topic may alias a buffer the caller reuses.
 func (a *Auth) CanPublish(clientID, username, topic string) bool {
+	return a.check(denyPublish, clientID, username, topic, accWrite)
+}
+
+// CanWill decides whether a client may have a will on topic, at CONNECT
+// and again when the will is published (core.Authorizer): write access,
+// as for PUBLISH, counted and logged as a will.
+func (a *Auth) CanWill(clientID, username, topic string) bool {
+	return a.check(denyWill, clientID, username, topic, accWrite)
+}
+
+// CanRead decides whether a message on topic may be delivered to a client
+// (core.Authorizer), cached like CanPublish.
+func (a *Auth) CanRead(clientID, username, topic string) bool {
+	return a.check(denyRead, clientID, username, topic, accRead)
+}
+
+// check decides one access to a topic name through the decision cache and
+// reports a refusal.
+func (a *Auth) check(kind denyKind, clientID, username, topic string, acc access) bool {
 	st := a.acl.Load()
 	if st == nil {
 		return true
 	}
-	ok, hit := st.cache.get(clientID, username, topic)
+	d, hit := st.cache.get(clientID, username, topic, acc)
 	if !hit {
-		ok = st.set.canPublish(clientID, username, topic)
-		st.cache.put(clientID, username, topic, ok)
+		d.ok, d.by = st.set.decideTopic(clientID, username, topic, acc)
+		st.cache.put(clientID, username, topic, acc, d)
 		a.stats.aclMisses.Add(1)
 	}
-	if !ok {
-		a.stats.publishDenied.Add(1)
+	if !d.ok {
+		a.denied(kind, clientID, username, topic, d.by)
 	}
-	return ok
+	return d.ok
 }
 
 // CanSubscribe decides whether a client may subscribe to filter
 // (core.Authorizer); a shared subscription is decided on its inner filter.
+// A granted filter may still reach topics the client may not read, which
+// CanRead filters out on delivery.
 func (a *Auth) CanSubscribe(clientID, username, filter string) bool {
 	st := a.acl.Load()
 	if st == nil {
 		return true
 	}
-	ok := st.set.canSubscribe(clientID, username, filter)
+	ok, _, by := st.set.canSubscribe(clientID, username, filter)
 	if !ok {
-		a.stats.subscribeDenied.Add(1)
+		a.denied(denySubscribe, clientID, username, filter, by)
 	}
 	return ok
 }
+
+// ReadsAll reports that every message filter can match is readable by the
+// client, so deliveries need no CanRead until Generation changes
+// (core.Authorizer). It counts and logs nothing.
+func (a *Auth) ReadsAll(clientID, username, filter string) bool {
+	st := a.acl.Load()
+	if st == nil {
+		return true
+	}
+	ok, readAll, _ := st.set.canSubscribe(clientID, username, filter)
+	return ok && readAll
+}
+
+// Generation changes whenever earlier decisions may no longer hold: each
+// ACL load (core.Authorizer).
+func (a *Auth) Generation() uint64 { return a.gen.Load() }
 
 // Ban adds or replaces a ban (same kind and value). At defaults to now.
 // Connections already up are not closed: the caller disconnects them
@@ -530,7 +577,8 @@ func (a *Auth) Bans() []Ban { return a.bans.list(a.now()) }
 // counters are the live statistics.
 type counters struct {
 	logins, loginFailures, anonymousRefused, banned, lockedOut, rateLimited, busy,
-	flapBans, publishDenied, subscribeDenied, aclMisses, reloads, reloadErrors atomic.Int64
+	flapBans, aclMisses, reloads, reloadErrors atomic.Int64
+	denied [denyKinds]atomic.Int64
 }
 
 // Stats is a snapshot of the counters since New, for $SYS and metrics.
@@ -545,8 +593,10 @@ type Stats struct {
 	FlapBans         int64 // client ids banned for flapping
 	PublishDenied    int64 // PUBLISH refused by the ACL
 	SubscribeDenied  int64 // SUBSCRIBE filters refused by the ACL
-	ACLCacheMisses   int64 // PUBLISH decisions computed from the rules
-	ACLCached        int   // PUBLISH decisions in the cache now
+	WillDenied       int64 // wills refused by the ACL, at CONNECT or when due
+	DeliveryDenied   int64 // messages not delivered to a subscriber the ACL does not let read them
+	ACLCacheMisses   int64 // PUBLISH, will and delivery decisions computed from the rules
+	ACLCached        int   // decisions in the cache now
 	Reloads          int64 // successful file loads (each file counts)
 	ReloadErrors     int64
 	ACLGeneration    uint64 // bumped by each ACL load
@@ -562,8 +612,9 @@ func (a *Auth) Stats() Stats {
 		Logins: a.stats.logins.Load(), LoginFailures: a.stats.loginFailures.Load(),
 		AnonymousRefused: a.stats.anonymousRefused.Load(), Banned: a.stats.banned.Load(),
 		LockedOut: a.stats.lockedOut.Load(), RateLimited: a.stats.rateLimited.Load(), Busy: a.stats.busy.Load(),
-		FlapBans: a.stats.flapBans.Load(), PublishDenied: a.stats.publishDenied.Load(),
-		SubscribeDenied: a.stats.subscribeDenied.Load(), ACLCacheMisses: a.stats.aclMisses.Load(),
+		FlapBans: a.stats.flapBans.Load(), PublishDenied: a.stats.denied[denyPublish].Load(),
+		SubscribeDenied: a.stats.denied[denySubscribe].Load(), WillDenied: a.stats.denied[denyWill].Load(),
+		DeliveryDenied: a.stats.denied[denyRead].Load(), ACLCacheMisses: a.stats.aclMisses.Load(),
 		Reloads: a.stats.reloads.Load(), ReloadErrors: a.stats.reloadErrors.Load(),
 		Bans: len(a.Bans()), LockedSources: a.failed.t.len(),
 	}

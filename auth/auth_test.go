@@ -518,7 +518,7 @@ func TestAuthorizer(t *testing.T) {
 		if i%7 == 0 {
 			topic = "sensors/private/" + topic
 		}
-		want := a.acl.Load().set.canPublish("a1", "alice", topic)
+		want, _ := a.acl.Load().set.canPublish("a1", "alice", topic)
 		for range 2 {
 			if got := a.CanPublish("a1", "alice", topic); got != want {
 				t.Fatalf("CanPublish(%q) = %v, want %v", topic, got, want)
@@ -535,15 +535,27 @@ func TestAuthorizer(t *testing.T) {
 	if !a.CanPublish("a1", "alice", "sensors/1/x") {
 		t.Error("the cache kept the caller's buffer")
 	}
-	if a.CanSubscribe("d", "", "#") || !a.CanSubscribe("d", "", "public/news") {
-		t.Error("CanSubscribe")
+	if !a.CanSubscribe("d", "", "#") || a.ReadsAll("d", "", "#") {
+		t.Error("CanSubscribe(#): want granted, checked per message")
 	}
-	if st := a.Stats(); st.SubscribeDenied != 1 || st.PublishDenied == 0 || st.ACLRules != 12 {
+	if !a.CanSubscribe("d", "", "public/news") || !a.ReadsAll("d", "", "public/news") {
+		t.Error("CanSubscribe(public/news): want granted, all readable")
+	}
+	if a.CanSubscribe("d", "", "public/secret") || a.ReadsAll("d", "", "public/secret") {
+		t.Error("CanSubscribe(public/secret) granted")
+	}
+	if !a.CanRead("d", "", "public/news") || a.CanRead("d", "", "public/secret") || a.CanRead("d", "", "private/x") {
+		t.Error("CanRead")
+	}
+	if a.CanWill("d", "", "public/news") || !a.CanWill("d", "", "devices/d/will") {
+		t.Error("CanWill")
+	}
+	if st := a.Stats(); st.SubscribeDenied != 1 || st.PublishDenied == 0 || st.DeliveryDenied != 2 || st.WillDenied != 1 || st.ACLRules != 12 {
 		t.Errorf("stats %+v", st)
 	}
 	// Without an ACL file everything is allowed.
 	open := newAuth(t, Options{})
-	if !open.CanPublish("c", "", "$anything") || !open.CanSubscribe("c", "", "#") {
+	if !open.CanPublish("c", "", "$anything") || !open.CanSubscribe("c", "", "#") || !open.ReadsAll("c", "", "#") || !open.CanRead("c", "", "x") {
 		t.Error("no ACL file should allow everything")
 	}
 }

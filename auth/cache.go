@@ -6,8 +6,9 @@ import (
 	"sync"
 )
 
-// decisionCache remembers PUBLISH decisions per (client id, user name,
-// topic), so the publish path costs a map lookup, not a rule scan. It is
+// decisionCache remembers decisions per (client id, user name, topic,
+// access) — write for PUBLISH and wills, read for deliveries — so the
+// message path costs a map lookup, not a rule scan. It is
 // sharded by client id: a client's reader goroutine is the only one asking
 // about that client, so its shard's lock is rarely contended. Each shard
 // holds at most max entries; a full shard drops an arbitrary entry (Go's
@@ -22,18 +23,28 @@ type decisionCache struct {
 
 const cacheShards = 64
 
-type cacheKey struct{ clientID, username, topic string }
+type cacheKey struct {
+	clientID, username, topic string
+	acc                       access
+}
+
+// decision is a cached outcome and the rule that made it (nil: no rule
+// allows it), which a refusal's log line names.
+type decision struct {
+	ok bool
+	by *rule
+}
 
 type cacheShard struct {
 	mu sync.RWMutex
-	m  map[cacheKey]bool
+	m  map[cacheKey]decision
 	_  [40]byte // keep shards on separate cache lines
 }
 
 func newDecisionCache(size int) *decisionCache {
 	c := &decisionCache{seed: maphash.MakeSeed(), max: max(size/cacheShards, 1)}
 	for i := range c.shards {
-		c.shards[i].m = make(map[cacheKey]bool)
+		c.shards[i].m = make(map[cacheKey]decision)
 	}
 	return c
 }
@@ -44,19 +55,19 @@ func (c *decisionCache) shard(clientID string) *cacheShard {
 
 // get returns a cached decision. The strings may alias buffers the caller
 // reuses: get keeps none of them.
-func (c *decisionCache) get(clientID, username, topic string) (allowed, ok bool) {
+func (c *decisionCache) get(clientID, username, topic string, acc access) (d decision, ok bool) {
 	s := c.shard(clientID)
 	s.mu.RLock()
-	allowed, ok = s.m[cacheKey{clientID, username, topic}]
+	d, ok = s.m[cacheKey{clientID, username, topic, acc}]
 	s.mu.RUnlock()
-	return allowed, ok
+	return d, ok
 }
 
 // put stores a decision, copying the strings (core's topic aliases its
 // read buffer).
-func (c *decisionCache) put(clientID, username, topic string, allowed bool) {
+func (c *decisionCache) put(clientID, username, topic string, acc access, d decision) {
 	s := c.shard(clientID)
-	k := cacheKey{strings.Clone(clientID), strings.Clone(username), strings.Clone(topic)}
+	k := cacheKey{strings.Clone(clientID), strings.Clone(username), strings.Clone(topic), acc}
 	s.mu.Lock()
 	if len(s.m) >= c.max {
 		for old := range s.m {
@@ -64,7 +75,7 @@ func (c *decisionCache) put(clientID, username, topic string, allowed bool) {
 			break
 		}
 	}
-	s.m[k] = allowed
+	s.m[k] = d
 	s.mu.Unlock()
 }
 

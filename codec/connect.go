@@ -105,11 +105,10 @@ func (c *Connect) Append(dst []byte, _ byte) []byte {
 	return dst
 }
 
-func (c *Connect) decode(flags byte, body []byte, _ byte) error {
+func (c *Connect) decode(flags byte, d *decoder, _ byte) error {
 	if flags != 0 {
 		return ErrBadFlags
 	}
-	d := decoder{b: body}
 	name, err := d.binary()
 	if err != nil {
 		return err
@@ -158,7 +157,7 @@ func (c *Connect) decode(flags byte, body []byte, _ byte) error {
 	}
 	v5 := level == V5
 	if v5 {
-		if err := c.Props.decode(&d, CONNECT); err != nil {
+		if err := c.Props.decode(d, CONNECT); err != nil {
 			return err
 		}
 	} else {
@@ -171,7 +170,7 @@ func (c *Connect) decode(flags byte, body []byte, _ byte) error {
 	c.WillTopic, c.WillPayload = nil, nil
 	if c.WillFlag {
 		if v5 {
-			if err := c.WillProps.decode(&d, willProps); err != nil {
+			if err := c.WillProps.decode(d, willProps); err != nil {
 				return err
 			}
 		}
@@ -237,11 +236,10 @@ func (c *Connack) Append(dst []byte, v byte) []byte {
 	return c.Props.appendTo(append(dst, sp, byte(c.ReasonCode)))
 }
 
-func (c *Connack) decode(flags byte, body []byte, v byte) error {
+func (c *Connack) decode(flags byte, d *decoder, v byte) error {
 	if flags != 0 {
 		return ErrBadFlags
 	}
-	d := decoder{b: body}
 	af, err := d.byte()
 	if err != nil {
 		return err
@@ -259,7 +257,7 @@ func (c *Connack) decode(flags byte, body []byte, v byte) error {
 		if !connackCodes.has(c.ReasonCode) {
 			return ErrBadReasonCode
 		}
-		if err := c.Props.decode(&d, CONNACK); err != nil {
+		if err := c.Props.decode(d, CONNACK); err != nil {
 			return err
 		}
 	} else {

@@ -15,7 +15,7 @@ func (*Pingreq) Len(byte) int { return 2 }
 // Append implements Packet.
 func (*Pingreq) Append(dst []byte, _ byte) []byte { return append(dst, byte(PINGREQ)<<4, 0) }
 
-func (*Pingreq) decode(flags byte, body []byte, _ byte) error { return emptyBody(flags, body) }
+func (*Pingreq) decode(flags byte, d *decoder, _ byte) error { return emptyBody(flags, d.b) }
 
 // Type implements Packet.
 func (*Pingresp) Type() Type { return PINGRESP }
@@ -26,7 +26,7 @@ func (*Pingresp) Len(byte) int { return 2 }
 // Append implements Packet.
 func (*Pingresp) Append(dst []byte, _ byte) []byte { return append(dst, byte(PINGRESP)<<4, 0) }
 
-func (*Pingresp) decode(flags byte, body []byte, _ byte) error { return emptyBody(flags, body) }
+func (*Pingresp) decode(flags byte, d *decoder, _ byte) error { return emptyBody(flags, d.b) }
 
 func emptyBody(flags byte, body []byte) error {
 	if flags != 0 {
@@ -62,8 +62,8 @@ func (p *Disconnect) Append(dst []byte, v byte) []byte {
 	return appendReasonProps(dst, DISCONNECT, p.ReasonCode, &p.Props, v)
 }
 
-func (p *Disconnect) decode(flags byte, body []byte, v byte) error {
-	return decodeReasonProps(flags, body, v, DISCONNECT, &disconnectCodes, &p.ReasonCode, &p.Props)
+func (p *Disconnect) decode(flags byte, d *decoder, v byte) error {
+	return decodeReasonProps(flags, d, v, DISCONNECT, &disconnectCodes, &p.ReasonCode, &p.Props)
 }
 
 // Type implements Packet.
@@ -77,8 +77,8 @@ func (p *Auth) Append(dst []byte, v byte) []byte {
 	return appendReasonProps(dst, AUTH, p.ReasonCode, &p.Props, v)
 }
 
-func (p *Auth) decode(flags byte, body []byte, v byte) error {
-	return decodeReasonProps(flags, body, v, AUTH, &authCodes, &p.ReasonCode, &p.Props)
+func (p *Auth) decode(flags byte, d *decoder, v byte) error {
+	return decodeReasonProps(flags, d, v, AUTH, &authCodes, &p.ReasonCode, &p.Props)
 }
 
 // DISCONNECT and AUTH share a body: an optional reason code and optional
@@ -111,19 +111,18 @@ func appendReasonProps(dst []byte, t Type, rc ReasonCode, p *Properties, v byte)
 	return dst
 }
 
-func decodeReasonProps(flags byte, body []byte, v byte, t Type, codes *reasonSet, rc *ReasonCode, p *Properties) error {
+func decodeReasonProps(flags byte, d *decoder, v byte, t Type, codes *reasonSet, rc *ReasonCode, p *Properties) error {
 	if flags != 0 {
 		return ErrBadFlags // [MQTT-3.14.1-1]
 	}
 	*rc = Success
 	p.Reset()
 	if v != V5 {
-		if len(body) != 0 {
+		if d.left() != 0 {
 			return ErrTrailingBytes
 		}
 		return nil
 	}
-	d := decoder{b: body}
 	if d.left() > 0 {
 		c, _ := d.byte()
 		*rc = ReasonCode(c)
@@ -132,7 +131,7 @@ func decodeReasonProps(flags byte, body []byte, v byte, t Type, codes *reasonSet
 		}
 	}
 	if d.left() > 0 {
-		if err := p.decode(&d, t); err != nil {
+		if err := p.decode(d, t); err != nil {
 			return err
 		}
 	}

@@ -79,7 +79,7 @@ func Decode(buf []byte, v byte) (Packet, int, error) {
 		return nil, 0, ErrNeedMore
 	}
 	p := New(t)
-	if err := p.decode(flags, buf[hn:hn+rl:hn+rl], v); err != nil {
+	if err := p.decode(flags, &decoder{b: buf[hn : hn+rl : hn+rl]}, v); err != nil {
 		return nil, 0, err
 	}
 	return p, hn + rl, nil

@@ -435,6 +435,9 @@ func (p *Properties) decode(d *decoder, t Type) error {
 			if err != nil {
 				return err
 			}
+			if d.maxUser > 0 && len(p.User) >= d.maxUser {
+				return ErrTooManyUserProperties
+			}
 			p.User = append(p.User, UserProperty{Key: k, Value: val})
 		}
 		if info.typ <= ptUint32 {

@@ -58,7 +58,7 @@ func (p *Publish) Append(dst []byte, v byte) []byte {
 	return append(dst, p.Payload...)
 }
 
-func (p *Publish) decode(flags byte, body []byte, v byte) error {
+func (p *Publish) decode(flags byte, d *decoder, v byte) error {
 	p.Dup = flags&0x08 != 0
 	p.QoS = flags >> 1 & 0x03
 	p.Retain = flags&0x01 != 0
@@ -68,7 +68,6 @@ func (p *Publish) decode(flags byte, body []byte, v byte) error {
 	if p.Dup && p.QoS == 0 {
 		return ErrDupQoS0 // [MQTT-3.3.1-2]
 	}
-	d := decoder{b: body}
 	var err error
 	if p.Topic, err = d.binary(); err != nil {
 		return err
@@ -87,7 +86,7 @@ func (p *Publish) decode(flags byte, body []byte, v byte) error {
 		}
 	}
 	if v == V5 {
-		if err := p.Props.decode(&d, PUBLISH); err != nil {
+		if err := p.Props.decode(d, PUBLISH); err != nil {
 			return err
 		}
 		if len(p.Topic) == 0 && !p.Props.Has(PropTopicAlias) {
@@ -159,11 +158,10 @@ func (a *Ack) Append(dst []byte, v byte) []byte {
 	return dst
 }
 
-func (a *Ack) decode(flags byte, body []byte, v byte) error {
+func (a *Ack) decode(flags byte, d *decoder, v byte) error {
 	if flags != a.flags() {
 		return ErrBadFlags // [MQTT-3.6.1-1] [MQTT-2.1.3-1]
 	}
-	d := decoder{b: body}
 	var err error
 	if a.PacketID, err = d.packetID(); err != nil {
 		return err
@@ -181,7 +179,7 @@ func (a *Ack) decode(flags byte, body []byte, v byte) error {
 			return ErrBadReasonCode
 		}
 		if d.left() > 0 {
-			if err := a.Props.decode(&d, a.Kind); err != nil {
+			if err := a.Props.decode(d, a.Kind); err != nil {
 				return err
 			}
 		}

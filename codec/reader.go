@@ -36,8 +36,17 @@ type Reader struct {
 	// it before reading. AUTH is refused with ErrAuthBeforeV5 unless
 	// Version is V5, so before CONNECT (Version 0) it is an error too.
 	Version byte
+	// MaxUserProperties bounds the user properties of each property
+	// section of a packet (0: no bound): a packet with more is refused
+	// with ErrTooManyUserProperties before they are kept. Without it a
+	// packet of a few KiB decodes into tens of KiB of pairs, which the
+	// Reader's reused packet value would hold on to.
+	MaxUserProperties int
 
-	large []byte
+	dec    decoder // the body being decoded: a field, so passing it allocates nothing
+	budget Budget  // nil: none (SetBudget)
+	large  []byte
+	taken  int // bytes of large taken from budget
 
 	// One packet value per type, made on first use: each holds a
 	// Properties, and most connections never read most types.
@@ -51,6 +60,33 @@ type Reader struct {
 	unsuback    *Unsuback
 	disconnect  *Disconnect
 	auth        *Auth
+}
+
+// Budget is memory shared by many Readers, such as all the connections
+// that have not logged in yet: a Reader takes from it what a packet body
+// larger than its buffer needs as the body grows, and gives it back when it
+// drops the body. Take reports whether n more bytes fit. Both are called
+// from the Reader's goroutine; a Budget is shared, so it must be safe for
+// concurrent use.
+type Budget interface {
+	Take(n int) bool
+	Give(n int)
+}
+
+// SetBudget makes the Reader take large bodies from b (nil: from no
+// budget). Whatever the Reader held from its previous budget is given back
+// and its large body buffer dropped.
+func (r *Reader) SetBudget(b Budget) {
+	r.dropLarge()
+	r.budget = b
+}
+
+// dropLarge forgets the large body buffer and gives its bytes back.
+func (r *Reader) dropLarge() {
+	if r.budget != nil && r.taken > 0 {
+		r.budget.Give(r.taken)
+	}
+	r.large, r.taken = nil, 0
 }
 
 // NewReader returns a Reader over br. maxPacketSize is as in MaxPacketSize.
@@ -108,6 +144,7 @@ func (r *Reader) Release() {
 // Close releases a pooled Reader's buffer even with bytes in it: the
 // stream is done with. The Reader must not be used afterwards.
 func (r *Reader) Close() {
+	r.dropLarge()
 	if r.pool == nil || r.br == nil {
 		return
 	}
@@ -117,10 +154,13 @@ func (r *Reader) Close() {
 }
 
 // DropConnect forgets the Reader's CONNECT value, which a server reads
-// once per connection, so a long-lived connection does not keep it; a later
-// CONNECT (a protocol error) makes a new one. The CONNECT last returned is
-// invalid after it.
-func (r *Reader) DropConnect() { r.connect = nil }
+// once per connection, and the body buffer a large CONNECT needed, so a
+// long-lived connection keeps neither; a later CONNECT (a protocol error)
+// makes a new one. The CONNECT last returned is invalid after it.
+func (r *Reader) DropConnect() {
+	r.connect = nil
+	r.dropLarge()
+}
 
 func lazy[T any](p **T) *T {
 	if *p == nil {
@@ -177,7 +217,7 @@ func (r *Reader) packet(t Type) Packet {
 // violation. After an error the stream is out of step and must be closed.
 func (r *Reader) ReadPacket() (Packet, error) {
 	if cap(r.large) > keepLarge {
-		r.large = nil
+		r.dropLarge()
 	}
 	if r.br == nil {
 		if r.pool == nil {
@@ -237,7 +277,8 @@ func (r *Reader) ReadPacket() (Packet, error) {
 		}
 	}
 	p := r.packet(t)
-	if err := p.decode(flags, body, r.Version); err != nil {
+	r.dec = decoder{b: body, maxUser: r.MaxUserProperties}
+	if err := p.decode(flags, &r.dec, r.Version); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -251,6 +292,12 @@ func (r *Reader) readLarge(n int) ([]byte, error) {
 	for len(buf) < n {
 		if len(buf) == cap(buf) {
 			grow := min(n, max(2*cap(buf), r.br.Size()))
+			if r.budget != nil {
+				if !r.budget.Take(grow - r.taken) {
+					return nil, ErrBudget
+				}
+				r.taken = grow
+			}
 			nb := make([]byte, len(buf), grow)
 			copy(nb, buf)
 			buf = nb

@@ -427,3 +427,114 @@ func TestPooledReaderRelease(t *testing.T) {
 		t.Errorf("ReadPacket after Close: got no error, want one")
 	}
 }
+
+// publishWithUserProps is an MQTT 5 QoS 0 PUBLISH to "t" with n empty user
+// properties.
+func publishWithUserProps(n int) []byte {
+	p := &codec.Publish{Topic: []byte("t"), Payload: []byte("x")}
+	p.Props.User = make([]codec.UserProperty, n)
+	return p.Append(nil, codec.V5)
+}
+
+func TestReaderMaxUserProperties(t *testing.T) {
+	tests := []struct {
+		name  string
+		max   int
+		props int
+		want  error
+	}{
+		{"under the bound", 8, 7, nil},
+		{"at the bound", 8, 8, nil},
+		{"one over", 8, 9, codec.ErrTooManyUserProperties},
+		{"far over, a few KiB of pairs", 8, 2000, codec.ErrTooManyUserProperties},
+		{"no bound", 0, 2000, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := codec.NewReader(bufio.NewReader(bytes.NewReader(publishWithUserProps(tt.props))), 0)
+			r.Version = codec.V5
+			r.MaxUserProperties = tt.max
+			p, err := r.ReadPacket()
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("ReadPacket error %v, want %v", err, tt.want)
+			}
+			if err == nil && len(p.(*codec.Publish).Props.User) != tt.props {
+				t.Errorf("decoded %d user properties, want %d", len(p.(*codec.Publish).Props.User), tt.props)
+			}
+			var ce *codec.Error
+			if err != nil && (!errors.As(err, &ce) || ce.Code != codec.QuotaExceeded) {
+				t.Errorf("error %v does not carry Quota exceeded", err)
+			}
+		})
+	}
+}
+
+// testBudget is a codec.Budget with a fixed size.
+type testBudget struct {
+	mu         sync.Mutex
+	used, size int
+	maxUsed    int
+}
+
+func (b *testBudget) Take(n int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used+n > b.size {
+		return false
+	}
+	b.used += n
+	b.maxUsed = max(b.maxUsed, b.used)
+	return true
+}
+
+func (b *testBudget) Give(n int) {
+	b.mu.Lock()
+	b.used -= n
+	b.mu.Unlock()
+}
+
+func TestReaderBudget(t *testing.T) {
+	big := (&codec.Publish{Topic: []byte("t"), Payload: make([]byte, 10_000)}).Append(nil, codec.V311)
+	small := (&codec.Publish{Topic: []byte("t"), Payload: []byte("x")}).Append(nil, codec.V311)
+	t.Run("a large body takes from the budget and gives it back", func(t *testing.T) {
+		b := &testBudget{size: 1 << 20}
+		r := codec.NewReader(bufio.NewReaderSize(bytes.NewReader(append(bytes.Clone(big), small...)), 64), 0)
+		r.Version = codec.V311
+		r.SetBudget(b)
+		if _, err := r.ReadPacket(); err != nil {
+			t.Fatal(err)
+		}
+		if b.used < len(big)-64 {
+			t.Errorf("budget in use %d after a %d-byte body", b.used, len(big))
+		}
+		r.SetBudget(nil)
+		if b.used != 0 {
+			t.Errorf("budget in use %d after SetBudget(nil), want 0", b.used)
+		}
+		if _, err := r.ReadPacket(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("a body over the budget is refused", func(t *testing.T) {
+		b := &testBudget{size: 4096}
+		r := codec.NewReader(bufio.NewReaderSize(bytes.NewReader(big), 64), 0)
+		r.Version = codec.V311
+		r.SetBudget(b)
+		if _, err := r.ReadPacket(); !errors.Is(err, codec.ErrBudget) {
+			t.Fatalf("ReadPacket error %v, want ErrBudget", err)
+		}
+		r.Close()
+		if b.used != 0 || b.maxUsed > b.size {
+			t.Errorf("budget in use %d after Close (peak %d of %d)", b.used, b.maxUsed, b.size)
+		}
+	})
+	t.Run("a body that fits the read buffer takes nothing", func(t *testing.T) {
+		b := &testBudget{size: 0}
+		r := codec.NewReader(bufio.NewReaderSize(bytes.NewReader(small), 64), 0)
+		r.Version = codec.V311
+		r.SetBudget(b)
+		if _, err := r.ReadPacket(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -202,4 +202,8 @@ var (
 	ErrPropertyValue      = protocol("property has a value the specification forbids")
 	ErrPropertyLength     = malformed("property length exceeds the packet")
 	ErrAuthDataNoMethod   = protocol("authentication data without an authentication method")
+	// ErrTooManyUserProperties is a packet over Reader.MaxUserProperties.
+	ErrTooManyUserProperties = &Error{Code: QuotaExceeded, Msg: "codec: too many user properties in one packet"}
+	// ErrBudget is a packet body that Reader.Budget has no room for.
+	ErrBudget = &Error{Code: ServerBusy, Msg: "codec: no memory left for packets in the shared budget"}
 )

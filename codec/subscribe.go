@@ -60,17 +60,16 @@ func (s *Subscribe) Append(dst []byte, v byte) []byte {
 	return dst
 }
 
-func (s *Subscribe) decode(flags byte, body []byte, v byte) error {
+func (s *Subscribe) decode(flags byte, d *decoder, v byte) error {
 	if flags != 0x02 {
 		return ErrBadFlags // [MQTT-3.8.1-1]
 	}
-	d := decoder{b: body}
 	var err error
 	if s.PacketID, err = d.packetID(); err != nil {
 		return err
 	}
 	if v == V5 {
-		if err := s.Props.decode(&d, SUBSCRIBE); err != nil {
+		if err := s.Props.decode(d, SUBSCRIBE); err != nil {
 			return err
 		}
 		if len(s.Props.SubscriptionIDs) > 1 {
@@ -170,17 +169,16 @@ func (s *Suback) Append(dst []byte, v byte) []byte {
 	return dst
 }
 
-func (s *Suback) decode(flags byte, body []byte, v byte) error {
+func (s *Suback) decode(flags byte, d *decoder, v byte) error {
 	if flags != 0 {
 		return ErrBadFlags
 	}
-	d := decoder{b: body}
 	var err error
 	if s.PacketID, err = d.packetID(); err != nil {
 		return err
 	}
 	if v == V5 {
-		if err := s.Props.decode(&d, SUBACK); err != nil {
+		if err := s.Props.decode(d, SUBACK); err != nil {
 			return err
 		}
 	} else {
@@ -237,17 +235,16 @@ func (u *Unsubscribe) Append(dst []byte, v byte) []byte {
 	return dst
 }
 
-func (u *Unsubscribe) decode(flags byte, body []byte, v byte) error {
+func (u *Unsubscribe) decode(flags byte, d *decoder, v byte) error {
 	if flags != 0x02 {
 		return ErrBadFlags // [MQTT-3.10.1-1]
 	}
-	d := decoder{b: body}
 	var err error
 	if u.PacketID, err = d.packetID(); err != nil {
 		return err
 	}
 	if v == V5 {
-		if err := u.Props.decode(&d, UNSUBSCRIBE); err != nil {
+		if err := u.Props.decode(d, UNSUBSCRIBE); err != nil {
 			return err
 		}
 	} else {
@@ -300,11 +297,10 @@ func (u *Unsuback) Append(dst []byte, v byte) []byte {
 	return dst
 }
 
-func (u *Unsuback) decode(flags byte, body []byte, v byte) error {
+func (u *Unsuback) decode(flags byte, d *decoder, v byte) error {
 	if flags != 0 {
 		return ErrBadFlags
 	}
-	d := decoder{b: body}
 	var err error
 	if u.PacketID, err = d.packetID(); err != nil {
 		return err
@@ -317,7 +313,7 @@ func (u *Unsuback) decode(flags byte, body []byte, v byte) error {
 		}
 		return nil
 	}
-	if err := u.Props.decode(&d, UNSUBACK); err != nil {
+	if err := u.Props.decode(d, UNSUBACK); err != nil {
 		return err
 	}
 	for d.left() > 0 {

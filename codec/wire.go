@@ -61,8 +61,8 @@ type Packet interface {
 	// Append appends the encoded packet for protocol level v to dst.
 	Append(dst []byte, v byte) []byte
 	// decode fills the packet from the fixed-header flags and the body
-	// (the bytes after the remaining length), for protocol level v.
-	decode(flags byte, body []byte, v byte) error
+	// (d.b, the bytes after the remaining length), for protocol level v.
+	decode(flags byte, d *decoder, v byte) error
 }
 
 // varintLen is the number of bytes needed to encode n as a variable byte integer.
@@ -135,6 +135,10 @@ func appendBytes(dst, b []byte) []byte {
 type decoder struct {
 	b   []byte
 	off int
+	// maxUser bounds the user properties of one property section (0: no
+	// bound), so a packet cannot make its decoded value hold far more
+	// memory than its bytes.
+	maxUser int
 }
 
 func (d *decoder) left() int { return len(d.b) - d.off }

@@ -20,7 +20,9 @@ type challengeAuth struct {
 	closed []string
 }
 
-func (a *challengeAuth) Authenticate(string, string, []byte, net.Addr, string, string) error { return nil }
+func (a *challengeAuth) Authenticate(string, string, []byte, net.Addr, string, string) error {
+	return nil
+}
 
 func (a *challengeAuth) AuthStep(method, clientID string, state any, data []byte, _ net.Addr, _ string) ([]byte, any, bool, string, error) {
 	switch {

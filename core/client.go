@@ -44,6 +44,7 @@ type client struct {
 	willDelay   uint32
 	aliasMaxOut uint16 // client's Topic Alias Maximum
 	version     byte
+	willStored  bool // the will is in the store while connected (attach)
 
 	// Reader-owned.
 	peek      [1]byte      // waitReadable's MSG_PEEK target
@@ -90,6 +91,7 @@ func newClient(srv *Server, conn net.Conn, listener string) *client {
 		}
 	}
 	c.r = codec.NewPooledReader(countingReader{conn, c.raw, srv}, &srv.readBufs, srv.opts.MaxPacketSize)
+	c.r.MaxUserProperties = srv.opts.MaxUserProperties
 	return c
 }
 

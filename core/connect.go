@@ -16,9 +16,26 @@ import (
 func (c *client) handshake() bool {
 	srv := c.srv
 	_ = c.conn.SetReadDeadline(time.Now().Add(srv.opts.ConnectTimeout))
+	// Until CONNACK the client is nobody: its packets are bounded by
+	// MaxConnectSize, and what they need beyond the read buffer comes from
+	// the budget all such connections share.
+	c.r.MaxPacketSize = srv.opts.MaxConnectSize
+	c.r.SetBudget(&srv.preLogin)
 	p, err := c.r.ReadPacket()
 	if err != nil {
 		var ce *codec.Error
+		switch {
+		case errors.Is(err, codec.ErrBudget):
+			srv.stats.preLogin.Add(1)
+			srv.warnRarely(&srv.preLoginWarn, "refusing connections: connections that have not logged in hold the whole pre-login memory budget",
+				zap.Int64("pre_login_memory", srv.opts.PreLoginMemory), zap.String("remote", c.remoteAddr()))
+			c.close(CloseBusy, 0)
+			return false
+		case errors.Is(err, codec.ErrPacketTooLarge):
+			c.log(zap.WarnLevel, "refusing connection: CONNECT larger than max_connect_size", zap.Int("max_connect_size", srv.opts.MaxConnectSize))
+			c.close(ClosePacketTooLarge, 0)
+			return false
+		}
 		if errors.As(err, &ce) {
 			c.log(zap.WarnLevel, "refusing connection: bad CONNECT", zap.Error(err))
 			if ce.Code == codec.UnsupportedProtocolVersion {
@@ -52,11 +69,12 @@ func (c *client) handshake() bool {
 	// cp aliases the read buffer, which an enhanced-auth exchange reuses:
 	// what the log needs is copied now.
 	logID, logUser := string(cp.ClientID), string(cp.Username)
+	cleanStart := cp.CleanStart
 	refuse := func(rc codec.ReasonCode, reason CloseReason, why string) bool {
 		c.log(zap.InfoLevel, "refusing connection", zap.String("client_id", logID),
 			zap.String("username", logUser), zap.Stringer("reason_code", rc), zap.String("why", why))
 		ack := &codec.Connack{ReasonCode: rc}
-		if reason != CloseAuthFailed { // tell an unauthenticated peer nothing more than the code
+		if reason != CloseAuthFailed && reason != CloseNotAuthorized { // tell an unauthorized peer nothing more than the code
 			ack.Props.ReasonString = []byte(why)
 		}
 		if reason == CloseAuthFailed {
@@ -111,6 +129,10 @@ func (c *client) handshake() bool {
 		if cp.WillRetain && srv.opts.RetainDisabled {
 			return refuse(codec.RetainNotSupported, CloseRefused, "will retain with retain disabled")
 		}
+		if brokerTopic(string(cp.WillTopic)) {
+			srv.stats.willRefused.Add(1)
+			return refuse(codec.NotAuthorized, CloseNotAuthorized, "will topic "+string(cp.WillTopic)+" is the broker's")
+		}
 		wp := codec.Publish{QoS: cp.WillQoS, Retain: cp.WillRetain, Payload: cp.WillPayload, Props: cp.WillProps}
 		c.will = newMessage(&wp, cp.WillTopic, c.id)
 		c.willDelay = cp.WillProps.WillDelay
@@ -158,6 +180,12 @@ func (c *client) handshake() bool {
 		ack.Props.AuthMethod = []byte(authMethod)
 		ack.Props.AuthData = reply
 	}
+	// The will needs the rights of the user now known: as in
+	// Mosquitto, a will the client could not publish is refused at CONNECT.
+	if c.will != nil && srv.authz != nil && !srv.authz.CanWill(c.id, c.username, c.will.Topic) {
+		srv.stats.willRefused.Add(1)
+		return refuse(codec.NotAuthorized, CloseNotAuthorized, "will topic "+c.will.Topic+" not allowed")
+	}
 	if v5 {
 		ack.Props.SetNum(codec.PropReceiveMaximum, uint32(srv.opts.ReceiveMaximum))
 		ack.Props.SetNum(codec.PropMaximumPacketSize, uint32(srv.opts.MaxPacketSize))
@@ -181,7 +209,9 @@ func (c *client) handshake() bool {
 	// attach) only once it sees connected, and a close that comes after the
 	// client could have read CONNACK always sends its DISCONNECT.
 	c.connectedAt = time.Now().UnixNano()
-	srv.attach(c, cp.CleanStart, expiry, func(present bool) {
+	c.r.MaxPacketSize = srv.opts.MaxPacketSize // logged in: the full size, and no share of the budget
+	c.r.SetBudget(nil)
+	_, _, err = srv.attach(c, cleanStart, expiry, func(present bool) {
 		ack.SessionPresent = present // [MQTT-3.2.2-2] [MQTT-3.2.2-3]
 		c.mu.Lock()
 		c.connected = true
@@ -190,8 +220,12 @@ func (c *client) handshake() bool {
 		srv.stats.connects.Add(1) // before the writer can send CONNACK
 		c.wake()
 	})
+	if err != nil {
+		srv.stats.ownerRefused.Add(1)
+		return refuse(codec.NotAuthorized, CloseNotAuthorized, "the session of client id "+c.id+" belongs to another user")
+	}
 	c.log(zap.InfoLevel, "client connected", zap.String("username", c.username), zap.Uint8("protocol", c.version),
-		zap.Bool("clean_start", cp.CleanStart), zap.Bool("session_present", ack.SessionPresent),
+		zap.Bool("clean_start", cleanStart), zap.Bool("session_present", ack.SessionPresent),
 		zap.Duration("keepalive", c.keepAlive))
 	return true
 }

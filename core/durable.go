@@ -293,12 +293,25 @@ func isNoSpace(err error) bool { return errors.Is(err, syscall.ENOSPC) }
 // storeError logs a store failure, at most once a second: a full disk
 // fails every write.
 func (s *Server) storeError(msg string, err error, fields ...zap.Field) {
-	now := time.Now().UnixNano()
-	last := s.storeWarn.Load()
-	if now-last < int64(time.Second) || !s.storeWarn.CompareAndSwap(last, now) {
-		return
+	if rarely(&s.storeWarn) {
+		s.log.Error(msg, append(fields, zap.Error(err))...)
 	}
-	s.log.Error(msg, append(fields, zap.Error(err))...)
+}
+
+// warnRarely logs a warning at most once a second per last: a flood of one
+// cause must not flood the log.
+func (s *Server) warnRarely(last *atomic.Int64, msg string, fields ...zap.Field) {
+	if rarely(last) {
+		s.log.Warn(msg, fields...)
+	}
+}
+
+// rarely reports whether a second has passed since it last reported true
+// for last (Unix nanoseconds), and takes the turn.
+func rarely(last *atomic.Int64) bool {
+	now := time.Now().UnixNano()
+	l := last.Load()
+	return now-l >= int64(time.Second) && last.CompareAndSwap(l, now)
 }
 
 func (s *Server) storePutWill(id string, r *willRecord) {
@@ -379,6 +392,9 @@ func (r *restorer) session(id string, rec []byte) error {
 	}
 	sess := newSession(s, id)
 	sess.version, sess.expiry = sr.Version, sr.Expiry
+	if sr.OwnerKnown {
+		sess.setOwner(sr.Owner)
+	}
 	for _, sub := range sr.Subs {
 		group, filter, _, err := codec.ParseShared([]byte(sub.Filter))
 		if err != nil {
@@ -388,7 +404,7 @@ func (r *restorer) session(id string, rec []byte) error {
 			sess.subs = map[string]storedSub{}
 		}
 		sess.subs[sub.Filter] = sub
-		s.router.subscribe(sess, string(filter), string(group), sub.opts())
+		s.router.subscribe(sess, string(filter), string(group), sub.opts(s))
 	}
 	in := r.inbound[id]
 	sess.inBase = sr.InBase
@@ -502,17 +518,25 @@ func (r *restorer) will(id string, rec []byte) error {
 		return fmt.Errorf("will of %q: %w", id, err)
 	}
 	r.nwills++
-	wait := max(w.At.Sub(r.now), 0)
+	at := w.At
+	if at.IsZero() {
+		at = r.now.Add(w.Delay) // its client was connected when the broker stopped
+	}
+	wait := max(at.Sub(r.now), 0)
+	var owner *string
+	if w.OwnerKnown {
+		owner = &w.Owner
+	}
 	if sess := s.sessions[id]; sess != nil {
 		sess.mu.Lock() // the timer may fire at once and clear willTimer
-		sess.pendingWill = func() { s.publishWill(w.Msg, w.Expiry, sess) }
+		sess.pendingWill = func() { s.publishWill(w.Msg, w.Expiry, sess, owner) }
 		sess.willTimer = time.AfterFunc(wait, sess.pendingWill)
 		sess.mu.Unlock()
 		return nil
 	}
 	s.willTimers = append(s.willTimers, time.AfterFunc(wait, func() {
 		s.storeDeleteWill(id)
-		s.publishWill(w.Msg, w.Expiry, nil)
+		s.publishWill(w.Msg, w.Expiry, nil, owner)
 	}))
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -375,5 +376,130 @@ func TestRestoreSweepsExpired(t *testing.T) {
 	rep, err := core.CheckStore(st)
 	if err != nil || rep.Sessions != 0 {
 		t.Errorf("store after the sweep: %+v, %v; want no session", rep, err)
+	}
+}
+
+// crashStore is a MemStore that loses, in a crash, every write since its
+// last Sync: crash returns a new store holding only what was synced, as
+// the disk would after kill -9 in sync mode.
+type crashStore struct {
+	*core.MemStore
+	mu      sync.Mutex
+	pending []func(core.Store) error
+	synced  []func(core.Store) error
+}
+
+func newCrashStore() *crashStore { return &crashStore{MemStore: core.NewMemStore()} }
+
+// log applies op to the live store and keeps it until the next Sync.
+func (c *crashStore) log(op func(core.Store) error) error {
+	if err := op(c.MemStore); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.pending = append(c.pending, op)
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *crashStore) Sync() error {
+	c.mu.Lock()
+	c.synced = append(c.synced, c.pending...)
+	c.pending = nil
+	c.mu.Unlock()
+	return c.MemStore.Sync()
+}
+
+// crash returns what survives a crash now.
+func (c *crashStore) crash(t *testing.T) *core.MemStore {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := core.NewMemStore()
+	for _, op := range c.synced {
+		if err := op(st); err != nil {
+			t.Fatalf("replaying the synced writes: %v", err)
+		}
+	}
+	return st
+}
+
+func (c *crashStore) PutSession(id string, rec []byte) error {
+	rec = slices.Clone(rec)
+	return c.log(func(s core.Store) error { return s.PutSession(id, rec) })
+}
+func (c *crashStore) DeleteSession(id string) error {
+	return c.log(func(s core.Store) error { return s.DeleteSession(id) })
+}
+func (c *crashStore) PutMessage(id string, seq uint64, rec []byte) error {
+	rec = slices.Clone(rec)
+	return c.log(func(s core.Store) error { return s.PutMessage(id, seq, rec) })
+}
+func (c *crashStore) UpdateMessage(id string, seq uint64, rec []byte) error {
+	rec = slices.Clone(rec)
+	return c.log(func(s core.Store) error { return s.UpdateMessage(id, seq, rec) })
+}
+func (c *crashStore) DeleteMessage(id string, seq uint64) error {
+	return c.log(func(s core.Store) error { return s.DeleteMessage(id, seq) })
+}
+func (c *crashStore) PutRetained(topic string, rec []byte) error {
+	rec = slices.Clone(rec)
+	return c.log(func(s core.Store) error { return s.PutRetained(topic, rec) })
+}
+func (c *crashStore) DeleteRetained(topic string) error {
+	return c.log(func(s core.Store) error { return s.DeleteRetained(topic) })
+}
+func (c *crashStore) PutInbound(id string, rec []byte) error {
+	rec = slices.Clone(rec)
+	return c.log(func(s core.Store) error { return s.PutInbound(id, rec) })
+}
+func (c *crashStore) DeleteInbound(id string) error {
+	return c.log(func(s core.Store) error { return s.DeleteInbound(id) })
+}
+func (c *crashStore) PutWill(id string, rec []byte) error {
+	rec = slices.Clone(rec)
+	return c.log(func(s core.Store) error { return s.PutWill(id, rec) })
+}
+func (c *crashStore) DeleteWill(id string) error {
+	return c.log(func(s core.Store) error { return s.DeleteWill(id) })
+}
+
+// TestDelayedWillDurable: a delayed will is on disk (synced) from CONNACK
+// on: whether the broker dies while its client is connected or while the
+// will waits for its delay, the restarted broker publishes it once the
+// delay has run; a normal DISCONNECT removes it durably.
+func TestDelayedWillDurable(t *testing.T) {
+	withWill := func(p *codec.Connect) {
+		p.WillFlag, p.WillQoS, p.WillTopic, p.WillPayload = true, 1, []byte("will/"+string(p.ClientID)), []byte("gone")
+		p.WillProps.SetNum(codec.PropWillDelay, 1)
+	}
+	for _, tc := range []struct {
+		name  string
+		end   func(c *tconn) // how the client's connection ends before the crash; nil: it does not
+		wills int
+	}{
+		{"crash while connected", nil, 1},
+		{"crash during the delay", func(c *tconn) { c.close() }, 1},
+		{"normal disconnect, then crash", func(c *tconn) { c.send(&codec.Disconnect{}); c.expectClosed() }, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newCrashStore()
+			srv := newServer(t, core.Options{}, core.Config{Store: st})
+			offlineSub(t, srv, codec.V5, "watcher", "will/#", 1)
+			w := client(t, srv, codec.V5, "dying", persistent, withWill)
+			if tc.end != nil {
+				tc.end(w)
+				waitFor(t, "disconnect", func() bool { return srv.Stats().Connected == 0 })
+			}
+			disk := st.crash(t)
+			shutdown(t, srv) // what it does now is lost with the crash
+			srv = newServer(t, core.Options{}, core.Config{Store: disk})
+			watcher := client(t, srv, codec.V5, "watcher", persistent)
+			if tc.wills == 0 {
+				watcher.expectNothing(1500 * time.Millisecond)
+				return
+			}
+			wantPayloads(t, watcher.recv(1), "gone")
+		})
 	}
 }

@@ -35,6 +35,24 @@ type Options struct {
 	// MaxPacketSize bounds an incoming packet in bytes (default 1 MiB). It is
 	// announced to MQTT 5 clients in CONNACK.
 	MaxPacketSize int
+	// MaxConnectSize bounds CONNECT and the AUTH packets of its exchange,
+	// which arrive before the client is authenticated (default 64 KiB,
+	// never more than MaxPacketSize).
+	MaxConnectSize int
+	// MaxUserProperties bounds the user properties of one packet (default
+	// 256): a packet with more is refused (Quota Exceeded), so that a few
+	// KiB cannot decode into far more memory.
+	MaxUserProperties int
+	// PreLoginMemory bounds the memory that all connections not yet
+	// through CONNECT may hold together for packet bodies larger than their
+	// read buffer (default 32 MiB). Over it a new handshake is refused
+	// (Server Busy) rather than holding more.
+	PreLoginMemory int64
+	// AnySessionOwner lets any identity resume, take over or end a session
+	// with its client id, as Mosquitto does. By default (false) a session
+	// belongs to the user name (or certificate identity) that created it:
+	// another identity is refused with Not Authorized.
+	AnySessionOwner bool
 	// ConnectTimeout closes a connection that sends no CONNECT in time (default 10s).
 	ConnectTimeout time.Duration
 	// MaxKeepAlive caps the keepalive a client may ask for; a client asking
@@ -105,6 +123,16 @@ func (o *Options) setDefaults() {
 	if o.MaxPacketSize == 0 {
 		o.MaxPacketSize = 1 << 20
 	}
+	if o.MaxConnectSize == 0 {
+		o.MaxConnectSize = 64 << 10
+	}
+	o.MaxConnectSize = min(o.MaxConnectSize, o.MaxPacketSize)
+	if o.MaxUserProperties == 0 {
+		o.MaxUserProperties = 256
+	}
+	if o.PreLoginMemory == 0 {
+		o.PreLoginMemory = 32 << 20
+	}
 	if o.ConnectTimeout == 0 {
 		o.ConnectTimeout = 10 * time.Second
 	}
@@ -162,6 +190,9 @@ func (o *Options) Validate() error {
 		return errors.New("core: connect and write timeouts must be positive")
 	case o.ReadBufferSize < 64:
 		return errors.New("core: read buffer size must be at least 64")
+	case o.MaxConnectSize < 64 || o.MaxUserProperties < 0 || o.PreLoginMemory < int64(o.MaxConnectSize):
+		return fmt.Errorf("core: max connect size %d must be at least 64, and pre-login memory %d at least the max connect size",
+			o.MaxConnectSize, o.PreLoginMemory)
 	}
 	switch o.QueueOverflow {
 	case OverflowDropNew, OverflowDisconnect:

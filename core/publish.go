@@ -76,7 +76,7 @@ func (c *client) handlePublish(p *codec.Publish) bool {
 		// A topic of n bytes has at most n+1 levels: short ones (nearly
 		// all, with the default of 128) are not counted.
 		rc = codec.TopicNameInvalid
-	case strings.HasPrefix(unsafeString(topic), "$SYS"):
+	case brokerTopic(unsafeString(topic)):
 		rc = codec.NotAuthorized // only the broker publishes $SYS
 	case srv.authz != nil && !srv.authz.CanPublish(c.id, c.username, unsafeString(topic)):
 		rc = codec.NotAuthorized
@@ -284,6 +284,7 @@ func (s *Server) retain(msg *Message) error {
 // with its subscription identifier.
 func (s *Server) deliver(msg *Message, matches []match, r *routed) {
 	n := 0
+	gen := s.aclGeneration()
 	for i := range matches {
 		m := &matches[i]
 		if m.s == nil {
@@ -291,6 +292,9 @@ func (s *Server) deliver(msg *Message, matches []match, r *routed) {
 		}
 		if m.opts.noLocal && m.group == nil && msg.From == m.s.id {
 			continue // [MQTT-3.8.3-3]
+		}
+		if !s.mayRead(m.s, m.opts.acl, msg.Topic, gen) {
+			continue // the subscriber may not read it now
 		}
 		qos := min(msg.QoS, m.opts.qos)
 		if !m.opts.v5 && m.group == nil && m.s.routes.Load() > 1 {

@@ -22,13 +22,15 @@ const (
 	CloseServerShutdown             // the server is stopping
 	CloseAdmin                      // an operator disconnected the client
 	CloseStoreError                 // the store could not make an MQTT 3 client's messages durable
+	CloseNotAuthorized              // CONNECT refused by authorization: another user's session, a will the client may not have
+	CloseBusy                       // refused before CONNECT was read: the pre-login memory budget was spent
 	closeReasonCount
 )
 
 var closeNames = [...]string{"none", "normal", "disconnect_with_will", "peer_gone", "keepalive_timeout",
 	"connect_timeout", "malformed_packet", "protocol_error", "packet_too_large", "taken_over",
 	"auth_failure", "connect_refused", "slow_consumer", "server_shutdown", "admin",
-	"store_error"}
+	"store_error", "not_authorized", "server_busy"}
 
 func (r CloseReason) String() string {
 	if int(r) < len(closeNames) {
@@ -39,5 +41,6 @@ func (r CloseReason) String() string {
 
 // publishesWill reports whether a connection closed for r sends its will.
 func (r CloseReason) publishesWill() bool {
-	return r != CloseNormal && r != CloseAuthFailed && r != CloseRefused && r != CloseNone
+	return r != CloseNormal && r != CloseAuthFailed && r != CloseRefused && r != CloseNotAuthorized &&
+		r != CloseBusy && r != CloseNone
 }

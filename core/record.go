@@ -13,8 +13,16 @@ import (
 // record of another version is refused with a clear error, never misread.
 // Version 2 added the inbound QoS 2 base and the sent sequence to sessions,
 // the inbound sequence and delivery state to messages, and the inbound and
-// will records.
-const recordVersion = 2
+// will records. Version 3 added the owner of sessions and wills (who may
+// resume the session; whose rights a will is checked against); a version 2
+// record reads with the owner unknown.
+const recordVersion = 3
+
+// oldestRecordVersion is the oldest format this build still reads.
+const oldestRecordVersion = 2
+
+// readable reports whether a record of format v can be read.
+func readable(v byte) bool { return v >= oldestRecordVersion && v <= recordVersion }
 
 // errRecord reports a damaged or unknown record.
 var errRecord = errors.New("core: damaged store record")
@@ -43,11 +51,17 @@ type sessionRecord struct {
 	// not, so a restart sets DUP on the first and not on the second.
 	SentSeq uint64
 	Subs    []storedSub
+	// Owner is the identity (user name) the session belongs to; OwnerKnown
+	// is false for a session restored from a version 2 record, which the
+	// next client to log in with its id claims.
+	Owner      string
+	OwnerKnown bool
 }
 
 // Session record: version, protocol level, expiry (4), disconnected-at (8),
 // inbound base, sent seq, subscription count, then per subscription:
-// filter, QoS, flags, subscription id.
+// filter, QoS, flags, subscription id; then (version 3) owner known and
+// owner.
 func (r *sessionRecord) append(b []byte) []byte {
 	b = append(b, recordVersion, r.Version)
 	b = binary.BigEndian.AppendUint32(b, r.Expiry)
@@ -70,12 +84,14 @@ func (r *sessionRecord) append(b []byte) []byte {
 		b = append(b, s.QoS, flags)
 		b = binary.AppendUvarint(b, uint64(s.SubscriptionID))
 	}
-	return b
+	b = append(b, boolByte(r.OwnerKnown))
+	return appendString(b, r.Owner)
 }
 
 func (r *sessionRecord) decode(b []byte) error {
 	d := recDecoder{b: b}
-	if v := d.byte(); v != recordVersion {
+	v := d.byte()
+	if !readable(v) {
 		return formatError("session", v)
 	}
 	r.Version = d.byte()
@@ -95,6 +111,10 @@ func (r *sessionRecord) decode(b []byte) error {
 		s.RetainHandling = flags >> 2 & 3
 		s.SubscriptionID = uint32(d.uvarint())
 		r.Subs = append(r.Subs, s)
+	}
+	if v >= 3 {
+		r.OwnerKnown = d.byte() != 0
+		r.Owner = d.string()
 	}
 	return d.done()
 }
@@ -145,7 +165,7 @@ func decodeMessageRecord(b []byte) (m *Message, qos byte, retain bool, subID uin
 
 func decodeDeliveryRecord(b []byte) (storedMsg, error) {
 	d := recDecoder{b: b}
-	if v := d.byte(); v != recordVersion {
+	if v := d.byte(); !readable(v) {
 		return storedMsg{}, formatError("message", v)
 	}
 	var sm storedMsg
@@ -186,8 +206,8 @@ func formatError(kind string, v byte) error {
 		return fmt.Errorf("%w: %s record format %d is newer than this build reads (%d): run the newer xmq",
 			errRecordFormat, kind, v, recordVersion)
 	}
-	return fmt.Errorf("%w: %s record format %d is older than this build reads (%d) and cannot be migrated",
-		errRecordFormat, kind, v, recordVersion)
+	return fmt.Errorf("%w: %s record format %d is older than this build reads (%d to %d) and cannot be migrated",
+		errRecordFormat, kind, v, oldestRecordVersion, recordVersion)
 }
 
 // errRecordFormat reports a record written in another format version.
@@ -220,7 +240,7 @@ func (r *inboundRecord) append(b []byte) []byte {
 
 func (r *inboundRecord) decode(b []byte) error {
 	d := recDecoder{b: b}
-	if v := d.byte(); v != recordVersion {
+	if v := d.byte(); !readable(v) {
 		return formatError("inbound", v)
 	}
 	r.High = d.uvarint()
@@ -238,25 +258,49 @@ func (r *inboundRecord) decode(b []byte) error {
 // willRecord is a will waiting for its delay: when to publish it, its
 // Message Expiry Interval (which starts then) and the message.
 type willRecord struct {
-	At     time.Time
+	At     time.Time // zero: its client was connected when the record was written (version 3)
 	Expiry time.Duration
 	Msg    *Message
+	// Delay is the Will Delay Interval, which runs from a restart when
+	// At is zero (version 3).
+	Delay time.Duration
+	// Owner is the user name whose rights the will needs when it is
+	// published; OwnerKnown is false in a version 2 record.
+	Owner      string
+	OwnerKnown bool
 }
 
 func (r *willRecord) append(b []byte) []byte {
 	b = append(b, recordVersion)
-	b = binary.BigEndian.AppendUint64(b, uint64(r.At.UnixNano()))
+	at := int64(0)
+	if !r.At.IsZero() {
+		at = r.At.UnixNano()
+	}
+	b = binary.BigEndian.AppendUint64(b, uint64(at))
 	b = binary.AppendUvarint(b, uint64(r.Expiry))
+	b = binary.AppendUvarint(b, uint64(r.Delay))
+	b = append(b, boolByte(r.OwnerKnown))
+	b = appendString(b, r.Owner)
 	return appendMessageRecord(b, r.Msg, r.Msg.QoS, r.Msg.Retain, 0)
 }
 
 func (r *willRecord) decode(b []byte) error {
 	d := recDecoder{b: b}
-	if v := d.byte(); v != recordVersion {
+	v := d.byte()
+	if !readable(v) {
 		return formatError("will", v)
 	}
-	r.At = time.Unix(0, int64(d.uint64()))
+	at := int64(d.uint64())
+	r.At = time.Time{}
+	if at != 0 {
+		r.At = time.Unix(0, at)
+	}
 	r.Expiry = time.Duration(d.uvarint())
+	if v >= 3 {
+		r.Delay = time.Duration(d.uvarint())
+		r.OwnerKnown = d.byte() != 0
+		r.Owner = d.string()
+	}
 	if d.err != nil {
 		return d.err
 	}

@@ -16,7 +16,8 @@ func TestSessionRecordRoundTrip(t *testing.T) {
 			{Filter: "a/+/c", QoS: 1, V5: true, SubscriptionID: 268435455},
 			{Filter: "$share/g/x/#", QoS: 2, RetainAsPublished: true, RetainHandling: 2, V5: true},
 			{Filter: "n", NoLocal: true, RetainHandling: 1},
-		}},
+		}, Owner: "alice", OwnerKnown: true},
+		{Version: codec.V5, Expiry: 60, Owner: "", OwnerKnown: true}, // anonymous owner
 	} {
 		rec := r.append(nil)
 		var got sessionRecord
@@ -78,6 +79,53 @@ func TestMessageRecordRoundTrip(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRecordFormat2StillReads: a store written by the previous format
+// opens; its sessions and wills have no known owner (the next login with
+// the client id claims the session).
+func TestRecordFormat2StillReads(t *testing.T) {
+	r := sessionRecord{Version: codec.V311, Expiry: neverExpires, Subs: []storedSub{{Filter: "a/#", QoS: 1}}, OwnerKnown: true, Owner: "x"}
+	rec := r.append(nil)
+	rec = rec[:len(rec)-3] // version 2 ended after the subscriptions: no owner flag, no owner string
+	rec[0] = 2
+	var got sessionRecord
+	if err := got.decode(rec); err != nil {
+		t.Fatalf("decode of a format 2 session: %v", err)
+	}
+	if got.OwnerKnown || len(got.Subs) != 1 {
+		t.Errorf("format 2 session decoded as %+v, want owner unknown", got)
+	}
+	w := willRecord{At: time.Unix(1700000000, 0), Expiry: time.Second, Msg: &Message{Topic: "w", Payload: []byte("p"), QoS: 1}}
+	v3 := w.append(nil)
+	// Format 2: version, at, expiry, then the message record.
+	v2 := append([]byte{2}, v3[1:9]...)
+	v2 = append(v2, 0x80, 0x94, 0xeb, 0xdc, 0x03) // uvarint of one second in nanoseconds
+	msg := appendMessageRecord(nil, w.Msg, w.Msg.QoS, w.Msg.Retain, 0)
+	v2 = append(v2, msg...)
+	var gw willRecord
+	if err := gw.decode(v2); err != nil {
+		t.Fatalf("decode of a format 2 will: %v", err)
+	}
+	if gw.OwnerKnown || gw.Expiry != time.Second || !gw.At.Equal(w.At) || gw.Msg.Topic != "w" {
+		t.Errorf("format 2 will decoded as %+v", gw)
+	}
+}
+
+func TestWillRecordRoundTrip(t *testing.T) {
+	for _, w := range []willRecord{
+		{At: time.Unix(1700000000, 5), Expiry: time.Minute, Msg: &Message{Topic: "w", Payload: []byte("p"), QoS: 1}, Owner: "bob", OwnerKnown: true},
+		{Delay: 30 * time.Second, Msg: &Message{Topic: "w", Payload: []byte("p")}, OwnerKnown: true}, // connected: no At
+	} {
+		var got willRecord
+		if err := got.decode(w.append(nil)); err != nil {
+			t.Fatal(err)
+		}
+		if !got.At.Equal(w.At) || got.At.IsZero() != w.At.IsZero() || got.Expiry != w.Expiry || got.Delay != w.Delay ||
+			got.Owner != w.Owner || got.OwnerKnown != w.OwnerKnown || got.Msg.Topic != w.Msg.Topic {
+			t.Errorf("round trip: got %+v, want %+v", got, w)
+		}
 	}
 }
 

@@ -15,7 +15,8 @@ type subOpts struct {
 	rap     bool // retain as published
 	rh      byte // retain handling
 	subID   uint32
-	v5      bool // the subscriber spoke MQTT 5 when it subscribed
+	v5      bool    // the subscriber spoke MQTT 5 when it subscribed
+	acl     *subACL // nil without an Authorizer
 }
 
 // subscriber is one session subscribed at a node.

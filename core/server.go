@@ -26,11 +26,31 @@ type Authenticator interface {
 	Authenticate(clientID, username string, password []byte, remote net.Addr, listener, crossOrigin string) error
 }
 
-// Authorizer decides what a connected client may do. It is asked on every
-// PUBLISH, so it must be fast.
+// Authorizer decides what a connected client may do, at every use: it is
+// asked on every PUBLISH, for every will, for every SUBSCRIBE filter, and on
+// delivery to subscriptions whose filter reaches topics the client may not
+// read, so it must be fast (cache its decisions). Core never asks it about
+// the broker's own $SYS and $share topics, which no client may publish to.
 type Authorizer interface {
+	// CanPublish decides a PUBLISH (and a retained message) to topic.
 	CanPublish(clientID, username, topic string) bool
+	// CanWill decides a will on topic: at CONNECT, and again when the will
+	// is published, since the rules may have changed in between.
+	CanWill(clientID, username, topic string) bool
+	// CanSubscribe decides a SUBSCRIBE filter (of a shared subscription,
+	// the whole $share/GROUP/FILTER). A granted filter may still reach
+	// topics the client may not read: deliveries are checked with CanRead
+	// unless ReadsAll says they need not be.
 	CanSubscribe(clientID, username, filter string) bool
+	// ReadsAll reports that the client may read every topic filter
+	// matches, so deliveries through it need no CanRead. It has no side
+	// effect (core asks it again after Generation changes).
+	ReadsAll(clientID, username, filter string) bool
+	// CanRead decides whether a message on topic may be delivered to the client.
+	CanRead(clientID, username, topic string) bool
+	// Generation changes whenever earlier answers may no longer hold (the
+	// rules were reloaded): core then asks ReadsAll again.
+	Generation() uint64
 }
 
 // ErrServerClosed is returned by Serve after Shutdown.
@@ -57,8 +77,10 @@ type Server struct {
 	willTimers []*time.Timer // restored wills whose session is gone; guarded by mu
 	inBaseMax  uint64        // highest inbound sequence restored; guarded by mu
 
-	storeWarn atomic.Int64 // Unix nanoseconds of the last store error logged
-	syncer    *syncer      // group commit of acknowledgements (durable.go)
+	storeWarn    atomic.Int64 // Unix nanoseconds of the last store error logged
+	preLoginWarn atomic.Int64 // Unix nanoseconds of the last pre-login budget warning
+	preLogin     byteBudget   // Options.PreLoginMemory, shared by connections before CONNACK
+	syncer       *syncer      // group commit of acknowledgements (durable.go)
 
 	// readBufs holds the connections' read buffers (*bufio.Reader of
 	// Options.ReadBufferSize): a TCP connection waiting for its next packet
@@ -101,6 +123,7 @@ func New(opts Options, cfg Config) (*Server, error) {
 		sessions: map[string]*session{}, clients: map[*client]struct{}{}, listeners: map[net.Listener]struct{}{},
 		stopSys: make(chan struct{}), sysDone: make(chan struct{}),
 	}
+	s.preLogin.max = opts.PreLoginMemory
 	s.readBufs.New = func() any { return bufio.NewReaderSize(nil, opts.ReadBufferSize) }
 	s.writeBufs.New = func() any { b := make([]byte, 0, 512); return &b } // grows with the bursts that use it
 	if err := s.restore(); err != nil {
@@ -210,13 +233,24 @@ func (s *Server) connDone(c *client) {
 	s.conns.Done()
 }
 
+// errNotOwner refuses a CONNECT whose client id names a session that
+// belongs to another identity.
+var errNotOwner = errors.New("core: the session of this client id belongs to another user")
+
 // attach binds c to its session: a new one, or the existing one when the
 // client resumes, taking it over from another connection with the same id
 // [MQTT-3.1.4-3]. queueAck runs under the session lock once the session is
-// known, so CONNACK is queued before any delivery can be.
-func (s *Server) attach(c *client, clean bool, expiry uint32, queueAck func(present bool)) (*session, bool) {
+// known, so CONNACK is queued before any delivery can be. Unless
+// AnySessionOwner is set, a session that belongs to another identity is
+// neither resumed, taken over nor ended: attach returns errNotOwner and
+// leaves it alone.
+func (s *Server) attach(c *client, clean bool, expiry uint32, queueAck func(present bool)) (*session, bool, error) {
 	s.mu.Lock()
 	sess := s.sessions[c.id]
+	if sess != nil && !s.opts.AnySessionOwner && !sess.ownedBy(c.username) {
+		s.mu.Unlock()
+		return nil, false, errNotOwner
+	}
 	var old *client
 	present := false
 	if sess != nil {
@@ -240,6 +274,7 @@ func (s *Server) attach(c *client, clean bool, expiry uint32, queueAck func(pres
 	sess.mu.Lock()
 	sess.version = c.version
 	sess.expiry = expiry
+	sess.setOwner(c.username)
 	c.sess = sess
 	queueAck(present)
 	pendingWill := sess.willTimer != nil
@@ -254,8 +289,17 @@ func (s *Server) attach(c *client, clean bool, expiry uint32, queueAck func(pres
 		old.log(zap.InfoLevel, "session taken over", zap.String("by", c.remoteAddr()))
 		old.close(CloseTakenOver, codec.SessionTakenOver)
 	}
-	if pendingWill {
-		s.storeDeleteWill(c.id) // the client is back within the will delay
+	if stored != nil && c.will != nil && c.willDelay > 0 {
+		// On disk before CONNACK, like the session: if the broker dies
+		// while the client is connected, the restart publishes the will
+		// once its delay has run from then.
+		s.storePutWill(c.id, &willRecord{Delay: time.Duration(c.willDelay) * time.Second, Expiry: c.willExpiry,
+			Msg: c.will, Owner: c.username, OwnerKnown: true})
+		c.willStored = true
+	} else if pendingWill || present {
+		// The client is back within the will delay, or took over from a
+		// connection whose will was on disk.
+		s.storeDeleteWill(c.id)
 	}
 	if stored != nil {
 		s.storeSave(c.id, stored)
@@ -268,7 +312,7 @@ func (s *Server) attach(c *client, clean bool, expiry uint32, queueAck func(pres
 		s.storeDelete(c.id) // resumed with expiry 0: nothing to keep on disk
 	}
 	c.wake()
-	return sess, present
+	return sess, present, nil
 }
 
 // discardLocked removes a session and its subscriptions; s.mu is held.
@@ -302,6 +346,7 @@ func (s *Server) discardLocked(sess *session) {
 		delete(s.sessions, sess.id)
 	}
 	s.storeDelete(sess.id)
+	s.storeDeleteWill(sess.id) // a will on disk for a crash, or one just published
 }
 
 // detach runs when c's connection has ended: the session ends or waits
@@ -341,34 +386,48 @@ func (s *Server) detach(c *client, reason CloseReason) {
 	// A session taken over by a new connection within the will delay keeps
 	// its will unsent [MQTT-3.1.3-9]; with no delay, or when the takeover
 	// ended the session (Clean Start), the will goes now (3.1.2.5).
+	scheduled := false
 	if c.will != nil && reason.publishesWill() && (current || c.willDelay == 0 || ended) {
 		delay := c.willDelay
+		owner := &c.username
 		if delay > 0 && current && persistent {
 			if expiry != neverExpires && expiry < delay {
 				delay = expiry // the will goes when the session ends, if sooner
 			}
 			will := c.will
 			sess.mu.Lock()
-			scheduled := sess.c == nil
+			scheduled = sess.c == nil
 			if scheduled {
 				willExpiry := c.willExpiry
-				sess.pendingWill = func() { s.publishWill(will, willExpiry, sess) }
+				sess.pendingWill = func() { s.publishWill(will, willExpiry, sess, owner) }
 				sess.willTimer = time.AfterFunc(time.Duration(delay)*time.Second, sess.pendingWill)
 			}
 			sess.mu.Unlock()
 			if scheduled {
 				s.storePutWill(sess.id, &willRecord{At: time.Now().Add(time.Duration(delay) * time.Second),
-					Expiry: c.willExpiry, Msg: will})
+					Expiry: c.willExpiry, Msg: will, Owner: c.username, OwnerKnown: true})
 			}
 		} else {
-			s.publishWill(c.will, c.willExpiry, nil)
+			s.publishWill(c.will, c.willExpiry, nil, owner)
+		}
+	}
+	if current && c.willStored && !scheduled {
+		// Published now, or discarded by a normal DISCONNECT: a restart
+		// must not publish it again.
+		s.storeDeleteWill(sess.id)
+	}
+	if current && c.willStored {
+		if err := s.syncStore(); err != nil {
+			s.storeError("store: sync of a will failed", err, zap.String("client_id", sess.id))
 		}
 	}
 }
 
 // publishWill publishes a will; its Message Expiry Interval (expiry, 0 for
-// none) starts now.
-func (s *Server) publishWill(m *Message, expiry time.Duration, sess *session) {
+// none) starts now. owner is the user name whose rights it needs (nil:
+// unknown, from an older store): the rules may have changed since CONNECT,
+// so they are asked again.
+func (s *Server) publishWill(m *Message, expiry time.Duration, sess *session, owner *string) {
 	if sess != nil {
 		sess.mu.Lock()
 		online := sess.c != nil
@@ -378,6 +437,12 @@ func (s *Server) publishWill(m *Message, expiry time.Duration, sess *session) {
 		if online {
 			return // the client came back before the delay [MQTT-3.1.3-9]
 		}
+	}
+	if owner != nil && s.authz != nil && !s.authz.CanWill(m.From, *owner, m.Topic) {
+		s.stats.willRefused.Add(1)
+		s.log.Info("will not published: the rules no longer allow it", zap.String("client_id", m.From),
+			zap.String("username", *owner), zap.String("topic", m.Topic))
+		return
 	}
 	if expiry > 0 {
 		w := m.clone()
@@ -393,6 +458,9 @@ func (s *Server) redispatch(d delivery, from *session) {
 	m, ok := s.router.pick(d.group, d.msg.Topic, from)
 	s.router.mu.RUnlock()
 	if !ok {
+		return
+	}
+	if !s.mayRead(m.s, m.opts.acl, d.msg.Topic, s.aclGeneration()) {
 		return
 	}
 	d.qos = min(d.msg.QoS, m.opts.qos)
@@ -544,6 +612,31 @@ func (s *Server) Disconnect(clientID string) bool {
 		return false
 	}
 	c.close(CloseAdmin, codec.AdministrativeAction)
+	return true
+}
+
+// RemoveSession ends clientID's session, whoever owns it (an operator's
+// action): its connection, if any, is closed (MQTT 5: Administrative
+// action) and its will published, and its subscriptions, queued messages
+// and stored state are discarded. It reports whether there was a session.
+func (s *Server) RemoveSession(clientID string) bool {
+	s.mu.Lock()
+	sess := s.sessions[clientID]
+	if sess == nil {
+		s.mu.Unlock()
+		return false
+	}
+	sess.mu.Lock()
+	c := sess.c
+	sess.c = nil // its detach finds the session gone, as after a Clean Start takeover
+	sess.isOnline.Store(false)
+	sess.mu.Unlock()
+	s.discardLocked(sess)
+	s.mu.Unlock()
+	s.log.Info("session removed by an operator", zap.String("client_id", clientID))
+	if c != nil {
+		c.close(CloseAdmin, codec.AdministrativeAction)
+	}
 	return true
 }
 

@@ -47,6 +47,13 @@ type session struct {
 	load     atomic.Int32 // queued + inflight, for least_inflight dispatch
 	routes   atomic.Int32 // subscriptions in the router, to skip overlap checks
 	isOnline atomic.Bool
+	// owner is the user name (or certificate identity) the session belongs
+	// to: only it may resume the session (Options.AnySessionOwner), and
+	// deliveries are authorized for it. nil: unknown (restored from an
+	// older store), claimed by the next client to log in with the id. A new
+	// pointer is stored whenever it changes, so a pointer compare tells
+	// whether an authorization answer still holds (subACL).
+	owner atomic.Pointer[string]
 
 	mu          sync.Mutex
 	c           *client
@@ -416,6 +423,9 @@ func (s *session) releaseSharedLocked() []delivery {
 func (s *session) recordLocked(disconnectedAt int64) *sessionRecord {
 	r := &sessionRecord{Version: s.version, Expiry: s.expiry, DisconnectedAt: disconnectedAt,
 		InBase: s.inBase, Subs: make([]storedSub, 0, len(s.subs))}
+	if o := s.owner.Load(); o != nil {
+		r.Owner, r.OwnerKnown = *o, true
+	}
 	if disconnectedAt != 0 {
 		r.SentSeq = s.seq
 	}
@@ -427,9 +437,23 @@ func (s *session) recordLocked(disconnectedAt int64) *sessionRecord {
 }
 
 // opts are the router options of a stored subscription.
-func (sub *storedSub) opts() subOpts {
+func (sub *storedSub) opts(srv *Server) subOpts {
 	return subOpts{qos: sub.QoS, noLocal: sub.NoLocal, rap: sub.RetainAsPublished, rh: sub.RetainHandling,
-		subID: sub.SubscriptionID, v5: sub.V5}
+		subID: sub.SubscriptionID, v5: sub.V5, acl: newSubACL(srv, sub.Filter)}
+}
+
+// setOwner records who the session belongs to now.
+func (s *session) setOwner(username string) {
+	if o := s.owner.Load(); o == nil || *o != username {
+		s.owner.Store(&username)
+	}
+}
+
+// ownedBy reports whether username may resume the session: it is the
+// owner, or the owner is unknown.
+func (s *session) ownedBy(username string) bool {
+	o := s.owner.Load()
+	return o == nil || *o == username
 }
 
 // addLoad changes the session's queued + inflight count and the server's gauge.

@@ -530,9 +530,24 @@ func (denyAuthz) CanPublish(clientID, username, topic string) bool {
 	return !strings.HasPrefix(topic, "deny")
 }
 
+func (denyAuthz) CanWill(clientID, username, topic string) bool {
+	return !strings.HasPrefix(topic, "deny")
+}
+
 func (denyAuthz) CanSubscribe(clientID, username, filter string) bool {
 	return !strings.HasPrefix(filter, "deny")
 }
+
+// ReadsAll is false for filters that can reach deny... topics.
+func (denyAuthz) ReadsAll(clientID, username, filter string) bool {
+	return !strings.HasPrefix(filter, "deny") && !strings.HasPrefix(filter, "+") && !strings.HasPrefix(filter, "#")
+}
+
+func (denyAuthz) CanRead(clientID, username, topic string) bool {
+	return !strings.HasPrefix(topic, "deny")
+}
+
+func (denyAuthz) Generation() uint64 { return 1 }
 
 // The Authorizer: a refused PUBLISH gets PUBACK Not authorized in 5.0
 // (3.4.2.1) and a plain PUBACK in 3.1.1 [MQTT-3.3.5-2], and is not

@@ -17,11 +17,12 @@ const (
 	dropRateLimited                    // QoS 0 over the client's message or byte rate
 	dropQuotaExceeded                  // QoS 1/2 refused for a full session queue or a full store
 	dropStoreError                     // QoS 1/2 refused because the store failed to record it
+	dropNotReadable                    // a subscriber may not read the topic (the Authorizer's CanRead)
 	dropCauseCount
 )
 
 var dropNames = [...]string{"queue_full", "offline", "expired", "too_large", "not_authorized", "rate_limited",
-	"quota_exceeded", "store_error"}
+	"quota_exceeded", "store_error", "not_readable"}
 
 func (d dropCause) String() string { return dropNames[d] }
 
@@ -42,6 +43,9 @@ type Stats struct {
 	bytesOut     atomic.Int64
 	deliveries   atomic.Int64
 	authFailures atomic.Int64
+	ownerRefused atomic.Int64 // CONNECTs refused: the session belongs to another identity
+	willRefused  atomic.Int64 // wills refused or not published: a $ topic, or the Authorizer's CanWill
+	preLogin     atomic.Int64 // handshakes refused: the pre-login memory budget was spent
 	drops        [dropCauseCount]atomic.Int64
 	closeReasons [closeReasonCount]atomic.Int64
 }
@@ -61,13 +65,22 @@ type Snapshot struct {
 	BytesOut       int64
 	Deliveries     int64
 	AuthFailures   int64
-	Dropped        map[string]int64
-	Disconnects    map[string]int64
-	Subscriptions  int64
-	SharedGroups   int64
-	Retained       int
-	Queued         int64 // deliveries waiting in session queues
-	Inflight       int64 // QoS 1/2 deliveries sent and not yet acknowledged
+	// SessionOwnerRefused counts CONNECTs refused because the client id's
+	// session belongs to another user name (Options.AnySessionOwner off).
+	SessionOwnerRefused int64
+	// WillsRefused counts wills refused at CONNECT or dropped when due: a
+	// broker-owned $ topic, or one the Authorizer's CanWill refused.
+	WillsRefused int64
+	// PreLoginRefused counts handshakes refused because the connections
+	// not yet logged in held PreLoginMemory already.
+	PreLoginRefused int64
+	Dropped         map[string]int64
+	Disconnects     map[string]int64
+	Subscriptions   int64
+	SharedGroups    int64
+	Retained        int
+	Queued          int64 // deliveries waiting in session queues
+	Inflight        int64 // QoS 1/2 deliveries sent and not yet acknowledged
 	// StoreSyncs counts Store.Sync calls by latency: StoreSyncs[i] those
 	// that took at most SyncBuckets[i], the last one the slower rest.
 	StoreSyncs       [len(SyncBuckets) + 1]int64
@@ -82,6 +95,7 @@ func (s *Server) Stats() Snapshot {
 		MessagesIn: st.msgsIn.Load(), MessagesOut: st.msgsOut.Load(),
 		BytesIn: st.bytesIn.Load(), BytesOut: st.bytesOut.Load(),
 		Deliveries: st.deliveries.Load(), AuthFailures: st.authFailures.Load(),
+		SessionOwnerRefused: st.ownerRefused.Load(), WillsRefused: st.willRefused.Load(), PreLoginRefused: st.preLogin.Load(),
 		Dropped: map[string]int64{}, Disconnects: map[string]int64{},
 		Subscriptions: s.router.count.Load(), Retained: s.retained.count(),
 	}

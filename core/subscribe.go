@@ -47,6 +47,7 @@ func (c *client) handleSubscribe(p *codec.Subscribe) bool {
 		if c.version != codec.V5 {
 			o = subOpts{qos: sub.QoS}
 		}
+		o.acl = newSubACL(srv, full)
 		existed := srv.router.subscribe(s, string(filter), string(group), o)
 		s.mu.Lock()
 		if s.subs == nil {
@@ -69,8 +70,12 @@ func (c *client) handleSubscribe(p *codec.Subscribe) bool {
 	c.releaseAcksWait()
 	c.send(ack)
 	now := time.Now()
+	gen := srv.aclGeneration()
 	for _, w := range wantRetained {
 		for _, m := range srv.retained.match(w.filter, now) {
+			if !srv.mayRead(s, w.opts.acl, m.Topic, gen) {
+				continue
+			}
 			// Sent with RETAIN set because of a new subscription [MQTT-3.3.1-8].
 			s.enqueue(delivery{msg: m, qos: min(m.QoS, w.opts.qos), retain: true, subID: w.opts.subID})
 		}

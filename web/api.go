@@ -52,6 +52,7 @@ func (s *Server) apiRoutes() *apiRouter {
 		{"GET", p("/clients"), RoleViewer, s.listClients},
 		{"GET", p("/clients/"), RoleViewer, s.getClient},
 		{"POST", p("/clients/"), RoleAdmin, s.clientAction},
+		{"DELETE", p("/clients/"), RoleAdmin, s.removeSession},
 		{"GET", p("/subscriptions"), RoleViewer, s.listSubscriptions},
 		{"GET", p("/retained"), RoleViewer, s.listRetained},
 		{"GET", p("/retained/"), RoleViewer, s.getRetained},
@@ -552,6 +553,22 @@ func (s *Server) clientAction(w http.ResponseWriter, r *http.Request, p principa
 	}
 	s.log.Info("client disconnected by operator", zap.String("client_id", id), zap.String("by", p.User))
 	writeJSON(w, http.StatusOK, map[string]any{"client_id": id, "disconnected": true})
+	return nil
+}
+
+// removeSession serves DELETE /clients/{id}: the client's session ends,
+// whoever owns it — connection closed, subscriptions and queued messages
+// discarded. It is how an operator frees a client id that session owner
+// checks keep from everyone else.
+func (s *Server) removeSession(w http.ResponseWriter, r *http.Request, p principal, id string) error {
+	if id == "" {
+		return notFound("DELETE " + apiPrefix + "/clients/{id}")
+	}
+	if !s.broker.RemoveSession(id) {
+		return notFound(fmt.Sprintf("client %q has no session", id))
+	}
+	s.log.Info("session removed by operator", zap.String("client_id", id), zap.String("by", p.User))
+	writeJSON(w, http.StatusOK, map[string]any{"client_id": id, "removed": true})
 	return nil
 }
 

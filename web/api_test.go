@@ -31,6 +31,7 @@ type fakeBroker struct {
 	retained  map[string]*core.Message
 	published []string // "topic qos retain payload"
 	kicked    []string
+	removed   []string
 }
 
 func (f *fakeBroker) Stats() core.Snapshot {
@@ -85,6 +86,18 @@ func (f *fakeBroker) Disconnect(id string) bool {
 		if c.ClientID == id && c.Connected {
 			f.clients[i].Connected = false
 			f.kicked = append(f.kicked, id)
+			return true
+		}
+	}
+	return false
+}
+func (f *fakeBroker) RemoveSession(id string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, c := range f.clients {
+		if c.ClientID == id {
+			f.clients = slices.Delete(f.clients, i, i+1)
+			f.removed = append(f.removed, id)
 			return true
 		}
 	}
@@ -645,6 +658,16 @@ func TestClientDetailAndDisconnect(t *testing.T) {
 	}
 	if r := call(t, h, req{method: "POST", path: "/api/v1/clients/ghost/disconnect", basic: admin}); r.status != 404 {
 		t.Errorf("disconnect unknown: %d, want 404", r.status)
+	}
+	// DELETE removes the session, whoever owns it; admins only.
+	if r := call(t, h, req{method: "DELETE", path: esc, header: map[string]string{"X-API-Key": viewerKey}}); r.status != 403 {
+		t.Errorf("viewer remove: %d, want 403", r.status)
+	}
+	if r := call(t, h, req{method: "DELETE", path: esc, basic: admin}); r.status != 200 || !slices.Equal(b.removed, []string{"dev/ice 1%"}) {
+		t.Errorf("remove: %d %s, removed %q", r.status, r.body, b.removed)
+	}
+	if r := call(t, h, req{method: "DELETE", path: esc, basic: admin}); r.status != 404 {
+		t.Errorf("remove again: %d, want 404", r.status)
 	}
 }
 

@@ -50,7 +50,7 @@ type collector struct {
 	authLogins, authRefused, authFlapBans, authDenied    *prometheus.Desc
 	authACLMisses, authReloads, authReloadErrors         *prometheus.Desc
 	authUsers, authRules, authCached, authBans, authLock *prometheus.Desc
-	dashboardLogins                                      *prometheus.Desc
+	dashboardLogins, preLoginRefused                     *prometheus.Desc
 	uptime, info                                         *prometheus.Desc
 }
 
@@ -59,28 +59,30 @@ func newCollector(b Broker, opts *Options) *collector {
 		return prometheus.NewDesc("xmq_"+name, help, labels, nil)
 	}
 	c := &collector{b: b, transport: map[string]string{}, version: opts.Version, authStats: opts.AuthStats, tokens: opts.MQTTTokens,
-		connections:      d("connections", "Open MQTT connections by listener and transport.", "listener", "transport"),
-		connected:        d("connected_clients", "Open MQTT connections (all listeners)."),
-		connects:         d("connects_total", "Successful CONNECTs since start."),
-		disconnects:      d("disconnects_total", "Connections ended, by typed close reason.", "reason"),
-		msgsIn:           d("messages_received_total", "PUBLISH packets received from clients, by the QoS they were published with.", "qos"),
-		msgsOut:          d("messages_sent_total", "PUBLISH packets sent to clients, by the QoS they were delivered with.", "qos"),
-		bytesIn:          d("received_bytes_total", "Bytes read from clients."),
-		bytesOut:         d("sent_bytes_total", "Bytes written to clients."),
-		deliveries:       d("deliveries_total", "Messages queued for a subscriber (one per matching subscription)."),
-		drop:             d("messages_dropped_total", "Messages not delivered, by cause.", "cause"),
-		sessions:         d("sessions", "Sessions, connected or waiting for their client."),
-		subscriptions:    d("subscriptions", "Subscriptions of all sessions."),
-		retained:         d("retained_messages", "Retained messages."),
-		authFailures:     d("auth_failures_total", "CONNECTs refused by authentication."),
-		queued:           d("queued_messages", "Deliveries waiting in session queues."),
-		inflight:         d("inflight_messages", "QoS 1/2 deliveries sent and not yet acknowledged."),
-		sharedGroups:     d("shared_groups", "Shared subscription groups."),
-		storeSync:        d("store_sync_seconds", "Latency of Store.Sync, which every acknowledged QoS 1/2 message waits for."),
-		authLogins:       d("auth_logins_total", "CONNECTs accepted by authentication (password, SCRAM, certificate or anonymous)."),
-		authRefused:      d("auth_refused_total", "CONNECTs refused by authentication, by cause.", "cause"),
-		authFlapBans:     d("auth_flap_bans_total", "Client ids banned for flapping."),
-		authDenied:       d("auth_acl_denied_total", "PUBLISH packets and SUBSCRIBE filters refused by the ACL.", "action"),
+		connections:   d("connections", "Open MQTT connections by listener and transport.", "listener", "transport"),
+		connected:     d("connected_clients", "Open MQTT connections (all listeners)."),
+		connects:      d("connects_total", "Successful CONNECTs since start."),
+		disconnects:   d("disconnects_total", "Connections ended, by typed close reason.", "reason"),
+		msgsIn:        d("messages_received_total", "PUBLISH packets received from clients, by the QoS they were published with.", "qos"),
+		msgsOut:       d("messages_sent_total", "PUBLISH packets sent to clients, by the QoS they were delivered with.", "qos"),
+		bytesIn:       d("received_bytes_total", "Bytes read from clients."),
+		bytesOut:      d("sent_bytes_total", "Bytes written to clients."),
+		deliveries:    d("deliveries_total", "Messages queued for a subscriber (one per matching subscription)."),
+		drop:          d("messages_dropped_total", "Messages not delivered, by cause.", "cause"),
+		sessions:      d("sessions", "Sessions, connected or waiting for their client."),
+		subscriptions: d("subscriptions", "Subscriptions of all sessions."),
+		retained:      d("retained_messages", "Retained messages."),
+		authFailures:  d("auth_failures_total", "CONNECTs refused by authentication."),
+		queued:        d("queued_messages", "Deliveries waiting in session queues."),
+		inflight:      d("inflight_messages", "QoS 1/2 deliveries sent and not yet acknowledged."),
+		sharedGroups:  d("shared_groups", "Shared subscription groups."),
+		storeSync:     d("store_sync_seconds", "Latency of Store.Sync, which every acknowledged QoS 1/2 message waits for."),
+		authLogins:    d("auth_logins_total", "CONNECTs accepted by authentication (password, SCRAM, certificate or anonymous)."),
+		authRefused:   d("auth_refused_total", "CONNECTs refused by authentication, by cause.", "cause"),
+		authFlapBans:  d("auth_flap_bans_total", "Client ids banned for flapping."),
+		authDenied: d("auth_acl_denied_total", "Refusals by authorization: connect (a session of another user), publish, "+
+			"subscribe, will (at CONNECT or when due) and delivery (a message a subscriber may not read).", "action"),
+		preLoginRefused:  d("prelogin_refused_total", "Handshakes refused because connections not yet logged in held the whole pre-login memory budget."),
 		authACLMisses:    d("auth_acl_cache_misses_total", "PUBLISH decisions computed from the ACL rules rather than the cache."),
 		authReloads:      d("auth_reloads_total", "Password and ACL file loads."),
 		authReloadErrors: d("auth_reload_errors_total", "Password and ACL file loads that failed (the previous version stays)."),
@@ -103,11 +105,12 @@ func newCollector(b Broker, opts *Options) *collector {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.connections, c.connected, c.connects, c.disconnects, c.msgsIn, c.msgsOut,
 		c.bytesIn, c.bytesOut, c.deliveries, c.drop, c.sessions, c.subscriptions, c.retained, c.authFailures,
-		c.queued, c.inflight, c.sharedGroups, c.storeSync, c.dashboardLogins, c.uptime, c.info} {
+		c.queued, c.inflight, c.sharedGroups, c.storeSync, c.dashboardLogins, c.authDenied, c.preLoginRefused,
+		c.uptime, c.info} {
 		ch <- d
 	}
 	if c.authStats != nil {
-		for _, d := range []*prometheus.Desc{c.authLogins, c.authRefused, c.authFlapBans, c.authDenied, c.authACLMisses,
+		for _, d := range []*prometheus.Desc{c.authLogins, c.authRefused, c.authFlapBans, c.authACLMisses,
 			c.authReloads, c.authReloadErrors, c.authUsers, c.authRules, c.authCached, c.authBans, c.authLock} {
 			ch <- d
 		}
@@ -174,6 +177,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.sharedGroups, float64(st.SharedGroups))
 	buckets, n, sum := syncHistogram(st)
 	ch <- prometheus.MustNewConstHistogram(c.storeSync, n, sum, buckets)
+	// Authorization refusals that core counts itself, with or without an
+	// ACL file; PUBLISH and SUBSCRIBE refusals come from auth below.
+	counter(c.authDenied, st.SessionOwnerRefused, "connect")
+	counter(c.authDenied, st.WillsRefused, "will")
+	counter(c.authDenied, st.Dropped["not_readable"], "delivery")
+	counter(c.preLoginRefused, st.PreLoginRefused)
 	ok, refused := c.tokens.Logins()
 	counter(c.dashboardLogins, ok, "accepted")
 	counter(c.dashboardLogins, refused, "refused")

@@ -256,16 +256,55 @@ func (z tokenAuthz) CanPublish(clientID, username, topic string) bool {
 	return z.inner == nil || z.inner.CanPublish(clientID, username, topic)
 }
 
+// CanWill implements core.Authorizer: as CanPublish.
+func (z tokenAuthz) CanWill(clientID, username, topic string) bool {
+	if strings.HasPrefix(username, DashboardUserPrefix) {
+		return dashboardRole(username) == RoleAdmin
+	}
+	return z.inner == nil || z.inner.CanWill(clientID, username, topic)
+}
+
 // CanSubscribe implements core.Authorizer.
 func (z tokenAuthz) CanSubscribe(clientID, username, filter string) bool {
 	if strings.HasPrefix(username, DashboardUserPrefix) {
-		switch dashboardRole(username) {
-		case RoleAdmin:
-			return true
-		case RoleViewer:
-			return filter == "$SYS" || strings.HasPrefix(filter, "$SYS/")
-		}
-		return false
+		return dashboardReads(username, filter)
 	}
 	return z.inner == nil || z.inner.CanSubscribe(clientID, username, filter)
+}
+
+// ReadsAll implements core.Authorizer: a dashboard principal reads all it
+// may subscribe to.
+func (z tokenAuthz) ReadsAll(clientID, username, filter string) bool {
+	if strings.HasPrefix(username, DashboardUserPrefix) {
+		return dashboardReads(username, filter)
+	}
+	return z.inner == nil || z.inner.ReadsAll(clientID, username, filter)
+}
+
+// CanRead implements core.Authorizer.
+func (z tokenAuthz) CanRead(clientID, username, topic string) bool {
+	if strings.HasPrefix(username, DashboardUserPrefix) {
+		return dashboardReads(username, topic)
+	}
+	return z.inner == nil || z.inner.CanRead(clientID, username, topic)
+}
+
+// Generation implements core.Authorizer: the dashboard's rules never change.
+func (z tokenAuthz) Generation() uint64 {
+	if z.inner == nil {
+		return 0
+	}
+	return z.inner.Generation()
+}
+
+// dashboardReads reports whether a dashboard user name may read a topic or
+// filter: an admin anything, a viewer $SYS only.
+func dashboardReads(username, topicOrFilter string) bool {
+	switch dashboardRole(username) {
+	case RoleAdmin:
+		return true
+	case RoleViewer:
+		return topicOrFilter == "$SYS" || strings.HasPrefix(topicOrFilter, "$SYS/")
+	}
+	return false
 }

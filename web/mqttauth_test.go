@@ -81,10 +81,23 @@ func (a *innerAuth) CanPublish(_, username, topic string) bool {
 	a.calls.Add(1)
 	return topic == "alice/out"
 }
+func (a *innerAuth) CanWill(_, username, topic string) bool {
+	a.calls.Add(1)
+	return topic == "alice/out"
+}
 func (a *innerAuth) CanSubscribe(_, username, filter string) bool {
 	a.calls.Add(1)
 	return filter == "alice/in"
 }
+func (a *innerAuth) ReadsAll(_, username, filter string) bool {
+	a.calls.Add(1)
+	return filter == "alice/in"
+}
+func (a *innerAuth) CanRead(_, username, topic string) bool {
+	a.calls.Add(1)
+	return topic == "alice/in"
+}
+func (a *innerAuth) Generation() uint64 { return 7 }
 
 // fullAuth is an innerAuth with both optional interfaces.
 type fullAuth struct {

@@ -40,6 +40,7 @@ type Broker interface {
 	DeleteRetained(topic string) bool
 	ConnectionsByListener() map[string]int
 	Disconnect(clientID string) bool
+	RemoveSession(clientID string) bool
 	Publish(topic string, payload []byte, qos byte, retain bool) error
 }
 

@@ -98,6 +98,10 @@ type logConfig struct {
 type brokerConfig struct {
 	MaxConnections            int                 `yaml:"max_connections"`
 	MaxPacketSize             int                 `yaml:"max_packet_size"`
+	MaxConnectSize            int                 `yaml:"max_connect_size"`
+	MaxUserProperties         int                 `yaml:"max_user_properties"`
+	PreLoginMemory            int64               `yaml:"pre_login_memory"`
+	SessionOwnerCheck         *bool               `yaml:"session_owner_check"` // nil: true
 	ConnectTimeout            time.Duration       `yaml:"connect_timeout"`
 	MaxKeepAlive              uint16              `yaml:"max_keep_alive"`
 	ReceiveMaximum            uint16              `yaml:"receive_maximum"`
@@ -123,6 +127,10 @@ func (b brokerConfig) options() core.Options {
 	return core.Options{
 		MaxConnections:            b.MaxConnections,
 		MaxPacketSize:             b.MaxPacketSize,
+		MaxConnectSize:            b.MaxConnectSize,
+		MaxUserProperties:         b.MaxUserProperties,
+		PreLoginMemory:            b.PreLoginMemory,
+		AnySessionOwner:           b.SessionOwnerCheck != nil && !*b.SessionOwnerCheck,
 		ConnectTimeout:            b.ConnectTimeout,
 		MaxKeepAlive:              b.MaxKeepAlive,
 		ReceiveMaximum:            b.ReceiveMaximum,

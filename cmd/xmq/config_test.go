@@ -150,8 +150,8 @@ func TestBrokerConfigCoversOptions(t *testing.T) {
 	var bc brokerConfig
 	bv := reflect.ValueOf(&bc).Elem()
 	for f := range reflect.TypeFor[core.Options]().Fields() {
-		if f.Name == "Version" {
-			continue // the build's version, not configuration
+		if f.Name == "Version" || f.Name == "AnySessionOwner" {
+			continue // the build's version; session_owner_check, its opposite (TestSessionOwnerCheckKey)
 		}
 		bf, ok := bt.FieldByName(f.Name)
 		if !ok {
@@ -181,8 +181,22 @@ func TestBrokerConfigCoversOptions(t *testing.T) {
 	}
 	opts := reflect.ValueOf(bc.options())
 	for f := range reflect.TypeFor[core.Options]().Fields() {
-		if f.Name != "Version" && opts.FieldByName(f.Name).IsZero() {
+		if f.Name != "Version" && f.Name != "AnySessionOwner" && opts.FieldByName(f.Name).IsZero() {
 			t.Errorf("brokerConfig.options() does not copy %s", f.Name)
+		}
+	}
+}
+
+// TestSessionOwnerCheckKey: session_owner_check defaults to true and
+// false lets any identity resume a session (core's AnySessionOwner).
+func TestSessionOwnerCheckKey(t *testing.T) {
+	on, off := true, false
+	for _, tc := range []struct {
+		v    *bool
+		want bool
+	}{{nil, false}, {&on, false}, {&off, true}} {
+		if got := (brokerConfig{SessionOwnerCheck: tc.v}).options().AnySessionOwner; got != tc.want {
+			t.Errorf("session_owner_check %v: AnySessionOwner %v, want %v", tc.v, got, tc.want)
 		}
 	}
 }
