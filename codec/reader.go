@@ -292,6 +292,11 @@ func (r *Reader) readLarge(n int) ([]byte, error) {
 	for len(buf) < n {
 		if len(buf) == cap(buf) {
 			grow := min(n, max(2*cap(buf), r.br.Size()))
+			if n <= keepLarge {
+				// Small enough to keep: the whole body at once, rather than
+				// the garbage of doubling up to it.
+				grow = n
+			}
 			if r.budget != nil {
 				if !r.budget.Take(grow - r.taken) {
 					return nil, ErrBudget

@@ -45,7 +45,7 @@ type Options struct {
 	MaxUserProperties int
 	// PreLoginMemory bounds the memory that all connections not yet
 	// through CONNECT may hold together for packet bodies larger than their
-	// read buffer (default 32 MiB). Over it a new handshake is refused
+	// read buffer (default 16 MiB: 256 CONNECTs of 64 KiB at once). Over it a new handshake is refused
 	// (Server Busy) rather than holding more.
 	PreLoginMemory int64
 	// AnySessionOwner lets any identity resume, take over or end a session
@@ -131,7 +131,7 @@ func (o *Options) setDefaults() {
 		o.MaxUserProperties = 256
 	}
 	if o.PreLoginMemory == 0 {
-		o.PreLoginMemory = 32 << 20
+		o.PreLoginMemory = 16 << 20
 	}
 	if o.ConnectTimeout == 0 {
 		o.ConnectTimeout = 10 * time.Second
