@@ -16,9 +16,17 @@
 //     read may hold many packets. It follows the net.Conn rules: one
 //     goroutine may read while another writes; Close unblocks both and
 //     ends both directions (for QUIC the stream, then the connection).
-//     Conns of TLS-based transports implement TLSStater; with
-//     IdentityAsUsername they implement CertIdentifier, which core uses to
-//     take the username from the client certificate.
+//   - Capabilities: conns of TLS-based transports implement TLSStater and
+//     CertIdentifier (with IdentityAsUsername, core takes the username from
+//     the client certificate); plain TCP conns offer their socket
+//     (syscall.Conn), which core reads and writes with raw system calls. A
+//     conn offers its socket only when using it is the same as its Read
+//     and Write: never for TLS or WebSocket, and a PROXY header is read to
+//     its last byte and no further. Listener options never cost a
+//     capability: each transport's conn is one type built around the
+//     socket (or the library's conn) in one step, carrying what the
+//     options add, never a wrapper around a wrapper that must remember to
+//     forward methods.
 //   - Known divergences, from the libraries underneath: after a deadline
 //     passes during a TLS Write, or any deadline on a WebSocket conn, that
 //     direction stays broken (see conformanceSkips in the tests). MQTT
