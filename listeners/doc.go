@@ -27,6 +27,13 @@
 //     socket (or the library's conn) in one step, carrying what the
 //     options add, never a wrapper around a wrapper that must remember to
 //     forward methods.
+//   - Every write has a deadline: the owner's (core sets them), the
+//     handshake timeout before Accept (TLS, the HTTP answers and the
+//     upgrade), a second for a WebSocket pong the reader writes on its own,
+//     100 ms for the courtesy writes of a close (a WebSocket close frame,
+//     TLS close_notify). A WebSocket peer that sends pings and reads
+//     nothing cannot hold the reader past a pong; a QUIC Close only queues
+//     the stream's FIN and lingers in the background.
 //   - Known divergences, from the libraries underneath: after a deadline
 //     passes during a TLS Write, or any deadline on a WebSocket conn, that
 //     direction stays broken (see conformanceSkips in the tests). MQTT

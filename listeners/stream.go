@@ -259,7 +259,8 @@ func (l *streamListener) handshake(c *net.TCPConn) (net.Conn, error) {
 		tc.meta.init(remote, local, l.slot())
 		return tc, nil
 	}
-	tc := tls.Server(c, l.tlsConf)
+	sock := &tlsSocket{TCPConn: c}
+	tc := tls.Server(sock, l.tlsConf)
 	if err := tc.Handshake(); err != nil {
 		if isTimeout(err) {
 			return nil, fmt.Errorf("TLS handshake not finished within %v: %w", l.o.HandshakeTimeout, err)
@@ -271,7 +272,7 @@ func (l *streamListener) handshake(c *net.TCPConn) (net.Conn, error) {
 		return nil, nil
 	}
 	_ = c.SetDeadline(time.Time{})
-	conn := &tlsConn{Conn: tc, identity: certIdentity(&state, l.o.IdentityAsUsername)}
+	conn := &tlsConn{Conn: tc, sock: sock, identity: certIdentity(&state, l.o.IdentityAsUsername)}
 	conn.meta.init(remote, local, l.slot())
 	return conn, nil
 }
@@ -335,6 +336,7 @@ func (c *tcpConn) Close() error {
 // TLS records, not MQTT bytes.
 type tlsConn struct {
 	*tls.Conn
+	sock     *tlsSocket
 	identity string
 	meta     connMeta
 }
@@ -346,16 +348,41 @@ func (c *tlsConn) LocalAddr() net.Addr  { return c.meta.addr(c.Conn.LocalAddr(),
 // uses it as the username, else "".
 func (c *tlsConn) CertIdentity() string { return c.identity }
 
-// Close sends close_notify when it can and closes the connection, freeing
-// its place. Failing to tell a peer that is gone already is no error;
-// closing twice is.
+// Close sends close_notify if the socket takes it within
+// closeWriteTimeout and closes the connection, freeing its place. Failing
+// to tell a peer that is gone already is no error; closing twice is.
 func (c *tlsConn) Close() error {
+	c.sock.closing.Store(true)
 	err := c.Conn.Close()
 	c.meta.release()
 	if errors.Is(err, net.ErrClosed) {
 		return err
 	}
 	return nil
+}
+
+// closeWriteTimeout bounds the courtesy writes of a close: TLS's
+// close_notify, a WebSocket close frame. A peer whose socket takes nothing
+// in this time is told nothing, and the socket is closed.
+const closeWriteTimeout = 100 * time.Millisecond
+
+// tlsSocket is the socket under a server-side TLS conn. crypto/tls writes
+// close_notify under a write deadline of 5 seconds, which would hold a
+// conn to a peer that reads nothing open that long after the broker closed
+// it; once the conn is closing, tlsSocket cuts every write deadline to
+// closeWriteTimeout.
+type tlsSocket struct {
+	*net.TCPConn
+	closing atomic.Bool
+}
+
+func (s *tlsSocket) SetWriteDeadline(t time.Time) error {
+	if s.closing.Load() {
+		if limit := time.Now().Add(closeWriteTimeout); t.IsZero() || t.After(limit) {
+			t = limit
+		}
+	}
+	return s.TCPConn.SetWriteDeadline(t)
 }
 
 // isTemporary reports accept errors that pass: timeouts and running out of

@@ -61,7 +61,9 @@ func listenWS(o Options) (Listener, error) {
 		// buffer comes from a pool for each message, so an idle conn holds
 		// none.
 		WriteBufferPool: &sync.Pool{},
-		CheckOrigin:     l.checkOrigin,
+		// The 101 response is written under a deadline, like every write.
+		HandshakeTimeout: o.HandshakeTimeout,
+		CheckOrigin:      l.checkOrigin,
 		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
 			l.refuse(w, r, status, reason.Error())
 		},
@@ -69,9 +71,12 @@ func listenWS(o Options) (Listener, error) {
 	l.srv = &http.Server{
 		Handler:           l,
 		ReadHeaderTimeout: o.HandshakeTimeout,
-		IdleTimeout:       o.HandshakeTimeout,
-		MaxHeaderBytes:    16 << 10,
-		ErrorLog:          zap.NewStdLog(o.Log.WithOptions(zap.IncreaseLevel(zap.WarnLevel))),
+		// Refusals are written under a deadline too: a client that sends
+		// requests and reads no answer cannot hold a handler.
+		WriteTimeout:   o.HandshakeTimeout,
+		IdleTimeout:    o.HandshakeTimeout,
+		MaxHeaderBytes: 16 << 10,
+		ErrorLog:       zap.NewStdLog(o.Log.WithOptions(zap.IncreaseLevel(zap.WarnLevel))),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			return context.WithValue(ctx, connKey{}, c)
 		},
@@ -125,11 +130,14 @@ func (l *wsListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	raw, _ := r.Context().Value(connKey{}).(net.Conn)
 	nc, _ := raw.(*wsNetConn)
+	if nc == nil {
+		_ = ws.Close() // not served by wsNetListener: cannot happen
+		return
+	}
+	nc.frames()
 	c := newWSConn(ws, nc, l.clientAddr(r, ws.RemoteAddr()), l.log)
-	if nc != nil {
-		if tc, ok := nc.Conn.(*tlsConn); ok {
-			c.tls, c.identity = tc, tc.identity
-		}
+	if tc, ok := nc.Conn.(*tlsConn); ok {
+		c.tls, c.identity = tc, tc.identity
 	}
 	if !l.h.give(c) {
 		_ = c.Close()
@@ -242,18 +250,70 @@ func (l wsNetListener) Accept() (net.Conn, error) {
 	return &wsNetConn{Conn: c}, nil
 }
 
-// wsNetConn is the net.Conn under a websocket.Conn. gorilla sets the write
-// deadline before every frame from a field that is not safe to change
-// while a write is in progress; wsNetConn ignores those calls and wsConn
-// sets the real deadline with setWriteDeadline, from any goroutine.
+// wsNetConn is the net.Conn under a websocket.Conn. Until the upgrade it
+// is the HTTP server's, deadlines and all. From then on (framed) gorilla
+// sets a write deadline before every frame it writes: its own field for
+// data frames, which wsNetConn keeps zero because it is not safe to change
+// while a write is in progress, and a short one for the control frames it
+// writes by itself (pongs, close replies). The conn's owner sets the real
+// write deadline with setOwnerWriteDeadline, from any goroutine. The
+// socket gets the earlier of the two, so every write has a deadline: a
+// peer that sends pings and reads nothing cannot hold the reader, which
+// answers them, in a pong write past controlWriteTimeout.
 type wsNetConn struct {
 	net.Conn
+
+	mu      sync.Mutex // guards the fields below
+	framed  bool       // upgraded: gorilla's SetWriteDeadline is per frame
+	owner   time.Time  // the owner's write deadline
+	frame   time.Time  // gorilla's deadline for the frame it writes next
+	applied time.Time  // the socket's write deadline, once framed
 }
 
-func (c *wsNetConn) SetWriteDeadline(time.Time) error { return nil }
-func (c *wsNetConn) SetDeadline(t time.Time) error    { return c.Conn.SetReadDeadline(t) }
-func (c *wsNetConn) setWriteDeadline(t time.Time) error {
-	return c.Conn.SetWriteDeadline(t)
+// frames marks the upgrade done: from now on SetWriteDeadline is gorilla's,
+// per frame.
+func (c *wsNetConn) frames() {
+	c.mu.Lock()
+	c.framed = true
+	c.mu.Unlock()
+}
+
+func (c *wsNetConn) SetWriteDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.framed {
+		return c.Conn.SetWriteDeadline(t)
+	}
+	c.frame = t
+	return c.applyLocked()
+}
+
+func (c *wsNetConn) SetDeadline(t time.Time) error {
+	return errors.Join(c.Conn.SetReadDeadline(t), c.SetWriteDeadline(t))
+}
+
+// setOwnerWriteDeadline sets the write deadline of the conn's owner (core).
+func (c *wsNetConn) setOwnerWriteDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.owner = t
+	return c.applyLocked()
+}
+
+// applyLocked gives the socket the earlier of the owner's and the frame's
+// deadline (zero is none). It skips the call when the socket has it
+// already, which is the common case: one data frame after another under
+// the same owner deadline.
+func (c *wsNetConn) applyLocked() error {
+	d := c.owner
+	if d.IsZero() || (!c.frame.IsZero() && c.frame.Before(d)) {
+		d = c.frame
+	}
+	if d.Equal(c.applied) {
+		return nil
+	}
+	c.applied = d
+	return c.Conn.SetWriteDeadline(d)
 }
 
 // wsConn carries MQTT bytes over a WebSocket: Read continues across
@@ -281,7 +341,35 @@ type wsConn struct {
 }
 
 func newWSConn(ws *websocket.Conn, nc *wsNetConn, remote net.Addr, log *zap.Logger) *wsConn {
-	return &wsConn{ws: ws, nc: nc, remote: remote, log: log}
+	c := &wsConn{ws: ws, nc: nc, remote: remote, log: log}
+	ws.SetPingHandler(c.answerPing)
+	return c
+}
+
+// controlWriteTimeout bounds the write of a pong, which the reader sends
+// on its own. (The conn's write deadline bounds it too, when that is
+// earlier; see wsNetConn. gorilla's close reply has a second of its own.)
+const controlWriteTimeout = time.Second
+
+// errPongStalled ends the reads of a peer that sends pings and reads nothing.
+var errPongStalled = errors.New("listeners: websocket peer sends pings but takes no pong")
+
+// answerPing answers a ping with a pong, within controlWriteTimeout. A
+// pong that found the writer busy with a message is dropped (that write
+// has its own deadline); one the socket did not take in time ends the
+// connection: the read fails with errPongStalled, not a timeout, so the
+// broker does not take it for a keepalive timeout. Runs on the reader.
+func (c *wsConn) answerPing(data string) error {
+	err := c.ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(controlWriteTimeout))
+	var te interface{ Temporary() bool }
+	switch {
+	case err == nil, errors.Is(err, websocket.ErrCloseSent):
+		return nil
+	case errors.As(err, &te) && te.Temporary():
+		return nil // gorilla's write lock was busy: no pong this time
+	}
+	c.log.Info("closing connection: websocket peer takes no pong", zap.Stringer("remote", c.remote), zap.Error(err))
+	return fmt.Errorf("%w (%v)", errPongStalled, err) // not %w: a write timeout is no read deadline
 }
 
 func (c *wsConn) Read(p []byte) (int, error) {
@@ -363,7 +451,7 @@ func (c *wsConn) Close() error {
 func (c *wsConn) closeWith(code int, text string) {
 	c.closeOnce.Do(func() {
 		_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text),
-			time.Now().Add(100*time.Millisecond))
+			time.Now().Add(closeWriteTimeout))
 		_ = c.ws.Close()
 	})
 }
@@ -381,7 +469,7 @@ func (c *wsConn) SetWriteDeadline(t time.Time) error {
 	if c.nc == nil {
 		return nil
 	}
-	return c.nc.setWriteDeadline(t)
+	return c.nc.setOwnerWriteDeadline(t)
 }
 
 // CertIdentity returns the client certificate's identity when the listener
