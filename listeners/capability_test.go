@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"io"
 	"net"
+	"net/http"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,12 +23,15 @@ const (
 	proxyClient = "198.51.100.7:40000"
 )
 
+// foreignOrigin is the Origin the capability tests' WebSocket clients send.
+const foreignOrigin = "https://foreign.example"
+
 // TestConnCapabilities checks that every listener option keeps every
 // capability the broker looks for on the conns a transport hands out:
 // the raw socket on plain TCP (syscall.Conn, core's raw I/O and idle
-// read-buffer release), the TLS state and the certificate identity. A
-// wrapper that forgets to forward one silently costs speed, memory or a
-// security rule.
+// read-buffer release), the TLS state, the certificate identity and the
+// foreign origin of a WebSocket page. A wrapper that forgets to forward
+// one silently costs speed, memory or a security rule.
 func TestConnCapabilities(t *testing.T) {
 	ca := certstest.NewCA(t)
 	mutual := ca.ServerConfig()
@@ -69,12 +73,13 @@ func TestConnCapabilities(t *testing.T) {
 		options   []option
 		raw       bool // the conn offers its socket
 		tls       bool // the conn reports a finished TLS handshake
+		cross     bool // the conn reports the page's foreign origin
 	}{
-		{TransportTCP, []option{none, maxConns, proxy, all(maxConns, proxy)}, true, false},
-		{TransportTLS, []option{none, maxConns, proxy, identity, all(maxConns, proxy, identity)}, false, true},
-		{TransportWS, []option{none, maxConns, proxy, all(maxConns, proxy)}, false, false},
-		{TransportWSS, []option{none, maxConns, proxy, identity, all(maxConns, proxy, identity)}, false, true},
-		{TransportQUIC, []option{none, maxConns, identity, all(maxConns, identity)}, false, true},
+		{TransportTCP, []option{none, maxConns, proxy, all(maxConns, proxy)}, true, false, false},
+		{TransportTLS, []option{none, maxConns, proxy, identity, all(maxConns, proxy, identity)}, false, true, false},
+		{TransportWS, []option{none, maxConns, proxy, all(maxConns, proxy)}, false, false, true},
+		{TransportWSS, []option{none, maxConns, proxy, identity, all(maxConns, proxy, identity)}, false, true, true},
+		{TransportQUIC, []option{none, maxConns, identity, all(maxConns, identity)}, false, true, false},
 	}
 	for _, tt := range tests {
 		for _, opt := range tt.options {
@@ -106,6 +111,13 @@ func TestConnCapabilities(t *testing.T) {
 				}
 				if ident != opt.ident {
 					t.Errorf("%T CertIdentity() = %q, want %q", server, ident, opt.ident)
+				}
+				var cross string
+				if co, ok := server.(CrossOriginer); ok {
+					cross = co.CrossOrigin()
+				}
+				if want := map[bool]string{true: foreignOrigin}[tt.cross]; cross != want {
+					t.Errorf("%T CrossOrigin() = %q, want %q", server, cross, want)
 				}
 				if opt.proxy && server.RemoteAddr().String() != proxyClient {
 					t.Errorf("RemoteAddr = %v, want the PROXY header's %s", server.RemoteAddr(), proxyClient)
@@ -143,7 +155,8 @@ func acceptOne(t *testing.T, l Listener, dial func() net.Conn) net.Conn {
 }
 
 // dialCapable dials l as a client of its transport: after a PROXY header
-// when proxy is set, with a client certificate for TLS.
+// when proxy is set, with a client certificate for TLS, and with
+// foreignOrigin as the page's Origin for ws and wss.
 func dialCapable(t *testing.T, l Listener, proxy bool, conf *tls.Config) net.Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -172,7 +185,8 @@ func dialCapable(t *testing.T, l Listener, proxy bool, conf *tls.Config) net.Con
 		return tc
 	case TransportWS, TransportWSS:
 		d := websocket.Dialer{Subprotocols: []string{"mqtt"}, NetDialContext: tcp, TLSClientConfig: clientTLS(conf, addr, ALPNHTTP)}
-		ws, _, err := d.DialContext(ctx, l.Transport()+"://"+addr+"/mqtt", nil)
+		ws, _, err := d.DialContext(ctx, l.Transport()+"://"+addr+"/mqtt",
+			http.Header{"Origin": {foreignOrigin}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,15 +18,16 @@
 //     ends both directions (for QUIC the stream, then the connection).
 //   - Capabilities: conns of TLS-based transports implement TLSStater and
 //     CertIdentifier (with IdentityAsUsername, core takes the username from
-//     the client certificate); plain TCP conns offer their socket
-//     (syscall.Conn), which core reads and writes with raw system calls. A
-//     conn offers its socket only when using it is the same as its Read
-//     and Write: never for TLS or WebSocket, and a PROXY header is read to
-//     its last byte and no further. Listener options never cost a
-//     capability: each transport's conn is one type built around the
-//     socket (or the library's conn) in one step, carrying what the
-//     options add, never a wrapper around a wrapper that must remember to
-//     forward methods.
+//     the client certificate); ws and wss conns implement CrossOriginer
+//     (the Origin of a foreign browser page, which core's Authenticator
+//     hears of); plain TCP conns offer their socket (syscall.Conn), which
+//     core reads and writes with raw system calls. A conn offers its
+//     socket only when using it is the same as its Read and Write: never
+//     for TLS or WebSocket, and a PROXY header is read to its last byte and
+//     no further. Listener options never cost a capability: each
+//     transport's conn is one type built around the socket (or the
+//     library's conn) in one step, carrying what the options add, never a
+//     wrapper around a wrapper that must remember to forward methods.
 //   - Every write has a deadline: the owner's (core sets them), the
 //     handshake timeout before Accept (TLS, the HTTP answers and the
 //     upgrade), a second for a WebSocket pong the reader writes on its own,

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -31,6 +30,7 @@ type wsListener struct {
 	srv       *http.Server
 	h         *handoff
 	upgrader  websocket.Upgrader
+	origins   *originPolicy
 	trusted   prefixes
 	log       *zap.Logger
 	closeOnce sync.Once
@@ -52,8 +52,8 @@ func listenWS(o Options) (Listener, error) {
 	}
 	trusted, _ := parsePrefixes(o.TrustedProxies)
 	l := &wsListener{
-		inner: inner, transport: o.Transport, o: o, h: newHandoff(), trusted: trusted, log: o.Log,
-		serveDone: make(chan struct{}),
+		inner: inner, transport: o.Transport, o: o, h: newHandoff(), origins: newOriginPolicy(&o), trusted: trusted,
+		log: o.Log, serveDone: make(chan struct{}),
 	}
 	l.upgrader = websocket.Upgrader{
 		Subprotocols: Subprotocols,
@@ -63,7 +63,9 @@ func listenWS(o Options) (Listener, error) {
 		WriteBufferPool: &sync.Pool{},
 		// The 101 response is written under a deadline, like every write.
 		HandshakeTimeout: o.HandshakeTimeout,
-		CheckOrigin:      l.checkOrigin,
+		// ServeHTTP has checked the origin, with a refusal that says what
+		// to configure.
+		CheckOrigin: func(*http.Request) bool { return true },
 		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
 			l.refuse(w, r, status, reason.Error())
 		},
@@ -124,6 +126,17 @@ func (l *wsListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			strings.Join(websocket.Subprotocols(r), ", ")))
 		return
 	}
+	origin := r.Header.Get("Origin")
+	cross, ok := l.origins.check(origin, r.Host)
+	if !ok {
+		hint := fmt.Sprintf("add %q to allowed_origins of listener %s", origin, l.o.Name)
+		if ce := l.log.Check(zap.WarnLevel, "refusing websocket request: origin not allowed"); ce != nil {
+			ce.Write(zap.String("remote", r.RemoteAddr), zap.String("origin", origin), zap.String("host", r.Host),
+				zap.Strings("allowed_origins", l.o.AllowedOrigins), zap.String("to_allow", hint))
+		}
+		writeRefusal(w, http.StatusForbidden, fmt.Sprintf("origin %s not allowed: %s", origin, hint))
+		return
+	}
 	ws, err := l.upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		return // Upgrade answered the client and Error logged it
@@ -136,8 +149,13 @@ func (l *wsListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	nc.frames()
 	c := newWSConn(ws, nc, l.clientAddr(r, ws.RemoteAddr()), l.log)
-	if tc, ok := nc.Conn.(*tlsConn); ok {
-		c.tls, c.identity = tc, tc.identity
+	c.cross = cross
+	// The TCP side's conn carries what TLS learned.
+	if ts, ok := nc.Conn.(TLSStater); ok {
+		c.tls = ts
+	}
+	if ci, ok := nc.Conn.(CertIdentifier); ok {
+		c.identity = ci.CertIdentity()
 	}
 	if !l.h.give(c) {
 		_ = c.Close()
@@ -150,6 +168,11 @@ func (l *wsListener) refuse(w http.ResponseWriter, r *http.Request, status int, 
 		ce.Write(zap.String("remote", r.RemoteAddr), zap.String("path", r.URL.Path), zap.Int("status", status),
 			zap.String("why", why), zap.String("origin", r.Header.Get("Origin")))
 	}
+	writeRefusal(w, status, why)
+}
+
+// writeRefusal answers a request that does not become a WebSocket.
+func writeRefusal(w http.ResponseWriter, status int, why string) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
@@ -160,31 +183,6 @@ func (l *wsListener) refuse(w http.ResponseWriter, r *http.Request, status int, 
 func offersSubprotocol(r *http.Request) bool {
 	for _, p := range websocket.Subprotocols(r) {
 		if contains(Subprotocols, p) {
-			return true
-		}
-	}
-	return false
-}
-
-// checkOrigin applies AllowedOrigins to a browser's Origin header.
-func (l *wsListener) checkOrigin(r *http.Request) bool {
-	origin := r.Header.Get("Origin")
-	if origin == "" {
-		return true // not a browser: origins protect browsers' users only
-	}
-	u, err := url.Parse(origin)
-	if err != nil {
-		return false
-	}
-	if len(l.o.AllowedOrigins) == 0 {
-		return strings.EqualFold(u.Host, r.Host)
-	}
-	for _, a := range l.o.AllowedOrigins {
-		if a == "*" || strings.EqualFold(a, origin) {
-			return true
-		}
-		scheme, host, ok := strings.Cut(a, "://*.")
-		if ok && strings.EqualFold(scheme, u.Scheme) && strings.HasSuffix(strings.ToLower(u.Host), "."+strings.ToLower(host)) {
 			return true
 		}
 	}
@@ -330,6 +328,7 @@ type wsConn struct {
 	log      *zap.Logger
 	tls      TLSStater // the TLS conn under wss, else nil
 	identity string
+	cross    string // the Origin of a foreign page, else ""
 
 	rmu     sync.Mutex // one reader at a time; guards r and readErr
 	r       io.Reader  // the message being read, nil between messages
@@ -483,6 +482,10 @@ func (c *wsConn) ConnectionState() tls.ConnectionState {
 	}
 	return c.tls.ConnectionState()
 }
+
+// CrossOrigin returns the Origin of the browser page that opened the
+// connection when that page is foreign, else "" (CrossOriginer).
+func (c *wsConn) CrossOrigin() string { return c.cross }
 
 // Subprotocol returns the negotiated WebSocket subprotocol.
 func (c *wsConn) Subprotocol() string { return c.ws.Subprotocol() }
