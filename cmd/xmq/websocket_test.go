@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"crypto/tls"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -64,20 +62,6 @@ func wsConnack(t *testing.T, url, origin, user, pass string) (int, codec.ReasonC
 		t.Fatalf("read CONNACK: %v", err)
 	}
 	return http.StatusSwitchingProtocols, p.(*codec.Connack).ReasonCode
-}
-
-// passwordFile writes the auth fixture (bob / hunter2) to a temporary file.
-func passwordFile(t *testing.T) string {
-	t.Helper()
-	fixture, err := os.ReadFile("../../auth/testdata/mosquitto.passwd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "passwd")
-	if err := os.WriteFile(file, fixture, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return file
 }
 
 // TestRunWebSocketOrigins: with the default settings (dashboard on, no
