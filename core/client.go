@@ -25,8 +25,11 @@ type client struct {
 	conn     net.Conn
 	listener string
 	r        *codec.Reader
-	// raw waits for readability without a read buffer; nil unless conn
-	// is a plain *net.TCPConn (other conns may buffer bytes themselves).
+	// raw reads and writes the socket with raw system calls (rawio.go)
+	// and waits for readability without a read buffer; nil unless conn
+	// offers its socket (syscall.Conn). A conn offers it only when using
+	// the socket is the same as its Read and Write: plain TCP, through
+	// any listener option, never TLS or WebSocket.
 	raw syscall.RawConn
 
 	// Set once during CONNECT, read-only afterwards. (Fields are ordered
@@ -85,8 +88,10 @@ func newClient(srv *Server, conn net.Conn, listener string) *client {
 		srv: srv, conn: conn, listener: listener,
 		wakeCh: make(chan struct{}, 1), closing: make(chan struct{}), done: make(chan struct{}),
 	}
-	if tc, ok := conn.(*net.TCPConn); ok {
-		if raw, err := tc.SyscallConn(); err == nil {
+	// A capability, not a concrete type: listener options wrap the
+	// socket and must not silently cost this path (DESIGN.md).
+	if sc, ok := conn.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
 			c.raw = raw
 		}
 	}

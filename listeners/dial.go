@@ -107,6 +107,7 @@ func dialWS(ctx context.Context, transport, addr, path string, tlsConfig *tls.Co
 	if resp != nil && resp.Body != nil {
 		_ = resp.Body.Close()
 	}
+	nc.frames()
 	c := newWSConn(ws, nc, ws.RemoteAddr(), zap.NewNop())
 	if tc, ok := ws.NetConn().(*tls.Conn); ok {
 		c.tls = tc

@@ -95,6 +95,16 @@ type TLSStater interface {
 	ConnectionState() tls.ConnectionState
 }
 
+// CrossOriginer is implemented by the conns of ws and wss: CrossOrigin
+// returns the Origin of the browser page that opened the connection when
+// that page is foreign, and "" when it is trusted (see
+// Options.AllowedOrigins) or the client is no browser. Core asks for it
+// (core.CrossOriginer) so that a foreign page never gets a local client's
+// privileges.
+type CrossOriginer interface {
+	CrossOrigin() string
+}
+
 // Identity sources for Options.IdentityAsUsername.
 const (
 	IdentityNone = ""    // the username of CONNECT counts
@@ -121,12 +131,21 @@ type Options struct {
 	// certificate carrying that identity is refused. It needs a TLS config
 	// that asks for client certificates.
 	IdentityAsUsername string
-	// AllowedOrigins are the Origin header values a browser may open a ws
-	// or wss connection from: exact origins ("https://app.example.com"), a
-	// wildcard host ("https://*.example.com") or "*" for any. Empty: same
-	// origin only (the Origin's host is the request's Host). Requests
-	// without an Origin header (not from a browser) are always accepted.
+	// AllowedOrigins restricts the browser pages that may open a ws or
+	// wss connection: exact origins ("https://app.example.com"), wildcard
+	// hosts ("https://*.example.com") or "*". Empty or "*": any page may
+	// connect. Pages listed by name are trusted like the broker's own;
+	// every other page is foreign: its conn reports its Origin
+	// (CrossOriginer), so it gets no anonymous-on-loopback privilege and
+	// must log in. Always let in, whatever the list, and trusted: requests
+	// without an Origin header (not from a browser), same-origin pages
+	// (the Origin's host and port are the request's Host, scheme ignored,
+	// on an IP address, localhost or this machine's name) and
+	// TrustedOrigins.
 	AllowedOrigins []string
+	// TrustedOrigins are the origins of the broker's own pages (the
+	// dashboard): always let in and trusted, whatever AllowedOrigins says.
+	TrustedOrigins []string
 	// TrustedProxies are the IP addresses and CIDR prefixes of load
 	// balancers and proxies: ws and wss take the client's address from
 	// their X-Forwarded-For or Forwarded header, and with ProxyProtocol
@@ -197,6 +216,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("listeners: path is for ws and wss, not %s", o.Transport)
 	case len(o.AllowedOrigins) > 0 && o.Transport != TransportWS && o.Transport != TransportWSS:
 		return fmt.Errorf("listeners: allowed origins are for ws and wss, not %s", o.Transport)
+	case len(o.TrustedOrigins) > 0 && o.Transport != TransportWS && o.Transport != TransportWSS:
+		return fmt.Errorf("listeners: trusted origins are for ws and wss, not %s", o.Transport)
 	case o.ProxyProtocol && o.Transport == TransportQUIC:
 		return errors.New("listeners: the PROXY protocol is for TCP-based transports, not quic")
 	case o.ProxyProtocol && len(o.TrustedProxies) == 0:
@@ -220,6 +241,11 @@ func (o *Options) Validate() error {
 	for _, origin := range o.AllowedOrigins {
 		if origin != "*" && !strings.Contains(origin, "://") {
 			return fmt.Errorf("listeners: allowed origin %q: want scheme://host[:port] or *", origin)
+		}
+	}
+	for _, origin := range o.TrustedOrigins {
+		if _, _, ok := parseOrigin(origin); !ok || strings.Contains(origin, "*") {
+			return fmt.Errorf("listeners: trusted origin %q: want scheme://host[:port]", origin)
 		}
 	}
 	return nil

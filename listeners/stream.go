@@ -134,15 +134,8 @@ func (l *streamListener) Accept() (net.Conn, error) {
 	if !l.direct {
 		return l.h.take(l.transport, l.ln.Addr())
 	}
-	for {
-		c, err := l.ln.Accept()
-		if err != nil {
-			return nil, err
-		}
-		if c = l.admit(c); c != nil {
-			return c, nil
-		}
-	}
+	// Direct: no handshake and no limit, so the socket itself is the conn.
+	return l.ln.Accept()
 }
 
 // Close stops accepting; conns already returned by Accept stay open. The
@@ -162,12 +155,13 @@ func (l *streamListener) Close() error {
 	return l.closeErr
 }
 
-// admit applies MaxConnections to a new raw conn: it returns the conn,
-// wrapped so that closing it frees its place, or nil after closing it.
-func (l *streamListener) admit(c net.Conn) net.Conn {
+// admit applies MaxConnections to a new socket: false means the listener
+// is full and c is closed. An admitted conn holds its place until the conn
+// made of it (tcpConn, tlsConn) is closed, or its handshake fails.
+func (l *streamListener) admit(c net.Conn) bool {
 	max := l.o.MaxConnections
 	if max == 0 {
-		return c
+		return true
 	}
 	if n := l.live.Add(1); n > int64(max) {
 		l.live.Add(-1)
@@ -175,9 +169,18 @@ func (l *streamListener) admit(c net.Conn) net.Conn {
 		if ce := l.log.Check(zap.WarnLevel, "refusing connection: max connections reached"); ce != nil {
 			ce.Write(zap.Stringer("remote", c.RemoteAddr()), zap.Int("max_connections", max))
 		}
+		return false
+	}
+	return true
+}
+
+// slot is what a conn frees on Close: its place under MaxConnections, if
+// there is a limit.
+func (l *streamListener) slot() *atomic.Int64 {
+	if l.o.MaxConnections == 0 {
 		return nil
 	}
-	return &countedConn{Conn: c, release: func() { l.live.Add(-1) }}
+	return &l.live
 }
 
 // acceptLoop accepts raw connections and prepares each on its own goroutine.
@@ -207,8 +210,8 @@ func (l *streamListener) acceptLoop() {
 			return
 		}
 		delay = 0
-		if c = l.admit(c); c != nil {
-			go l.prepare(c)
+		if l.admit(c) {
+			go l.prepare(c.(*net.TCPConn))
 		}
 	}
 }
@@ -216,17 +219,19 @@ func (l *streamListener) acceptLoop() {
 // prepare reads the PROXY header and runs the TLS handshake of c under
 // HandshakeTimeout, then hands the conn to Accept. A conn that fails is
 // closed and logged; nothing else waits for it.
-func (l *streamListener) prepare(c net.Conn) {
+func (l *streamListener) prepare(c *net.TCPConn) {
 	conn, err := l.handshake(c)
-	if err != nil {
+	if err != nil || conn == nil {
 		_ = c.Close()
+		if slot := l.slot(); slot != nil {
+			slot.Add(-1)
+		}
+		if err == nil {
+			return // an ACME challenge, answered
+		}
 		if ce := l.log.Check(zap.InfoLevel, "refusing connection: handshake failed"); ce != nil {
 			ce.Write(zap.Stringer("remote", c.RemoteAddr()), zap.Error(err))
 		}
-		return
-	}
-	if conn == nil {
-		_ = c.Close() // an ACME challenge, answered
 		return
 	}
 	if !l.h.give(conn) {
@@ -235,66 +240,149 @@ func (l *streamListener) prepare(c net.Conn) {
 }
 
 // handshake does the per-connection work before MQTT: the PROXY header from
-// a trusted proxy, the TLS handshake. It returns nil, nil for an ACME
-// TLS-ALPN-01 challenge, which carries no MQTT.
-func (l *streamListener) handshake(c net.Conn) (net.Conn, error) {
+// a trusted proxy, the TLS handshake. It returns the conn the listener
+// hands out — a tcpConn or a tlsConn, built around the socket in one step
+// — or nil, nil for an ACME TLS-ALPN-01 challenge, which carries no MQTT.
+func (l *streamListener) handshake(c *net.TCPConn) (net.Conn, error) {
 	_ = c.SetDeadline(time.Now().Add(l.o.HandshakeTimeout))
-	conn := c
+	var remote, local net.Addr
 	if l.o.ProxyProtocol && l.trusted.containsAddr(c.RemoteAddr()) {
-		pc, err := readProxyHeader(c)
+		src, dst, err := readProxyHeader(c)
 		if err != nil {
 			return nil, err
 		}
-		conn = pc
+		remote, local = src, dst
 	}
-	if l.tlsConf != nil {
-		tc := tls.Server(conn, l.tlsConf)
-		if err := tc.Handshake(); err != nil {
-			if isTimeout(err) {
-				return nil, fmt.Errorf("TLS handshake not finished within %v: %w", l.o.HandshakeTimeout, err)
-			}
-			return nil, fmt.Errorf("TLS handshake: %w", err)
+	if l.tlsConf == nil {
+		_ = c.SetDeadline(time.Time{})
+		tc := &tcpConn{TCPConn: c}
+		tc.meta.init(remote, local, l.slot())
+		return tc, nil
+	}
+	sock := &tlsSocket{TCPConn: c}
+	tc := tls.Server(sock, l.tlsConf)
+	if err := tc.Handshake(); err != nil {
+		if isTimeout(err) {
+			return nil, fmt.Errorf("TLS handshake not finished within %v: %w", l.o.HandshakeTimeout, err)
 		}
-		state := tc.ConnectionState()
-		if state.NegotiatedProtocol == alpnACME {
-			return nil, nil
-		}
-		conn = &tlsConn{Conn: tc, identity: certIdentity(&state, l.o.IdentityAsUsername)}
+		return nil, fmt.Errorf("TLS handshake: %w", err)
+	}
+	state := tc.ConnectionState()
+	if state.NegotiatedProtocol == alpnACME {
+		return nil, nil
 	}
 	_ = c.SetDeadline(time.Time{})
+	conn := &tlsConn{Conn: tc, sock: sock, identity: certIdentity(&state, l.o.IdentityAsUsername)}
+	conn.meta.init(remote, local, l.slot())
 	return conn, nil
 }
 
-// countedConn frees its place under MaxConnections when closed.
-type countedConn struct {
-	net.Conn
-	release func()
-	once    sync.Once
+// The conns a stream listener hands out. Each is built around the socket
+// (or crypto/tls's conn over it) in one step, never a wrapper around
+// another wrapper, and carries what the listener's options add — the
+// addresses of a PROXY header, the place under MaxConnections — in its
+// meta. So an option can never hide a capability the broker looks for
+// behind a wrapper that forgets to forward it: tcpConn keeps every method
+// of *net.TCPConn (SyscallConn: core's raw I/O and idle read-buffer
+// release), tlsConn every method of *tls.Conn (ConnectionState) and its
+// CertIdentity. Plain TCP without options is the bare *net.TCPConn.
+
+// connMeta is what a listener's options add to a stream conn.
+type connMeta struct {
+	remote, local net.Addr      // from a PROXY header; nil: the socket's own
+	slot          *atomic.Int64 // the listener's count under MaxConnections; nil: no limit
+	freed         atomic.Bool
 }
 
-func (c *countedConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
+func (m *connMeta) init(remote, local net.Addr, slot *atomic.Int64) {
+	m.remote, m.local, m.slot = remote, local, slot
+}
+
+// release frees the conn's place under MaxConnections, once.
+func (m *connMeta) release() {
+	if m.slot != nil && m.freed.CompareAndSwap(false, true) {
+		m.slot.Add(-1)
+	}
+}
+
+func (m *connMeta) addr(own, proxied net.Addr) net.Addr {
+	if proxied != nil {
+		return proxied
+	}
+	return own
+}
+
+// tcpConn is a plain TCP conn with what listener options add. It reads and
+// writes the socket itself — the PROXY header was read to its last byte
+// and no further (readProxyHeader) — so offering the socket to core
+// (SyscallConn, promoted) is the same as using Read and Write.
+type tcpConn struct {
+	*net.TCPConn
+	meta connMeta
+}
+
+func (c *tcpConn) RemoteAddr() net.Addr { return c.meta.addr(c.TCPConn.RemoteAddr(), c.meta.remote) }
+func (c *tcpConn) LocalAddr() net.Addr  { return c.meta.addr(c.TCPConn.LocalAddr(), c.meta.local) }
+
+// Close closes the socket and frees the conn's place.
+func (c *tcpConn) Close() error {
+	err := c.TCPConn.Close()
+	c.meta.release()
 	return err
 }
 
-// tlsConn is a server-side TLS conn with the client certificate's identity.
+// tlsConn is a server-side TLS conn with the client certificate's identity
+// and what listener options add. It offers no socket: the socket carries
+// TLS records, not MQTT bytes.
 type tlsConn struct {
 	*tls.Conn
+	sock     *tlsSocket
 	identity string
+	meta     connMeta
 }
+
+func (c *tlsConn) RemoteAddr() net.Addr { return c.meta.addr(c.Conn.RemoteAddr(), c.meta.remote) }
+func (c *tlsConn) LocalAddr() net.Addr  { return c.meta.addr(c.Conn.LocalAddr(), c.meta.local) }
 
 // CertIdentity returns the client certificate's identity when the listener
 // uses it as the username, else "".
 func (c *tlsConn) CertIdentity() string { return c.identity }
 
-// Close sends close_notify when it can and closes the connection. Failing
+// Close sends close_notify if the socket takes it within
+// closeWriteTimeout and closes the connection, freeing its place. Failing
 // to tell a peer that is gone already is no error; closing twice is.
 func (c *tlsConn) Close() error {
-	if err := c.Conn.Close(); errors.Is(err, net.ErrClosed) {
+	c.sock.closing.Store(true)
+	err := c.Conn.Close()
+	c.meta.release()
+	if errors.Is(err, net.ErrClosed) {
 		return err
 	}
 	return nil
+}
+
+// closeWriteTimeout bounds the courtesy writes of a close: TLS's
+// close_notify, a WebSocket close frame. A peer whose socket takes nothing
+// in this time is told nothing, and the socket is closed.
+const closeWriteTimeout = 100 * time.Millisecond
+
+// tlsSocket is the socket under a server-side TLS conn. crypto/tls writes
+// close_notify under a write deadline of 5 seconds, which would hold a
+// conn to a peer that reads nothing open that long after the broker closed
+// it; once the conn is closing, tlsSocket cuts every write deadline to
+// closeWriteTimeout.
+type tlsSocket struct {
+	*net.TCPConn
+	closing atomic.Bool
+}
+
+func (s *tlsSocket) SetWriteDeadline(t time.Time) error {
+	if s.closing.Load() {
+		if limit := time.Now().Add(closeWriteTimeout); t.IsZero() || t.After(limit) {
+			t = limit
+		}
+	}
+	return s.TCPConn.SetWriteDeadline(t)
 }
 
 // isTemporary reports accept errors that pass: timeouts and running out of

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -31,6 +30,7 @@ type wsListener struct {
 	srv       *http.Server
 	h         *handoff
 	upgrader  websocket.Upgrader
+	origins   *originPolicy
 	trusted   prefixes
 	log       *zap.Logger
 	closeOnce sync.Once
@@ -52,8 +52,8 @@ func listenWS(o Options) (Listener, error) {
 	}
 	trusted, _ := parsePrefixes(o.TrustedProxies)
 	l := &wsListener{
-		inner: inner, transport: o.Transport, o: o, h: newHandoff(), trusted: trusted, log: o.Log,
-		serveDone: make(chan struct{}),
+		inner: inner, transport: o.Transport, o: o, h: newHandoff(), origins: newOriginPolicy(&o), trusted: trusted,
+		log: o.Log, serveDone: make(chan struct{}),
 	}
 	l.upgrader = websocket.Upgrader{
 		Subprotocols: Subprotocols,
@@ -61,7 +61,11 @@ func listenWS(o Options) (Listener, error) {
 		// buffer comes from a pool for each message, so an idle conn holds
 		// none.
 		WriteBufferPool: &sync.Pool{},
-		CheckOrigin:     l.checkOrigin,
+		// The 101 response is written under a deadline, like every write.
+		HandshakeTimeout: o.HandshakeTimeout,
+		// ServeHTTP has checked the origin, with a refusal that says what
+		// to configure.
+		CheckOrigin: func(*http.Request) bool { return true },
 		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
 			l.refuse(w, r, status, reason.Error())
 		},
@@ -69,9 +73,12 @@ func listenWS(o Options) (Listener, error) {
 	l.srv = &http.Server{
 		Handler:           l,
 		ReadHeaderTimeout: o.HandshakeTimeout,
-		IdleTimeout:       o.HandshakeTimeout,
-		MaxHeaderBytes:    16 << 10,
-		ErrorLog:          zap.NewStdLog(o.Log.WithOptions(zap.IncreaseLevel(zap.WarnLevel))),
+		// Refusals are written under a deadline too: a client that sends
+		// requests and reads no answer cannot hold a handler.
+		WriteTimeout:   o.HandshakeTimeout,
+		IdleTimeout:    o.HandshakeTimeout,
+		MaxHeaderBytes: 16 << 10,
+		ErrorLog:       zap.NewStdLog(o.Log.WithOptions(zap.IncreaseLevel(zap.WarnLevel))),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			return context.WithValue(ctx, connKey{}, c)
 		},
@@ -119,17 +126,36 @@ func (l *wsListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			strings.Join(websocket.Subprotocols(r), ", ")))
 		return
 	}
+	origin := r.Header.Get("Origin")
+	cross, ok := l.origins.check(origin, r.Host)
+	if !ok {
+		hint := fmt.Sprintf("add %q to allowed_origins of listener %s", origin, l.o.Name)
+		if ce := l.log.Check(zap.WarnLevel, "refusing websocket request: origin not allowed"); ce != nil {
+			ce.Write(zap.String("remote", r.RemoteAddr), zap.String("origin", origin), zap.String("host", r.Host),
+				zap.Strings("allowed_origins", l.o.AllowedOrigins), zap.String("to_allow", hint))
+		}
+		writeRefusal(w, http.StatusForbidden, fmt.Sprintf("origin %s not allowed: %s", origin, hint))
+		return
+	}
 	ws, err := l.upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		return // Upgrade answered the client and Error logged it
 	}
 	raw, _ := r.Context().Value(connKey{}).(net.Conn)
 	nc, _ := raw.(*wsNetConn)
+	if nc == nil {
+		_ = ws.Close() // not served by wsNetListener: cannot happen
+		return
+	}
+	nc.frames()
 	c := newWSConn(ws, nc, l.clientAddr(r, ws.RemoteAddr()), l.log)
-	if nc != nil {
-		if tc, ok := nc.Conn.(*tlsConn); ok {
-			c.tls, c.identity = tc, tc.identity
-		}
+	c.cross = cross
+	// The TCP side's conn carries what TLS learned.
+	if ts, ok := nc.Conn.(TLSStater); ok {
+		c.tls = ts
+	}
+	if ci, ok := nc.Conn.(CertIdentifier); ok {
+		c.identity = ci.CertIdentity()
 	}
 	if !l.h.give(c) {
 		_ = c.Close()
@@ -142,6 +168,11 @@ func (l *wsListener) refuse(w http.ResponseWriter, r *http.Request, status int, 
 		ce.Write(zap.String("remote", r.RemoteAddr), zap.String("path", r.URL.Path), zap.Int("status", status),
 			zap.String("why", why), zap.String("origin", r.Header.Get("Origin")))
 	}
+	writeRefusal(w, status, why)
+}
+
+// writeRefusal answers a request that does not become a WebSocket.
+func writeRefusal(w http.ResponseWriter, status int, why string) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
@@ -152,31 +183,6 @@ func (l *wsListener) refuse(w http.ResponseWriter, r *http.Request, status int, 
 func offersSubprotocol(r *http.Request) bool {
 	for _, p := range websocket.Subprotocols(r) {
 		if contains(Subprotocols, p) {
-			return true
-		}
-	}
-	return false
-}
-
-// checkOrigin applies AllowedOrigins to a browser's Origin header.
-func (l *wsListener) checkOrigin(r *http.Request) bool {
-	origin := r.Header.Get("Origin")
-	if origin == "" {
-		return true // not a browser: origins protect browsers' users only
-	}
-	u, err := url.Parse(origin)
-	if err != nil {
-		return false
-	}
-	if len(l.o.AllowedOrigins) == 0 {
-		return strings.EqualFold(u.Host, r.Host)
-	}
-	for _, a := range l.o.AllowedOrigins {
-		if a == "*" || strings.EqualFold(a, origin) {
-			return true
-		}
-		scheme, host, ok := strings.Cut(a, "://*.")
-		if ok && strings.EqualFold(scheme, u.Scheme) && strings.HasSuffix(strings.ToLower(u.Host), "."+strings.ToLower(host)) {
 			return true
 		}
 	}
@@ -242,18 +248,70 @@ func (l wsNetListener) Accept() (net.Conn, error) {
 	return &wsNetConn{Conn: c}, nil
 }
 
-// wsNetConn is the net.Conn under a websocket.Conn. gorilla sets the write
-// deadline before every frame from a field that is not safe to change
-// while a write is in progress; wsNetConn ignores those calls and wsConn
-// sets the real deadline with setWriteDeadline, from any goroutine.
+// wsNetConn is the net.Conn under a websocket.Conn. Until the upgrade it
+// is the HTTP server's, deadlines and all. From then on (framed) gorilla
+// sets a write deadline before every frame it writes: its own field for
+// data frames, which wsNetConn keeps zero because it is not safe to change
+// while a write is in progress, and a short one for the control frames it
+// writes by itself (pongs, close replies). The conn's owner sets the real
+// write deadline with setOwnerWriteDeadline, from any goroutine. The
+// socket gets the earlier of the two, so every write has a deadline: a
+// peer that sends pings and reads nothing cannot hold the reader, which
+// answers them, in a pong write past controlWriteTimeout.
 type wsNetConn struct {
 	net.Conn
+
+	mu      sync.Mutex // guards the fields below
+	framed  bool       // upgraded: gorilla's SetWriteDeadline is per frame
+	owner   time.Time  // the owner's write deadline
+	frame   time.Time  // gorilla's deadline for the frame it writes next
+	applied time.Time  // the socket's write deadline, once framed
 }
 
-func (c *wsNetConn) SetWriteDeadline(time.Time) error { return nil }
-func (c *wsNetConn) SetDeadline(t time.Time) error    { return c.Conn.SetReadDeadline(t) }
-func (c *wsNetConn) setWriteDeadline(t time.Time) error {
-	return c.Conn.SetWriteDeadline(t)
+// frames marks the upgrade done: from now on SetWriteDeadline is gorilla's,
+// per frame.
+func (c *wsNetConn) frames() {
+	c.mu.Lock()
+	c.framed = true
+	c.mu.Unlock()
+}
+
+func (c *wsNetConn) SetWriteDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.framed {
+		return c.Conn.SetWriteDeadline(t)
+	}
+	c.frame = t
+	return c.applyLocked()
+}
+
+func (c *wsNetConn) SetDeadline(t time.Time) error {
+	return errors.Join(c.Conn.SetReadDeadline(t), c.SetWriteDeadline(t))
+}
+
+// setOwnerWriteDeadline sets the write deadline of the conn's owner (core).
+func (c *wsNetConn) setOwnerWriteDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.owner = t
+	return c.applyLocked()
+}
+
+// applyLocked gives the socket the earlier of the owner's and the frame's
+// deadline (zero is none). It skips the call when the socket has it
+// already, which is the common case: one data frame after another under
+// the same owner deadline.
+func (c *wsNetConn) applyLocked() error {
+	d := c.owner
+	if d.IsZero() || (!c.frame.IsZero() && c.frame.Before(d)) {
+		d = c.frame
+	}
+	if d.Equal(c.applied) {
+		return nil
+	}
+	c.applied = d
+	return c.Conn.SetWriteDeadline(d)
 }
 
 // wsConn carries MQTT bytes over a WebSocket: Read continues across
@@ -270,6 +328,7 @@ type wsConn struct {
 	log      *zap.Logger
 	tls      TLSStater // the TLS conn under wss, else nil
 	identity string
+	cross    string // the Origin of a foreign page, else ""
 
 	rmu     sync.Mutex // one reader at a time; guards r and readErr
 	r       io.Reader  // the message being read, nil between messages
@@ -281,7 +340,35 @@ type wsConn struct {
 }
 
 func newWSConn(ws *websocket.Conn, nc *wsNetConn, remote net.Addr, log *zap.Logger) *wsConn {
-	return &wsConn{ws: ws, nc: nc, remote: remote, log: log}
+	c := &wsConn{ws: ws, nc: nc, remote: remote, log: log}
+	ws.SetPingHandler(c.answerPing)
+	return c
+}
+
+// controlWriteTimeout bounds the write of a pong, which the reader sends
+// on its own. (The conn's write deadline bounds it too, when that is
+// earlier; see wsNetConn. gorilla's close reply has a second of its own.)
+const controlWriteTimeout = time.Second
+
+// errPongStalled ends the reads of a peer that sends pings and reads nothing.
+var errPongStalled = errors.New("listeners: websocket peer sends pings but takes no pong")
+
+// answerPing answers a ping with a pong, within controlWriteTimeout. A
+// pong that found the writer busy with a message is dropped (that write
+// has its own deadline); one the socket did not take in time ends the
+// connection: the read fails with errPongStalled, not a timeout, so the
+// broker does not take it for a keepalive timeout. Runs on the reader.
+func (c *wsConn) answerPing(data string) error {
+	err := c.ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(controlWriteTimeout))
+	var te interface{ Temporary() bool }
+	switch {
+	case err == nil, errors.Is(err, websocket.ErrCloseSent):
+		return nil
+	case errors.As(err, &te) && te.Temporary():
+		return nil // gorilla's write lock was busy: no pong this time
+	}
+	c.log.Info("closing connection: websocket peer takes no pong", zap.Stringer("remote", c.remote), zap.Error(err))
+	return fmt.Errorf("%w (%v)", errPongStalled, err) // not %w: a write timeout is no read deadline
 }
 
 func (c *wsConn) Read(p []byte) (int, error) {
@@ -363,7 +450,7 @@ func (c *wsConn) Close() error {
 func (c *wsConn) closeWith(code int, text string) {
 	c.closeOnce.Do(func() {
 		_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text),
-			time.Now().Add(100*time.Millisecond))
+			time.Now().Add(closeWriteTimeout))
 		_ = c.ws.Close()
 	})
 }
@@ -381,7 +468,7 @@ func (c *wsConn) SetWriteDeadline(t time.Time) error {
 	if c.nc == nil {
 		return nil
 	}
-	return c.nc.setWriteDeadline(t)
+	return c.nc.setOwnerWriteDeadline(t)
 }
 
 // CertIdentity returns the client certificate's identity when the listener
@@ -395,6 +482,10 @@ func (c *wsConn) ConnectionState() tls.ConnectionState {
 	}
 	return c.tls.ConnectionState()
 }
+
+// CrossOrigin returns the Origin of the browser page that opened the
+// connection when that page is foreign, else "" (CrossOriginer).
+func (c *wsConn) CrossOrigin() string { return c.cross }
 
 // Subprotocol returns the negotiated WebSocket subprotocol.
 func (c *wsConn) Subprotocol() string { return c.ws.Subprotocol() }

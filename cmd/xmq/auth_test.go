@@ -120,18 +120,24 @@ func connack(t *testing.T, addr, user, pass string) codec.ReasonCode {
 	return p.(*codec.Connack).ReasonCode
 }
 
-// TestRunAuth runs xmq with a password file, then changes it and sends
-// SIGHUP: the new password works at once.
-func TestRunAuth(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "passwd")
+// passwordFile writes the auth fixture (bob / hunter2) to a temporary file.
+func passwordFile(t *testing.T) string {
+	t.Helper()
 	fixture, err := os.ReadFile("../../auth/testdata/mosquitto.passwd")
 	if err != nil {
 		t.Fatal(err)
 	}
+	file := filepath.Join(t.TempDir(), "passwd")
 	if err := os.WriteFile(file, fixture, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return file
+}
+
+// TestRunAuth runs xmq with a password file, then changes it and sends
+// SIGHUP: the new password works at once.
+func TestRunAuth(t *testing.T) {
+	file := passwordFile(t)
 	cfgFile := writeFile(t, "auth:\n  reload_interval: -1s\n  allow_anonymous: false\n")
 	b := startRun(t, "-c", cfgFile, "-listen", "127.0.0.1:0", "-data", "", "-log-format", "json", "-password-file", file)
 	addr := b.addrs[0].String()

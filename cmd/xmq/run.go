@@ -122,13 +122,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 		return err
 	}
 	defer ts.close()
-	// The dashboard's port is bound first: the ws and wss listeners allow its origin.
+	// The dashboard's port is bound first: the ws and wss listeners trust its origin.
 	wr, err := bindWeb(&cfg)
 	if err != nil {
 		_ = shutdown(ctx, srv, nil, log)
 		return err
 	}
-	lns, err := listen(&cfg, ts, log.Named("listeners"))
+	lns, err := listen(&cfg, ts, wr.trustedOrigins(), log.Named("listeners"))
 	if err != nil {
 		wr.stop(ctx)
 		_ = shutdown(ctx, srv, nil, log)
@@ -233,10 +233,10 @@ func (r *readiness) check() error {
 
 // listen binds every configured listener, or none: on an error the ones
 // already bound are closed.
-func listen(cfg *config, ts *tlsSetup, log *zap.Logger) ([]listeners.Listener, error) {
+func listen(cfg *config, ts *tlsSetup, trustedOrigins []string, log *zap.Logger) ([]listeners.Listener, error) {
 	lns := make([]listeners.Listener, 0, len(cfg.Listeners))
 	for _, lc := range cfg.Listeners {
-		l, err := listenOne(lc, cfg, ts, log)
+		l, err := listenOne(lc, cfg, ts, trustedOrigins, log)
 		if err != nil {
 			for _, l := range lns {
 				_ = l.Close()
@@ -248,12 +248,16 @@ func listen(cfg *config, ts *tlsSetup, log *zap.Logger) ([]listeners.Listener, e
 	return lns, nil
 }
 
-func listenOne(lc listenerConfig, cfg *config, ts *tlsSetup, log *zap.Logger) (listeners.Listener, error) {
+func listenOne(lc listenerConfig, cfg *config, ts *tlsSetup, trustedOrigins []string, log *zap.Logger) (listeners.Listener, error) {
 	tlsConf, err := ts.serverConfig(lc)
 	if err != nil {
 		return nil, err
 	}
-	return listeners.Listen(listenerOptions(lc, tlsConf, cfg, log))
+	o := listenerOptions(lc, tlsConf, cfg, log)
+	if lc.Transport == listeners.TransportWS || lc.Transport == listeners.TransportWSS {
+		o.TrustedOrigins = trustedOrigins
+	}
+	return listeners.Listen(o)
 }
 
 // shutdown stops the broker within shutdownTimeout, even though ctx is

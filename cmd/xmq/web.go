@@ -135,17 +135,18 @@ const webUsage = `  -web ADDR
 `
 
 // webRun is the web server of a run: bound before the MQTT listeners (so
-// the ws and wss listeners can allow the dashboard's origin), served once
+// the ws and wss listeners can trust the dashboard's origin), served once
 // they are bound.
 type webRun struct {
 	l        net.Listener
+	origins  []string // the dashboard's page, as browsers name its origin
 	srv      *web.Server
 	stopping atomic.Bool
 	done     chan error
 }
 
-// bindWeb binds the web address, if any, and lets the ws and wss listeners
-// that have no allowed_origins of their own accept the dashboard's page.
+// bindWeb binds the web address, if any, and works out the dashboard's
+// origins, which the ws and wss listeners trust (trustedOrigins).
 func bindWeb(cfg *config) (*webRun, error) {
 	if cfg.Web.Address == "" {
 		return nil, nil
@@ -154,20 +155,25 @@ func bindWeb(cfg *config) (*webRun, error) {
 	if err != nil {
 		return nil, fmt.Errorf("web: %w", err)
 	}
-	origins := dashboardOrigins(l.Addr().(*net.TCPAddr), cfg.Web.TLS)
-	for i := range cfg.Listeners {
-		lc := &cfg.Listeners[i]
-		if (lc.Transport == listeners.TransportWS || lc.Transport == listeners.TransportWSS) && len(lc.AllowedOrigins) == 0 {
-			lc.AllowedOrigins = origins
-		}
+	return &webRun{l: l, origins: dashboardOrigins(l.Addr().(*net.TCPAddr), cfg.Web.TLS)}, nil
+}
+
+// trustedOrigins are the origins of the broker's own pages: the
+// dashboard's, none when it is off. The ws and wss listeners let them in
+// whatever their allowed_origins say, as trusted pages: an empty
+// allowed_origins still lets every page in, foreign ones as such.
+func (w *webRun) trustedOrigins() []string {
+	if w == nil {
+		return nil
 	}
-	return &webRun{l: l}, nil
+	return w.origins
 }
 
 // dashboardOrigins are the origins a browser shows for the dashboard at
 // addr: the loopback names, and for an address on every interface also
 // the host name and the machine's addresses. Other names (a DNS name in
-// front of the machine) go in the listeners' allowed_origins.
+// front of the machine) go in the listeners' allowed_origins, which makes
+// them trusted too.
 func dashboardOrigins(addr *net.TCPAddr, tls bool) []string {
 	scheme := "http://"
 	if tls {

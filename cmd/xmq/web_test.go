@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
-
 	"xmq/codec"
 	"xmq/web"
 )
@@ -140,24 +138,14 @@ func TestRunServesWeb(t *testing.T) {
 		t.Errorf("overview gives the ws listener as %q, want %q", wsURL, want)
 	}
 
-	// The ws listener lets the dashboard's page in, and no other page.
-	dial := func(origin string) int {
-		h := http.Header{"Origin": {origin}}
-		c, res, err := (&websocket.Dialer{Subprotocols: []string{"mqtt"}, HandshakeTimeout: 5 * time.Second}).Dial(wsURL, h)
-		if err == nil {
-			_ = c.Close()
-			return 101
-		}
-		if res == nil {
-			t.Fatalf("dial %s: %v", wsURL, err)
-		}
-		return res.StatusCode
+	// The ws listener trusts the dashboard's page like a local client:
+	// anonymous from loopback. Another page connects too, but as a foreign
+	// one, which must log in.
+	if status, rc := wsConnack(t, wsURL, base, "", ""); status != 101 || rc != codec.Success {
+		t.Errorf("anonymous from the dashboard's origin %s: upgrade %d, CONNACK %v; want 101, Success", base, status, rc)
 	}
-	if code := dial(base); code != 101 {
-		t.Errorf("WebSocket from the dashboard's origin %s: %d, want 101", base, code)
-	}
-	if code := dial("http://evil.example"); code != 403 {
-		t.Errorf("WebSocket from a foreign origin: %d, want 403", code)
+	if status, rc := wsConnack(t, wsURL, "http://evil.example", "", ""); status != 101 || rc != codec.NotAuthorized {
+		t.Errorf("anonymous from a foreign origin: upgrade %d, CONNACK %v; want 101, Not authorized", status, rc)
 	}
 
 	// The banned list is auth's.
