@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net"
 	"net/http"
+	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -131,19 +131,42 @@ func (a *apiRouter) serve(w http.ResponseWriter, r *http.Request, rt route, rest
 
 func describe(r *http.Request) string { return r.Method + " " + r.URL.Path }
 
-// decodeBody reads a JSON body into v: at most 1 MiB, Content-Type
-// application/json (which a cross-site form cannot send), no unknown fields.
-func decodeBody(r *http.Request, v any) error {
+// Request body limits: a login is a user name and a password, a publish
+// carries a payload of up to maxPublishBody, everything else is small.
+const (
+	maxLoginBody   = 16 << 10
+	maxBody        = 64 << 10
+	maxPublishBody = 2 << 20 // a 1 MiB payload as base64, with room for the rest
+)
+
+// decodeBody reads a JSON body of at most limit bytes into v: Content-Type
+// application/json (which a cross-site form cannot send), no unknown
+// fields. A larger body is a 413, one not sent within the server's
+// ReadTimeout a 408; both close the connection (http.MaxBytesReader, and
+// net/http after a read error), so the rest is not read.
+func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if mt != "application/json" {
 		return errorf(http.StatusUnsupportedMediaType, "unsupported_media_type", "send the body as Content-Type: application/json")
 	}
-	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return badRequest("invalid JSON body: " + err.Error())
+	err := dec.Decode(v)
+	var tooLarge *http.MaxBytesError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &tooLarge):
+		s.log.Info("request body refused", zap.String("reason", "too large"), zap.Int64("limit", limit),
+			zap.String("path", r.URL.Path), zap.String("remote", r.RemoteAddr))
+		return errorf(http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the body exceeds %d bytes", limit))
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		s.log.Info("request body refused", zap.String("reason", "too slow"),
+			zap.String("path", r.URL.Path), zap.String("remote", r.RemoteAddr))
+		w.Header().Set("Connection", "close")
+		return errorf(http.StatusRequestTimeout, "timeout", "the body did not arrive in time")
 	}
-	return nil
+	return badRequest("invalid JSON body: " + err.Error())
 }
 
 // ---- authentication ----
@@ -163,7 +186,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, _ principal, _ st
 		Password string `json:"password"`
 		APIKey   string `json:"api_key"`
 	}
-	if err := decodeBody(r, &body); err != nil {
+	if err := s.decodeBody(w, r, maxLoginBody, &body); err != nil {
 		return err
 	}
 	if o := r.Header.Get("Origin"); o != "" && !sameOrigin(o, r) {
@@ -223,7 +246,7 @@ func (s *Server) issueToken(w http.ResponseWriter, r *http.Request, p principal,
 		Role Role   `json:"role"`
 		TTL  string `json:"ttl"`
 	}
-	if err := decodeBody(r, &body); err != nil {
+	if err := s.decodeBody(w, r, maxBody, &body); err != nil {
 		return err
 	}
 	role := body.Role
@@ -703,7 +726,7 @@ func (s *Server) addBan(w http.ResponseWriter, r *http.Request, p principal, _ s
 		Duration string    `json:"duration"` // e.g. "1h"; "" with no until: until removed
 		Until    time.Time `json:"until"`
 	}
-	if err := decodeBody(r, &body); err != nil {
+	if err := s.decodeBody(w, r, maxBody, &body); err != nil {
 		return err
 	}
 	if !slices.Contains(banKinds, body.Kind) {
@@ -767,7 +790,7 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request, p principal, _ 
 		QoS           byte    `json:"qos"`
 		Retain        bool    `json:"retain"`
 	}
-	if err := decodeBody(r, &body); err != nil {
+	if err := s.decodeBody(w, r, maxPublishBody, &body); err != nil {
 		return err
 	}
 	if err := core.ValidTopic(body.Topic); err != nil {
