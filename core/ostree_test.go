@@ -66,7 +66,7 @@ func TestOstreeAgainstSortedSlice(t *testing.T) {
 	tr := newOstree(func(s string) string { return s }, strings.Compare)
 	var ref []string
 	key := func() string { return fmt.Sprintf("k%05d", rng.IntN(3000)) }
-	for step := range 40_000 {
+	for step := range 20_000 {
 		k := key()
 		i, found := slices.BinarySearch(ref, k)
 		if rng.IntN(3) == 0 {
@@ -86,7 +86,7 @@ func TestOstreeAgainstSortedSlice(t *testing.T) {
 				ref = slices.Insert(ref, i, k)
 			}
 		}
-		if step%1000 == 0 || step > 39_000 {
+		if step%1000 == 0 || step > 19_800 {
 			tr.check(t)
 			if tr.len() != len(ref) {
 				t.Fatalf("len %d, want %d", tr.len(), len(ref))

@@ -264,7 +264,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	if before != 1 {
 		t.Fatalf("broker has %d connections, want the dashboard's own one", before)
 	}
-	if cs := d.srv.Clients(); len(cs) != 1 || !strings.HasPrefix(cs[0].Username, web.DashboardUserPrefix+"admin:") {
+	if cs := d.srv.ClientsPage(core.ClientQuery{Limit: 10}).Clients; len(cs) != 1 || !strings.HasPrefix(cs[0].Username, web.DashboardUserPrefix+"admin:") {
 		t.Fatalf("the dashboard's connection: %+v, want a dashboard admin login", cs)
 	}
 	// The connection count comes from $SYS (data-source="sys").

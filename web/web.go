@@ -53,10 +53,10 @@ type Broker interface {
 	Stats() core.Snapshot
 	StartTime() time.Time
 	Options() core.Options
-	Clients() []core.ClientInfo
+	ClientsPage(q core.ClientQuery) core.ClientPage
 	Client(clientID string) (core.ClientInfo, bool)
-	Subscriptions() []core.SubscriptionInfo
-	Retained() []*core.Message
+	SubscriptionsPage(q core.SubscriptionQuery) core.SubscriptionPage
+	RetainedPage(q core.RetainedQuery) core.RetainedPage
 	RetainedMessage(topic string) (*core.Message, bool)
 	DeleteRetained(topic string) bool
 	ConnectionsByListener() map[string]int
