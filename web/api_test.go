@@ -40,6 +40,7 @@ func (f *fakeBroker) Stats() core.Snapshot {
 }
 func (f *fakeBroker) StartTime() time.Time  { return time.Now().Add(-time.Hour) }
 func (f *fakeBroker) Options() core.Options { return core.Options{MaxConnections: 100} }
+
 // ClientsPage pages f.clients by the query's contract, reading them all
 // (the real one is core's; this one serves the handler tests).
 func (f *fakeBroker) ClientsPage(q core.ClientQuery) core.ClientPage {
@@ -82,6 +83,7 @@ func (f *fakeBroker) Client(id string) (core.ClientInfo, bool) {
 	}
 	return core.ClientInfo{}, false
 }
+
 // SubscriptionsPage pages f.subs, which the test gives in (client id,
 // filter) order.
 func (f *fakeBroker) SubscriptionsPage(q core.SubscriptionQuery) core.SubscriptionPage {
