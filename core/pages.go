@@ -200,10 +200,11 @@ func (s *Server) ClientsPage(q ClientQuery) ClientPage {
 	batch := make([]*session, 0, min(limit+1, 256))
 	p.Clients = make([]ClientInfo, 0, min(limit, 64))
 	cursor, examined := q.After, 0
+	var ci ClientInfo // one variable for every candidate: Match's pointer makes it escape
 	for {
 		batch = s.sessionsFrom(q.IDPrefix, cursor, false, q.Desc, batch[:0])
 		for _, sess := range batch {
-			ci := sess.info(false)
+			ci = sess.info(false)
 			if q.Match == nil || q.Match(&ci) {
 				if len(p.Clients) == limit {
 					p.More, p.Next = true, p.Clients[limit-1].ClientID
@@ -306,6 +307,7 @@ func (sess *session) smallestSubs(after string, need int, match func(*Subscripti
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	n, maxFilter := 0, after
+	var info SubscriptionInfo // one variable for every candidate: match's pointer makes it escape
 	for _, sub := range sess.subs {
 		if sub.Filter <= after {
 			continue
@@ -313,8 +315,7 @@ func (sess *session) smallestSubs(after string, need int, match func(*Subscripti
 		n++
 		maxFilter = max(maxFilter, sub.Filter)
 		if match != nil {
-			info := sub.info(sess.id)
-			if !match(&info) {
+			if info = sub.info(sess.id); !match(&info) {
 				continue
 			}
 		}
