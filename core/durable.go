@@ -417,7 +417,7 @@ func (r *restorer) session(id string, rec []byte) error {
 		sess.qos2in[pid] = struct{}{}
 	}
 	s.inBaseMax = max(s.inBaseMax, sess.inSeq)
-	s.sessions[id] = sess
+	s.putSessionLocked(sess)
 	sr.Subs = nil
 	r.info[id] = sr
 	gone := time.Unix(sr.DisconnectedAt, 0)

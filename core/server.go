@@ -74,6 +74,11 @@ type Server struct {
 	listeners map[net.Listener]struct{}
 	closed    bool
 
+	// clientIDs holds the keys of sessions in order, for the admin views;
+	// guarded by mu. Write sessions only through putSessionLocked and
+	// dropSessionLocked (pages.go), which keep both.
+	clientIDs clientIndex
+
 	willTimers []*time.Timer // restored wills whose session is gone; guarded by mu
 	inBaseMax  uint64        // highest inbound sequence restored; guarded by mu
 
@@ -269,7 +274,7 @@ func (s *Server) attach(c *client, clean bool, expiry uint32, queueAck func(pres
 		sess = newSession(s, c.id)
 		sess.inBase = s.newInBase()
 		sess.inSeq = sess.inBase
-		s.sessions[c.id] = sess
+		s.putSessionLocked(sess)
 	}
 	sess.mu.Lock()
 	sess.version = c.version
@@ -343,7 +348,7 @@ func (s *Server) discardLocked(sess *session) {
 		s.router.unsubscribe(sess, string(filter), string(group))
 	}
 	if s.sessions[sess.id] == sess {
-		delete(s.sessions, sess.id)
+		s.dropSessionLocked(sess.id)
 	}
 	s.storeDelete(sess.id)
 	s.storeDeleteWill(sess.id) // a will on disk for a crash, or one just published

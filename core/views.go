@@ -9,7 +9,8 @@ import (
 
 // The read-only views below serve the admin API, the dashboard and
 // metrics. Each takes a snapshot under the locks it needs and returns
-// copies; none is on the message path.
+// copies; none is on the message path. The lists page in order
+// (pages.go): none copies the whole set.
 
 // SubscriptionInfo is one subscription of a session.
 type SubscriptionInfo struct {
@@ -40,23 +41,6 @@ type ClientInfo struct {
 
 // StartTime is when the server was created.
 func (s *Server) StartTime() time.Time { return s.started }
-
-// Clients returns every session, connected or waiting for its client,
-// sorted by client id, without their subscriptions (see Client).
-func (s *Server) Clients() []ClientInfo {
-	s.mu.Lock()
-	sessions := make([]*session, 0, len(s.sessions))
-	for _, sess := range s.sessions {
-		sessions = append(sessions, sess)
-	}
-	s.mu.Unlock()
-	out := make([]ClientInfo, 0, len(sessions))
-	for _, sess := range sessions {
-		out = append(out, sess.info(false))
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ClientID < out[j].ClientID })
-	return out
-}
 
 // Client returns one session with its subscriptions.
 func (s *Server) Client(clientID string) (ClientInfo, bool) {
@@ -92,47 +76,8 @@ func (sub *storedSub) info(clientID string) SubscriptionInfo {
 		RetainAsPublished: sub.RetainAsPublished, RetainHandling: sub.RetainHandling, SubscriptionID: sub.SubscriptionID}
 }
 
-// Subscriptions returns every subscription of every session, sorted by
-// filter then client id.
-func (s *Server) Subscriptions() []SubscriptionInfo {
-	s.mu.Lock()
-	sessions := make([]*session, 0, len(s.sessions))
-	for _, sess := range s.sessions {
-		sessions = append(sessions, sess)
-	}
-	s.mu.Unlock()
-	var out []SubscriptionInfo
-	for _, sess := range sessions {
-		sess.mu.Lock()
-		for _, sub := range sess.subs {
-			out = append(out, sub.info(sess.id))
-		}
-		sess.mu.Unlock()
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Filter != out[j].Filter {
-			return out[i].Filter < out[j].Filter
-		}
-		return out[i].ClientID < out[j].ClientID
-	})
-	return out
-}
-
-// Retained returns the retained messages, sorted by topic. Messages are
-// immutable; callers must not modify them.
-func (s *Server) Retained() []*Message {
-	msgs := s.retained.all()
-	sort.Slice(msgs, func(i, j int) bool { return msgs[i].Topic < msgs[j].Topic })
-	return msgs
-}
-
 // RetainedMessage returns the retained message of topic.
-func (s *Server) RetainedMessage(topic string) (*Message, bool) {
-	s.retained.mu.RLock()
-	defer s.retained.mu.RUnlock()
-	m, ok := s.retained.msgs[topic]
-	return m, ok
-}
+func (s *Server) RetainedMessage(topic string) (*Message, bool) { return s.retained.get(topic) }
 
 // DeleteRetained clears the retained message of topic, as an empty
 // retained PUBLISH would, and reports whether there was one.

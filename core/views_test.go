@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"net"
+	"slices"
 	"testing"
 
 	"xmq/codec"
@@ -18,7 +19,7 @@ func TestViews(t *testing.T) {
 	b.send(&codec.Pingreq{}) // the QoS 0 PUBLISH is handled before the PINGRESP
 	expect[*codec.Pingresp](b)
 
-	clients := srv.Clients()
+	clients := srv.ClientsPage(core.ClientQuery{Limit: 10}).Clients
 	if len(clients) != 2 || clients[0].ClientID != "view-a" || !clients[0].Connected || clients[1].ProtocolVersion != codec.V311 {
 		t.Fatalf("Clients() = %+v", clients)
 	}
@@ -26,14 +27,14 @@ func TestViews(t *testing.T) {
 	if !ok || len(ci.Subscriptions) != 2 || ci.Subscriptions[0].Filter != "$share/g/y" || ci.Subscriptions[1].QoS != 1 || ci.Listener != "pipe" {
 		t.Fatalf("Client(view-a) = %+v, %v", ci, ok)
 	}
-	if subs := srv.Subscriptions(); len(subs) != 2 {
-		t.Fatalf("Subscriptions() = %+v", subs)
+	if subs := srv.SubscriptionsPage(core.SubscriptionQuery{Limit: 10}).Subscriptions; len(subs) != 2 {
+		t.Fatalf("SubscriptionsPage() = %+v", subs)
 	}
 	if n := srv.ConnectionsByListener()["pipe"]; n != 2 {
 		t.Fatalf("ConnectionsByListener()[pipe] = %d, want 2", n)
 	}
-	if r := srv.Retained(); len(r) != 2 || r[0].Topic != "r/1" || string(r[1].Payload) != "also" {
-		t.Fatalf("Retained() = %v", r)
+	if r := srv.RetainedPage(core.RetainedQuery{Limit: 10}).Messages; len(r) != 2 || r[0].Topic != "r/1" || string(r[1].Payload) != "also" {
+		t.Fatalf("RetainedPage() = %v", r)
 	}
 	if !srv.DeleteRetained("r/1") || srv.DeleteRetained("r/1") {
 		t.Fatal("DeleteRetained: want true then false")
@@ -88,4 +89,44 @@ func TestGauges(t *testing.T) {
 	if syncs == 0 {
 		t.Error("no Store.Sync recorded after persistent QoS 1 traffic")
 	}
+}
+
+// TestClientIndexFollowsSessions: the ordered index of client ids that
+// the admin views page through follows sessions as they are created,
+// taken over, replaced by a clean start, ended and expired.
+func TestClientIndexFollowsSessions(t *testing.T) {
+	srv := newServer(t, core.Options{}, core.Config{})
+	ids := func() []string {
+		t.Helper()
+		if err := srv.ClientIndexError(); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, c := range srv.ClientsPage(core.ClientQuery{Limit: 100}).Clients {
+			out = append(out, c.ClientID)
+		}
+		return out
+	}
+	want := func(what string, ids func() []string, want ...string) {
+		t.Helper()
+		waitFor(t, what, func() bool { return slices.Equal(ids(), want) })
+	}
+	p := client(t, srv, codec.V5, "p", persistent)
+	c := client(t, srv, codec.V311, "c")
+	e := client(t, srv, codec.V5, "e", func(p *codec.Connect) {
+		persistent(p)
+		p.Props.SetNum(codec.PropSessionExpiry, 1)
+	})
+	want("three sessions", ids, "c", "e", "p")
+	c.close()
+	want("clean session ended", ids, "e", "p")
+	p2 := client(t, srv, codec.V5, "p", persistent) // takes the session over
+	p.expectDisconnect(codec.SessionTakenOver)
+	want("taken over", ids, "e", "p")
+	p3 := client(t, srv, codec.V5, "p") // clean start: a new session
+	p2.expectDisconnect(codec.SessionTakenOver)
+	want("clean start", ids, "e", "p")
+	e.close()
+	p3.close()
+	want("expired and ended", ids)
 }

@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net"
 	"net/http"
+	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -132,19 +132,42 @@ func (a *apiRouter) serve(w http.ResponseWriter, r *http.Request, rt route, rest
 
 func describe(r *http.Request) string { return r.Method + " " + r.URL.Path }
 
-// decodeBody reads a JSON body into v: at most 1 MiB, Content-Type
-// application/json (which a cross-site form cannot send), no unknown fields.
-func decodeBody(r *http.Request, v any) error {
+// Request body limits: a login is a user name and a password, a publish
+// carries a payload of up to maxPublishBody, everything else is small.
+const (
+	maxLoginBody   = 16 << 10
+	maxBody        = 64 << 10
+	maxPublishBody = 2 << 20 // a 1 MiB payload as base64, with room for the rest
+)
+
+// decodeBody reads a JSON body of at most limit bytes into v: Content-Type
+// application/json (which a cross-site form cannot send), no unknown
+// fields. A larger body is a 413, one not sent within the server's
+// ReadTimeout a 408; both close the connection (http.MaxBytesReader, and
+// net/http after a read error), so the rest is not read.
+func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if mt != "application/json" {
 		return errorf(http.StatusUnsupportedMediaType, "unsupported_media_type", "send the body as Content-Type: application/json")
 	}
-	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return badRequest("invalid JSON body: " + err.Error())
+	err := dec.Decode(v)
+	var tooLarge *http.MaxBytesError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &tooLarge):
+		s.log.Info("request body refused", zap.String("reason", "too large"), zap.Int64("limit", limit),
+			zap.String("path", r.URL.Path), zap.String("remote", r.RemoteAddr))
+		return errorf(http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the body exceeds %d bytes", limit))
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		s.log.Info("request body refused", zap.String("reason", "too slow"),
+			zap.String("path", r.URL.Path), zap.String("remote", r.RemoteAddr))
+		w.Header().Set("Connection", "close")
+		return errorf(http.StatusRequestTimeout, "timeout", "the body did not arrive in time")
 	}
-	return nil
+	return badRequest("invalid JSON body: " + err.Error())
 }
 
 // ---- authentication ----
@@ -164,7 +187,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, _ principal, _ st
 		Password string `json:"password"`
 		APIKey   string `json:"api_key"`
 	}
-	if err := decodeBody(r, &body); err != nil {
+	if err := s.decodeBody(w, r, maxLoginBody, &body); err != nil {
 		return err
 	}
 	if o := r.Header.Get("Origin"); o != "" && !sameOrigin(o, r) {
@@ -224,7 +247,7 @@ func (s *Server) issueToken(w http.ResponseWriter, r *http.Request, p principal,
 		Role Role   `json:"role"`
 		TTL  string `json:"ttl"`
 	}
-	if err := decodeBody(r, &body); err != nil {
+	if err := s.decodeBody(w, r, maxBody, &body); err != nil {
 		return err
 	}
 	role := body.Role
@@ -361,17 +384,27 @@ const (
 	maxLimit     = 1000
 )
 
-func parsePage(r *http.Request) (page, error) {
-	pg := page{limit: defaultLimit}
-	q := r.URL.Query()
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxLimit {
-			return pg, badRequest(fmt.Sprintf("limit %q: want 1 to %d", v, maxLimit))
-		}
-		pg.limit = n
+func parseLimit(r *http.Request) (int, error) {
+	v := r.URL.Query().Get("limit")
+	if v == "" {
+		return defaultLimit, nil
 	}
-	if v := q.Get("offset"); v != "" {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > maxLimit {
+		return 0, badRequest(fmt.Sprintf("limit %q: want 1 to %d", v, maxLimit))
+	}
+	return n, nil
+}
+
+// parsePage reads limit and offset, for the short lists (bans) that are
+// copied whole anyway.
+func parsePage(r *http.Request) (page, error) {
+	limit, err := parseLimit(r)
+	pg := page{limit: limit}
+	if err != nil {
+		return pg, err
+	}
+	if v := r.URL.Query().Get("offset"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
 			return pg, badRequest(fmt.Sprintf("offset %q: want 0 or more", v))
@@ -381,7 +414,7 @@ func parsePage(r *http.Request) (page, error) {
 	return pg, nil
 }
 
-// paged is a page of a list: total counts every match, items this page's.
+// paged is a page of a short list: total counts every match, items this page's.
 type paged[T any] struct {
 	Total  int `json:"total"`
 	Offset int `json:"offset"`
@@ -397,6 +430,65 @@ func pageOf[T any](all []T, pg page) paged[T] {
 		items = []T{}
 	}
 	return paged[T]{Total: len(all), Offset: pg.offset, Limit: pg.limit, Items: items}
+}
+
+// cursorPage is a page of a list that can be large (clients,
+// subscriptions, retained messages): it pages in a fixed order from a
+// cursor, so a page costs its own items, never the whole list. Next is
+// the cursor of the following page (pass it as after=); it is absent on
+// the last page. Total is absent when counting the matches would cost
+// more than the page (core.DefaultScanBudget). A condition that no index
+// answers is checked on at most that many items per request: such a page
+// can come back short, or empty, with a Next that continues the search.
+type cursorPage[T any] struct {
+	Total *int   `json:"total,omitempty"`
+	Limit int    `json:"limit"`
+	Items []T    `json:"items"`
+	Next  string `json:"next,omitempty"`
+}
+
+func newCursorPage[T any](total, limit int, items []T) cursorPage[T] {
+	p := cursorPage[T]{Limit: limit, Items: items}
+	if total >= 0 {
+		p.Total = &total
+	}
+	if p.Items == nil {
+		p.Items = []T{}
+	}
+	return p
+}
+
+// Cursors are opaque to clients: a letter naming the list, then the key
+// of the last item (client id; topic; client id and filter), joined by
+// NUL (which no client id, topic or filter holds) and base64url-encoded.
+func encodeCursor(list byte, key ...string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(string(list) + strings.Join(key, "\x00")))
+}
+
+// parseCursor reads limit and after=, the cursor of list with n key
+// parts ("" parts from the first page). offset is refused, except 0: it
+// would cost the whole list up to the offset.
+func parseCursor(r *http.Request, list byte, n int) (limit int, key []string, err error) {
+	if limit, err = parseLimit(r); err != nil {
+		return 0, nil, err
+	}
+	q := r.URL.Query()
+	if v := q.Get("offset"); v != "" && v != "0" {
+		return 0, nil, badRequest("offset: this list pages by cursor: pass after= the next of the previous page")
+	}
+	key = make([]string, n)
+	v := q.Get("after")
+	if v == "" {
+		return limit, key, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil || len(b) == 0 || b[0] != list {
+		return 0, nil, badRequest(fmt.Sprintf("after %q: not a cursor of this list (pass the next of a previous page)", v))
+	}
+	if key = strings.Split(string(b[1:]), "\x00"); len(key) != n {
+		return 0, nil, badRequest(fmt.Sprintf("after %q: not a cursor of this list (pass the next of a previous page)", v))
+	}
+	return limit, key, nil
 }
 
 // ---- clients ----
@@ -443,35 +535,13 @@ func protocolName(v byte) string {
 	return ""
 }
 
-var clientSorts = map[string]func(a, b *clientJSON) int{
-	"client_id":        func(a, b *clientJSON) int { return strings.Compare(a.ClientID, b.ClientID) },
-	"username":         func(a, b *clientJSON) int { return strings.Compare(a.Username, b.Username) },
-	"listener":         func(a, b *clientJSON) int { return strings.Compare(a.Listener, b.Listener) },
-	"remote":           func(a, b *clientJSON) int { return strings.Compare(a.Remote, b.Remote) },
-	"protocol_version": func(a, b *clientJSON) int { return int(a.ProtocolVersion) - int(b.ProtocolVersion) },
-	"connected_at":     func(a, b *clientJSON) int { return a.ConnectedAt.Compare(b.ConnectedAt) },
-	"connected":        func(a, b *clientJSON) int { return boolCmp(a.Connected, b.Connected) },
-	"inflight":         func(a, b *clientJSON) int { return a.Inflight - b.Inflight },
-	"queued":           func(a, b *clientJSON) int { return a.Queued - b.Queued },
-}
-
-func boolCmp(a, b bool) int {
-	switch {
-	case a == b:
-		return 0
-	case a:
-		return 1
-	}
-	return -1
-}
-
 func (s *Server) listClients(w http.ResponseWriter, r *http.Request, _ principal, _ string) error {
-	pg, err := parsePage(r)
+	limit, after, err := parseCursor(r, 'c', 1)
 	if err != nil {
 		return err
 	}
 	q := r.URL.Query()
-	idPrefix, username, listener, search := q.Get("client_id"), q.Get("username"), q.Get("listener"), strings.ToLower(q.Get("q"))
+	username, listener, search := q.Get("username"), q.Get("listener"), strings.ToLower(q.Get("q"))
 	var version byte
 	if v := q.Get("protocol_version"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -488,44 +558,40 @@ func (s *Server) listClients(w http.ResponseWriter, r *http.Request, _ principal
 		}
 		connected = &b
 	}
-	sortKey := q.Get("sort")
-	if sortKey == "" {
-		sortKey = "client_id"
-	}
-	cmp, ok := clientSorts[sortKey]
-	if !ok {
-		keys := sortedKeys(clientSorts)
-		return badRequest(fmt.Sprintf("sort %q: want one of %s", sortKey, strings.Join(keys, ", ")))
+	// Sessions are indexed by client id only; sorting by another column
+	// would copy and sort them all on every request.
+	if v := q.Get("sort"); v != "" && v != "client_id" {
+		return badRequest(fmt.Sprintf("sort %q: clients are listed in client id order only (sort=client_id, order=asc or desc); filter with username, listener, protocol_version, connected or q", v))
 	}
 	order := q.Get("order")
 	if order != "" && order != "asc" && order != "desc" {
 		return badRequest(fmt.Sprintf("order %q: want asc or desc", order))
 	}
-	var out []clientJSON
-	for _, ci := range s.broker.Clients() {
-		switch {
-		case !strings.HasPrefix(ci.ClientID, idPrefix),
-			username != "" && ci.Username != username,
-			listener != "" && ci.Listener != listener,
-			version != 0 && ci.ProtocolVersion != version,
-			connected != nil && ci.Connected != *connected,
-			search != "" && !strings.Contains(strings.ToLower(ci.ClientID), search) &&
-				!strings.Contains(strings.ToLower(ci.Username), search) && !strings.Contains(ci.Remote, search):
-			continue
+	cq := core.ClientQuery{IDPrefix: q.Get("client_id"), After: after[0], Desc: order == "desc", Limit: limit}
+	if username != "" || listener != "" || version != 0 || connected != nil || search != "" {
+		cq.Match = func(ci *core.ClientInfo) bool {
+			switch {
+			case username != "" && ci.Username != username,
+				listener != "" && ci.Listener != listener,
+				version != 0 && ci.ProtocolVersion != version,
+				connected != nil && ci.Connected != *connected,
+				search != "" && !strings.Contains(strings.ToLower(ci.ClientID), search) &&
+					!strings.Contains(strings.ToLower(ci.Username), search) && !strings.Contains(ci.Remote, search):
+				return false
+			}
+			return true
 		}
-		out = append(out, s.clientJSON(ci))
 	}
-	slices.SortStableFunc(out, func(a, b clientJSON) int {
-		c := cmp(&a, &b)
-		if c == 0 {
-			c = strings.Compare(a.ClientID, b.ClientID)
-		}
-		if order == "desc" {
-			return -c
-		}
-		return c
-	})
-	writeJSON(w, http.StatusOK, pageOf(out, pg))
+	p := s.broker.ClientsPage(cq)
+	items := make([]clientJSON, len(p.Clients))
+	for i, ci := range p.Clients {
+		items[i] = s.clientJSON(ci)
+	}
+	out := newCursorPage(p.Total, limit, items)
+	if p.More {
+		out.Next = encodeCursor('c', p.Next)
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -575,34 +641,39 @@ func (s *Server) removeSession(w http.ResponseWriter, r *http.Request, p princip
 // ---- subscriptions ----
 
 func (s *Server) listSubscriptions(w http.ResponseWriter, r *http.Request, _ principal, _ string) error {
-	pg, err := parsePage(r)
+	limit, after, err := parseCursor(r, 's', 2)
 	if err != nil {
 		return err
 	}
 	q := r.URL.Query()
-	filter, idPrefix, topic := q.Get("filter"), q.Get("client_id"), q.Get("topic")
+	filter, topic := q.Get("filter"), q.Get("topic")
 	if topic != "" {
 		if err := core.ValidTopic(topic); err != nil {
 			return badRequest(fmt.Sprintf("topic %q: %v", topic, err))
 		}
 	}
-	var out []core.SubscriptionInfo
-	for _, sub := range s.broker.Subscriptions() {
-		if !strings.Contains(sub.Filter, filter) || !strings.HasPrefix(sub.ClientID, idPrefix) {
-			continue
-		}
-		if topic != "" {
+	sq := core.SubscriptionQuery{IDPrefix: q.Get("client_id"), AfterClient: after[0], AfterFilter: after[1], Limit: limit}
+	if filter != "" || topic != "" {
+		sq.Match = func(sub *core.SubscriptionInfo) bool {
+			if !strings.Contains(sub.Filter, filter) {
+				return false
+			}
+			if topic == "" {
+				return true
+			}
 			f := []byte(sub.Filter)
 			if _, inner, ok, _ := codec.ParseShared(f); ok {
 				f = inner
 			}
-			if !codec.Match(f, []byte(topic)) {
-				continue
-			}
+			return codec.Match(f, []byte(topic))
 		}
-		out = append(out, sub)
 	}
-	writeJSON(w, http.StatusOK, pageOf(out, pg))
+	p := s.broker.SubscriptionsPage(sq)
+	out := newCursorPage(p.Total, limit, p.Subscriptions)
+	if p.More {
+		out.Next = encodeCursor('s', p.NextClient, p.NextFilter)
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -643,25 +714,30 @@ func retainedOf(m *core.Message, full bool) retainedJSON {
 }
 
 func (s *Server) listRetained(w http.ResponseWriter, r *http.Request, _ principal, _ string) error {
-	pg, err := parsePage(r)
+	limit, after, err := parseCursor(r, 'r', 1)
 	if err != nil {
 		return err
 	}
 	q := r.URL.Query()
-	filter, search := q.Get("filter"), q.Get("q")
+	if q.Has("q") {
+		return badRequest("q: searching text anywhere in the topics would read every one; use prefix= (topics starting with) or filter= (an MQTT filter)")
+	}
+	filter := q.Get("filter")
 	if filter != "" {
 		if err := codec.ValidFilter([]byte(filter)); err != nil {
 			return badRequest(fmt.Sprintf("filter %q: %v", filter, err))
 		}
 	}
-	var out []retainedJSON
-	for _, m := range s.broker.Retained() {
-		if filter != "" && !codec.Match([]byte(filter), []byte(m.Topic)) || !strings.Contains(m.Topic, search) {
-			continue
-		}
-		out = append(out, retainedOf(m, false))
+	p := s.broker.RetainedPage(core.RetainedQuery{Filter: filter, Prefix: q.Get("prefix"), After: after[0], Limit: limit})
+	items := make([]retainedJSON, len(p.Messages))
+	for i, m := range p.Messages {
+		items[i] = retainedOf(m, false)
 	}
-	writeJSON(w, http.StatusOK, pageOf(out, pg))
+	out := newCursorPage(p.Total, limit, items)
+	if p.More {
+		out.Next = encodeCursor('r', p.Next)
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -720,7 +796,7 @@ func (s *Server) addBan(w http.ResponseWriter, r *http.Request, p principal, _ s
 		Duration string    `json:"duration"` // e.g. "1h"; "" with no until: until removed
 		Until    time.Time `json:"until"`
 	}
-	if err := decodeBody(r, &body); err != nil {
+	if err := s.decodeBody(w, r, maxBody, &body); err != nil {
 		return err
 	}
 	if !slices.Contains(banKinds, body.Kind) {
@@ -784,7 +860,7 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request, p principal, _ 
 		QoS           byte    `json:"qos"`
 		Retain        bool    `json:"retain"`
 	}
-	if err := decodeBody(r, &body); err != nil {
+	if err := s.decodeBody(w, r, maxPublishBody, &body); err != nil {
 		return err
 	}
 	if err := core.ValidTopic(body.Topic); err != nil {

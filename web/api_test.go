@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"xmq/codec"
 	"xmq/core"
 )
 
@@ -40,10 +41,38 @@ func (f *fakeBroker) Stats() core.Snapshot {
 }
 func (f *fakeBroker) StartTime() time.Time  { return time.Now().Add(-time.Hour) }
 func (f *fakeBroker) Options() core.Options { return core.Options{MaxConnections: 100} }
-func (f *fakeBroker) Clients() []core.ClientInfo {
+
+// ClientsPage pages f.clients by the query's contract, reading them all
+// (the real one is core's; this one serves the handler tests).
+func (f *fakeBroker) ClientsPage(q core.ClientQuery) core.ClientPage {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.clients)
+	all := slices.Clone(f.clients)
+	f.mu.Unlock()
+	slices.SortFunc(all, func(a, b core.ClientInfo) int { return strings.Compare(a.ClientID, b.ClientID) })
+	if q.Desc {
+		slices.Reverse(all)
+	}
+	p := core.ClientPage{Total: -1}
+	if q.Match == nil {
+		p.Total = 0
+	}
+	for _, c := range all {
+		if !strings.HasPrefix(c.ClientID, q.IDPrefix) {
+			continue
+		}
+		if q.Match == nil {
+			p.Total++
+		}
+		if q.After != "" && (c.ClientID <= q.After) != q.Desc || c.ClientID == q.After || q.Match != nil && !q.Match(&c) {
+			continue
+		}
+		if len(p.Clients) == q.Limit {
+			p.More, p.Next = true, p.Clients[q.Limit-1].ClientID
+			continue
+		}
+		p.Clients = append(p.Clients, c)
+	}
+	return p
 }
 func (f *fakeBroker) Client(id string) (core.ClientInfo, bool) {
 	f.mu.Lock()
@@ -55,16 +84,53 @@ func (f *fakeBroker) Client(id string) (core.ClientInfo, bool) {
 	}
 	return core.ClientInfo{}, false
 }
-func (f *fakeBroker) Subscriptions() []core.SubscriptionInfo { return f.subs }
-func (f *fakeBroker) Retained() []*core.Message {
+
+// SubscriptionsPage pages f.subs, which the test gives in (client id,
+// filter) order.
+func (f *fakeBroker) SubscriptionsPage(q core.SubscriptionQuery) core.SubscriptionPage {
+	p := core.SubscriptionPage{Total: -1}
+	if q.Match == nil && q.IDPrefix == "" {
+		p.Total = len(f.subs)
+	}
+	for _, sub := range f.subs {
+		if !strings.HasPrefix(sub.ClientID, q.IDPrefix) || q.AfterClient != "" &&
+			(sub.ClientID < q.AfterClient || sub.ClientID == q.AfterClient && sub.Filter <= q.AfterFilter) ||
+			q.Match != nil && !q.Match(&sub) {
+			continue
+		}
+		if len(p.Subscriptions) == q.Limit {
+			last := p.Subscriptions[q.Limit-1]
+			p.More, p.NextClient, p.NextFilter = true, last.ClientID, last.Filter
+			break
+		}
+		p.Subscriptions = append(p.Subscriptions, sub)
+	}
+	return p
+}
+
+// RetainedPage pages f.retained in plain topic order (the tests' topics
+// order the same way level by level).
+func (f *fakeBroker) RetainedPage(q core.RetainedQuery) core.RetainedPage {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []*core.Message
+	p := core.RetainedPage{}
 	for _, k := range sortedKeys(f.retained) {
-		out = append(out, f.retained[k])
+		if !strings.HasPrefix(k, q.Prefix) || q.Filter != "" && !codec.Match([]byte(q.Filter), []byte(k)) {
+			continue
+		}
+		p.Total++
+		if q.After != "" && k <= q.After {
+			continue
+		}
+		if len(p.Messages) == q.Limit {
+			p.More, p.Next = true, p.Messages[q.Limit-1].Topic
+			continue
+		}
+		p.Messages = append(p.Messages, f.retained[k])
 	}
-	return out
+	return p
 }
+
 func (f *fakeBroker) RetainedMessage(topic string) (*core.Message, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -556,8 +622,10 @@ func manyClients(n int) *fakeBroker {
 }
 
 type clientPage struct {
-	Total, Offset, Limit int
-	Items                []clientJSON
+	Total *int
+	Limit int
+	Items []clientJSON
+	Next  string
 }
 
 func getClients(t *testing.T, h http.Handler, query string) clientPage {
@@ -581,51 +649,68 @@ func ids(p clientPage) []string {
 	return out
 }
 
-func TestClientsPagingFiltersSort(t *testing.T) {
+func TestClientsPagingFilters(t *testing.T) {
 	h := newTestServer(t, manyClients(120), nil).Handler()
 	tests := []struct {
-		query      string
-		total      int
-		first, len int
-		firstID    string
+		query   string
+		total   int // -1: not counted
+		len     int
+		firstID string
 	}{
 		{query: "", total: 120, len: 50, firstID: "c000"},
-		{query: "limit=10&offset=115", total: 120, len: 5, firstID: "c115"},
-		{query: "offset=500", total: 120, len: 0},
+		{query: "offset=0&limit=10", total: 120, len: 10, firstID: "c000"},
 		{query: "client_id=c10", total: 10, len: 10, firstID: "c100"},
-		{query: "username=alice&limit=1000", total: 60, len: 60, firstID: "c000"},
-		{query: "listener=ws&limit=1000", total: 20, len: 20, firstID: "c004"},
-		{query: "protocol_version=5&limit=1000", total: 60, len: 60, firstID: "c001"},
-		{query: "connected=false&limit=1000", total: 40, len: 40, firstID: "c000"},
-		{query: "connected=true&username=bob&client_id=c0", total: 33, len: 33, firstID: "c001"},
-		{query: "q=192.0.2.11:", total: 1, len: 1, firstID: "c011"},
+		{query: "username=alice&limit=1000", total: -1, len: 60, firstID: "c000"},
+		{query: "listener=ws&limit=1000", total: -1, len: 20, firstID: "c004"},
+		{query: "protocol_version=5&limit=1000", total: -1, len: 60, firstID: "c001"},
+		{query: "connected=false&limit=1000", total: -1, len: 40, firstID: "c000"},
+		{query: "connected=true&username=bob&client_id=c0", total: -1, len: 33, firstID: "c001"},
+		{query: "q=192.0.2.11:", total: -1, len: 1, firstID: "c011"},
 		{query: "sort=client_id&order=desc&limit=3", total: 120, len: 3, firstID: "c119"},
-		{query: "sort=queued&limit=3", total: 120, len: 3, firstID: "c119"},
-		{query: "sort=connected_at&order=desc&limit=1", total: 120, len: 1, firstID: "c119"},
+		{query: "order=desc&client_id=c00&limit=3", total: 10, len: 3, firstID: "c009"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {
 			p := getClients(t, h, tt.query)
-			if p.Total != tt.total || len(p.Items) != tt.len {
-				t.Fatalf("total %d, %d items; want %d, %d: %v", p.Total, len(p.Items), tt.total, tt.len, ids(p))
+			if total := -1; p.Total != nil {
+				total = *p.Total
+				if total != tt.total || len(p.Items) != tt.len {
+					t.Fatalf("total %d, %d items; want %d, %d: %v", total, len(p.Items), tt.total, tt.len, ids(p))
+				}
+			} else if tt.total != -1 || len(p.Items) != tt.len {
+				t.Fatalf("no total, %d items; want %d, %d: %v", len(p.Items), tt.total, tt.len, ids(p))
 			}
 			if tt.len > 0 && p.Items[0].ClientID != tt.firstID {
 				t.Errorf("first %s, want %s: %v", p.Items[0].ClientID, tt.firstID, ids(p))
 			}
 		})
 	}
-	// Pages cover the list exactly once.
-	var all []string
-	for off := 0; off < 120; off += 7 {
-		all = append(all, ids(getClients(t, h, fmt.Sprintf("limit=7&offset=%d&sort=username", off)))...)
-	}
-	slices.Sort(all)
-	if len(slices.Compact(all)) != 120 {
-		t.Errorf("paging by 7 saw %d distinct clients, want 120", len(slices.Compact(all)))
+	// Following next covers the list exactly once, in order, either way.
+	for _, order := range []string{"asc", "desc"} {
+		var all []string
+		q := "limit=7&order=" + order
+		for range 100 {
+			p := getClients(t, h, q)
+			all = append(all, ids(p)...)
+			if p.Next == "" {
+				break
+			}
+			q = "limit=7&order=" + order + "&after=" + url.QueryEscape(p.Next)
+		}
+		want := ids(getClients(t, h, "limit=1000&order="+order))
+		if !slices.Equal(all, want) || len(all) != 120 {
+			t.Errorf("paging by 7 (%s) saw %d clients, want the 120 in order", order, len(all))
+		}
 	}
 	c := getClients(t, h, "client_id=c004").Items[0]
 	if c.Transport != "ws" || c.Protocol != "3.1.1" || c.KeepAlive != 30 || !c.Connected {
 		t.Errorf("c004 = %+v: want transport ws, protocol 3.1.1, keepalive 30", c)
+	}
+	// What would read every session, or is not a cursor, is refused.
+	for _, q := range []string{"sort=queued", "sort=username", "offset=50", "after=bm90IGEgY3Vyc29y", "after=!!", "after=" + encodeCursor('r', "c001")} {
+		if r := call(t, h, req{path: "/api/v1/clients?" + q, basic: admin}); r.status != 400 || r.errCode(t) != "bad_request" {
+			t.Errorf("clients?%s: %d %s, want 400", q, r.status, r.body)
+		}
 	}
 }
 
@@ -675,36 +760,53 @@ func TestSubscriptionsSearch(t *testing.T) {
 	b := &fakeBroker{subs: []core.SubscriptionInfo{
 		{ClientID: "a", Filter: "$share/g/sensors/+/temp", QoS: 1},
 		{ClientID: "a", Filter: "sensors/#"},
-		{ClientID: "b", Filter: "sensors/1/temp"},
 		{ClientID: "b", Filter: "other"},
+		{ClientID: "b", Filter: "sensors/1/temp"},
 	}}
 	h := newTestServer(t, b, nil).Handler()
+	list := func(query string) cursorPage[core.SubscriptionInfo] {
+		t.Helper()
+		r := call(t, h, req{path: "/api/v1/subscriptions?" + strings.ReplaceAll(query, "+", "%2B"), basic: admin})
+		var p cursorPage[core.SubscriptionInfo]
+		if err := json.Unmarshal(r.body, &p); err != nil || r.status != 200 {
+			t.Fatalf("%s: %d %s", query, r.status, r.body)
+		}
+		return p
+	}
+	filters := func(p cursorPage[core.SubscriptionInfo]) []string {
+		var got []string
+		for _, s := range p.Items {
+			got = append(got, s.Filter)
+		}
+		return got
+	}
 	tests := []struct {
 		query string
 		want  []string
 	}{
-		{"", []string{"$share/g/sensors/+/temp", "sensors/#", "sensors/1/temp", "other"}},
+		{"", []string{"$share/g/sensors/+/temp", "sensors/#", "other", "sensors/1/temp"}},
 		{"filter=temp", []string{"$share/g/sensors/+/temp", "sensors/1/temp"}},
 		{"topic=sensors/1/temp", []string{"$share/g/sensors/+/temp", "sensors/#", "sensors/1/temp"}},
 		{"topic=sensors/2/hum", []string{"sensors/#"}},
-		{"client_id=b", []string{"sensors/1/temp", "other"}},
-		{"limit=1&offset=1", []string{"sensors/#"}},
+		{"client_id=b", []string{"other", "sensors/1/temp"}},
+		{"limit=1&after=" + encodeCursor('s', "a", "$share/g/sensors/+/temp"), []string{"sensors/#"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {
-			r := call(t, h, req{path: "/api/v1/subscriptions?" + strings.ReplaceAll(tt.query, "+", "%2B"), basic: admin})
-			var p paged[core.SubscriptionInfo]
-			if err := json.Unmarshal(r.body, &p); err != nil || r.status != 200 {
-				t.Fatalf("%d %s", r.status, r.body)
-			}
-			var got []string
-			for _, s := range p.Items {
-				got = append(got, s.Filter)
-			}
-			if !slices.Equal(got, tt.want) {
+			if got := filters(list(tt.query)); !slices.Equal(got, tt.want) {
 				t.Errorf("got %q, want %q", got, tt.want)
 			}
 		})
+	}
+	p := list("limit=3")
+	if p.Total == nil || *p.Total != 4 || p.Next == "" {
+		t.Fatalf("first page of 3: total %v, next %q", p.Total, p.Next)
+	}
+	if got := filters(list("limit=3&after=" + p.Next)); !slices.Equal(got, []string{"sensors/1/temp"}) {
+		t.Errorf("second page: %q", got)
+	}
+	if p := list("filter=temp"); p.Total != nil {
+		t.Errorf("a text search counted its matches: total %d", *p.Total)
 	}
 }
 
@@ -716,26 +818,38 @@ func TestRetained(t *testing.T) {
 		"sensors/2":   {Topic: "sensors/2", Payload: []byte("22.5")},
 	}}
 	h := newTestServer(t, b, nil).Handler()
-	list := func(q string) paged[retainedJSON] {
+	list := func(q string) cursorPage[retainedJSON] {
 		r := call(t, h, req{path: "/api/v1/retained?" + q, basic: admin})
-		var p paged[retainedJSON]
+		var p cursorPage[retainedJSON]
 		if err := json.Unmarshal(r.body, &p); err != nil || r.status != 200 {
 			t.Fatalf("list %s: %d %s", q, r.status, r.body)
 		}
 		return p
 	}
-	if p := list(""); p.Total != 4 {
-		t.Errorf("list all: %d", p.Total)
+	if p := list(""); *p.Total != 4 || len(p.Items) != 4 || p.Next != "" {
+		t.Errorf("list all: total %d, %d items, next %q", *p.Total, len(p.Items), p.Next)
 	}
 	p := list("filter=sensors/%2B")
-	if p.Total != 2 || p.Items[0].Topic != "sensors/1" {
+	if *p.Total != 2 || p.Items[0].Topic != "sensors/1" {
 		t.Fatalf("filter sensors/+: %+v", p)
 	}
 	if pv := *p.Items[0].Payload; !strings.HasSuffix(pv, "…") || len([]rune(pv)) > previewLen {
 		t.Errorf("preview %q: want it cut at a rune boundary with an ellipsis", pv)
 	}
-	if p := list("q=bin"); p.Total != 1 || p.Items[0].Payload != nil {
+	if p := list("prefix=bi"); *p.Total != 1 || p.Items[0].Payload != nil {
 		t.Errorf("binary payload previewed as text: %+v", p.Items)
+	}
+	p = list("limit=3")
+	if len(p.Items) != 3 || p.Next == "" {
+		t.Fatalf("page of 3: %d items, next %q", len(p.Items), p.Next)
+	}
+	if p := list("limit=3&after=" + p.Next); len(p.Items) != 1 || p.Items[0].Topic != "sensors/2" || p.Next != "" {
+		t.Errorf("second page: %+v", p)
+	}
+	for _, q := range []string{"q=bin", "offset=2", "filter=a/%23/b", "after=" + encodeCursor('c', "bin")} {
+		if r := call(t, h, req{path: "/api/v1/retained?" + q, basic: admin}); r.status != 400 {
+			t.Errorf("retained?%s: %d %s, want 400", q, r.status, r.body)
+		}
 	}
 	r := call(t, h, req{path: "/api/v1/retained//lead/slash", basic: admin})
 	if r.status != 200 || r.json(t)["payload"] != "x" || r.json(t)["payload_base64"] != "eA==" {

@@ -4,9 +4,15 @@
 // /healthz and /readyz, all on one HTTP(S) server.
 //
 // The package reads the broker through the Broker interface, which
-// *core.Server satisfies with its read-only views (Clients, Client,
-// Subscriptions, Retained, Stats …) and its two operator actions
-// (Disconnect, Publish). It never touches listeners: the composition root
+// *core.Server satisfies with its read-only views (ClientsPage, Client,
+// SubscriptionsPage, RetainedPage, Stats …) and its two operator actions
+// (Disconnect, Publish). The lists page by cursor over core's ordered
+// indexes, so a request costs its page, whatever the broker holds.
+//
+// Nothing before login can hold the server: headers must arrive within
+// ReadHeaderTimeout, a whole request (body included) within ReadTimeout,
+// bodies are bounded per endpoint (http.MaxBytesReader), headers by
+// MaxHeaderBytes. It never touches listeners: the composition root
 // tells it which listeners exist (Options.Listeners) so the dashboard's
 // own MQTT client knows where to connect over WebSocket.
 //

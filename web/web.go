@@ -27,15 +27,36 @@ const DefaultAdminUser = "admin"
 // DefaultSessionTTL is how long a dashboard login lasts.
 const DefaultSessionTTL = 12 * time.Hour
 
+// Defaults of the HTTP server's limits. Nothing the web port serves streams
+// (the dashboard's live data comes over MQTT, pprof has its own server), so
+// every request can be read and answered within seconds; a client that
+// trickles its headers or body, or never reads its answer, is cut.
+const (
+	// DefaultReadHeaderTimeout bounds reading a request's headers.
+	DefaultReadHeaderTimeout = 5 * time.Second
+	// DefaultReadTimeout bounds reading a whole request, body included,
+	// from its first byte: a 1 MiB publish body needs 70 KiB/s.
+	DefaultReadTimeout = 15 * time.Second
+	// DefaultWriteTimeout bounds a request from the end of its headers to
+	// the end of its answer (1000 list items are well under a megabyte).
+	DefaultWriteTimeout = 30 * time.Second
+	// DefaultIdleTimeout closes a keep-alive connection without a request.
+	DefaultIdleTimeout = time.Minute
+	// DefaultMaxHeaderBytes bounds a request's line and headers: room for a
+	// session cookie, a bearer token and a paging cursor (see after= in the
+	// README), not for Go's default megabyte per connection.
+	DefaultMaxHeaderBytes = 64 << 10
+)
+
 // Broker is what the web server reads and does; *core.Server implements it.
 type Broker interface {
 	Stats() core.Snapshot
 	StartTime() time.Time
 	Options() core.Options
-	Clients() []core.ClientInfo
+	ClientsPage(q core.ClientQuery) core.ClientPage
 	Client(clientID string) (core.ClientInfo, bool)
-	Subscriptions() []core.SubscriptionInfo
-	Retained() []*core.Message
+	SubscriptionsPage(q core.SubscriptionQuery) core.SubscriptionPage
+	RetainedPage(q core.RetainedQuery) core.RetainedPage
 	RetainedMessage(topic string) (*core.Message, bool)
 	DeleteRetained(topic string) bool
 	ConnectionsByListener() map[string]int
@@ -97,6 +118,11 @@ type Options struct {
 	AllowAnonymousLoopback bool
 	// SessionTTL is the lifetime of a login (default DefaultSessionTTL).
 	SessionTTL time.Duration
+	// ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout and
+	// MaxHeaderBytes are the HTTP server's limits (defaults
+	// DefaultReadHeaderTimeout and so on); see net/http.Server.
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	MaxHeaderBytes                                            int
 	// Listeners are the broker's MQTT listeners, for the overview and for
 	// the dashboard's own MQTT client.
 	Listeners []Listener
@@ -129,6 +155,21 @@ func (o *Options) setDefaults() {
 	if o.SessionTTL == 0 {
 		o.SessionTTL = DefaultSessionTTL
 	}
+	if o.ReadHeaderTimeout == 0 {
+		o.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if o.ReadTimeout == 0 {
+		o.ReadTimeout = DefaultReadTimeout
+	}
+	if o.WriteTimeout == 0 {
+		o.WriteTimeout = DefaultWriteTimeout
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.MaxHeaderBytes == 0 {
+		o.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
@@ -141,6 +182,9 @@ func (o *Options) setDefaults() {
 func (o *Options) Validate() error {
 	if o.SessionTTL < time.Minute {
 		return fmt.Errorf("web: session ttl %v: want at least 1m", o.SessionTTL)
+	}
+	if o.ReadHeaderTimeout < 0 || o.ReadTimeout < 0 || o.WriteTimeout < 0 || o.IdleTimeout < 0 || o.MaxHeaderBytes < 0 {
+		return errors.New("web: negative HTTP timeout or header limit")
 	}
 	if len(o.AdminPasswordHash) > 0 {
 		if _, err := bcryptCost(o.AdminPasswordHash); err != nil {
@@ -211,9 +255,15 @@ func (s *Server) Listen() (net.Listener, error) {
 // returns nil after Shutdown.
 func (s *Server) Serve(l net.Listener) error {
 	hs := &http.Server{
-		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		Handler: s.handler,
+		// ReadTimeout runs from a request's first byte, so it also cuts a
+		// body sent a byte at a time; net/http resets it for each request
+		// of a keep-alive connection, and HTTP/2 applies both per stream.
+		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
+		ReadTimeout:       s.opts.ReadTimeout,
+		WriteTimeout:      s.opts.WriteTimeout,
+		IdleTimeout:       s.opts.IdleTimeout,
+		MaxHeaderBytes:    s.opts.MaxHeaderBytes,
 		ErrorLog:          zap.NewStdLog(s.log.Named("http")),
 	}
 	s.mu.Lock()

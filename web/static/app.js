@@ -157,6 +157,18 @@ function every(ms, fn) {
   state.cleanup.push(() => { stopped = true; clearTimeout(timer); });
 }
 
+// latest wraps a page's fetch so that only the answer to the newest call
+// is rendered: an older answer (a periodic refresh that started before the
+// user typed or paged) arriving late would show a stale page and cursor.
+function latest(fetch) {
+  let seq = 0;
+  return async (...args) => {
+    const mine = ++seq;
+    const res = await fetch(...args);
+    return mine === seq ? res : null;
+  };
+}
+
 const isAdmin = () => state.me?.role === 'admin';
 
 // dashboardLogin asks for the MQTT user name and short-lived password of
@@ -531,32 +543,35 @@ function pickURL(ov) {
 
 // ---------- clients ----------
 
-const clientQuery = { q: '', listener: '', protocol_version: '', connected: '', sort: 'client_id', order: 'asc', offset: 0, limit: 25 };
+const clientQuery = { q: '', listener: '', protocol_version: '', connected: '', order: 'asc', limit: 25 };
+const clientPaging = newPaging();
 
 function clientsPage() {
   const tbody = h('tbody', {});
   const pager = h('div', { class: 'pager' });
   const search = h('input', {
     type: 'search', id: 'clients-search', placeholder: 'Search client id, user name or address', value: clientQuery.q,
-    oninput: () => { clientQuery.q = search.value; clientQuery.offset = 0; refresh(); },
+    oninput: () => { clientQuery.q = search.value; resetPaging(clientPaging); refresh(); },
   });
   const sel = (key, options) => h('select', {
     id: 'clients-' + key,
-    onchange: (e) => { clientQuery[key] = e.target.value; clientQuery.offset = 0; refresh(); },
+    onchange: (e) => { clientQuery[key] = e.target.value; resetPaging(clientPaging); refresh(); },
   }, options.map(([v, label]) => h('option', { value: v, selected: clientQuery[key] === v }, label)));
   const listenerSel = sel('listener', [['', 'All listeners'], ...(state.overview?.listeners || []).map((l) => [l.name, l.name])]);
   const cols = [
     ['client_id', 'Client id'], ['connected', 'State'], ['username', 'User'], ['listener', 'Listener'],
     ['remote', 'Address'], ['protocol_version', 'MQTT'], ['connected_at', 'Connected'], ['inflight', 'Inflight', true], ['queued', 'Queued', true],
   ];
-  const head = h('tr', {}, cols.map(([key, label, num]) => h('th', {
-    class: 'sortable' + (num ? ' num' : ''), dataset: { sort: key },
+  // The API lists clients in client id order only (other orders would sort
+  // every session on each request): the id column flips the direction.
+  const head = h('tr', {}, cols.map(([key, label, num]) => key === 'client_id' ? h('th', {
+    class: 'sortable', dataset: { sort: key },
     onclick: () => {
-      if (clientQuery.sort === key) clientQuery.order = clientQuery.order === 'asc' ? 'desc' : 'asc';
-      else { clientQuery.sort = key; clientQuery.order = 'asc'; }
+      clientQuery.order = clientQuery.order === 'asc' ? 'desc' : 'asc';
+      resetPaging(clientPaging);
       refresh();
     },
-  }, label, h('span', { class: 'arrow' }))), isAdmin() ? h('th', {}) : null);
+  }, label, h('span', { class: 'arrow' })) : h('th', { class: num ? 'num' : '' }, label)), isAdmin() ? h('th', {}) : null);
 
   const content = [
     pageHead('Clients', h('span', { id: 'clients-count' }, '')),
@@ -570,14 +585,17 @@ function clientsPage() {
   app.replaceChildren(shell('clients', content));
 
   let paused = false;
+  const get = latest(api);
   async function refresh() {
     const params = new URLSearchParams();
     for (const [k, v] of Object.entries(clientQuery)) if (v !== '') params.set(k, v);
-    const res = await api('GET', '/clients?' + params);
+    if (clientPaging.after) params.set('after', clientPaging.after);
+    const res = await get('GET', '/clients?' + params);
+    if (!res) return;
     for (const th of head.querySelectorAll('th[data-sort]')) {
-      th.querySelector('.arrow').textContent = th.dataset.sort === clientQuery.sort ? (clientQuery.order === 'asc' ? ' ▲' : ' ▼') : '';
+      th.querySelector('.arrow').textContent = clientQuery.order === 'asc' ? ' ▲' : ' ▼';
     }
-    document.getElementById('clients-count').textContent = `${fmtInt(res.total)} matching`;
+    document.getElementById('clients-count').textContent = matchingText(res);
     tbody.replaceChildren(...(res.items.length ? res.items.map((c) => h('tr', { dataset: { clientId: c.client_id } },
       h('td', { class: 'mono' }, h('a', { href: '#/clients/' + encodeURIComponent(c.client_id) }, c.client_id)),
       h('td', {}, h('span', { class: 'badge ' + (c.connected ? 'on' : 'off') }, c.connected ? 'online' : 'offline')),
@@ -592,12 +610,8 @@ function clientsPage() {
         class: 'danger small', dataset: { disconnect: c.client_id },
         onclick: () => disconnect(c.client_id, refresh),
       }, 'Disconnect') : null) : null))
-      : [h('tr', {}, h('td', { class: 'empty', colspan: cols.length + 1 }, 'No clients match'))]));
-    const from = res.total ? res.offset + 1 : 0, to = res.offset + res.items.length;
-    pager.replaceChildren(
-      `${fmtInt(from)}–${fmtInt(to)} of ${fmtInt(res.total)}`,
-      h('button', { class: 'small', disabled: res.offset === 0, onclick: () => { clientQuery.offset = Math.max(0, res.offset - res.limit); refresh(); } }, '‹ Prev'),
-      h('button', { class: 'small', disabled: to >= res.total, onclick: () => { clientQuery.offset = res.offset + res.limit; refresh(); } }, 'Next ›'));
+      : [h('tr', {}, h('td', { class: 'empty', colspan: cols.length + 1 }, res.next ? 'No match in this part of the list: Next searches on' : 'No clients match'))]));
+    pagerFor(pager, res, clientPaging, refresh);
   }
   every(2000, () => (paused || document.querySelector('.modal-back') ? null : refresh()));
   state.cleanup.push(() => { paused = true; });
@@ -673,13 +687,14 @@ function subOptions(s) {
 // ---------- subscriptions ----------
 
 function subscriptionsPage() {
-  const q = { filter: '', topic: '', client_id: '', offset: 0, limit: 50 };
+  const q = { filter: '', topic: '', client_id: '', limit: 50 };
+  const paging = newPaging();
   const tbody = h('tbody', {});
   const pager = h('div', { class: 'pager' });
   const err = h('div', { class: 'error-text' });
   const input = (key, placeholder) => h('input', {
     type: 'search', class: 'grow', placeholder, id: 'subs-' + key,
-    oninput: (e) => { q[key] = e.target.value; q.offset = 0; refresh(); },
+    oninput: (e) => { q[key] = e.target.value; resetPaging(paging); refresh(); },
   });
   app.replaceChildren(shell('subscriptions', [
     pageHead('Subscriptions', h('span', { id: 'subs-count' })),
@@ -688,43 +703,65 @@ function subscriptionsPage() {
         input('filter', 'Filter contains…'), input('topic', 'Matches topic… (e.g. sensors/1/temp)'), input('client_id', 'Client id starts with…')),
       err,
       h('div', { class: 'table-wrap' }, h('table', {},
-        h('thead', {}, h('tr', {}, h('th', {}, 'Filter'), h('th', {}, 'Client'), h('th', {}, 'QoS'), h('th', {}, 'Options'))),
+        h('thead', {}, h('tr', {}, h('th', {}, 'Client'), h('th', {}, 'Filter'), h('th', {}, 'QoS'), h('th', {}, 'Options'))),
         tbody)),
       pager),
   ]));
+  const get = latest(api);
   async function refresh() {
     const params = new URLSearchParams();
     for (const [k, v] of Object.entries(q)) if (v !== '') params.set(k, v);
+    if (paging.after) params.set('after', paging.after);
     let res;
     try {
-      res = await api('GET', '/subscriptions?' + params);
+      if (!(res = await get('GET', '/subscriptions?' + params))) return;
       err.textContent = '';
     } catch (e) {
       err.textContent = e.message;
       return;
     }
-    document.getElementById('subs-count').textContent = `${fmtInt(res.total)} matching`;
+    document.getElementById('subs-count').textContent = matchingText(res);
     tbody.replaceChildren(...(res.items.length ? res.items.map((s) => h('tr', {},
-      h('td', { class: 'mono wrap' }, s.filter),
       h('td', { class: 'mono' }, h('a', { href: '#/clients/' + encodeURIComponent(s.client_id) }, s.client_id)),
+      h('td', { class: 'mono wrap' }, s.filter),
       h('td', {}, s.qos), h('td', { class: 'muted' }, subOptions(s))))
-      : [h('tr', {}, h('td', { class: 'empty', colspan: 4 }, 'No subscriptions match'))]));
-    pagerFor(pager, res, (off) => { q.offset = off; refresh(); });
+      : [h('tr', {}, h('td', { class: 'empty', colspan: 4 }, res.next ? 'No match in this part of the list: Next searches on' : 'No subscriptions match'))]));
+    pagerFor(pager, res, paging, refresh);
   }
   every(3000, refresh);
 }
 
-function pagerFor(pager, res, go) {
-  const from = res.total ? res.offset + 1 : 0, to = res.offset + res.items.length;
-  pager.replaceChildren(`${fmtInt(from)}–${fmtInt(to)} of ${fmtInt(res.total)}`,
-    h('button', { class: 'small', disabled: res.offset === 0, onclick: () => go(Math.max(0, res.offset - res.limit)) }, '‹ Prev'),
-    h('button', { class: 'small', disabled: to >= res.total, onclick: () => go(res.offset + res.limit) }, 'Next ›'));
+// Lists page by cursor: each answer's next is the after= of the following
+// page. A paging keeps the cursors of the pages before the current one, so
+// Prev can go back, and the position of the current page's first item.
+function newPaging() { return { after: '', start: 0, back: [] }; }
+function resetPaging(pg) { pg.after = ''; pg.start = 0; pg.back = []; }
+
+// matchingText says how many items match; the API leaves the total out
+// when counting them would read more than a page's worth.
+function matchingText(res) {
+  return res.total === undefined ? 'matches not counted' : `${fmtInt(res.total)} matching`;
+}
+
+function pagerFor(pager, res, pg, refresh) {
+  const from = res.items.length ? pg.start + 1 : pg.start, to = pg.start + res.items.length;
+  const of = res.total !== undefined ? ` of ${fmtInt(res.total)}` : res.next ? ' of more' : '';
+  pager.replaceChildren(`${fmtInt(from)}–${fmtInt(to)}${of}`,
+    h('button', {
+      class: 'small', disabled: !pg.back.length, dataset: { page: 'prev' },
+      onclick: () => { Object.assign(pg, pg.back.pop()); refresh(); },
+    }, '‹ Prev'),
+    h('button', {
+      class: 'small', disabled: !res.next, dataset: { page: 'next' },
+      onclick: () => { pg.back.push({ after: pg.after, start: pg.start }); pg.after = res.next; pg.start = to; refresh(); },
+    }, 'Next ›'));
 }
 
 // ---------- retained ----------
 
 function retainedPage() {
-  const q = { filter: '', q: '', offset: 0, limit: 50 };
+  const q = { filter: '', prefix: '', limit: 50 };
+  const paging = newPaging();
   const tbody = h('tbody', {});
   const pager = h('div', { class: 'pager' });
   const err = h('div', { class: 'error-text' });
@@ -734,8 +771,8 @@ function retainedPage() {
     detail,
     h('div', { class: 'panel' },
       h('div', { class: 'toolbar' },
-        h('input', { type: 'search', class: 'grow', placeholder: 'Topic filter, e.g. sensors/+/temp or #', oninput: (e) => { q.filter = e.target.value; q.offset = 0; refresh(); } }),
-        h('input', { type: 'search', class: 'grow', placeholder: 'Topic contains…', oninput: (e) => { q.q = e.target.value; q.offset = 0; refresh(); } })),
+        h('input', { type: 'search', class: 'grow', id: 'retained-filter', placeholder: 'Topic filter, e.g. sensors/+/temp or #', oninput: (e) => { q.filter = e.target.value; resetPaging(paging); refresh(); } }),
+        h('input', { type: 'search', class: 'grow', id: 'retained-prefix', placeholder: 'Topic starts with…', oninput: (e) => { q.prefix = e.target.value; resetPaging(paging); refresh(); } })),
       err,
       h('div', { class: 'table-wrap' }, h('table', {},
         h('thead', {}, h('tr', {}, h('th', {}, 'Topic'), h('th', {}, 'QoS'), h('th', { class: 'num' }, 'Size'), h('th', {}, 'Payload'), isAdmin() ? h('th', {}) : null)),
@@ -759,19 +796,21 @@ function retainedPage() {
       toast(e.message, true);
     }
   }
+  const get = latest(api);
   async function refresh() {
     const params = new URLSearchParams();
     for (const [k, v] of Object.entries(q)) if (v !== '') params.set(k, v);
+    if (paging.after) params.set('after', paging.after);
     let res;
     try {
-      res = await api('GET', '/retained?' + params);
+      if (!(res = await get('GET', '/retained?' + params))) return;
       err.textContent = '';
     } catch (e) {
       err.textContent = e.message;
       return;
     }
-    document.getElementById('retained-count').textContent = `${fmtInt(res.total)} matching`;
-    tbody.replaceChildren(...(res.items.length ? res.items.map((m) => h('tr', {},
+    document.getElementById('retained-count').textContent = matchingText(res);
+    tbody.replaceChildren(...(res.items.length ? res.items.map((m) => h('tr', { dataset: { topic: m.topic } },
       h('td', { class: 'mono' }, h('a', { href: '#', onclick: (e) => { e.preventDefault(); show(m.topic); } }, m.topic)),
       h('td', {}, m.qos),
       h('td', { class: 'num' }, fmtBytes(m.size)),
@@ -787,8 +826,8 @@ function retainedPage() {
           refresh();
         },
       }, 'Delete')) : null))
-      : [h('tr', {}, h('td', { class: 'empty', colspan: 5 }, 'No retained messages match'))]));
-    pagerFor(pager, res, (off) => { q.offset = off; refresh(); });
+      : [h('tr', {}, h('td', { class: 'empty', colspan: 5 }, res.next ? 'No match in this part of the list: Next searches on' : 'No retained messages match'))]));
+    pagerFor(pager, res, paging, refresh);
   }
   every(5000, refresh);
 }

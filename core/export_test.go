@@ -1,0 +1,20 @@
+package core
+
+import "fmt"
+
+// ClientIndexError reports how the client index differs from the sessions
+// it mirrors, for tests.
+func (s *Server) ClientIndexError() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.clientIDs.tree()
+	if t.len() != len(s.sessions) {
+		return fmt.Errorf("index holds %d ids for %d sessions", t.len(), len(s.sessions))
+	}
+	for it := t.first(); it.valid(); it.next() {
+		if s.sessions[it.item()] == nil {
+			return fmt.Errorf("index holds %q, which has no session", it.item())
+		}
+	}
+	return nil
+}
