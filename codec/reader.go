@@ -47,6 +47,14 @@ type Reader struct {
 	budget Budget  // nil: none (SetBudget)
 	large  []byte
 	taken  int // bytes of large taken from budget
+	// pending is a large body cut short by ErrWouldBlock, which the next
+	// ReadPacket resumes: its header is consumed, large holds what came.
+	pending struct {
+		on    bool
+		t     Type
+		flags byte
+		n     int // body length
+	}
 
 	// One packet value per type, made on first use: each holds a
 	// Properties, and most connections never read most types.
@@ -210,12 +218,24 @@ func (r *Reader) packet(t Type) Packet {
 	return nil
 }
 
+// ErrWouldBlock is what a non-blocking source returns from Read when it
+// has no bytes now (it may wrap it). ReadPacket passes it on with nothing
+// lost: bytes already read stay buffered, a large body read so far stays
+// in the Reader, and the next ReadPacket carries on where this one
+// stopped. It is the only error after which the Reader may be used again.
+var ErrWouldBlock = errors.New("codec: no bytes available yet")
+
 // ReadPacket reads and decodes the next packet. It returns io.EOF when the
 // stream ends cleanly between packets, io.ErrUnexpectedEOF when it ends
 // inside one, ErrPacketTooLarge without reading the body when the fixed
-// header announces more than MaxPacketSize, and an *Error for any other
-// violation. After an error the stream is out of step and must be closed.
+// header announces more than MaxPacketSize, an error wrapping
+// ErrWouldBlock when a non-blocking source has no more bytes yet (call
+// again once it has), and an *Error for any other violation. After any
+// other error the stream is out of step and must be closed.
 func (r *Reader) ReadPacket() (Packet, error) {
+	if r.pending.on {
+		return r.resumeLarge()
+	}
 	if cap(r.large) > keepLarge {
 		r.dropLarge()
 	}
@@ -271,11 +291,26 @@ func (r *Reader) ReadPacket() (Packet, error) {
 		_, _ = r.br.Discard(total) // cannot fail: the bytes are buffered
 	} else {
 		_, _ = r.br.Discard(hn)
-		var err error
-		if body, err = r.readLarge(remaining); err != nil {
-			return nil, err
-		}
+		r.large = r.large[:0]
+		r.pending.t, r.pending.flags, r.pending.n = t, flags, remaining
+		return r.resumeLarge()
 	}
+	return r.decode(t, flags, body)
+}
+
+// resumeLarge reads (on) the large body of r.pending and decodes it.
+func (r *Reader) resumeLarge() (Packet, error) {
+	body, err := r.readLarge(r.pending.n)
+	if err != nil {
+		r.pending.on = errors.Is(err, ErrWouldBlock)
+		return nil, err
+	}
+	r.pending.on = false
+	return r.decode(r.pending.t, r.pending.flags, body)
+}
+
+// decode fills the Reader's packet value of type t from body.
+func (r *Reader) decode(t Type, flags byte, body []byte) (Packet, error) {
 	p := r.packet(t)
 	r.dec = decoder{b: body, maxUser: r.MaxUserProperties}
 	if err := p.decode(flags, &r.dec, r.Version); err != nil {
@@ -284,11 +319,12 @@ func (r *Reader) ReadPacket() (Packet, error) {
 	return p, nil
 }
 
-// readLarge reads a body bigger than the bufio buffer. The buffer grows as
-// bytes arrive rather than by the announced length, so a peer that
-// announces a huge packet and sends nothing costs nothing.
+// readLarge reads a body bigger than the bufio buffer into r.large, after
+// what it already holds. The buffer grows as bytes arrive rather than by
+// the announced length, so a peer that announces a huge packet and sends
+// nothing costs nothing.
 func (r *Reader) readLarge(n int) ([]byte, error) {
-	buf := r.large[:0]
+	buf := r.large
 	for len(buf) < n {
 		if len(buf) == cap(buf) {
 			grow := min(n, max(2*cap(buf), r.br.Size()))
@@ -310,6 +346,7 @@ func (r *Reader) readLarge(n int) ([]byte, error) {
 		m, err := io.ReadFull(r.br, buf[len(buf):min(cap(buf), n)])
 		buf = buf[:len(buf)+m]
 		if err != nil {
+			r.large = buf // what came so far, for a resume after ErrWouldBlock
 			return nil, unexpected(err)
 		}
 	}
