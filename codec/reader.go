@@ -124,8 +124,8 @@ func (r *Reader) Buffered() int {
 // wait, not after it.
 func (r *Reader) Complete() bool {
 	b := r.Buffered()
-	if b == 0 {
-		return false
+	if b == 0 || r.pending.on {
+		return false // a large body in progress is rarely whole: asking costs more than it saves
 	}
 	hdr, _ := r.br.Peek(min(b, 5)) // buffered: no read
 	_, _, remaining, hn, err := ParseHeader(hdr)
@@ -233,18 +233,18 @@ var ErrWouldBlock = errors.New("codec: no bytes available yet")
 // again once it has), and an *Error for any other violation. After any
 // other error the stream is out of step and must be closed.
 func (r *Reader) ReadPacket() (Packet, error) {
-	if r.pending.on {
-		return r.resumeLarge()
-	}
-	if cap(r.large) > keepLarge {
-		r.dropLarge()
-	}
 	if r.br == nil {
 		if r.pool == nil {
 			return nil, errClosed
 		}
 		r.br = r.pool.Get().(*bufio.Reader)
 		r.br.Reset(r.src)
+	}
+	if r.pending.on {
+		return r.resumeLarge()
+	}
+	if cap(r.large) > keepLarge {
+		r.dropLarge()
 	}
 	var (
 		t         Type

@@ -49,8 +49,13 @@ type client struct {
 	version     byte
 	willStored  bool // the will is in the store while connected (attach)
 
-	// Reader-owned.
+	// Reader-owned: by whoever holds the reading state (pstate, park.go).
 	peek      [1]byte      // waitReadable's MSG_PEEK target
+	parkable  bool         // past CONNECT on a raw socket with a poller: reads never wait, the reader parks
+	padded    bool         // the socket is in the poller's epoll set
+	pslot     int32        // the poller slot, -1 before the first park
+	pgen      int32        // the slot's generation when it was taken
+	kaTimer   *time.Timer  // keepalive of a parked connection (park.go)
 	reauthing bool         // a re-authentication exchange is under way
 	needSync  bool         // this connection wrote to the store since its last Sync
 	reauth    any          // enhanced-auth state during re-authentication
@@ -75,6 +80,7 @@ type client struct {
 	closing chan struct{} // closed by close: the writer flushes and shuts the conn
 	done    chan struct{} // closed when the writer has exited
 	writing atomic.Bool   // a writer goroutine runs (startWriter)
+	pstate  atomic.Int32  // reading or parked (park.go)
 
 	mu        sync.Mutex // guards ctrl, reason and connected
 	reason    CloseReason
@@ -85,7 +91,7 @@ type client struct {
 
 func newClient(srv *Server, conn net.Conn, listener string) *client {
 	c := &client{
-		srv: srv, conn: conn, listener: listener,
+		srv: srv, conn: conn, listener: listener, pslot: -1,
 		wakeCh: make(chan struct{}, 1), closing: make(chan struct{}), done: make(chan struct{}),
 	}
 	// A capability, not a concrete type: listener options wrap the
@@ -95,7 +101,7 @@ func newClient(srv *Server, conn net.Conn, listener string) *client {
 			c.raw = raw
 		}
 	}
-	c.r = codec.NewPooledReader(countingReader{conn, c.raw, srv}, &srv.readBufs, srv.opts.MaxPacketSize)
+	c.r = codec.NewPooledReader(countingReader{c}, &srv.readBufs, srv.opts.MaxPacketSize)
 	c.r.MaxUserProperties = srv.opts.MaxUserProperties
 	return c
 }
@@ -149,20 +155,21 @@ func (c *client) waitReadable() error {
 }
 
 // countingReader counts received bytes for $SYS; on plain TCP it reads
-// with a raw system call (rawio.go).
-type countingReader struct {
-	c   net.Conn
-	raw syscall.RawConn // nil: read through c
-	srv *Server
-}
+// with a raw system call (rawio.go), which on a parkable connection never
+// waits: an empty socket is codec.ErrWouldBlock, and the reader parks.
+type countingReader struct{ c *client }
 
 func (r countingReader) Read(p []byte) (n int, err error) {
-	if r.raw != nil {
-		n, err = rawRead(r.raw, p)
-	} else {
-		n, err = r.c.Read(p)
+	c := r.c
+	switch {
+	case c.parkable:
+		n, err = rawReadNow(c.raw, p)
+	case c.raw != nil:
+		n, err = rawRead(c.raw, p)
+	default:
+		n, err = c.conn.Read(p)
 	}
-	r.srv.stats.bytesIn.Add(int64(n))
+	c.srv.stats.bytesIn.Add(int64(n))
 	return n, err
 }
 
@@ -240,6 +247,7 @@ func (c *client) closeWhy(reason CloseReason, rc codec.ReasonCode, why string) {
 		close(c.closing)
 		c.mu.Unlock()
 		c.startWriter() // for the last flush, closing conn and done
+		c.unpark()      // a parked reader has no goroutine to notice
 	})
 }
 
@@ -253,9 +261,17 @@ func (c *client) closeReason() CloseReason {
 // loop on a fresh one, which ends the connection. The handshake (auth,
 // store, session) grows a goroutine's stack to several KiB, and a stack
 // shrinks only at a GC; a new goroutine waiting for its next packet keeps
-// the starting 2 KiB, which matters for 100,000 idle connections.
+// the starting 2 KiB, which matters for 100,000 idle connections — and a
+// parkable connection keeps none while it waits (park.go).
 func (c *client) serve() {
 	if c.guard(c.handshake) {
+		c.r.DropConnect() // read once; an idle connection should not keep it
+		c.parkable = c.raw != nil && c.srv.poller != nil
+		if c.parkable || c.keepAlive == 0 {
+			// No read deadline from here: keepalive 0 is no limit, and a
+			// parkable connection's keepalive is a timer (park.go).
+			_ = c.conn.SetReadDeadline(time.Time{})
+		}
 		go c.guard(c.readLoop)
 	}
 }
@@ -275,20 +291,18 @@ func (c *client) guard(f func() bool) (ok bool) {
 	return f()
 }
 
-// readLoop reads packets until the connection ends; it returns false.
+// readLoop reads packets until the connection ends, and returns false; on
+// a parkable connection it returns true instead once the socket is empty
+// and the reader has parked (park.go).
 func (c *client) readLoop() bool {
-	c.r.DropConnect()                       // read once; an idle connection should not keep it
-	deadline := c.keepAlive + c.keepAlive/2 // [MQTT-3.1.2-22] 1.5 × keepalive
-	if deadline == 0 {
-		_ = c.conn.SetReadDeadline(time.Time{}) // drop the CONNECT deadline: keepalive 0 is no limit
-	}
+	deadline := c.keepAliveDeadline()
 	for {
 		if (len(c.acks) > 0 || c.needSync) && !c.r.Complete() {
 			// The next read may wait: first the burst's acknowledgements,
 			// with one Sync for all its messages.
 			c.releaseAcks()
 		}
-		if c.r.Buffered() == 0 {
+		if !c.parkable && c.r.Buffered() == 0 {
 			if deadline > 0 {
 				_ = c.conn.SetReadDeadline(time.Now().Add(deadline))
 			}
@@ -301,6 +315,15 @@ func (c *client) readLoop() bool {
 		}
 		p, err := c.r.ReadPacket()
 		if err != nil {
+			if c.parkable && errors.Is(err, codec.ErrWouldBlock) {
+				switch c.park() {
+				case parkDone:
+					return true
+				case parkRetry:
+					continue
+				}
+				return false // closing
+			}
 			c.readError(err)
 			return false
 		}
@@ -309,6 +332,10 @@ func (c *client) readLoop() bool {
 		}
 	}
 }
+
+// keepAliveDeadline is how long the connection may stay silent: 1.5 times
+// its keepalive [MQTT-3.1.2-22]; 0 is no limit.
+func (c *client) keepAliveDeadline() time.Duration { return c.keepAlive + c.keepAlive/2 }
 
 // readError classifies why reading stopped and closes accordingly.
 func (c *client) readError(err error) {

@@ -250,6 +250,7 @@ func (c *client) finish() {
 	c.close(ClosePeerGone, 0) // no-op when a reason was set already
 	<-c.done
 	_ = c.conn.Close()
+	c.stopParking()
 	c.r.Close() // the read buffer back to the pool
 	srv := c.srv
 	reason := c.closeReason()

@@ -85,6 +85,9 @@ type Server struct {
 	storeWarn    atomic.Int64 // Unix nanoseconds of the last store error logged
 	preLoginWarn atomic.Int64 // Unix nanoseconds of the last pre-login budget warning
 	preLogin     byteBudget   // Options.PreLoginMemory, shared by connections before CONNACK
+	// poller watches the sockets of parked connections (park.go); nil
+	// where there is none (not Linux): every reader keeps its goroutine.
+	poller *poller
 	syncer       *syncer      // group commit of acknowledgements (durable.go)
 
 	// readBufs holds the connections' read buffers (*bufio.Reader of
@@ -133,6 +136,11 @@ func New(opts Options, cfg Config) (*Server, error) {
 	s.writeBufs.New = func() any { b := make([]byte, 0, 512); return &b } // grows with the bursts that use it
 	if err := s.restore(); err != nil {
 		return nil, err
+	}
+	if p, err := newPoller(); err == nil {
+		s.poller = p
+	} else if !errors.Is(err, errors.ErrUnsupported) {
+		s.log.Warn("idle connections keep a goroutine each: no epoll set", zap.Error(err))
 	}
 	s.syncer = newSyncer(s)
 	go s.syncer.run()
@@ -595,6 +603,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	close(s.syncer.stop) // it drains its queue first
 	<-s.syncer.done
+	if s.poller != nil {
+		s.poller.close()
+	}
 	if cerr := s.store.Close(); cerr != nil && err == nil {
 		err = cerr
 	}

@@ -1,0 +1,96 @@
+package core
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+
+	"xmq/codec"
+)
+
+// Parking: a connection whose socket the server can watch itself (plain
+// TCP on Linux: client.parkable) keeps no goroutine while it waits for its
+// next packet. Its reader reads without ever blocking; finding the socket
+// empty, it parks — arms the socket in the poller (poller_linux.go), starts
+// the keepalive timer — and its goroutine ends. Whatever comes first then
+// takes the connection over, exactly once, by moving pstate from parked to
+// reading:
+//   - the poller, when bytes or a hang-up arrive: a new reader goroutine;
+//   - close (takeover, admin, shutdown, a writer's error): finish;
+//   - the keepalive timer: close for keepalive, then finish.
+// Only the holder of the reading state touches the reader-owned fields.
+
+const (
+	reading int32 = iota // a goroutine reads, or the connection is finishing
+	parked               // no goroutine: the poller, close or the timer resumes it
+)
+
+// parkResult is what readLoop does after park.
+type parkResult uint8
+
+const (
+	parkDone    parkResult = iota // parked: the goroutine ends
+	parkRetry                     // could not park: read again (the read reports why)
+	parkClosing                   // the connection is closing: finish
+)
+
+// park gives the read buffer back (unless a partial packet is in it) and
+// waits for the socket without a goroutine.
+func (c *client) park() parkResult {
+	if c.isClosing() {
+		return parkClosing
+	}
+	c.r.Release()
+	if d := c.keepAliveDeadline(); d > 0 {
+		if c.kaTimer == nil {
+			c.kaTimer = time.AfterFunc(d, c.keepAliveExpired)
+		} else {
+			c.kaTimer.Reset(d)
+		}
+	}
+	// Parked before armed: an event right after arming must find it so.
+	c.pstate.Store(parked)
+	if err := c.srv.poller.arm(c); err != nil {
+		// The socket is closed or broken: the next read says how.
+		c.pstate.Store(reading)
+		return parkRetry
+	}
+	// A close that came before pstate said parked could not unpark us.
+	if c.isClosing() && c.pstate.CompareAndSwap(parked, reading) {
+		return parkClosing
+	}
+	return parkDone
+}
+
+// resume reads on after the poller saw bytes (or a hang-up) on a parked
+// connection; the poller gave it the reading state.
+func (c *client) resume() { c.guard(c.readLoop) }
+
+// unpark finishes a parked connection that is closing: nothing else would.
+func (c *client) unpark() {
+	if c.pstate.CompareAndSwap(parked, reading) {
+		go c.finish()
+	}
+}
+
+// keepAliveExpired closes a connection that stayed parked, silent, for 1.5
+// times its keepalive [MQTT-3.1.2-22]. A reader that runs meanwhile resets
+// the timer when it parks again.
+func (c *client) keepAliveExpired() {
+	if c.pstate.CompareAndSwap(parked, reading) {
+		c.log(zap.DebugLevel, "closing connection: keepalive timeout", zap.Duration("keepalive", c.keepAlive))
+		c.close(CloseKeepAlive, codec.KeepAliveTimeout)
+		c.finish()
+	}
+}
+
+// stopParking undoes what parking set up, once the connection has ended
+// and its socket is closed (finish).
+func (c *client) stopParking() {
+	if c.kaTimer != nil {
+		c.kaTimer.Stop()
+	}
+	if c.pslot >= 0 {
+		c.srv.poller.release(c)
+	}
+}
