@@ -114,6 +114,9 @@ func New(opts Options) (*Auth, error) {
 	a.mu.Lock()
 	err := errors.Join(a.loadPasswordsLocked(), a.loadACLLocked())
 	a.mu.Unlock()
+	if err == nil {
+		err = a.loadBans(a.now())
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -212,7 +215,7 @@ func (a *Auth) maintain() {
 			a.poll()
 		}
 		now := a.now()
-		a.bans.sweep(now)
+		a.unstoreBans(a.bans.sweep(now)...)
 		if pf := a.users.Load(); pf != nil {
 			pf.logins.sweep(now)
 		}
@@ -626,7 +629,8 @@ func (a *Auth) ReadsAll(clientID, username, filter string) bool {
 func (a *Auth) Generation() uint64 { return a.gen.Load() }
 
 // Ban adds or replaces a ban (same kind and value) of kind client_id,
-// username or ip. At defaults to now.
+// username or ip; with Options.BanStore it is stored and survives a
+// restart until it expires. At defaults to now.
 // Connections already up are not closed: the caller disconnects them
 // through the broker if it wants.
 func (a *Auth) Ban(b Ban) error {
@@ -640,6 +644,7 @@ func (a *Auth) Ban(b Ban) error {
 	if err != nil {
 		return err
 	}
+	a.storeBan(b)
 	a.log.Info("ban set", "kind", string(b.Kind), "value", b.Value, "until", b.Until, "reason", b.Reason)
 	return nil
 }
@@ -648,7 +653,13 @@ func (a *Auth) Ban(b Ban) error {
 // lists it (an address or prefix in any form).
 func (a *Auth) Unban(kind BanKind, value string) bool {
 	ok := a.bans.remove(kind, value)
+	if kind == BanAddress {
+		if _, v, err := banPrefix(value); err == nil {
+			value = v
+		}
+	}
 	if ok {
+		a.unstoreBans(Ban{Kind: kind, Value: value})
 		a.log.Info("ban lifted", "kind", string(kind), "value", value)
 	}
 	return ok

@@ -49,6 +49,10 @@
 //     verified user name, else with source address; never a client id
 //     alone) are banned through ClientDisconnected. Stats counts
 //     everything; Ban, Unban and Bans edit the list at run time.
+//   - Bans set through Ban are kept in Options.BanStore (the on-disk
+//     store, wired by cmd/xmq; auth declares the interface and encodes
+//     the records) and restored by New, expired ones dropped; flapping
+//     bans live in memory only.
 //
 // Every method is safe for concurrent use. Close stops the file watch.
 package auth

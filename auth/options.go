@@ -59,6 +59,9 @@ type Options struct {
 	// password file is reloaded and holds at most Limits.Tracked logins.
 	// Default 5m; negative: off.
 	LoginCacheTTL time.Duration
+	// BanStore keeps the bans set through Ban across restarts; nil: bans
+	// live in memory only. Flapping bans are never stored.
+	BanStore BanStore
 	// Limits are the abuse limits.
 	Limits Limits
 	// Log receives reloads, bans and refusals (never a password or hash).

@@ -107,6 +107,7 @@ const (
 	prefixWill     = 'w'
 	prefixMessage  = 'm'
 	prefixRetained = 'r'
+	prefixBan      = 'b'
 )
 
 // Store is the Pebble store. It implements core.Store.

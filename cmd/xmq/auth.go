@@ -106,11 +106,13 @@ const authUsage = `  -password-file FILE
         ACL file in Mosquitto's acl_file syntax. Overrides auth.acl_file.
 `
 
-// newAuth builds the authenticator and authorizer of a run.
-func newAuth(cfg *config, log *zap.Logger) (*auth.Auth, error) {
+// newAuth builds the authenticator and authorizer of a run; bans (nil
+// without a data directory) keeps the bans set at run time.
+func newAuth(cfg *config, bans auth.BanStore, log *zap.Logger) (*auth.Auth, error) {
 	alog := log.Named("auth")
 	opts := cfg.authOptions()
 	opts.Log = slog.New(zapHandler{log: alog})
+	opts.BanStore = bans
 	a, err := auth.New(opts)
 	if err != nil {
 		return nil, err
