@@ -39,6 +39,13 @@
 //   - none: never forced. What the operating system already has survives a
 //     killed process, nothing survives a power loss. For benchmarks.
 //
+// # Locking
+//
+// The engine locks DIR/LOCK while a store is open (a POSIX record lock,
+// released when the process ends). Open reports a store another process
+// holds, or this process has open already, as ErrLocked naming the
+// holder's pid (fcntl F_GETLK; not on Windows), never as ErrDamaged.
+//
 // # Goroutines
 //
 // A Store is safe for concurrent use. Close must be called once, after every

@@ -96,6 +96,9 @@ func storeHint(err error, dataDir string) error {
 		return fmt.Errorf("%w\n  fix: make the data directory writable by this user, choose another with -data DIR, or run with -data \"\" to keep state in memory", err)
 	case errors.Is(err, store.ErrFormat):
 		return err // says which build to run
+	case errors.Is(err, store.ErrLocked):
+		// Nothing is wrong with the data: never advise moving it aside.
+		return fmt.Errorf("%w\n  fix: stop that xmq first, or give this one its own data directory with -data DIR (or -data \"\" to keep state in memory)", err)
 	default:
 		return fmt.Errorf("the store in %s cannot be read: %w\n  fix: run `xmq store check %s` for details; to start empty, move %s aside (its sessions, queued and retained messages are then lost)",
 			dataDir, err, dataDir, storeDir(dataDir))
@@ -137,6 +140,9 @@ func runStore(args []string, stdout io.Writer) error {
 		dir = storeDir(dir)
 	}
 	st, err := store.Open(dir, store.Options{ReadOnly: true})
+	if errors.Is(err, store.ErrLocked) {
+		return fmt.Errorf("store check %s: %w\n  fix: stop it first (the store is checked while no xmq has it open), or check a copy of the directory", dir, err)
+	}
 	if err != nil {
 		return fmt.Errorf("store check %s: %w", dir, err)
 	}
