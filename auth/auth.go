@@ -36,6 +36,7 @@ type Auth struct {
 	aclErr   string
 
 	bans    *banList
+	banMu   sync.Mutex // orders the changes of stored bans: memory and store together
 	failed  *failureLimiter
 	rate    *rateLimiter
 	flaps   *flapDetector
@@ -215,7 +216,9 @@ func (a *Auth) maintain() {
 			a.poll()
 		}
 		now := a.now()
+		a.banMu.Lock()
 		a.unstoreBans(a.bans.sweep(now)...)
+		a.banMu.Unlock()
 		if pf := a.users.Load(); pf != nil {
 			pf.logins.sweep(now)
 		}
@@ -640,6 +643,8 @@ func (a *Auth) Ban(b Ban) error {
 	if b.At.IsZero() {
 		b.At = a.now()
 	}
+	a.banMu.Lock()
+	defer a.banMu.Unlock()
 	b, err := a.bans.add(b)
 	if err != nil {
 		return err
@@ -652,6 +657,8 @@ func (a *Auth) Ban(b Ban) error {
 // Unban lifts a ban; it reports whether there was one. value is as Bans
 // lists it (an address or prefix in any form).
 func (a *Auth) Unban(kind BanKind, value string) bool {
+	a.banMu.Lock()
+	defer a.banMu.Unlock()
 	ok := a.bans.remove(kind, value)
 	if kind == BanAddress {
 		if _, v, err := banPrefix(value); err == nil {
