@@ -171,8 +171,9 @@ type entry struct {
 
 // passwordFile is a parsed password file.
 type passwordFile struct {
-	users map[string]*entry
-	dummy hasher // same kind and cost as the first entry; verified for unknown users
+	users  map[string]*entry
+	dummy  hasher      // same kind and cost as the first entry; verified for unknown users
+	logins *loginCache // logins proved against this load of the file; nil: off
 }
 
 // parsePasswordFile reads a whole password file. Errors name the line but

@@ -764,7 +764,13 @@ func (s *Server) deleteRetained(w http.ResponseWriter, r *http.Request, p princi
 var errNoBans = errorf(http.StatusNotImplemented, "not_implemented",
 	"the banned list needs the auth module, which this broker was built without")
 
-var banKinds = []string{"client_id", "username", "ip"}
+// banKinds are the kinds an operator sets; flapBanKinds are set by the
+// broker's flap detection (a client id with one user name or address) and
+// listed and lifted like the others.
+var (
+	banKinds     = []string{"client_id", "username", "ip"}
+	flapBanKinds = []string{"client_id+username", "client_id+ip"}
+)
 
 func (s *Server) listBans(w http.ResponseWriter, r *http.Request, _ principal, _ string) error {
 	if s.opts.Bans == nil {
@@ -835,8 +841,9 @@ func (s *Server) removeBan(w http.ResponseWriter, r *http.Request, p principal, 
 		return errNoBans
 	}
 	kind, value, ok := strings.Cut(rest, "/")
-	if !ok || value == "" || !slices.Contains(banKinds, kind) {
-		return notFound("DELETE " + apiPrefix + "/banned/{kind}/{value}, kind one of " + strings.Join(banKinds, ", "))
+	if !ok || value == "" || !slices.Contains(banKinds, kind) && !slices.Contains(flapBanKinds, kind) {
+		return notFound("DELETE " + apiPrefix + "/banned/{kind}/{value}, kind one of " +
+			strings.Join(slices.Concat(banKinds, flapBanKinds), ", "))
 	}
 	removed, err := s.opts.Bans.Unban(kind, value)
 	if err != nil {

@@ -901,6 +901,14 @@ func TestBannedList(t *testing.T) {
 	if r := call(t, h, req{method: "DELETE", path: "/api/v1/banned/ip/203.0.113.0/24", basic: admin}); r.status != 404 {
 		t.Errorf("unban again: %d, want 404", r.status)
 	}
+	// A flapping ban (set by the broker) is lifted by its listed kind and value.
+	bans.bans = append(bans.bans, Ban{Kind: "client_id+username", Value: "sensor-1@bob", Reason: "flapping"})
+	if r := call(t, h, req{method: "DELETE", path: "/api/v1/banned/client_id+username/sensor-1@bob", basic: admin}); r.status != 200 {
+		t.Errorf("unban a flapping ban: %d %s", r.status, r.body)
+	}
+	if r := add(`{"kind":"client_id+username","value":"sensor-1@bob"}`); r.status != 400 {
+		t.Errorf("setting a flapping ban by hand: %d, want 400", r.status)
+	}
 }
 
 func TestPublish(t *testing.T) {

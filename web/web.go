@@ -77,7 +77,7 @@ type Listener struct {
 
 // Ban is one entry of the banned list.
 type Ban struct {
-	Kind    string    `json:"kind"`  // client_id, username or ip (an address or CIDR prefix)
+	Kind    string    `json:"kind"`  // client_id, username or ip (an address or CIDR prefix); flapping: client_id+username, client_id+ip
 	Value   string    `json:"value"` //
 	Reason  string    `json:"reason,omitempty"`
 	Until   time.Time `json:"until,omitzero"` // zero: until removed

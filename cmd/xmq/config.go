@@ -455,10 +455,11 @@ Flags (each one given overrides the configuration file):
         (TLS, WebSocket and QUIC included) with these TCP ones.
   -data DIR
         data directory, created if missing. Default "./data". Persistent
-        sessions, their queued messages, retained messages and delayed wills
-        are stored in DIR/store and survive a restart or a crash (see the
-        store section of xmq.example.yaml for durability). -data "" keeps
-        state in memory: it is lost when xmq exits.
+        sessions, their queued messages, retained messages, delayed wills
+        and the bans set through the admin API are stored in DIR/store and
+        survive a restart or a crash (see the store section of
+        xmq.example.yaml for durability). -data "" keeps state in memory:
+        it is lost when xmq exits.
 `+authUsage+webUsage+`  -log-level LEVEL
         debug, info, warn or error. Default "info".
   -log-format FORMAT

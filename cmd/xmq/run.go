@@ -86,12 +86,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	}
 
 	// The store is closed by srv.Shutdown, or here if there is no srv.
-	st, err := openStore(&cfg, log)
+	st, bans, err := openStore(&cfg, log)
 	if err != nil {
 		return err
 	}
 
-	authn, err := newAuth(&cfg, log)
+	authn, err := newAuth(&cfg, bans, log)
 	if err != nil {
 		_ = st.Close()
 		return err
@@ -112,26 +112,34 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	bopts.Version = version
 	srv, err := core.New(bopts, core.Config{Log: log.Named("core"), Authenticator: mqttAuthn, Authorizer: mqttAuthz, Store: st})
 	if err != nil {
+		_ = authn.Close() // before the store closes: auth sweeps expired bans out of it
 		_ = st.Close()
 		return restoreHint(err, cfg.DataDir)
+	}
+	// stopBroker shuts the broker down, which closes the store; auth stops
+	// sweeping expired bans out of the store first (it still answers
+	// logins meanwhile).
+	stopBroker := func(lns []listeners.Listener) error {
+		_ = authn.Close()
+		return shutdown(ctx, srv, lns, log)
 	}
 
 	ts, err := newTLSSetup(&cfg, log)
 	if err != nil {
-		_ = shutdown(ctx, srv, nil, log)
+		_ = stopBroker(nil)
 		return err
 	}
 	defer ts.close()
 	// The dashboard's port is bound first: the ws and wss listeners trust its origin.
 	wr, err := bindWeb(&cfg)
 	if err != nil {
-		_ = shutdown(ctx, srv, nil, log)
+		_ = stopBroker(nil)
 		return err
 	}
 	lns, err := listen(&cfg, ts, wr.trustedOrigins(), log.Named("listeners"))
 	if err != nil {
 		wr.stop(ctx)
-		_ = shutdown(ctx, srv, nil, log)
+		_ = stopBroker(nil)
 		return err
 	}
 	// SIGHUP reloads the certificate files, the password file and the ACL file.
@@ -172,7 +180,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	if wr != nil {
 		if err := wr.start(&cfg, srv, lns, ts, webAuth{authn: authn, tokens: tokens}, rd.check, log, serveErr); err != nil {
 			wr.stop(ctx)
-			_ = shutdown(ctx, srv, lns, log)
+			_ = stopBroker(lns)
 			serving.Wait()
 			return err
 		}
@@ -194,7 +202,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 		log.Error("xmq stopping", zap.Error(failed))
 	}
 	wr.stop(ctx)
-	err = shutdown(ctx, srv, lns, log)
+	err = stopBroker(lns)
 	serving.Wait()
 	return errors.Join(failed, err)
 }

@@ -321,7 +321,8 @@ func webAuthStats(s auth.Stats) web.AuthStats {
 // banList adapts auth's runtime banned list to the web API's.
 type banList struct{ a *auth.Auth }
 
-var banKinds = map[string]auth.BanKind{"client_id": auth.BanClientID, "username": auth.BanUsername, "ip": auth.BanAddress}
+var banKinds = map[string]auth.BanKind{"client_id": auth.BanClientID, "username": auth.BanUsername, "ip": auth.BanAddress,
+	"client_id+username": auth.BanClientUser, "client_id+ip": auth.BanClientAddress}
 
 func (b banList) Ban(kind, value, reason string, until time.Time) error {
 	k, ok := banKinds[kind]
