@@ -26,11 +26,11 @@ import (
 // made per call would be an allocation per system call, so the funcs are
 // bound once per pooled rawOp.
 type rawOp struct {
-	buf               []byte
-	n                 int
-	errno             syscall.Errno
-	now               bool // a read that does not wait: EAGAIN is returned
-	read, write       func(fd uintptr) bool
+	buf         []byte
+	n           int
+	errno       syscall.Errno
+	now         bool // a read that does not wait: EAGAIN is returned
+	read, write func(fd uintptr) bool
 }
 
 var rawOps = sync.Pool{New: func() any {

@@ -88,7 +88,7 @@ type Server struct {
 	// poller watches the sockets of parked connections (park.go); nil
 	// where there is none (not Linux): every reader keeps its goroutine.
 	poller *poller
-	syncer       *syncer      // group commit of acknowledgements (durable.go)
+	syncer *syncer // group commit of acknowledgements (durable.go)
 
 	// readBufs holds the connections' read buffers (*bufio.Reader of
 	// Options.ReadBufferSize): a TCP connection waiting for its next packet
