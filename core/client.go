@@ -76,9 +76,11 @@ type client struct {
 	wbox       *[]byte        // wbuf's box in srv.writeBufs
 	pub        *codec.Publish // made on the first delivery: ~400 B an idle connection need not hold
 
-	wakeCh  chan struct{} // cap 1: the writer has work
-	closing chan struct{} // closed by close: the writer flushes and shuts the conn
-	done    chan struct{} // closed when the writer has exited
+	// Flags rather than channels: three channels were 288 bytes of every
+	// idle connection.
+	pending atomic.Bool   // the writer has work (wake)
+	closing atomic.Bool   // set by close: the writer flushes and shuts the conn
+	done    chan struct{} // made by close, closed when the last writer has exited
 	writing atomic.Bool   // a writer goroutine runs (startWriter)
 	pstate  atomic.Int32  // reading or parked (park.go)
 
@@ -92,7 +94,6 @@ type client struct {
 func newClient(srv *Server, conn net.Conn, listener string) *client {
 	c := &client{
 		srv: srv, conn: conn, listener: listener, pslot: -1,
-		wakeCh: make(chan struct{}, 1), closing: make(chan struct{}), done: make(chan struct{}),
 	}
 	// A capability, not a concrete type: listener options wrap the
 	// socket and must not silently cost this path (DESIGN.md).
@@ -175,10 +176,7 @@ func (r countingReader) Read(p []byte) (n int, err error) {
 
 // wake tells the writer there is work, starting one if none runs.
 func (c *client) wake() {
-	select {
-	case c.wakeCh <- struct{}{}:
-	default:
-	}
+	c.pending.Store(true)
 	c.startWriter()
 }
 
@@ -244,7 +242,8 @@ func (c *client) closeWhy(reason CloseReason, rc codec.ReasonCode, why string) {
 		// WriteTimeout. Both happen under c.mu, where flush sets its own
 		// deadline only while closing is open, so it cannot undo this one.
 		_ = c.conn.SetWriteDeadline(time.Now().Add(time.Second))
-		close(c.closing)
+		c.done = make(chan struct{}) // before closing is seen set
+		c.closing.Store(true)
 		c.mu.Unlock()
 		c.startWriter() // for the last flush, closing conn and done
 		c.unpark()      // a parked reader has no goroutine to notice
@@ -462,48 +461,38 @@ func (c *client) handleDisconnect(p *codec.Disconnect) bool {
 // stays for the last flush, then closes conn and done.
 func (c *client) writeLoop() {
 	for {
-		select {
-		case <-c.closing:
+		if c.closing.Load() {
 			c.flush(true)
 			c.putWbuf()
 			_ = c.conn.Close()
 			close(c.done)
 			return
-		case <-c.wakeCh:
-		default:
-			c.putWbuf()
-			c.writing.Store(false)
-			// A wake between the default case and the Store saw a writer
-			// running and started none: take its work, unless a new
-			// writer has already started and will.
-			if len(c.wakeCh) == 0 && !c.isClosing() {
-				return
-			}
-			if !c.writing.CompareAndSwap(false, true) {
-				return
+		}
+		if c.pending.Swap(false) {
+			for c.flush(false) {
 			}
 			continue
 		}
-		for c.flush(false) {
+		c.putWbuf()
+		c.writing.Store(false)
+		// A wake between the Swap and the Store saw a writer running and
+		// started none: take its work, unless a new writer has already
+		// started and will.
+		if !c.pending.Load() && !c.closing.Load() {
+			return
+		}
+		if !c.writing.CompareAndSwap(false, true) {
+			return
 		}
 	}
 }
 
-func (c *client) isClosing() bool {
-	select {
-	case <-c.closing:
-		return true
-	default:
-		return false
-	}
-}
+func (c *client) isClosing() bool { return c.closing.Load() }
 
 // flush writes what is waiting and reports whether it wrote anything.
 func (c *client) flush(final bool) bool {
-	select {
-	case <-c.closing:
+	if c.closing.Load() {
 		final = true // only what is queued for the peer, under close's short deadline
-	default:
 	}
 	// Deliveries are taken before the control packets and written after
 	// them: a control packet the reader queued before a delivery it caused
@@ -545,9 +534,7 @@ func (c *client) flush(final bool) bool {
 	}
 	if !final {
 		c.mu.Lock() // see close: its short deadline must win
-		select {
-		case <-c.closing:
-		default:
+		if !c.closing.Load() {
 			_ = c.conn.SetWriteDeadline(time.Now().Add(c.srv.opts.WriteTimeout))
 		}
 		c.mu.Unlock()

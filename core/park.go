@@ -48,12 +48,18 @@ func (c *client) park() parkResult {
 			c.kaTimer.Reset(d)
 		}
 	}
-	// Parked before armed: an event right after arming must find it so.
+	// Everything the arming needs of c is taken first; parked before
+	// armed, since an event right after arming must find it so; and from
+	// parked on, c belongs to whoever takes the reading state.
+	a := c.srv.poller.prepare(c)
 	c.pstate.Store(parked)
-	if err := c.srv.poller.arm(c); err != nil {
-		// The socket is closed or broken: the next read says how.
-		c.pstate.Store(reading)
-		return parkRetry
+	if err := c.srv.poller.arm(c.raw, a); err != nil {
+		// The socket is closed or broken: the next read says how — unless
+		// the close that closed it took the connection over meanwhile.
+		if c.pstate.CompareAndSwap(parked, reading) {
+			return parkRetry
+		}
+		return parkDone
 	}
 	// A close that came before pstate said parked could not unpark us.
 	if c.isClosing() && c.pstate.CompareAndSwap(parked, reading) {

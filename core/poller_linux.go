@@ -120,9 +120,17 @@ func (p *poller) run() {
 	}
 }
 
-// arm parks c: its socket is (re)armed in the set, so that bytes, a
-// hang-up or an error start a reader for it once.
-func (p *poller) arm(c *client) error {
+// pollArm is what arming a parked connection's socket takes, prepared
+// while the reader still holds the connection: afterwards it may not touch
+// the client's fields (park.go).
+type pollArm struct {
+	op   int
+	slot int32
+	gen  int32
+}
+
+// prepare takes c's slot on its first park and says how to arm its socket.
+func (p *poller) prepare(c *client) pollArm {
 	if c.pslot < 0 {
 		p.mu.Lock()
 		if n := len(p.free); n > 0 {
@@ -138,17 +146,22 @@ func (p *poller) arm(c *client) error {
 		c.pgen = s.gen
 		p.mu.Unlock()
 	}
-	op := syscall.EPOLL_CTL_MOD
+	a := pollArm{op: syscall.EPOLL_CTL_MOD, slot: c.pslot, gen: c.pgen}
 	if !c.padded {
-		op = syscall.EPOLL_CTL_ADD
+		a.op = syscall.EPOLL_CTL_ADD
+		c.padded = true
 	}
-	// Everything of c is set before the epoll_ctl: once it succeeds, the
-	// reader it wakes may run at once, and this goroutine touches c no more.
-	c.padded = true
-	ev := syscall.EpollEvent{Events: pollEvents, Fd: c.pslot, Pad: c.pgen}
+	return a
+}
+
+// arm (re)arms a parked connection's socket in the set, so that bytes, a
+// hang-up or an error start a reader for it once. It touches nothing of
+// the client but rc, which never changes.
+func (p *poller) arm(rc syscall.RawConn, a pollArm) error {
+	ev := syscall.EpollEvent{Events: pollEvents, Fd: a.slot, Pad: a.gen}
 	var errno error
-	err := c.raw.Control(func(fd uintptr) {
-		errno = syscall.EpollCtl(p.epfd, op, int(fd), &ev)
+	err := rc.Control(func(fd uintptr) {
+		errno = syscall.EpollCtl(p.epfd, a.op, int(fd), &ev)
 	})
 	if err == nil && errno != nil {
 		err = os.NewSyscallError("epoll_ctl", errno)

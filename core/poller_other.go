@@ -2,7 +2,10 @@
 
 package core
 
-import "errors"
+import (
+	"errors"
+	"syscall"
+)
 
 // poller is Linux's epoll set for parked connections (poller_linux.go).
 // Elsewhere every connection keeps its reader goroutine, which waits in Go's
@@ -12,6 +15,9 @@ type poller struct{}
 
 func newPoller() (*poller, error) { return nil, errors.ErrUnsupported }
 
-func (p *poller) arm(c *client) error { return errors.ErrUnsupported }
-func (p *poller) release(c *client)   {}
-func (p *poller) close()              {}
+type pollArm struct{}
+
+func (p *poller) prepare(c *client) pollArm               { return pollArm{} }
+func (p *poller) arm(rc syscall.RawConn, a pollArm) error { return errors.ErrUnsupported }
+func (p *poller) release(c *client)                       {}
+func (p *poller) close()                                  {}

@@ -252,12 +252,13 @@ var errNotOwner = errors.New("core: the session of this client id belongs to ano
 
 // attach binds c to its session: a new one, or the existing one when the
 // client resumes, taking it over from another connection with the same id
-// [MQTT-3.1.4-3]. queueAck runs under the session lock once the session is
-// known, so CONNACK is queued before any delivery can be. Unless
+// [MQTT-3.1.4-3], and returns with the session's state (and a delayed
+// will) on disk: the caller queues CONNACK then. Until c.connected is set,
+// the writer takes no delivery, so none overtakes CONNACK. Unless
 // AnySessionOwner is set, a session that belongs to another identity is
 // neither resumed, taken over nor ended: attach returns errNotOwner and
 // leaves it alone.
-func (s *Server) attach(c *client, clean bool, expiry uint32, queueAck func(present bool)) (*session, bool, error) {
+func (s *Server) attach(c *client, clean bool, expiry uint32) (*session, bool, error) {
 	s.mu.Lock()
 	sess := s.sessions[c.id]
 	if sess != nil && !s.opts.AnySessionOwner && !sess.ownedBy(c.username) {
@@ -289,7 +290,6 @@ func (s *Server) attach(c *client, clean bool, expiry uint32, queueAck func(pres
 	sess.expiry = expiry
 	sess.setOwner(c.username)
 	c.sess = sess
-	queueAck(present)
 	pendingWill := sess.willTimer != nil
 	sess.attachLocked(c)
 	var stored *sessionRecord
@@ -324,7 +324,6 @@ func (s *Server) attach(c *client, clean bool, expiry uint32, queueAck func(pres
 	} else if present {
 		s.storeDelete(c.id) // resumed with expiry 0: nothing to keep on disk
 	}
-	c.wake()
 	return sess, present, nil
 }
 
