@@ -11,6 +11,25 @@ import (
 // larger one (from one big packet) is dropped so an idle connection stays small.
 const keepLarge = 64 << 10
 
+// packetSet is a Reader's packet values, one per type, made on first use:
+// each holds a Properties, and most connections never read most types.
+type packetSet struct {
+	connect     *Connect
+	connack     *Connack
+	publish     *Publish
+	ack         [4]*Ack
+	subscribe   *Subscribe
+	suback      *Suback
+	unsubscribe *Unsubscribe
+	unsuback    *Unsuback
+	disconnect  *Disconnect
+	auth        *Auth
+}
+
+// packetSets holds the sets pooled Readers give back on Release. A
+// CONNECT value is never pooled: it is read once per connection.
+var packetSets = sync.Pool{New: func() any { return new(packetSet) }}
+
 // Reader reads MQTT packets from a stream.
 //
 // A packet that fits in the bufio.Reader's buffer is decoded in place from
@@ -56,18 +75,11 @@ type Reader struct {
 		n     int // body length
 	}
 
-	// One packet value per type, made on first use: each holds a
-	// Properties, and most connections never read most types.
-	connect     *Connect
-	connack     *Connack
-	publish     *Publish
-	ack         [4]*Ack
-	subscribe   *Subscribe
-	suback      *Suback
-	unsubscribe *Unsubscribe
-	unsuback    *Unsuback
-	disconnect  *Disconnect
-	auth        *Auth
+	// pk holds one packet value per type, each made on first use. A
+	// pooled Reader borrows its set with its buffer and gives both back on
+	// Release, so an idle connection keeps no packet values (a PUBLISH
+	// with its Properties is a few hundred bytes).
+	pk *packetSet
 }
 
 // Budget is memory shared by many Readers, such as all the connections
@@ -141,18 +153,30 @@ func (r *Reader) Complete() bool {
 // slice in it, is invalid after Release. It does nothing for a Reader made
 // by NewReader or with bytes buffered.
 func (r *Reader) Release() {
-	if r.pool == nil || r.br == nil || r.br.Buffered() > 0 {
+	if r.pool == nil || r.br == nil || r.br.Buffered() > 0 || r.pending.on {
 		return
 	}
 	r.br.Reset(nil) // keeps the buffer, drops the reference to src
 	r.pool.Put(r.br)
 	r.br = nil
+	r.putPackets()
+}
+
+// putPackets gives a pooled Reader's packet values back.
+func (r *Reader) putPackets() {
+	if r.pk == nil || r.pool == nil {
+		return
+	}
+	r.pk.connect = nil
+	packetSets.Put(r.pk)
+	r.pk = nil
 }
 
 // Close releases a pooled Reader's buffer even with bytes in it: the
 // stream is done with. The Reader must not be used afterwards.
 func (r *Reader) Close() {
 	r.dropLarge()
+	r.putPackets()
 	if r.pool == nil || r.br == nil {
 		return
 	}
@@ -166,7 +190,9 @@ func (r *Reader) Close() {
 // long-lived connection keeps neither; a later CONNECT (a protocol error)
 // makes a new one. The CONNECT last returned is invalid after it.
 func (r *Reader) DropConnect() {
-	r.connect = nil
+	if r.pk != nil {
+		r.pk.connect = nil
+	}
 	r.dropLarge()
 }
 
@@ -184,6 +210,17 @@ var (
 )
 
 func (r *Reader) packet(t Type) Packet {
+	if r.pk == nil {
+		if r.pool != nil {
+			r.pk = packetSets.Get().(*packetSet)
+		} else {
+			r.pk = new(packetSet)
+		}
+	}
+	return r.pk.packet(t)
+}
+
+func (r *packetSet) packet(t Type) Packet {
 	switch t {
 	case CONNECT:
 		return lazy(&r.connect)

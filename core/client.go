@@ -55,7 +55,7 @@ type client struct {
 	padded    bool         // the socket is in the poller's epoll set
 	pslot     int32        // the poller slot, -1 before the first park
 	pgen      int32        // the slot's generation when it was taken
-	kaTimer   *time.Timer  // keepalive of a parked connection (park.go)
+	kaAdded   bool         // in the keepalive wheel (keepalive.go)
 	reauthing bool         // a re-authentication exchange is under way
 	needSync  bool         // this connection wrote to the store since its last Sync
 	reauth    any          // enhanced-auth state during re-authentication
@@ -71,10 +71,7 @@ type client struct {
 	// Writer-owned.
 	subID      [1]uint32
 	outAliases map[string]uint16
-	batch      []outMsg
-	wbuf       []byte         // write buffer while writing; nil when idle (getWbuf)
-	wbox       *[]byte        // wbuf's box in srv.writeBufs
-	pub        *codec.Publish // made on the first delivery: ~400 B an idle connection need not hold
+	ws         *writeScratch // while a writer runs; nil when idle (getScratch)
 
 	// Flags rather than channels: three channels were 288 bytes of every
 	// idle connection.
@@ -83,6 +80,9 @@ type client struct {
 	done    chan struct{} // made by close, closed when the last writer has exited
 	writing atomic.Bool   // a writer goroutine runs (startWriter)
 	pstate  atomic.Int32  // reading or parked (park.go)
+	kaDue   atomic.Int64  // the keepalive wheel's tick after which a parked connection is closed
+	kaSlot  int32         // the wheel slot holding c, -1 none; guarded by the wheel's mu
+	kaPos   int32         // c's index in that slot; guarded by the wheel's mu
 
 	mu        sync.Mutex // guards ctrl, reason and connected
 	reason    CloseReason
@@ -93,7 +93,7 @@ type client struct {
 
 func newClient(srv *Server, conn net.Conn, listener string) *client {
 	c := &client{
-		srv: srv, conn: conn, listener: listener, pslot: -1,
+		srv: srv, conn: conn, listener: listener, pslot: -1, kaSlot: -1,
 	}
 	// A capability, not a concrete type: listener options wrap the
 	// socket and must not silently cost this path (DESIGN.md).
@@ -180,27 +180,39 @@ func (c *client) wake() {
 	c.startWriter()
 }
 
-// getWbuf lends c a write buffer from the server's pool: connections hold
-// one only while they write, so an idle one keeps neither the buffer nor
-// the size a burst grew it to. Writer only (whoever holds c.writing).
-func (c *client) getWbuf() {
-	if c.wbox == nil {
-		c.wbox = c.srv.writeBufs.Get().(*[]byte)
-		c.wbuf = (*c.wbox)[:0]
-	}
+// writeScratch is what a writer works with: the write buffer, the batch of
+// deliveries taken from the session, and the PUBLISH value it encodes them
+// with. It is lent from srv.writeBufs while a writer runs, so an idle
+// connection keeps none of it — nor the sizes a burst grew it to.
+type writeScratch struct {
+	buf   []byte
+	batch []outMsg
+	pub   codec.Publish
 }
 
-// putWbuf gives the write buffer back; one grown past maxPooledWbuf by a
-// large burst is left to the GC. Writer only.
-func (c *client) putWbuf() {
-	if c.wbox == nil {
+// getScratch lends c its writer's scratch. Writer only (whoever holds
+// c.writing).
+func (c *client) getScratch() *writeScratch {
+	if c.ws == nil {
+		c.ws = c.srv.writeBufs.Get().(*writeScratch)
+	}
+	return c.ws
+}
+
+// putScratch gives the scratch back; a buffer grown past maxPooledWbuf by
+// a large burst is left to the GC. Writer only.
+func (c *client) putScratch() {
+	ws := c.ws
+	if ws == nil {
 		return
 	}
-	if cap(c.wbuf) <= maxPooledWbuf {
-		*c.wbox = c.wbuf[:0]
-		c.srv.writeBufs.Put(c.wbox)
+	c.ws = nil
+	if cap(ws.buf) > maxPooledWbuf {
+		ws.buf = nil
 	}
-	c.wbox, c.wbuf = nil, nil
+	ws.buf, ws.batch = ws.buf[:0], ws.batch[:0]
+	ws.pub = codec.Publish{}
+	c.srv.writeBufs.Put(ws)
 }
 
 const maxPooledWbuf = 64 << 10
@@ -463,7 +475,7 @@ func (c *client) writeLoop() {
 	for {
 		if c.closing.Load() {
 			c.flush(true)
-			c.putWbuf()
+			c.putScratch()
 			_ = c.conn.Close()
 			close(c.done)
 			return
@@ -473,7 +485,7 @@ func (c *client) writeLoop() {
 			}
 			continue
 		}
-		c.putWbuf()
+		c.putScratch()
 		c.writing.Store(false)
 		// A wake between the Swap and the Store saw a writer running and
 		// started none: take its work, unless a new writer has already
@@ -502,10 +514,11 @@ func (c *client) flush(final bool) bool {
 	connected := c.connected
 	c.mu.Unlock()
 	now := time.Now()
-	c.batch = c.batch[:0]
+	ws := c.getScratch()
+	ws.batch = ws.batch[:0]
 	if connected && !final {
 		var sync, held bool
-		c.batch, sync, held = c.sess.take(c, c.batch, c.window, now)
+		ws.batch, sync, held = c.sess.take(c, ws.batch, c.window, now)
 		if sync {
 			// A QoS 2 packet id or a QoS 2 PUBLISH's receipt was just
 			// recorded: on disk before the subscriber can see the message.
@@ -519,17 +532,16 @@ func (c *client) flush(final bool) bool {
 			time.AfterFunc(time.Millisecond, c.wake)
 		}
 	}
-	c.getWbuf()
 	c.mu.Lock()
-	buf := append(c.wbuf[:0], c.ctrl...)
+	buf := append(ws.buf[:0], c.ctrl...)
 	c.ctrl = c.ctrl[:0]
 	c.mu.Unlock()
-	for i := range c.batch {
-		buf = c.encode(buf, &c.batch[i], now)
-		c.batch[i] = outMsg{}
+	for i := range ws.batch {
+		buf = c.encode(buf, &ws.batch[i], now)
+		ws.batch[i] = outMsg{}
 	}
 	if len(buf) == 0 {
-		c.wbuf = buf
+		ws.buf = buf
 		return false
 	}
 	if !final {
@@ -547,7 +559,7 @@ func (c *client) flush(final bool) bool {
 		n, err = c.conn.Write(buf)
 	}
 	c.srv.stats.bytesOut.Add(int64(n))
-	c.wbuf = buf[:0] // kept while the writer runs (putWbuf)
+	ws.buf = buf[:0] // kept while the writer runs (putScratch)
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			c.log(zap.WarnLevel, "closing connection: slow consumer", zap.String("client_id", c.id),
@@ -588,10 +600,7 @@ func (c *client) encode(buf []byte, m *outMsg, now time.Time) []byte {
 		msg.enc[i].CompareAndSwap(nil, &b)
 		return buf
 	}
-	if c.pub == nil {
-		c.pub = new(codec.Publish)
-	}
-	p := c.pub
+	p := &c.ws.pub
 	newAlias := false
 	*p = codec.Publish{QoS: m.qos, Retain: m.retain, PacketID: m.id, Dup: m.dup, Payload: msg.Payload,
 		Topic: unsafeBytes(msg.Topic)}

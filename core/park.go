@@ -1,13 +1,5 @@
 package core
 
-import (
-	"time"
-
-	"go.uber.org/zap"
-
-	"xmq/codec"
-)
-
 // Parking: a connection whose socket the server can watch itself (plain
 // TCP on Linux: client.parkable) keeps no goroutine while it waits for its
 // next packet. Its reader reads without ever blocking; finding the socket
@@ -17,7 +9,7 @@ import (
 // reading:
 //   - the poller, when bytes or a hang-up arrive: a new reader goroutine;
 //   - close (takeover, admin, shutdown, a writer's error): finish;
-//   - the keepalive timer: close for keepalive, then finish.
+//   - the keepalive wheel (keepalive.go): close for keepalive, then finish.
 // Only the holder of the reading state touches the reader-owned fields.
 
 const (
@@ -41,11 +33,16 @@ func (c *client) park() parkResult {
 		return parkClosing
 	}
 	c.r.Release()
+	if cap(c.matches) > 64 {
+		c.matches = nil // a burst to many subscribers grew it; idle, it would stay
+	}
 	if d := c.keepAliveDeadline(); d > 0 {
-		if c.kaTimer == nil {
-			c.kaTimer = time.AfterFunc(d, c.keepAliveExpired)
-		} else {
-			c.kaTimer.Reset(d)
+		w := c.srv.kaWheel
+		due := w.due(d)
+		c.kaDue.Store(due)
+		if !c.kaAdded {
+			c.kaAdded = true
+			w.add(c, due)
 		}
 	}
 	// Everything the arming needs of c is taken first; parked before
@@ -79,22 +76,11 @@ func (c *client) unpark() {
 	}
 }
 
-// keepAliveExpired closes a connection that stayed parked, silent, for 1.5
-// times its keepalive [MQTT-3.1.2-22]. A reader that runs meanwhile resets
-// the timer when it parks again.
-func (c *client) keepAliveExpired() {
-	if c.pstate.CompareAndSwap(parked, reading) {
-		c.log(zap.DebugLevel, "closing connection: keepalive timeout", zap.Duration("keepalive", c.keepAlive))
-		c.close(CloseKeepAlive, codec.KeepAliveTimeout)
-		c.finish()
-	}
-}
-
 // stopParking undoes what parking set up, once the connection has ended
 // and its socket is closed (finish).
 func (c *client) stopParking() {
-	if c.kaTimer != nil {
-		c.kaTimer.Stop()
+	if c.kaAdded {
+		c.srv.kaWheel.remove(c)
 	}
 	if c.pslot >= 0 {
 		c.srv.poller.release(c)

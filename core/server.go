@@ -87,15 +87,16 @@ type Server struct {
 	preLogin     byteBudget   // Options.PreLoginMemory, shared by connections before CONNACK
 	// poller watches the sockets of parked connections (park.go); nil
 	// where there is none (not Linux): every reader keeps its goroutine.
-	poller *poller
-	syncer *syncer // group commit of acknowledgements (durable.go)
+	poller  *poller
+	kaWheel *kaWheel // keepalive of parked connections; with poller
+	syncer  *syncer  // group commit of acknowledgements (durable.go)
 
 	// readBufs holds the connections' read buffers (*bufio.Reader of
 	// Options.ReadBufferSize): a TCP connection waiting for its next packet
 	// gives its buffer back (client.waitReadable).
 	readBufs sync.Pool
-	// writeBufs holds write buffers (*[]byte), lent to a connection
-	// while it writes (client.getWbuf).
+	// writeBufs holds writers' scratch (*writeScratch), lent to a
+	// connection while it writes (client.getScratch).
 	writeBufs sync.Pool
 
 	conns   sync.WaitGroup
@@ -133,12 +134,13 @@ func New(opts Options, cfg Config) (*Server, error) {
 	}
 	s.preLogin.max = opts.PreLoginMemory
 	s.readBufs.New = func() any { return bufio.NewReaderSize(nil, opts.ReadBufferSize) }
-	s.writeBufs.New = func() any { b := make([]byte, 0, 512); return &b } // grows with the bursts that use it
+	s.writeBufs.New = func() any { return &writeScratch{buf: make([]byte, 0, 512)} } // grows with the bursts that use it
 	if err := s.restore(); err != nil {
 		return nil, err
 	}
 	if p, err := newPoller(); err == nil {
 		s.poller = p
+		s.kaWheel = newKAWheel()
 	} else if !errors.Is(err, errors.ErrUnsupported) {
 		s.log.Warn("idle connections keep a goroutine each: no epoll set", zap.Error(err))
 	}
@@ -604,6 +606,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	<-s.syncer.done
 	if s.poller != nil {
 		s.poller.close()
+		s.kaWheel.close()
 	}
 	if cerr := s.store.Close(); cerr != nil && err == nil {
 		err = cerr
