@@ -52,6 +52,7 @@ type client struct {
 	// Reader-owned: by whoever holds the reading state (pstate, park.go).
 	peek      [1]byte      // waitReadable's MSG_PEEK target
 	parkable  bool         // past CONNECT on a raw socket with a poller: reads never wait, the reader parks
+	resumed   bool         // woken from a park on an IdleSocket: read before parking again
 	padded    bool         // the socket is in the poller's epoll set
 	pslot     int32        // the poller slot, -1 before the first park
 	pgen      int32        // the slot's generation when it was taken
@@ -133,13 +134,21 @@ func (c *client) log(lvl zapcore.Level, msg string, fields ...zap.Field) {
 }
 
 // waitReadable gives the read buffer back to the pool and waits until the
-// socket has bytes (or EOF, an error or the read deadline), so an idle TCP
-// connection holds no read buffer. It is called only with nothing buffered;
+// socket has bytes (or EOF, an error or the read deadline), so an idle
+// connection holds no read buffer: on a socket through Go's poller, on a
+// conn that can wait itself (ReadWaiter: WebSocket) through it. It is called only with nothing buffered;
 // when bytes are already there it returns at once, keeping the buffer.
 // After a wait it does not check again: the read that follows costs the
 // same system call, and after a rare spurious wake-up it just waits with a
 // buffer.
 func (c *client) waitReadable() error {
+	if c.raw == nil {
+		if w, ok := c.conn.(ReadWaiter); ok {
+			c.r.Release()
+			return w.WaitReadable()
+		}
+		return nil
+	}
 	waited := false
 	return c.raw.Read(func(fd uintptr) bool {
 		if waited {
@@ -317,11 +326,17 @@ func (c *client) readLoop() bool {
 			if deadline > 0 {
 				_ = c.conn.SetReadDeadline(time.Now().Add(deadline))
 			}
-			if c.raw != nil {
-				if err := c.waitReadable(); err != nil {
-					c.readError(err)
+			if rc := c.idleSocket(); rc != nil {
+				switch c.parkOn(rc) {
+				case parkDone:
+					return true
+				case parkClosing:
 					return false
 				}
+			}
+			if err := c.waitReadable(); err != nil {
+				c.readError(err)
+				return false
 			}
 		}
 		p, err := c.r.ReadPacket()

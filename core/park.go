@@ -1,5 +1,7 @@
 package core
 
+import "syscall"
+
 // Parking: a connection whose socket the server can watch itself (plain
 // TCP on Linux: client.parkable) keeps no goroutine while it waits for its
 // next packet. Its reader reads without ever blocking; finding the socket
@@ -28,7 +30,27 @@ const (
 
 // park gives the read buffer back (unless a partial packet is in it) and
 // waits for the socket without a goroutine.
-func (c *client) park() parkResult {
+func (c *client) park() parkResult { return c.parkOn(c.raw) }
+
+// idleSocket returns the socket a connection that reads through its
+// conn's buffers (IdleSocket: WebSocket) may park on now, or nil. Right
+// after a wake-up it is nil: the socket has bytes, which the conn reads.
+func (c *client) idleSocket() syscall.RawConn {
+	if c.srv.poller == nil {
+		return nil
+	}
+	if c.resumed {
+		c.resumed = false
+		return nil
+	}
+	if s, ok := c.conn.(IdleSocket); ok {
+		return s.IdleSocket()
+	}
+	return nil
+}
+
+// parkOn parks the reader on rc, the connection's socket.
+func (c *client) parkOn(rc syscall.RawConn) parkResult {
 	if c.isClosing() {
 		return parkClosing
 	}
@@ -50,7 +72,7 @@ func (c *client) park() parkResult {
 	// parked on, c belongs to whoever takes the reading state.
 	a := c.srv.poller.prepare(c)
 	c.pstate.Store(parked)
-	if err := c.srv.poller.arm(c.raw, a); err != nil {
+	if err := c.srv.poller.arm(rc, a); err != nil {
 		// The socket is closed or broken: the next read says how — unless
 		// the close that closed it took the connection over meanwhile.
 		if c.pstate.CompareAndSwap(parked, reading) {
@@ -67,7 +89,10 @@ func (c *client) park() parkResult {
 
 // resume reads on after the poller saw bytes (or a hang-up) on a parked
 // connection; the poller gave it the reading state.
-func (c *client) resume() { c.guard(c.readLoop) }
+func (c *client) resume() {
+	c.resumed = true
+	c.guard(c.readLoop)
+}
 
 // unpark finishes a parked connection that is closing: nothing else would.
 func (c *client) unpark() {
