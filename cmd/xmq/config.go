@@ -490,8 +490,9 @@ Usage:
                      (xmq certs -h for -host names, regenerating and client
                      certificates)
   xmq passwd [-b] [-D] FILE USER [PASSWORD]
-                     add, change or delete a user of a password file
-                     (xmq passwd -h for the hash and SCRAM options)
+                     add, change or delete a user of a password file, in the
+                     hash its entries use; xmq passwd -U FILE hashes a
+                     plain-text file (xmq passwd -h for the hash and SCRAM options)
   xmq store check [DATA_DIR]
                      read every record of the store, read-only, and report
                      what is damaged (default ./data)
