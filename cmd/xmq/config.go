@@ -493,6 +493,9 @@ Usage:
                      add, change or delete a user of a password file, in the
                      hash its entries use; xmq passwd -U FILE hashes a
                      plain-text file (xmq passwd -h for the hash and SCRAM options)
+  xmq import mosquitto.conf > xmq.yaml
+                     convert a Mosquitto configuration, with a comment for
+                     every option (xmq import -h)
   xmq store check [DATA_DIR]
                      read every record of the store, read-only, and report
                      what is damaged (default ./data)
