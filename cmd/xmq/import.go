@@ -370,8 +370,10 @@ func (im *importer) globals(mc *mosqConf) {
 			im.skip(l, "not offered: MQTT forbids raising a message's QoS to the subscription's")
 		case "user":
 			im.skip(l, "xmq does not switch user: start it as an unprivileged account (systemd User=)")
-		case "websockets_headers_size", "websockets_log_level":
-			im.skip(l, "xmq's WebSocket is Go's HTTP server: headers up to 1 MiB, errors in xmq's own log")
+		case "websockets_headers_size":
+			im.skip(l, "xmq's WebSocket listeners read up to 16 KiB of request headers (Mosquitto's default is 1 KiB); not configurable")
+		case "websockets_log_level":
+			im.skip(l, "WebSocket errors are in xmq's own log, at its log.level")
 		default:
 			im.skip(l, "no equivalent in xmq")
 		}
