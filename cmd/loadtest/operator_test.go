@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"io"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -107,5 +110,50 @@ func TestDurationZeroRunsUntilStop(t *testing.T) {
 	err := run(context.Background(), []string{"-addr", addr, "-duration", "0", "-agents", "127.0.0.1:1"}, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "agents") {
 		t.Errorf("-duration 0 with agents: %v", err)
+	}
+}
+
+// TestCompareCommand: two -json runs of the same command, tcp against
+// ws, become one comparison on stdout and one page, with the flags after
+// the files as the issue writes them.
+func TestCompareCommand(t *testing.T) {
+	addr := startBroker(t)
+	dir := t.TempDir()
+	var files []string
+	for _, name := range []string{"a", "b"} {
+		var out bytes.Buffer
+		if err := run(context.Background(), []string{"-addr", addr, "-mode", "pubsub", "-pubs", "2", "-subs", "1", "-rate", "50",
+			"-qos", "1", "-duration", "300ms", "-json", "-progress=false"}, &out, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		f := filepath.Join(dir, name+".json")
+		if err := os.WriteFile(f, out.Bytes(), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	page := filepath.Join(dir, "out.html")
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"compare", files[0], files[1], "-html", page, "-labels", "before,after"}, &out, io.Discard); err != nil {
+		t.Fatalf("compare: %v", err)
+	}
+	if !strings.Contains(out.String(), "after vs before") || !strings.Contains(out.String(), "delivered/s") {
+		t.Errorf("comparison:\n%s", out.String())
+	}
+	if b, err := os.ReadFile(page); err != nil || !strings.Contains(string(b), "by percentile") {
+		t.Errorf("page: %v", err)
+	}
+	for _, args := range [][]string{{"compare", files[0]}, {"compare", files[0], files[1], "-labels", "one"}, {"compare", "-x", files[0], files[1]}} {
+		var ue usageError
+		if err := run(context.Background(), args, io.Discard, io.Discard); !errors.As(err, &ue) {
+			t.Errorf("%q: %v, want a usage error", args, err)
+		}
+	}
+	if err := run(context.Background(), []string{"compare", files[0], filepath.Join(dir, "missing.json")}, io.Discard, io.Discard); err == nil {
+		t.Error("a missing report was accepted")
+	}
+	out.Reset()
+	if err := run(context.Background(), []string{"compare", "-h"}, &out, io.Discard); err != nil || !strings.Contains(out.String(), "side by side") {
+		t.Errorf("compare -h: %v\n%s", err, out.String())
 	}
 }

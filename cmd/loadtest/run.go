@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -116,6 +117,8 @@ func usage(fs *flag.FlagSet) {
 
 Usage:
   loadtest [flags]                      run a test against -addr
+  loadtest compare a.json b.json -html out.html
+                                        put -json reports side by side (tcp against ws, xmq against Mosquitto)
   loadtest agent -listen :9090          serve a controller's share of the load
   loadtest sink -listen 127.0.0.1:1999  a discard broker, to measure the generator alone
 
@@ -132,7 +135,7 @@ Flags:
 	fmt.Fprint(w, `
 Modes:
   conn    ramp each -levels count with -dial-concurrency, CONNECT→CONNACK, hold -hold, check with PINGREQ;
-          reports target, established, failed (and why), connect p50/p99
+          reports target, established, failed (and why), connect p50/p90/p99/p99.9
   pub     -pubs publishers as fast as possible (or -rate); QoS 1/2 pipelined (-inflight); msgs/s and MB/s
   pubsub  -pubs publishers, -subs subscribers each subscribed to every publisher's topic; end-to-end
           latency from timestamps in the payload; loss, duplicates and reordering per publisher
@@ -263,6 +266,8 @@ func runWith(ctx context.Context, stop <-chan struct{}, args []string, stdout, s
 	}
 	if len(args) > 0 {
 		switch args[0] {
+		case "compare":
+			return runCompare(args[1:], stdout)
 		case "agent":
 			return runAgent(ctx, args[1:], stdout, stderr)
 		case "sink":
@@ -336,6 +341,77 @@ func writeFile(path string, rep *loadtest.Report, write func(io.Writer, *loadtes
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return f.Close()
+}
+
+// runCompare is `loadtest compare [-html FILE] [-labels A,B] a.json b.json ...`:
+// the runs side by side, as text on stdout and optionally as a page.
+// Flags may come before or after the files.
+func runCompare(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("loadtest compare", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	htmlOut := fs.String("html", "", "also write a self-contained HTML page with the runs side by side to `FILE.html`")
+	labels := fs.String("labels", "", "column `LABELS`, comma-separated (default: the file names without .json)")
+	fs.Usage = func() {
+		fmt.Fprint(stdout, `loadtest compare puts runs side by side: tcp against ws, xmq against Mosquitto, before
+against after. Each file is the output of loadtest -json; cases are paired in order.
+
+Usage:
+  loadtest compare [-html FILE.html] [-labels A,B] a.json b.json [more.json ...]
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	var files []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil // fs.Usage has printed the help
+			}
+			return usageError{err}
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		files = append(files, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(files) < 2 {
+		return usageError{errors.New("compare: want two or more loadtest -json reports")}
+	}
+	var names []string
+	if *labels != "" {
+		names = strings.Split(*labels, ",")
+		if len(names) != len(files) {
+			return usageError{fmt.Errorf("compare: %d labels for %d reports", len(names), len(files))}
+		}
+	}
+	var runs []loadtest.Compared
+	for i, f := range files {
+		r, err := os.Open(f)
+		if err != nil {
+			return err
+		}
+		rep, err := loadtest.ReadReport(r)
+		_ = r.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		label := strings.TrimSuffix(filepath.Base(f), ".json")
+		if names != nil {
+			label = strings.TrimSpace(names[i])
+		}
+		runs = append(runs, loadtest.Compared{Label: label, Report: rep})
+	}
+	err := loadtest.WriteCompareText(stdout, runs)
+	if *htmlOut != "" {
+		f, ferr := os.Create(*htmlOut)
+		if ferr != nil {
+			return errors.Join(err, ferr)
+		}
+		err = errors.Join(err, loadtest.WriteCompareHTML(f, runs), f.Close())
+	}
+	return err
 }
 
 // runAgent serves `loadtest agent -listen ADDR` until ctx ends.
