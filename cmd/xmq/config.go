@@ -42,8 +42,18 @@ type config struct {
 	Store storeConfig `yaml:"store"`
 	// pprof is the -pprof debug address (loopback only); a flag, not a key.
 	pprof string
-	// file is the configuration file read, "" for none.
+	// file is the configuration file run read, "" for none: not a
+	// setting (loadConfig leaves it empty), it only words warnings.
 	file string
+}
+
+// configFileArg is the -c/-config file named by args, "" for none.
+func configFileArg(args []string) string {
+	var f flags
+	if err := newFlagSet(&f).Parse(args); err != nil {
+		return ""
+	}
+	return f.config
 }
 
 // listenerConfig is one listener (listeners.Options with YAML names).
@@ -442,7 +452,6 @@ func loadConfig(args []string) (config, error) {
 		if err := readConfigFile(f.config, &cfg); err != nil {
 			return config{}, err
 		}
-		cfg.file = f.config
 	}
 	if set["listen"] {
 		cfg.Listeners = nil

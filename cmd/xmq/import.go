@@ -217,6 +217,10 @@ func (im *importer) globals(mc *mosqConf) {
 	}
 	for _, key := range sortedKeys(mc.global) {
 		l := mc.global[key]
+		if why, ok := mosqGlobalNone[key]; ok {
+			im.skip(l, why)
+			continue
+		}
 		switch key {
 		case "log_type", "log_dest":
 			// above
@@ -330,50 +334,18 @@ func (im *importer) globals(mc *mosqConf) {
 			if p, ok := mc.global["persistence"]; !ok || !mosqBool(p.value) {
 				im.skip(l, "persistence is off: nothing is stored there")
 			} // else mapped with persistence
-		case "persistence_file":
-			im.skip(l, "xmq's store is a directory, <data_dir>/store, not one file")
-		case "autosave_interval", "autosave_on_changes":
-			im.skip(l, "xmq has no snapshot to schedule: each acknowledged QoS 1/2 message is on disk before its acknowledgement (store.durability: sync; interval flushes every 100ms)")
-		case "allow_duplicate_messages":
-			im.skip(l, "deprecated in Mosquitto; xmq sends one copy to a client whose subscriptions overlap, at the highest QoS granted, always")
-		case "check_retain_source":
-			im.skip(l, "xmq checks the subscriber's read access on every delivery, retained messages included; the publisher's current access is not checked again")
-		case "clientid_prefixes":
-			im.skip(l, "deprecated in Mosquitto; xmq has no client id filter: ACL patterns with %c restrict what each client id may do")
 		case "connection_messages":
 			if v, ok := im.boolean(l); ok && !v {
 				im.skip(l, "xmq logs every connect and disconnect at level info; log.level: warn hides them")
 			} else if ok {
 				im.same(l, "xmq logs every connect and disconnect too")
 			}
-		case "log_facility":
-			im.skip(l, "xmq logs to standard error, not syslog")
-		case "log_timestamp", "log_timestamp_format":
-			im.skip(l, "xmq's log lines always carry an ISO 8601 time")
-		case "max_inflight_bytes":
-			im.skip(l, "xmq bounds in-flight messages by count (broker.max_inflight) and queued bytes (broker.max_queued_bytes)")
-		case "memory_limit":
-			im.skip(l, "xmq bounds memory per client (max_queued, max_queued_bytes, max_packet_size) and before login (pre_login_memory); GOMEMLIMIT sets the Go runtime's soft limit")
-		case "pid_file":
-			im.skip(l, "xmq writes no pid file: systemd (Type=simple) or your supervisor tracks the process")
 		case "queue_qos0_messages":
 			if v, ok := im.boolean(l); ok && v {
 				im.skip(l, "xmq queues QoS 1 and 2 messages for offline sessions, not QoS 0, as MQTT specifies")
 			} else if ok {
 				im.same(l, "xmq does not queue QoS 0 messages for offline sessions either")
 			}
-		case "retry_interval":
-			im.skip(l, "removed in Mosquitto 2; MQTT resends only on reconnect, as xmq does")
-		case "set_tcp_nodelay":
-			im.skip(l, "xmq always sets TCP_NODELAY (Go's default) and batches its writes itself")
-		case "upgrade_outgoing_qos":
-			im.skip(l, "not offered: MQTT forbids raising a message's QoS to the subscription's")
-		case "user":
-			im.skip(l, "xmq does not switch user: start it as an unprivileged account (systemd User=)")
-		case "websockets_headers_size":
-			im.skip(l, "xmq's WebSocket listeners read up to 16 KiB of request headers (Mosquitto's default is 1 KiB); not configurable")
-		case "websockets_log_level":
-			im.skip(l, "WebSocket errors are in xmq's own log, at its log.level")
 		default:
 			im.skip(l, "no equivalent in xmq")
 		}
@@ -387,6 +359,39 @@ func (im *importer) globals(mc *mosqConf) {
 				"xmq's broker.max_packet_size defaults to 1 MiB: raise it if clients publish more")
 		}
 	}
+}
+
+// mosqGlobalNone are the global options with no xmq equivalent, and why.
+var mosqGlobalNone = map[string]string{
+	"persistence_file":         "xmq's store is a directory, <data_dir>/store, not one file",
+	"autosave_interval":        "xmq has no snapshot to schedule: each acknowledged QoS 1/2 message is on disk before its acknowledgement (store.durability: sync; interval flushes every 100ms)",
+	"autosave_on_changes":      "xmq has no snapshot to schedule: each acknowledged QoS 1/2 message is on disk before its acknowledgement (store.durability: sync; interval flushes every 100ms)",
+	"allow_duplicate_messages": "deprecated in Mosquitto; xmq sends one copy to a client whose subscriptions overlap, at the highest QoS granted, always",
+	"check_retain_source":      "xmq checks the subscriber's read access on every delivery, retained messages included; the publisher's current access is not checked again",
+	"clientid_prefixes":        "deprecated in Mosquitto; xmq has no client id filter: ACL patterns with %c restrict what each client id may do",
+	"log_facility":             "xmq logs to standard error, not syslog",
+	"log_timestamp":            "xmq's log lines always carry an ISO 8601 time",
+	"log_timestamp_format":     "xmq's log lines always carry an ISO 8601 time",
+	"max_inflight_bytes":       "xmq bounds in-flight messages by count (broker.max_inflight) and queued bytes (broker.max_queued_bytes)",
+	"memory_limit":             "xmq bounds memory per client (max_queued, max_queued_bytes, max_packet_size) and before login (pre_login_memory); GOMEMLIMIT sets the Go runtime's soft limit",
+	"pid_file":                 "xmq writes no pid file: systemd (Type=simple) or your supervisor tracks the process",
+	"retry_interval":           "removed in Mosquitto 2; MQTT resends only on reconnect, as xmq does",
+	"set_tcp_nodelay":          "xmq always sets TCP_NODELAY (Go's default) and batches its writes itself",
+	"upgrade_outgoing_qos":     "not offered: MQTT forbids raising a message's QoS to the subscription's",
+	"user":                     "xmq does not switch user: start it as an unprivileged account (systemd User=)",
+	"websockets_headers_size":  "xmq's WebSocket listeners read up to 16 KiB of request headers (Mosquitto's default is 1 KiB); not configurable",
+	"websockets_log_level":     "WebSocket errors are in xmq's own log, at its log.level",
+}
+
+// mosqListenerNone are the listener options with no xmq equivalent, and why.
+var mosqListenerNone = map[string]string{
+	"bind_interface":           "xmq binds to an address, not an interface: put the interface's address in this listener's address",
+	"http_dir":                 "xmq's WebSocket listeners serve no files; its dashboard is on web.address",
+	"max_qos":                  "not offered: xmq accepts QoS 0, 1 and 2 on every listener; an ACL cannot lower QoS either",
+	"maximum_qos":              "not offered: xmq accepts QoS 0, 1 and 2 on every listener; an ACL cannot lower QoS either",
+	"mount_point":              "not offered: xmq has one topic tree for every listener; ACL patterns with %u or %c can keep clients apart",
+	"use_username_as_clientid": "not offered: xmq keeps the client id; broker.session_owner_check (on by default) already stops one user taking over another's session",
+	"psk_hint":                 "TLS-PSK is not offered (Go's crypto/tls has no PSK; see the README): this listener keeps its certificate TLS only",
 }
 
 // mosqExpiration parses persistent_client_expiration: a count and h, d,
@@ -568,6 +573,10 @@ func (im *importer) listener(mc *mosqConf, ml *mosqListenerConf, names map[strin
 	l := &im.cfg.Listeners[i]
 	for _, k := range ml.order {
 		line := ml.opts[k]
+		if why, ok := mosqListenerNone[k]; ok {
+			im.skip(line, why)
+			continue
+		}
 		switch k {
 		case "listener", "port", "bind_address", "protocol", "certfile", "keyfile", "socket_domain":
 			// above
@@ -584,18 +593,6 @@ func (im *importer) listener(mc *mosqConf, ml *mosqListenerConf, names map[strin
 			}
 		case "max_topic_alias":
 			im.topicAlias(line)
-		case "bind_interface":
-			im.skip(line, "xmq binds to an address, not an interface: put the interface's address in this listener's address")
-		case "http_dir":
-			im.skip(line, "xmq's WebSocket listeners serve no files; its dashboard is on web.address")
-		case "max_qos", "maximum_qos":
-			im.skip(line, "not offered: xmq accepts QoS 0, 1 and 2 on every listener; an ACL cannot lower QoS either")
-		case "mount_point":
-			im.skip(line, "not offered: xmq has one topic tree for every listener; ACL patterns with %u or %c can keep clients apart")
-		case "use_username_as_clientid":
-			im.skip(line, "not offered: xmq keeps the client id; broker.session_owner_check (on by default) already stops one user taking over another's session")
-		case "psk_hint":
-			im.skip(line, "TLS-PSK is not offered (Go's crypto/tls has no PSK; see the README): this listener keeps its certificate TLS only")
 		default:
 			if !hasCert {
 				im.skip(line, "a TLS option on a listener without certfile: Mosquitto serves it without TLS too")

@@ -45,7 +45,6 @@ func roundTrip(t *testing.T, out string, im *importer) config {
 	if err != nil {
 		t.Fatalf("the imported configuration does not load: %v\n%s", err, out)
 	}
-	got.file = ""
 	want := im.cfg
 	want.setDefaults()
 	if !reflect.DeepEqual(got, want) {

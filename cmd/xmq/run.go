@@ -74,6 +74,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	if err != nil {
 		return err
 	}
+	cfg.file = configFileArg(args)
 
 	log, err := newLogger(stderr, cfg.Log)
 	if err != nil {

@@ -106,7 +106,7 @@ func newTLSSetup(cfg *config, log *zap.Logger) (*tlsSetup, error) {
 // nothing more than "a TLS error occurred".
 func warnDevCA(cfg *config, dev *certs.Dev, log *zap.Logger) {
 	if cfg.file == "" || cfg.TLS.DevCA {
-		return
+		return // a bare xmq is a development run
 	}
 	for i, lc := range cfg.Listeners {
 		if !isTLS(lc.Transport) || lc.TLS.CertFile != "" {
