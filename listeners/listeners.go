@@ -33,6 +33,10 @@ const (
 	DefaultQUICPort = "14567"
 	// DefaultPath is the HTTP path of the WebSocket transports.
 	DefaultPath = "/mqtt"
+	// AnyPath as a listener's Path serves MQTT over WebSocket on every
+	// HTTP path, as Mosquitto does: its clients dial "/", "/mqtt" or
+	// anything else.
+	AnyPath = "*"
 )
 
 // DefaultPort returns the default port of transport, or "".
@@ -121,7 +125,8 @@ type Options struct {
 	// Address is host:port; port 0 picks a free port, which Addr reports.
 	// Default: all interfaces on the transport's default port.
 	Address string
-	// Path is the HTTP path of ws and wss (default /mqtt).
+	// Path is the HTTP path of ws and wss (default /mqtt); AnyPath ("*")
+	// answers on every path, as Mosquitto does.
 	Path string
 	// TLS is the server configuration of tls, wss and quic (required for
 	// them). The listener clones it and puts its own ALPN protocol first.
@@ -210,8 +215,8 @@ func (o *Options) Validate() error {
 		return errors.New("listeners: max connections must not be negative")
 	case o.HandshakeTimeout < 0 || o.IdleTimeout < 0:
 		return errors.New("listeners: timeouts must not be negative")
-	case o.Path != "" && !strings.HasPrefix(o.Path, "/"):
-		return fmt.Errorf("listeners: path %q must start with /", o.Path)
+	case o.Path != "" && o.Path != AnyPath && !strings.HasPrefix(o.Path, "/"):
+		return fmt.Errorf("listeners: path %q must start with / (or be %q: every path)", o.Path, AnyPath)
 	case o.Path != "" && o.Transport != TransportWS && o.Transport != TransportWSS:
 		return fmt.Errorf("listeners: path is for ws and wss, not %s", o.Transport)
 	case len(o.AllowedOrigins) > 0 && o.Transport != TransportWS && o.Transport != TransportWSS:

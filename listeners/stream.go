@@ -230,7 +230,11 @@ func (l *streamListener) prepare(c *net.TCPConn) {
 			return // an ACME challenge, answered
 		}
 		if ce := l.log.Check(zap.InfoLevel, "refusing connection: handshake failed"); ce != nil {
-			ce.Write(zap.Stringer("remote", c.RemoteAddr()), zap.Error(err))
+			fields := []zap.Field{zap.Stringer("remote", c.RemoteAddr()), zap.Error(err)}
+			if h := handshakeHint(err); h != "" {
+				fields = append(fields, zap.String("hint", h))
+			}
+			ce.Write(fields...)
 		}
 		return
 	}

@@ -118,7 +118,7 @@ func (l *wsListener) Close() error {
 
 // ServeHTTP checks and upgrades one request.
 func (l *wsListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != l.o.Path {
+	if r.URL.Path != l.o.Path && l.o.Path != AnyPath {
 		l.refuse(w, r, http.StatusNotFound, fmt.Sprintf("no MQTT endpoint at %s (try %s)", r.URL.Path, l.o.Path))
 		return
 	}

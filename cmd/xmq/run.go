@@ -63,6 +63,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	if len(args) > 0 && args[0] == "passwd" {
 		return runPasswd(args[1:], os.Stdin, stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "import" {
+		return runImport(args[1:], stdout, stderr)
+	}
 	cfg, err := loadConfig(args)
 	if errors.Is(err, errHelp) {
 		printUsage(stdout)
@@ -71,6 +74,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	if err != nil {
 		return err
 	}
+	cfg.file = configFileArg(args)
 
 	log, err := newLogger(stderr, cfg.Log)
 	if err != nil {

@@ -232,7 +232,11 @@ func (w *webRun) start(cfg *config, srv *core.Server, lns []listeners.Listener, 
 	infos := make([]web.Listener, len(lns))
 	for i, l := range lns {
 		lc := cfg.Listeners[i]
-		infos[i] = web.Listener{Name: lc.Name, Transport: l.Transport(), Address: l.Addr().String(), Path: lc.Path}
+		path := lc.Path
+		if path == listeners.AnyPath {
+			path = listeners.DefaultPath // one of every path: what the dashboard dials
+		}
+		infos[i] = web.Listener{Name: lc.Name, Transport: l.Transport(), Address: l.Addr().String(), Path: path}
 	}
 	opts := web.Options{
 		Address: cfg.Web.Address, AdminUser: cfg.Web.AdminUser, AdminPasswordHash: hash, APIKeys: keys,
