@@ -62,6 +62,10 @@ type client struct {
 	// syncQueued counts this connection's batches with the syncer; while
 	// any is, later acknowledgements queue behind them to keep their order.
 	syncQueued atomic.Int32
+	// msgsIn and bytesIn count the PUBLISH packets and bytes read, for the
+	// admin views; only the reader adds to them (one uncontended add each),
+	// views load them.
+	msgsIn, bytesIn atomic.Int64
 
 	// Writer-owned.
 	subID      [1]uint32
@@ -70,6 +74,9 @@ type client struct {
 	wbuf       []byte         // write buffer while writing; nil when idle (getWbuf)
 	wbox       *[]byte        // wbuf's box in srv.writeBufs
 	pub        *codec.Publish // made on the first delivery: ~400 B an idle connection need not hold
+	// msgsOut and bytesOut count the PUBLISH packets and bytes written,
+	// for the admin views; only the writer adds to them.
+	msgsOut, bytesOut atomic.Int64
 
 	wakeCh  chan struct{} // cap 1: the writer has work
 	closing chan struct{} // closed by close: the writer flushes and shuts the conn
@@ -95,7 +102,7 @@ func newClient(srv *Server, conn net.Conn, listener string) *client {
 			c.raw = raw
 		}
 	}
-	c.r = codec.NewPooledReader(countingReader{conn, c.raw, srv}, &srv.readBufs, srv.opts.MaxPacketSize)
+	c.r = codec.NewPooledReader(countingReader{conn, c.raw, srv, &c.bytesIn}, &srv.readBufs, srv.opts.MaxPacketSize)
 	c.r.MaxUserProperties = srv.opts.MaxUserProperties
 	return c
 }
@@ -148,12 +155,13 @@ func (c *client) waitReadable() error {
 	})
 }
 
-// countingReader counts received bytes for $SYS; on plain TCP it reads
-// with a raw system call (rawio.go).
+// countingReader counts received bytes for $SYS and the connection's
+// view; on plain TCP it reads with a raw system call (rawio.go).
 type countingReader struct {
 	c   net.Conn
 	raw syscall.RawConn // nil: read through c
 	srv *Server
+	own *atomic.Int64 // the client's bytesIn
 }
 
 func (r countingReader) Read(p []byte) (n int, err error) {
@@ -163,6 +171,7 @@ func (r countingReader) Read(p []byte) (n int, err error) {
 		n, err = r.c.Read(p)
 	}
 	r.srv.stats.bytesIn.Add(int64(n))
+	r.own.Add(int64(n))
 	return n, err
 }
 
@@ -214,6 +223,7 @@ func (c *client) send(p codec.Packet) {
 	c.mu.Lock()
 	c.ctrl = p.Append(c.ctrl, c.version)
 	c.mu.Unlock()
+	c.srv.stats.ctrlOut.Add(1)
 	c.wake()
 }
 
@@ -232,6 +242,7 @@ func (c *client) closeWhy(reason CloseReason, rc codec.ReasonCode, why string) {
 			d := &codec.Disconnect{ReasonCode: rc}
 			d.Props.ReasonString = []byte(why)
 			c.ctrl = d.Append(c.ctrl, c.version)
+			c.srv.stats.ctrlOut.Add(1)
 		}
 		// A writer stuck on a full socket gives up soon instead of at
 		// WriteTimeout. Both happen under c.mu, where flush sets its own
@@ -342,6 +353,9 @@ func (c *client) protocolError(msg string, rc codec.ReasonCode) bool {
 
 // handle dispatches one packet; false ends the connection.
 func (c *client) handle(p codec.Packet) bool {
+	if p.Type() != codec.PUBLISH {
+		c.srv.stats.ctrlIn.Add(1) // $SYS counts packets of every type
+	}
 	switch p := p.(type) {
 	case *codec.Publish:
 		return c.handlePublish(p)
@@ -533,6 +547,7 @@ func (c *client) flush(final bool) bool {
 		n, err = c.conn.Write(buf)
 	}
 	c.srv.stats.bytesOut.Add(int64(n))
+	c.bytesOut.Add(int64(n))
 	c.wbuf = buf[:0] // kept while the writer runs (putWbuf)
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
@@ -552,6 +567,7 @@ func (c *client) flush(final bool) bool {
 // packet id, DUP, subscription identifier, topic alias, remaining expiry.
 func (c *client) encode(buf []byte, m *outMsg, now time.Time) []byte {
 	if m.pubrel {
+		c.srv.stats.ctrlOut.Add(1)
 		return (&codec.Ack{Kind: codec.PUBREL, PacketID: m.id}).Append(buf, c.version)
 	}
 	msg := m.msg
@@ -562,8 +578,9 @@ func (c *client) encode(buf []byte, m *outMsg, now time.Time) []byte {
 		if m.retain {
 			i = 1
 		}
-		c.srv.stats.msgsOut.Add(1)
+		c.msgsOut.Add(1)
 		c.srv.stats.msgsOutQoS[0].Add(1)
+		c.srv.stats.pubBytesOut.Add(int64(len(msg.Payload)))
 		if b := msg.enc[i].Load(); b != nil {
 			return append(buf, *b...)
 		}
@@ -608,8 +625,9 @@ func (c *client) encode(buf []byte, m *outMsg, now time.Time) []byte {
 		c.srv.stats.dropped(dropTooLarge)
 		return buf
 	}
-	c.srv.stats.msgsOut.Add(1)
+	c.msgsOut.Add(1)
 	c.srv.stats.msgsOutQoS[p.QoS].Add(1)
+	c.srv.stats.pubBytesOut.Add(int64(len(msg.Payload)))
 	return p.Append(buf, c.version)
 }
 

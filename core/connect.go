@@ -62,6 +62,7 @@ func (c *client) handshake() bool {
 		c.close(CloseProtocolError, 0)
 		return false
 	}
+	srv.stats.connectsIn.Add(1)
 	c.version = cp.ProtocolVersion
 	c.r.Version = cp.ProtocolVersion
 	v5 := c.version == codec.V5
@@ -217,7 +218,9 @@ func (c *client) handshake() bool {
 		c.connected = true
 		c.ctrl = ack.Append(c.ctrl, c.version)
 		c.mu.Unlock()
+		srv.stats.ctrlOut.Add(1)
 		srv.stats.connects.Add(1) // before the writer can send CONNACK
+		srv.byListener.connected(c.listener)
 		c.wake()
 	})
 	if err != nil {
