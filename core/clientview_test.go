@@ -130,10 +130,13 @@ func TestOfflineSessionsCount(t *testing.T) {
 		persistent(p)
 		p.Props.SetNum(codec.PropSessionExpiry, 1)
 	})
-	k := client(t, srv, codec.V311, "k", persistent)
+	k := client(t, srv, codec.V311, "k", persistent, func(p *codec.Connect) { p.UsernameFlag, p.Username = true, []byte("kim") })
 	e.close()
 	k.close()
 	offline("e and k offline", 2)
+	if ci, _ := srv.Client("k"); ci.Connected || ci.Username != "kim" {
+		t.Errorf("offline k: connected %v, user %q: want offline, owned by kim", ci.Connected, ci.Username)
+	}
 	if !srv.RemoveSession("k") {
 		t.Fatal("RemoveSession(k) = false")
 	}

@@ -26,7 +26,9 @@ type SubscriptionInfo struct {
 
 // ClientInfo describes a session and, when connected, its connection.
 type ClientInfo struct {
-	ClientID        string        `json:"client_id"`
+	ClientID string `json:"client_id"`
+	// Username is the connection's user name, or while offline the
+	// session's owner (who may resume it).
 	Username        string        `json:"username,omitempty"`
 	Connected       bool          `json:"connected"`
 	Remote          string        `json:"remote,omitempty"`
@@ -106,6 +108,9 @@ func (sess *session) info(withSubs bool) ClientInfo {
 	defer sess.mu.Unlock()
 	ci := ClientInfo{ClientID: sess.id, ProtocolVersion: sess.version, SessionExpiry: sess.expiry,
 		Inflight: len(sess.inflight), Queued: sess.queued(), QueuedBytes: sess.qbytes, WillPending: sess.willTimer != nil}
+	if o := sess.owner.Load(); o != nil {
+		ci.Username = *o // who the session belongs to, while its client is away too
+	}
 	if c := sess.c; c != nil {
 		// What CONNECT set is read-only once the session is attached.
 		ci.Connected, ci.Username, ci.Remote, ci.Listener = true, c.username, c.remoteAddr(), c.listener

@@ -43,6 +43,8 @@ type nodeStats struct {
 	mu      sync.Mutex
 	lastT   time.Time
 	lastCPU float64
+	lastPct *float64 // the rate last measured, for a read too soon after it
+	lastWin float64
 }
 
 func newNodeStats() *nodeStats {
@@ -86,15 +88,16 @@ func (n *nodeStats) read(store func() StoreUsage) nodeJSON {
 	if out.CPUSeconds != nil {
 		now := time.Now()
 		n.mu.Lock()
-		if !n.lastT.IsZero() {
-			if dt := now.Sub(n.lastT).Seconds(); dt >= 0.2 {
-				pct := max(*out.CPUSeconds-n.lastCPU, 0) / dt * 100
-				out.CPUPercent, out.SampleSeconds = &pct, dt
-			}
-		}
-		if out.CPUPercent != nil || n.lastT.IsZero() {
+		switch dt := now.Sub(n.lastT).Seconds(); {
+		case n.lastT.IsZero():
 			n.lastT, n.lastCPU = now, *out.CPUSeconds
+		case dt >= 0.2:
+			// CPU time is counted in ticks: over less than a fifth of a
+			// second the rate would be mostly rounding.
+			pct := max(*out.CPUSeconds-n.lastCPU, 0) / dt * 100
+			n.lastT, n.lastCPU, n.lastPct, n.lastWin = now, *out.CPUSeconds, &pct, dt
 		}
+		out.CPUPercent, out.SampleSeconds = n.lastPct, n.lastWin
 		n.mu.Unlock()
 	}
 	metrics.Read(n.heap)
