@@ -42,13 +42,8 @@ type ClientInfo struct {
 	// QueuedBytes is the topic and payload bytes the session holds,
 	// queued or in flight (what MaxQueuedBytes bounds).
 	QueuedBytes int64 `json:"queued_bytes"`
-	// MessagesIn, MessagesOut, BytesIn and BytesOut count the PUBLISH
-	// packets and the bytes of the current connection, each way (zero
-	// while offline).
-	MessagesIn  int64 `json:"messages_in"`
-	MessagesOut int64 `json:"messages_out"`
-	BytesIn     int64 `json:"bytes_in"`
-	BytesOut    int64 `json:"bytes_out"`
+	// Traffic is the current connection's (zero while offline).
+	Traffic
 	// Will is the connection's will; nil without one. WillPending is set
 	// while an offline session's will waits for its delay.
 	Will        *WillInfo `json:"will,omitempty"`
@@ -56,6 +51,15 @@ type ClientInfo struct {
 	// TLS is the connection's TLS state; nil without TLS.
 	TLS           *TLSInfo           `json:"tls,omitempty"`
 	Subscriptions []SubscriptionInfo `json:"subscriptions,omitempty"`
+}
+
+// Traffic counts the PUBLISH packets and the bytes of a connection, each
+// way.
+type Traffic struct {
+	MessagesIn  int64 `json:"messages_in"`
+	MessagesOut int64 `json:"messages_out"`
+	BytesIn     int64 `json:"bytes_in"`
+	BytesOut    int64 `json:"bytes_out"`
 }
 
 // WillInfo describes a connection's will message.
@@ -115,8 +119,7 @@ func (sess *session) info(withSubs bool) ClientInfo {
 		// What CONNECT set is read-only once the session is attached.
 		ci.Connected, ci.Username, ci.Remote, ci.Listener = true, c.username, c.remoteAddr(), c.listener
 		ci.KeepAlive, ci.ConnectedAt = c.keepAlive, time.Unix(0, c.connectedAt)
-		ci.MessagesIn, ci.MessagesOut = c.msgsIn.Load(), c.msgsOut.Load()
-		ci.BytesIn, ci.BytesOut = c.bytesIn.Load(), c.bytesOut.Load()
+		ci.Traffic = Traffic{MessagesIn: c.msgsIn.Load(), MessagesOut: c.msgsOut.Load(), BytesIn: c.bytesIn.Load(), BytesOut: c.bytesOut.Load()}
 		if w := c.will; w != nil {
 			ci.Will = &WillInfo{Topic: w.Topic, QoS: w.QoS, Retain: w.Retain, Size: len(w.Payload), Delay: c.willDelay, Expiry: c.willExpiry}
 		}

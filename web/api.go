@@ -557,10 +557,7 @@ type clientJSON struct {
 	Inflight        int                     `json:"inflight"`
 	Queued          int                     `json:"queued"`
 	QueuedBytes     int64                   `json:"queued_bytes"`
-	MessagesIn      int64                   `json:"messages_in"`
-	MessagesOut     int64                   `json:"messages_out"`
-	BytesIn         int64                   `json:"bytes_in"`
-	BytesOut        int64                   `json:"bytes_out"`
+	core.Traffic                            // messages_in, messages_out, bytes_in, bytes_out
 	Will            *willJSON               `json:"will,omitempty"`
 	WillPending     bool                    `json:"will_pending,omitempty"`
 	TLS             *core.TLSInfo           `json:"tls,omitempty"`
@@ -580,8 +577,7 @@ func (s *Server) clientJSON(ci core.ClientInfo) clientJSON {
 	c := clientJSON{ClientID: ci.ClientID, Username: ci.Username, Connected: ci.Connected, Remote: ci.Remote,
 		Listener: ci.Listener, ProtocolVersion: ci.ProtocolVersion, Protocol: protocolName(ci.ProtocolVersion),
 		KeepAlive: int64(ci.KeepAlive / time.Second), ConnectedAt: ci.ConnectedAt, SessionExpiry: ci.SessionExpiry,
-		Inflight: ci.Inflight, Queued: ci.Queued, QueuedBytes: ci.QueuedBytes, MessagesIn: ci.MessagesIn,
-		MessagesOut: ci.MessagesOut, BytesIn: ci.BytesIn, BytesOut: ci.BytesOut, WillPending: ci.WillPending,
+		Inflight: ci.Inflight, Queued: ci.Queued, QueuedBytes: ci.QueuedBytes, Traffic: ci.Traffic, WillPending: ci.WillPending,
 		TLS: ci.TLS, Subscriptions: ci.Subscriptions}
 	if w := ci.Will; w != nil {
 		c.Will = &willJSON{Topic: w.Topic, QoS: w.QoS, Retain: w.Retain, Size: w.Size, DelaySeconds: w.Delay,

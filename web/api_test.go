@@ -721,7 +721,7 @@ func TestClientsPagingFilters(t *testing.T) {
 func TestClientDetailAndDisconnect(t *testing.T) {
 	b := manyClients(4)
 	b.clients = append(b.clients, core.ClientInfo{ClientID: "dev/ice 1%", Connected: true, Listener: "tcp",
-		MessagesIn: 7, MessagesOut: 9, BytesIn: 700, BytesOut: 900, QueuedBytes: 64,
+		Traffic: core.Traffic{MessagesIn: 7, MessagesOut: 9, BytesIn: 700, BytesOut: 900}, QueuedBytes: 64,
 		Will:          &core.WillInfo{Topic: "wills/dev", QoS: 1, Size: 4, Delay: 30, Expiry: time.Minute},
 		TLS:           &core.TLSInfo{Version: "TLS 1.3", CertSubject: "CN=dev", CertIdentity: "dev"},
 		Subscriptions: []core.SubscriptionInfo{{ClientID: "dev/ice 1%", Filter: "a/#", QoS: 1}}})
