@@ -332,6 +332,13 @@ func TestMetricsMatchTraffic(t *testing.T) {
 	if _, err := keeper.r.ReadPacket(); !errors.Is(err, io.EOF) {
 		t.Fatalf("keeper after DISCONNECT: %v, want EOF", err)
 	}
+	// The broker detaches the session a moment after the client saw EOF;
+	// until then a QoS 0 message would still be queued for it.
+	for deadline := time.Now().Add(5 * time.Second); srv.Stats().OfflineSessions != 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("keeper's session is not offline after its DISCONNECT")
+		}
+	}
 	pub2, rc := dial(t, srv, "ws", codec.Connect{ProtocolVersion: codec.V5, CleanStart: true, ClientID: []byte("pub2")}, &written, &read)
 	if rc != codec.Success {
 		t.Fatalf("pub2 CONNACK %v", rc)
