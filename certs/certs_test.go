@@ -134,6 +134,11 @@ func TestFileReload(t *testing.T) {
 	if got := served(); got != "three.example" {
 		t.Errorf("after Reload serving %s, want three.example", got)
 	}
+	// NotAfter is the end of the certificate in service.
+	c, _ := src.GetCertificate(&tls.ClientHelloInfo{})
+	if got := src.NotAfter(); got.IsZero() || !got.Equal(c.Leaf.NotAfter) {
+		t.Errorf("NotAfter() = %v, want the served leaf's %v", got, c.Leaf.NotAfter)
+	}
 }
 
 func waitFor(t *testing.T, cond func() bool, what string) {

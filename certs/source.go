@@ -123,6 +123,7 @@ type Source struct {
 	crls map[string]*crlFile // client_crl_file by path, guarded by mu
 
 	acme     *autocert.Manager
+	served   servedCerts // ACME: the end of each domain's certificate last served (expiry.go)
 	httpSrv  *http.Server
 	httpAddr net.Addr
 	httpDone chan struct{}
@@ -184,7 +185,11 @@ func (s *Source) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, e
 			h.ServerName = s.opts.ACME.Domains[0]
 			hello = &h
 		}
-		return s.acme.GetCertificate(hello)
+		cert, err := s.acme.GetCertificate(hello)
+		if err == nil {
+			s.served.note(hello.ServerName, cert)
+		}
+		return cert, err
 	}
 	return s.cert.Load(), nil
 }

@@ -68,11 +68,18 @@ type client struct {
 	// syncQueued counts this connection's batches with the syncer; while
 	// any is, later acknowledgements queue behind them to keep their order.
 	syncQueued atomic.Int32
+	// msgsIn and bytesIn count the PUBLISH packets and bytes read, for the
+	// admin views; only the reader adds to them (one uncontended add each),
+	// views load them.
+	msgsIn, bytesIn atomic.Int64
 
 	// Writer-owned.
 	subID      [1]uint32
 	outAliases map[string]uint16
 	ws         *writeScratch // while a writer runs; nil when idle (getScratch)
+	// msgsOut and bytesOut count the PUBLISH packets and bytes written,
+	// for the admin views; only the writer adds to them.
+	msgsOut, bytesOut atomic.Int64
 
 	// Flags rather than channels: three channels were 288 bytes of every
 	// idle connection.
@@ -180,6 +187,7 @@ func (r countingReader) Read(p []byte) (n int, err error) {
 		n, err = c.conn.Read(p)
 	}
 	c.srv.stats.bytesIn.Add(int64(n))
+	c.bytesIn.Add(int64(n))
 	return n, err
 }
 
@@ -240,6 +248,7 @@ func (c *client) send(p codec.Packet) {
 	c.mu.Lock()
 	c.ctrl = p.Append(c.ctrl, c.version)
 	c.mu.Unlock()
+	c.srv.stats.ctrlOut.Add(1)
 	c.wake()
 }
 
@@ -258,6 +267,7 @@ func (c *client) closeWhy(reason CloseReason, rc codec.ReasonCode, why string) {
 			d := &codec.Disconnect{ReasonCode: rc}
 			d.Props.ReasonString = []byte(why)
 			c.ctrl = d.Append(c.ctrl, c.version)
+			c.srv.stats.ctrlOut.Add(1)
 		}
 		// A writer stuck on a full socket gives up soon instead of at
 		// WriteTimeout. Both happen under c.mu, where flush sets its own
@@ -395,6 +405,9 @@ func (c *client) protocolError(msg string, rc codec.ReasonCode) bool {
 
 // handle dispatches one packet; false ends the connection.
 func (c *client) handle(p codec.Packet) bool {
+	if p.Type() != codec.PUBLISH {
+		c.srv.stats.ctrlIn.Add(1) // $SYS counts packets of every type
+	}
 	switch p := p.(type) {
 	case *codec.Publish:
 		return c.handlePublish(p)
@@ -574,6 +587,7 @@ func (c *client) flush(final bool) bool {
 		n, err = c.conn.Write(buf)
 	}
 	c.srv.stats.bytesOut.Add(int64(n))
+	c.bytesOut.Add(int64(n))
 	ws.buf = buf[:0] // kept while the writer runs (putScratch)
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
@@ -593,6 +607,7 @@ func (c *client) flush(final bool) bool {
 // packet id, DUP, subscription identifier, topic alias, remaining expiry.
 func (c *client) encode(buf []byte, m *outMsg, now time.Time) []byte {
 	if m.pubrel {
+		c.srv.stats.ctrlOut.Add(1)
 		return (&codec.Ack{Kind: codec.PUBREL, PacketID: m.id}).Append(buf, c.version)
 	}
 	msg := m.msg
@@ -603,8 +618,9 @@ func (c *client) encode(buf []byte, m *outMsg, now time.Time) []byte {
 		if m.retain {
 			i = 1
 		}
-		c.srv.stats.msgsOut.Add(1)
+		c.msgsOut.Add(1)
 		c.srv.stats.msgsOutQoS[0].Add(1)
+		c.srv.stats.pubBytesOut.Add(int64(len(msg.Payload)))
 		if b := msg.enc[i].Load(); b != nil {
 			return append(buf, *b...)
 		}
@@ -646,8 +662,9 @@ func (c *client) encode(buf []byte, m *outMsg, now time.Time) []byte {
 		c.srv.stats.dropped(dropTooLarge)
 		return buf
 	}
-	c.srv.stats.msgsOut.Add(1)
+	c.msgsOut.Add(1)
 	c.srv.stats.msgsOutQoS[p.QoS].Add(1)
+	c.srv.stats.pubBytesOut.Add(int64(len(msg.Payload)))
 	return p.Append(buf, c.version)
 }
 

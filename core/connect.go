@@ -62,6 +62,7 @@ func (c *client) handshake() bool {
 		c.close(CloseProtocolError, 0)
 		return false
 	}
+	srv.stats.connectsIn.Add(1)
 	c.version = cp.ProtocolVersion
 	c.r.Version = cp.ProtocolVersion
 	v5 := c.version == codec.V5
@@ -220,7 +221,9 @@ func (c *client) handshake() bool {
 	c.connected = true
 	c.ctrl = ack.Append(c.ctrl, c.version)
 	c.mu.Unlock()
+	srv.stats.ctrlOut.Add(1)
 	srv.stats.connects.Add(1) // before the writer can send CONNACK
+	srv.byListener.connected(c.listener)
 	c.wake()
 	c.log(zap.InfoLevel, "client connected", zap.String("username", c.username), zap.Uint8("protocol", c.version),
 		zap.Bool("clean_start", cleanStart), zap.Bool("session_present", ack.SessionPresent),

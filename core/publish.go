@@ -21,8 +21,9 @@ func topicLevels(t string) int { return strings.Count(t, "/") + 1 }
 
 func (c *client) handlePublish(p *codec.Publish) bool {
 	srv := c.srv
-	srv.stats.msgsIn.Add(1)
+	c.msgsIn.Add(1)
 	srv.stats.msgsInQoS[p.QoS].Add(1)
+	srv.stats.pubBytesIn.Add(int64(len(p.Payload)))
 	if c.limiter.limited() {
 		ok, wait := c.limiter.admit(len(p.Payload), p.QoS == 0, time.Now())
 		if !ok {
@@ -262,7 +263,8 @@ func (s *Server) persistRetained(topic string) bool { return !strings.HasPrefix(
 
 // retain keeps msg as its topic's retained message (or clears it).
 func (s *Server) retain(msg *Message) error {
-	s.retained.set(msg)
+	stored := time.Now().UnixMilli()
+	s.retained.set(msg, stored)
 	if !s.persistRetained(msg.Topic) {
 		return nil
 	}
@@ -270,7 +272,7 @@ func (s *Server) retain(msg *Message) error {
 	if len(msg.Payload) == 0 {
 		err = s.store.DeleteRetained(msg.Topic)
 	} else {
-		err = s.store.PutRetained(msg.Topic, appendMessageRecord(nil, msg, msg.QoS, true, 0))
+		err = s.store.PutRetained(msg.Topic, appendRetainedRecord(nil, msg, stored))
 	}
 	if err != nil {
 		s.storeError("store: saving retained message", err, zap.String("topic", msg.Topic))

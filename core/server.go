@@ -66,7 +66,9 @@ type Server struct {
 	router   *router
 	retained *retainedStore
 	stats    Stats
-	started  time.Time
+	// byListener counts accepted CONNECTs per listener name.
+	byListener listenerStats
+	started    time.Time
 
 	mu        sync.Mutex // guards sessions, clients, listeners, closed
 	sessions  map[string]*session
@@ -236,7 +238,8 @@ func (s *Server) ServeConn(conn net.Conn, listener string) {
 	s.clients[c] = struct{}{}
 	s.conns.Add(1)
 	s.mu.Unlock()
-	s.stats.connected.Add(1)
+	s.stats.sockets.Add(1)
+	s.stats.connOpened()
 	go c.serve()
 }
 
@@ -351,6 +354,7 @@ func (s *Server) discardLocked(sess *session) {
 		go sess.pendingWill()
 	}
 	sess.willTimer, sess.pendingWill = nil, nil
+	s.setOnlineLocked(sess, false) // a session taken over with Clean Start ends online
 	sess.mu.Unlock()
 	for _, f := range filters {
 		group, filter, _, _ := codec.ParseShared([]byte(f))
@@ -375,7 +379,7 @@ func (s *Server) detach(c *client, reason CloseReason) {
 	var stored *sessionRecord
 	if current {
 		sess.c = nil
-		sess.isOnline.Store(false)
+		s.setOnlineLocked(sess, false)
 		released = sess.releaseSharedLocked()
 		if sess.persistent() {
 			stored = sess.recordLocked(time.Now().Unix())
@@ -501,6 +505,7 @@ func (s *Server) scheduleExpiry(sess *session, since time.Time) {
 		sess.mu.Unlock()
 		if !online && s.sessions[sess.id] == sess {
 			s.log.Info("session expired", zap.String("client_id", sess.id))
+			s.stats.expired.Add(1)
 			s.discardLocked(sess)
 		}
 	})
@@ -647,7 +652,7 @@ func (s *Server) RemoveSession(clientID string) bool {
 	sess.mu.Lock()
 	c := sess.c
 	sess.c = nil // its detach finds the session gone, as after a Clean Start takeover
-	sess.isOnline.Store(false)
+	s.setOnlineLocked(sess, false)
 	sess.mu.Unlock()
 	s.discardLocked(sess)
 	s.mu.Unlock()

@@ -372,10 +372,10 @@ func (s *session) dropInflight(id uint16) {
 }
 
 // attach makes c the session's connection; inflight messages are marked
-// for redelivery [MQTT-4.4.0-1]. s.mu is held by the caller.
+// for redelivery [MQTT-4.4.0-1]. s.mu and Server.mu are held by the caller.
 func (s *session) attachLocked(c *client) {
 	s.c = c
-	s.isOnline.Store(true)
+	s.srv.setOnlineLocked(s, true)
 	for _, m := range s.inflight {
 		m.resend = true
 	}

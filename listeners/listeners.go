@@ -81,6 +81,10 @@ type Listener interface {
 	net.Listener
 	// Transport names the transport: "tcp", "tls", "ws", "wss" or "quic".
 	Transport() string
+	// HandshakeFailures counts the connections given up before they
+	// reached Accept, by reason (the Fail constants): every reason the
+	// transport can meet is there from the start, zeros included.
+	HandshakeFailures() map[string]int64
 }
 
 // CertIdentifier is implemented by the conns of a listener configured with
@@ -291,6 +295,21 @@ func ListenTCP(addr string) (Listener, error) {
 }
 
 // withALPN clones cfg with protos first in its ALPN list.
+// requireIdentity is the VerifyConnection hook of a listener with
+// IdentityAsUsername: it refuses, in the handshake and with an alert the
+// client can report, a certificate that carries no identity of mode.
+func requireIdentity(mode string, refused func()) func(tls.ConnectionState) error {
+	return func(cs tls.ConnectionState) error {
+		if certIdentity(&cs, mode) == "" {
+			if refused != nil {
+				refused()
+			}
+			return fmt.Errorf("%w: want a %s identity", errNoIdentity, mode)
+		}
+		return nil
+	}
+}
+
 func withALPN(cfg *tls.Config, protos ...string) *tls.Config {
 	c := cfg.Clone()
 	next := append([]string{}, protos...)

@@ -72,7 +72,7 @@ func listenWS(o Options) (Listener, error) {
 		// to configure.
 		CheckOrigin: func(*http.Request) bool { return true },
 		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
-			l.refuse(w, r, status, reason.Error())
+			l.refuse(w, r, FailWSRequest, status, reason.Error())
 		},
 	}
 	l.srv = &http.Server{
@@ -98,6 +98,11 @@ func listenWS(o Options) (Listener, error) {
 func (l *wsListener) Transport() string { return l.transport }
 func (l *wsListener) Addr() net.Addr    { return l.inner.Addr() }
 
+// HandshakeFailures counts the connections refused or lost before Accept:
+// the TCP side's (connection limit, PROXY header, TLS) and the HTTP
+// requests that did not become a WebSocket.
+func (l *wsListener) HandshakeFailures() map[string]int64 { return l.inner.HandshakeFailures() }
+
 // Accept returns the next upgraded WebSocket connection.
 func (l *wsListener) Accept() (net.Conn, error) {
 	return l.h.take(l.transport, l.inner.Addr())
@@ -119,15 +124,15 @@ func (l *wsListener) Close() error {
 // ServeHTTP checks and upgrades one request.
 func (l *wsListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != l.o.Path && l.o.Path != AnyPath {
-		l.refuse(w, r, http.StatusNotFound, fmt.Sprintf("no MQTT endpoint at %s (try %s)", r.URL.Path, l.o.Path))
+		l.refuse(w, r, FailWSPath, http.StatusNotFound, fmt.Sprintf("no MQTT endpoint at %s (try %s)", r.URL.Path, l.o.Path))
 		return
 	}
 	if !websocket.IsWebSocketUpgrade(r) {
-		l.refuse(w, r, http.StatusBadRequest, "this is an MQTT over WebSocket endpoint: open a WebSocket with subprotocol mqtt")
+		l.refuse(w, r, FailWSRequest, http.StatusBadRequest, "this is an MQTT over WebSocket endpoint: open a WebSocket with subprotocol mqtt")
 		return
 	}
 	if !offersSubprotocol(r) {
-		l.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("WebSocket subprotocol %q refused: want mqtt or mqttv3.1 [MQTT-6.0.0-3]",
+		l.refuse(w, r, FailWSSubprotocol, http.StatusBadRequest, fmt.Sprintf("WebSocket subprotocol %q refused: want mqtt or mqttv3.1 [MQTT-6.0.0-3]",
 			strings.Join(websocket.Subprotocols(r), ", ")))
 		return
 	}
@@ -135,6 +140,7 @@ func (l *wsListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cross, ok := l.origins.check(origin, r.Host)
 	if !ok {
 		hint := fmt.Sprintf("add %q to allowed_origins of listener %s", origin, l.o.Name)
+		l.inner.fails.add(FailWSOrigin)
 		if ce := l.log.Check(zap.WarnLevel, "refusing websocket request: origin not allowed"); ce != nil {
 			ce.Write(zap.String("remote", r.RemoteAddr), zap.String("origin", origin), zap.String("host", r.Host),
 				zap.Strings("allowed_origins", l.o.AllowedOrigins), zap.String("to_allow", hint))
@@ -194,8 +200,10 @@ func (h *hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return conn, bufio.NewReadWriter(h.br, brw.Writer), nil
 }
 
-// refuse answers a request that does not become a WebSocket and logs why.
-func (l *wsListener) refuse(w http.ResponseWriter, r *http.Request, status int, why string) {
+// refuse answers a request that does not become a WebSocket, counts it
+// under reason and logs why.
+func (l *wsListener) refuse(w http.ResponseWriter, r *http.Request, reason string, status int, why string) {
+	l.inner.fails.add(reason)
 	if ce := l.log.Check(zap.InfoLevel, "refusing websocket request"); ce != nil {
 		ce.Write(zap.String("remote", r.RemoteAddr), zap.String("path", r.URL.Path), zap.Int("status", status),
 			zap.String("why", why), zap.String("origin", r.Header.Get("Origin")))

@@ -182,7 +182,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 		})
 	}
 	if wr != nil {
-		if err := wr.start(&cfg, srv, lns, ts, webAuth{authn: authn, tokens: tokens}, rd.check, log, serveErr); err != nil {
+		if err := wr.start(&cfg, srv, st, lns, ts, webAuth{authn: authn, tokens: tokens}, rd.check, log, serveErr); err != nil {
 			wr.stop(ctx)
 			_ = stopBroker(lns)
 			serving.Wait()

@@ -151,12 +151,9 @@ func mosquittoSubHint(caFile string, cfg *config) string {
 // serverConfig is the TLS configuration of one listener; nil for the
 // transports without TLS.
 func (ts *tlsSetup) serverConfig(lc listenerConfig) (*tls.Config, error) {
-	if !isTLS(lc.Transport) {
+	src := ts.source(lc)
+	if src == nil {
 		return nil, nil
-	}
-	src := ts.def
-	if lc.TLS.CertFile != "" {
-		src = ts.byFiles[[2]string{lc.TLS.CertFile, lc.TLS.KeyFile}]
 	}
 	conf, err := src.ServerConfig(certs.ClientAuth{Verify: certs.Verify(lc.TLS.Verify), CAFile: lc.TLS.ClientCAFile,
 		CRLFile: lc.TLS.ClientCRLFile})
@@ -171,6 +168,18 @@ func (ts *tlsSetup) serverConfig(lc listenerConfig) (*tls.Config, error) {
 		return nil, err
 	}
 	return conf, nil
+}
+
+// source is the certificate source of one listener: its own files, or the
+// default one; nil for the transports without TLS.
+func (ts *tlsSetup) source(lc listenerConfig) *certs.Source {
+	if !isTLS(lc.Transport) {
+		return nil
+	}
+	if lc.TLS.CertFile != "" {
+		return ts.byFiles[[2]string{lc.TLS.CertFile, lc.TLS.KeyFile}]
+	}
+	return ts.def
 }
 
 // reload re-reads every certificate file (SIGHUP).

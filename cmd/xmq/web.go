@@ -17,6 +17,7 @@ import (
 	"xmq/certs"
 	"xmq/core"
 	"xmq/listeners"
+	"xmq/store"
 	"xmq/web"
 )
 
@@ -218,7 +219,7 @@ type webAuth struct {
 // unexpected end of serving is sent on failed, if there is room. ready
 // says whether the broker serves (listeners, store); /readyz also fails
 // once stop has begun.
-func (w *webRun) start(cfg *config, srv *core.Server, lns []listeners.Listener, ts *tlsSetup, wa webAuth,
+func (w *webRun) start(cfg *config, srv *core.Server, st core.Store, lns []listeners.Listener, ts *tlsSetup, wa webAuth,
 	ready func() error, log *zap.Logger, failed chan<- error) error {
 	wlog := log.Named("web")
 	hash, source, err := web.AdminPassword(os.Getenv(adminPasswordEnv), cfg.Web.AdminPasswordHash, cfg.DataDir, wlog)
@@ -236,7 +237,11 @@ func (w *webRun) start(cfg *config, srv *core.Server, lns []listeners.Listener, 
 		if path == listeners.AnyPath {
 			path = listeners.DefaultPath // one of every path: what the dashboard dials
 		}
-		infos[i] = web.Listener{Name: lc.Name, Transport: l.Transport(), Address: l.Addr().String(), Path: path}
+		infos[i] = web.Listener{Name: lc.Name, Transport: l.Transport(), Address: l.Addr().String(), Path: path,
+			HandshakeFailures: l.HandshakeFailures}
+		if src := ts.source(lc); src != nil {
+			infos[i].CertNotAfter = src.NotAfter
+		}
 	}
 	opts := web.Options{
 		Address: cfg.Web.Address, AdminUser: cfg.Web.AdminUser, AdminPasswordHash: hash, APIKeys: keys,
@@ -252,6 +257,10 @@ func (w *webRun) start(cfg *config, srv *core.Server, lns []listeners.Listener, 
 	if a := wa.authn; a != nil {
 		opts.Bans = banList{a}
 		opts.AuthStats = func() web.AuthStats { return webAuthStats(a.Stats()) }
+	}
+	if ps, ok := st.(*store.Store); ok {
+		budget := cfg.Store.MaxDiskBytes
+		opts.Store = func() web.StoreUsage { return web.StoreUsage{DiskBytes: ps.DiskUsage(), BudgetBytes: budget} }
 	}
 	if cfg.Web.TLS {
 		if ts.def == nil {
