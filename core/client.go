@@ -239,7 +239,7 @@ const maxPooledWbuf = 64 << 10
 // reader goroutine; writing stays with one goroutine at a time.
 func (c *client) startWriter() {
 	if c.writing.CompareAndSwap(false, true) {
-		go c.writeLoop()
+		c.srv.workers.run(job{c, jobWrite})
 	}
 }
 
@@ -302,7 +302,7 @@ func (c *client) serve() {
 			// parkable connection's keepalive is a timer (park.go).
 			_ = c.conn.SetReadDeadline(time.Time{})
 		}
-		go c.guard(c.readLoop)
+		c.srv.workers.run(job{c, jobRead})
 	}
 }
 
@@ -572,18 +572,20 @@ func (c *client) flush(final bool) bool {
 		ws.buf = buf
 		return false
 	}
-	if !final {
-		c.mu.Lock() // see close: its short deadline must win
-		if !c.closing.Load() {
-			_ = c.conn.SetWriteDeadline(time.Now().Add(c.srv.opts.WriteTimeout))
-		}
-		c.mu.Unlock()
-	}
 	var n int
 	var err error
 	if c.raw != nil {
-		n, err = rawWrite(c.raw, buf) // rawio.go
+		// Most writes fit the socket at once: they need no deadline, and
+		// setting one per write cost a timer update and a clock read.
+		n, err = rawWriteNow(c.raw, buf) // rawio.go
+		if err == nil && n < len(buf) {
+			c.setWriteDeadline(final)
+			var m int
+			m, err = rawWrite(c.raw, buf[n:])
+			n += m
+		}
 	} else {
+		c.setWriteDeadline(final)
 		n, err = c.conn.Write(buf)
 	}
 	c.srv.stats.bytesOut.Add(int64(n))
@@ -601,6 +603,20 @@ func (c *client) flush(final bool) bool {
 		return false
 	}
 	return true
+}
+
+// setWriteDeadline gives a write that may wait WriteTimeout — unless the
+// connection is closing (final), whose short deadline must win: both
+// happen under c.mu, and close sets its deadline with closing.
+func (c *client) setWriteDeadline(final bool) {
+	if final {
+		return
+	}
+	c.mu.Lock()
+	if !c.closing.Load() {
+		_ = c.conn.SetWriteDeadline(time.Now().Add(c.srv.opts.WriteTimeout))
+	}
+	c.mu.Unlock()
 }
 
 // encode appends one delivery as a PUBLISH, with the per-subscriber fields:

@@ -112,7 +112,7 @@ func (p *poller) run() {
 			slot, gen := ev.Fd, ev.Pad
 			if int(slot) < len(p.slots) && p.slots[slot].gen == gen {
 				if c := p.slots[slot].c; c != nil && c.pstate.CompareAndSwap(parked, reading) {
-					go c.resume()
+					c.srv.workers.run(job{c, jobResume})
 				}
 			}
 		}

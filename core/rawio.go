@@ -68,6 +68,9 @@ func (o *rawOp) doWrite(fd uintptr) bool {
 			o.n += int(r)
 		case syscall.EINTR:
 		case syscall.EAGAIN:
+			if o.now {
+				return true // the socket is full: the caller decides
+			}
 			return false // wait for writability
 		default:
 			o.errno = e
@@ -78,7 +81,8 @@ func (o *rawOp) doWrite(fd uintptr) bool {
 }
 
 // rawDo makes one read (or write) of buf through rc with a pooled rawOp;
-// a read with now set does not wait.
+// with now set it does not wait: a read of an empty socket gives EAGAIN, a
+// write to a full one returns what it wrote.
 func rawDo(rc syscall.RawConn, buf []byte, write, now bool) (int, syscall.Errno, error) {
 	o := rawOps.Get().(*rawOp)
 	o.buf, o.n, o.errno, o.now = buf, 0, 0, now
@@ -129,6 +133,19 @@ func rawReadErr(n int, errno syscall.Errno, err error) (int, error) {
 		return 0, io.EOF
 	}
 	return n, nil
+}
+
+// rawWriteNow writes as much of buf as the socket takes now, without
+// waiting; n < len(buf) with a nil error means the socket is full.
+func rawWriteNow(rc syscall.RawConn, buf []byte) (int, error) {
+	if len(buf) == 0 {
+		return 0, nil
+	}
+	n, errno, err := rawDo(rc, buf, true, true)
+	if err == nil && errno != 0 {
+		err = &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", errno)}
+	}
+	return n, err
 }
 
 // rawWrite writes all of buf as net.Conn.Write does, waiting for

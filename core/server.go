@@ -91,6 +91,9 @@ type Server struct {
 	// where there is none (not Linux): every reader keeps its goroutine.
 	poller  *poller
 	kaWheel *kaWheel // keepalive of parked connections; with poller
+	// workers run readers and writers on goroutines whose stacks have
+	// grown already (workers.go).
+	workers *workers
 	syncer  *syncer  // group commit of acknowledgements (durable.go)
 
 	// readBufs holds the connections' read buffers (*bufio.Reader of
@@ -140,6 +143,7 @@ func New(opts Options, cfg Config) (*Server, error) {
 	if err := s.restore(); err != nil {
 		return nil, err
 	}
+	s.workers = newWorkers(workerIdle)
 	if p, err := newPoller(); err == nil {
 		s.poller = p
 		s.kaWheel = newKAWheel()
@@ -609,6 +613,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	close(s.syncer.stop) // it drains its queue first
 	<-s.syncer.done
+	s.workers.close()
 	if s.poller != nil {
 		s.poller.close()
 		s.kaWheel.close()
