@@ -94,7 +94,7 @@ type Server struct {
 	// workers run readers and writers on goroutines whose stacks have
 	// grown already (workers.go).
 	workers *workers
-	syncer  *syncer  // group commit of acknowledgements (durable.go)
+	syncer  *syncer // group commit of acknowledgements (durable.go)
 
 	// readBufs holds the connections' read buffers (*bufio.Reader of
 	// Options.ReadBufferSize): a TCP connection waiting for its next packet
