@@ -53,6 +53,8 @@ type client struct {
 	peek      [1]byte      // waitReadable's MSG_PEEK target
 	parkable  bool         // past CONNECT on a raw socket with a poller: reads never wait, the reader parks
 	resumed   bool         // woken from a park on an IdleSocket: read before parking again
+	burst     int          // packets handled since the reader last could wait (inline.go)
+	dirty     []*client    // subscribers given deliveries in this burst (inline.go)
 	padded    bool         // the socket is in the poller's epoll set
 	pslot     int32        // the poller slot, -1 before the first park
 	pgen      int32        // the slot's generation when it was taken
@@ -83,7 +85,8 @@ type client struct {
 
 	// Flags rather than channels: three channels were 288 bytes of every
 	// idle connection.
-	pending atomic.Bool   // the writer has work (wake)
+	pending     atomic.Bool // the writer has work (wake)
+	flushQueued atomic.Bool // a reader will write or wake for c at its burst's end (inline.go)
 	closing atomic.Bool   // set by close: the writer flushes and shuts the conn
 	done    chan struct{} // made by close, closed when the last writer has exited
 	writing atomic.Bool   // a writer goroutine runs (startWriter)
@@ -203,6 +206,7 @@ func (c *client) wake() {
 // connection keeps none of it — nor the sizes a burst grew it to.
 type writeScratch struct {
 	buf   []byte
+	tail  []byte // of buf, what an in-place write left for a writer (inline.go)
 	batch []outMsg
 	pub   codec.Publish
 }
@@ -227,7 +231,7 @@ func (c *client) putScratch() {
 	if cap(ws.buf) > maxPooledWbuf {
 		ws.buf = nil
 	}
-	ws.buf, ws.batch = ws.buf[:0], ws.batch[:0]
+	ws.buf, ws.batch, ws.tail = ws.buf[:0], ws.batch[:0], nil
 	ws.pub = codec.Publish{}
 	c.srv.writeBufs.Put(ws)
 }
@@ -327,12 +331,17 @@ func (c *client) guard(f func() bool) (ok bool) {
 func (c *client) readLoop() bool {
 	deadline := c.keepAliveDeadline()
 	for {
-		if (len(c.acks) > 0 || c.needSync) && !c.r.Complete() {
-			// The next read may wait: first the burst's acknowledgements,
-			// with one Sync for all its messages.
+		if (len(c.acks) > 0 || c.needSync || len(c.dirty) > 0) && !c.r.Complete() {
+			// The next read may wait: first the deliveries this burst
+			// routed (inline.go), then its acknowledgements, with one Sync
+			// for all its messages.
+			if len(c.dirty) > 0 {
+				c.flushDirty()
+			}
 			c.releaseAcks()
 		}
 		if !c.parkable && c.r.Buffered() == 0 {
+			c.burst = 0
 			if deadline > 0 {
 				_ = c.conn.SetReadDeadline(time.Now().Add(deadline))
 			}
@@ -363,6 +372,7 @@ func (c *client) readLoop() bool {
 			c.readError(err)
 			return false
 		}
+		c.burst++
 		if !c.handle(p) {
 			return false
 		}
@@ -529,11 +539,31 @@ func (c *client) writeLoop() {
 
 func (c *client) isClosing() bool { return c.closing.Load() }
 
-// flush writes what is waiting and reports whether it wrote anything.
+// flush writes what is waiting and reports whether it wrote anything:
+// first what an in-place write left (writeScratch.tail), then the queued
+// control packets and a batch of deliveries.
 func (c *client) flush(final bool) bool {
 	if c.closing.Load() {
 		final = true // only what is queued for the peer, under close's short deadline
 	}
+	if ws := c.ws; ws != nil && ws.tail != nil {
+		tail := ws.tail
+		ws.tail = nil
+		if !c.writeOut(tail, final, false) {
+			return false
+		}
+	}
+	buf := c.collect(final)
+	if len(buf) == 0 {
+		return false
+	}
+	return c.writeOut(buf, final, false)
+}
+
+// collect encodes what is waiting into the scratch buffer: the control
+// packets, then a batch of deliveries (none when final: only what is owed
+// to the peer before a close). Writer only.
+func (c *client) collect(final bool) []byte {
 	// Deliveries are taken before the control packets and written after
 	// them: a control packet the reader queued before a delivery it caused
 	// (SUBACK before the retained messages, CONNACK before the session's
@@ -568,10 +598,14 @@ func (c *client) flush(final bool) bool {
 		buf = c.encode(buf, &ws.batch[i], now)
 		ws.batch[i] = outMsg{}
 	}
-	if len(buf) == 0 {
-		ws.buf = buf
-		return false
-	}
+	ws.buf = buf[:0] // kept while the writer runs (putScratch)
+	return buf
+}
+
+// writeOut writes buf. With now set it never waits: what a full socket
+// does not take is left in c.ws.tail for a writer. It reports false when
+// the write failed, and the connection is then closing. Writer only.
+func (c *client) writeOut(buf []byte, final, now bool) bool {
 	var n int
 	var err error
 	if c.raw != nil {
@@ -579,10 +613,14 @@ func (c *client) flush(final bool) bool {
 		// setting one per write cost a timer update and a clock read.
 		n, err = rawWriteNow(c.raw, buf) // rawio.go
 		if err == nil && n < len(buf) {
-			c.setWriteDeadline(final)
-			var m int
-			m, err = rawWrite(c.raw, buf[n:])
-			n += m
+			if now {
+				c.ws.tail = buf[n:]
+			} else {
+				c.setWriteDeadline(final)
+				var m int
+				m, err = rawWrite(c.raw, buf[n:])
+				n += m
+			}
 		}
 	} else {
 		c.setWriteDeadline(final)
@@ -590,7 +628,6 @@ func (c *client) flush(final bool) bool {
 	}
 	c.srv.stats.bytesOut.Add(int64(n))
 	c.bytesOut.Add(int64(n))
-	ws.buf = buf[:0] // kept while the writer runs (putScratch)
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			c.log(zap.WarnLevel, "closing connection: slow consumer", zap.String("client_id", c.id),

@@ -248,6 +248,9 @@ func (c *client) connectedFor() time.Duration { return time.Since(time.Unix(0, c
 // finish runs after the connection ends: it waits for the writer, detaches
 // the session, publishes the will when due and logs the disconnect.
 func (c *client) finish() {
+	if len(c.dirty) > 0 {
+		c.flushDirty() // the subscribers of a burst cut short are owed their wake-up
+	}
 	c.close(ClosePeerGone, 0) // no-op when a reason was set already
 	<-c.done
 	_ = c.conn.Close()

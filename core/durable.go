@@ -66,6 +66,9 @@ func (c *client) releaseAcks() {
 // that must follow them and the store writes they cover (SUBACK, the
 // writer's last flush before DISCONNECT). Reader only.
 func (c *client) releaseAcksWait() {
+	if len(c.dirty) > 0 {
+		c.flushDirty() // the wait must not hold this burst's deliveries back
+	}
 	if len(c.acks) == 0 && !c.needSync && c.syncQueued.Load() == 0 {
 		return
 	}

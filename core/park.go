@@ -55,6 +55,7 @@ func (c *client) parkOn(rc syscall.RawConn) parkResult {
 		return parkClosing
 	}
 	c.r.Release()
+	c.burst = 0
 	if cap(c.matches) > 64 {
 		c.matches = nil // a burst to many subscribers grew it; idle, it would stay
 	}

@@ -31,6 +31,9 @@ func (c *client) handlePublish(p *codec.Publish) bool {
 			return true
 		}
 		if wait > 0 {
+			if len(c.dirty) > 0 {
+				c.flushDirty() // the wait must not hold this burst's deliveries back
+			}
 			time.Sleep(wait) // p still aliases the read buffer: nothing is read meanwhile
 		}
 	}
@@ -201,7 +204,7 @@ func (s *Server) publishPacket(p *codec.Publish, topic []byte, from *client, inS
 			r.stored = true
 		}
 	}
-	s.deliver(msg, matches, &r)
+	s.deliver(msg, matches, &r, from)
 	if msg.held != nil {
 		r.held = msg
 		from.matches = matches
@@ -253,7 +256,7 @@ func (s *Server) publish(msg *Message) int {
 		_ = s.retain(msg) // logged there
 	}
 	var r routed
-	s.deliver(msg, s.router.match(msg.Topic, msg.From, nil), &r)
+	s.deliver(msg, s.router.match(msg.Topic, msg.From, nil), &r, nil)
 	return r.n
 }
 
@@ -284,7 +287,7 @@ func (s *Server) retain(msg *Message) error {
 // overlapping subscriptions get one copy at the highest granted QoS
 // [MQTT-3.3.5-1]; MQTT 5 subscribers get one copy per subscription, each
 // with its subscription identifier.
-func (s *Server) deliver(msg *Message, matches []match, r *routed) {
+func (s *Server) deliver(msg *Message, matches []match, r *routed, from *client) {
 	n := 0
 	gen := s.aclGeneration()
 	for i := range matches {
@@ -309,7 +312,7 @@ func (s *Server) deliver(msg *Message, matches []match, r *routed) {
 			}
 		}
 		retain := msg.Retain && m.opts.rap // [MQTT-3.3.1-12] [MQTT-3.3.1-13]
-		r.add(m.s.enqueue(delivery{msg: msg, qos: qos, retain: retain, subID: m.opts.subID, group: m.group}))
+		r.add(m.s.enqueueFrom(delivery{msg: msg, qos: qos, retain: retain, subID: m.opts.subID, group: m.group}, from))
 		n++
 	}
 	s.stats.deliveries.Add(int64(n))

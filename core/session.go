@@ -114,7 +114,11 @@ const (
 // MaxQueuedBytes) drops its oldest QoS 0 message to make room; with none, a
 // new QoS 0 message is dropped and a new QoS 1/2 one refused, and the
 // disconnect policy cuts an online client off.
-func (s *session) enqueue(d delivery) enqueueResult {
+func (s *session) enqueue(d delivery) enqueueResult { return s.enqueueFrom(d, nil) }
+
+// enqueueFrom is enqueue for a delivery routed by from's reader (nil: by
+// the broker): the subscriber's writer is woken through from.deferWake.
+func (s *session) enqueueFrom(d delivery, from *client) enqueueResult {
 	srv := s.srv
 	s.mu.Lock()
 	c := s.c
@@ -189,7 +193,11 @@ func (s *session) enqueue(d delivery) enqueueResult {
 	s.addLoad(1)
 	s.mu.Unlock()
 	if c != nil {
-		c.wake()
+		if from != nil {
+			from.deferWake(c)
+		} else {
+			c.wake()
+		}
 	}
 	return res | lagging
 }
