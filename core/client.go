@@ -26,7 +26,8 @@ type client struct {
 	listener string
 	r        *codec.Reader
 	// raw waits for readability without a read buffer; nil unless conn
-	// is a plain *net.TCPConn (other conns may buffer bytes themselves).
+	// is a plain *net.TCPConn (other conns may buffer bytes themselves)
+	// on Linux (rawConnOf).
 	raw syscall.RawConn
 
 	// Set once during CONNECT, read-only afterwards. (Fields are ordered
@@ -84,11 +85,7 @@ func newClient(srv *Server, conn net.Conn, listener string) *client {
 		srv: srv, conn: conn, listener: listener,
 		wakeCh: make(chan struct{}, 1), closing: make(chan struct{}), done: make(chan struct{}),
 	}
-	if tc, ok := conn.(*net.TCPConn); ok {
-		if raw, err := tc.SyscallConn(); err == nil {
-			c.raw = raw
-		}
-	}
+	c.raw = rawConnOf(conn)
 	c.r = codec.NewPooledReader(countingReader{conn, c.raw, srv}, &srv.readBufs, srv.opts.MaxPacketSize)
 	return c
 }
@@ -118,31 +115,8 @@ func (c *client) log(lvl zapcore.Level, msg string, fields ...zap.Field) {
 	ce.Write(fields...)
 }
 
-// waitReadable gives the read buffer back to the pool and waits until the
-// socket has bytes (or EOF, an error or the read deadline), so an idle TCP
-// connection holds no read buffer. It is called only with nothing buffered;
-// when bytes are already there it returns at once, keeping the buffer.
-// After a wait it does not check again: the read that follows costs the
-// same system call, and after a rare spurious wake-up it just waits with a
-// buffer.
-func (c *client) waitReadable() error {
-	waited := false
-	return c.raw.Read(func(fd uintptr) bool {
-		if waited {
-			return true
-		}
-		errno := peekErrno(fd, &c.peek[0])
-		if errno == syscall.EAGAIN {
-			c.r.Release()
-			waited = true
-			return false
-		}
-		return errno != syscall.EINTR
-	})
-}
-
-// countingReader counts received bytes for $SYS; on plain TCP it reads
-// with a raw system call (rawio.go).
+// countingReader counts received bytes for $SYS; on plain TCP on Linux it
+// reads with a raw system call (rawio_linux.go).
 type countingReader struct {
 	c   net.Conn
 	raw syscall.RawConn // nil: read through c
@@ -150,11 +124,7 @@ type countingReader struct {
 }
 
 func (r countingReader) Read(p []byte) (n int, err error) {
-	if r.raw != nil {
-		n, err = rawRead(r.raw, p)
-	} else {
-		n, err = r.c.Read(p)
-	}
+	n, err = connRead(r.c, r.raw, p)
 	r.srv.stats.bytesIn.Add(int64(n))
 	return n, err
 }
@@ -285,11 +255,9 @@ func (c *client) readLoop() bool {
 			if deadline > 0 {
 				_ = c.conn.SetReadDeadline(time.Now().Add(deadline))
 			}
-			if c.raw != nil {
-				if err := c.waitReadable(); err != nil {
-					c.readError(err)
-					return false
-				}
+			if err := c.waitReadable(); err != nil {
+				c.readError(err)
+				return false
 			}
 		}
 		p, err := c.r.ReadPacket()
@@ -518,13 +486,7 @@ func (c *client) flush(final bool) bool {
 		}
 		c.mu.Unlock()
 	}
-	var n int
-	var err error
-	if c.raw != nil {
-		n, err = rawWrite(c.raw, buf) // rawio.go
-	} else {
-		n, err = c.conn.Write(buf)
-	}
+	n, err := connWrite(c.conn, c.raw, buf) // rawio_linux.go, rawio_other.go
 	c.srv.stats.bytesOut.Add(int64(n))
 	c.wbuf = buf[:0] // kept while the writer runs (putWbuf)
 	if err != nil {

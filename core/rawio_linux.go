@@ -9,7 +9,7 @@ import (
 	"unsafe"
 )
 
-// Socket I/O on plain TCP connections is made with raw system calls
+// On Linux, socket I/O on plain TCP connections is made with raw system calls
 // (syscall.RawSyscall) inside RawConn's Read and Write, which keep the
 // poller's waiting and deadlines. The sockets are non-blocking, so these
 // calls never wait. A Go system call (syscall.Syscall) instead wakes the
@@ -18,6 +18,63 @@ import (
 // one core that was a futex wake-up and three monitor nanosleeps per
 // message, a fifth to a third of the broker's CPU per message (perf: every
 // futex wake came from entersyscall in a socket read).
+
+// rawConnOf returns conn's socket for raw I/O when conn is a plain
+// *net.TCPConn, else nil: other conns (TLS, WebSocket, QUIC, wrappers) may
+// buffer bytes themselves, so only their own Read sees them.
+func rawConnOf(conn net.Conn) syscall.RawConn {
+	if tc, ok := conn.(*net.TCPConn); ok {
+		if rc, err := tc.SyscallConn(); err == nil {
+			return rc
+		}
+	}
+	return nil
+}
+
+// connRead reads into p with a raw system call when rc is not nil, else
+// through conn.
+func connRead(conn net.Conn, rc syscall.RawConn, p []byte) (int, error) {
+	if rc != nil {
+		return rawRead(rc, p)
+	}
+	return conn.Read(p)
+}
+
+// connWrite writes buf with raw system calls when rc is not nil, else
+// through conn.
+func connWrite(conn net.Conn, rc syscall.RawConn, buf []byte) (int, error) {
+	if rc != nil {
+		return rawWrite(rc, buf)
+	}
+	return conn.Write(buf)
+}
+
+// waitReadable gives the read buffer back to the pool and waits until the
+// socket has bytes (or EOF, an error or the read deadline), so an idle TCP
+// connection holds no read buffer. It is called only with nothing buffered;
+// when bytes are already there it returns at once, keeping the buffer.
+// After a wait it does not check again: the read that follows costs the
+// same system call, and after a rare spurious wake-up it just waits with a
+// buffer. Without a raw socket it returns at once and the read that follows
+// waits, holding its buffer.
+func (c *client) waitReadable() error {
+	if c.raw == nil {
+		return nil
+	}
+	waited := false
+	return c.raw.Read(func(fd uintptr) bool {
+		if waited {
+			return true
+		}
+		errno := peekErrno(fd, &c.peek[0])
+		if errno == syscall.EAGAIN {
+			c.r.Release()
+			waited = true
+			return false
+		}
+		return errno != syscall.EINTR
+	})
+}
 
 // rawOp is one raw read or write: RawConn takes a func, and a closure
 // made per call would be an allocation per system call, so the funcs are
