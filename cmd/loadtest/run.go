@@ -118,6 +118,7 @@ Usage:
   loadtest [flags]                      run a test against -addr
   loadtest agent -listen :9090          serve a controller's share of the load
   loadtest sink -listen 127.0.0.1:1999  a discard broker, to measure the generator alone
+  loadtest version                      print the version, commit, date, Go version and platform
 
 Examples (the published commands):
   loadtest -addr HOST:1883 -user U -pass P -mode conn -levels 1000,10000,30000,50000 -hold 3s -dial-concurrency 200
@@ -244,6 +245,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return runAgent(ctx, args[1:], stdout, stderr)
 		case "sink":
 			return runSink(ctx, args[1:], stdout, stderr)
+		case "version", "-version", "--version":
+			if len(args) > 1 {
+				return usageError{fmt.Errorf("version takes no arguments, got %q", args[1:])}
+			}
+			fmt.Fprintln(stdout, "loadtest", build())
+			return nil
 		}
 	}
 	v, scArgs, err := parseArgs(args, stdout)
