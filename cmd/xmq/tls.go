@@ -153,15 +153,8 @@ func listenerOptions(lc listenerConfig, tlsConf *tls.Config, cfg *config, log *z
 // runCerts is `xmq certs`: it prints the development CA's files, creating
 // them when missing, regenerates them, or issues a client certificate.
 func runCerts(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("xmq certs", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	var configFile, data, client string
-	var regen bool
-	fs.StringVar(&configFile, "c", "", "configuration file (YAML): its data_dir")
-	fs.StringVar(&configFile, "config", "", "configuration file (YAML): its data_dir")
-	fs.StringVar(&data, "data", "", "data directory")
-	fs.BoolVar(&regen, "regen", false, "make a new CA and server certificate")
-	fs.StringVar(&client, "client", "", "issue a client certificate with this common name")
+	var f certsFlags
+	fs := newCertsFlagSet(&f)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printCertsUsage(stdout)
@@ -175,18 +168,18 @@ func runCerts(args []string, stdout io.Writer) error {
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	cfg := defaultConfig()
-	if configFile != "" {
-		if err := readConfigFile(configFile, &cfg); err != nil {
+	if f.configFile != "" {
+		if err := readConfigFile(f.configFile, &cfg); err != nil {
 			return err
 		}
 	}
 	if set["data"] {
-		cfg.DataDir = data
+		cfg.DataDir = f.data
 	}
 	if cfg.DataDir == "" {
 		return usageError{errors.New("certs: the development CA lives in the data directory; -data \"\" has none")}
 	}
-	dev, err := certs.EnsureDev(filepath.Join(cfg.DataDir, devCertsDir), regen)
+	dev, err := certs.EnsureDev(filepath.Join(cfg.DataDir, devCertsDir), f.regen)
 	if err != nil {
 		return err
 	}
@@ -201,8 +194,8 @@ func runCerts(args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "  server certificate  %s   for %s, until %s\n", dev.CertFile,
 		strings.Join(certs.DevHosts(), ", "), leaf.NotAfter.Format("2006-01-02"))
 	fmt.Fprintf(stdout, "  server key          %s\n", dev.KeyFile)
-	if client != "" {
-		certPEM, keyPEM, err := dev.CA.IssueClient(client)
+	if f.client != "" {
+		certPEM, keyPEM, err := dev.CA.IssueClient(f.client)
 		if err != nil {
 			return err
 		}
@@ -211,7 +204,7 @@ func runCerts(args []string, stdout io.Writer) error {
 				return '_'
 			}
 			return r
-		}, client)
+		}, f.client)
 		certFile := filepath.Join(dev.Dir, "client-"+name+".pem")
 		keyFile := filepath.Join(dev.Dir, "client-"+name+"-key.pem")
 		if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
@@ -220,11 +213,28 @@ func runCerts(args []string, stdout io.Writer) error {
 		if err := os.WriteFile(certFile, certPEM, 0o644); err != nil {
 			return fmt.Errorf("certs: %w", err)
 		}
-		fmt.Fprintf(stdout, "  client certificate  %s   (CN=%s)\n", certFile, client)
+		fmt.Fprintf(stdout, "  client certificate  %s   (CN=%s)\n", certFile, f.client)
 		fmt.Fprintf(stdout, "  client key          %s\n", keyFile)
 	}
 	fmt.Fprintf(stdout, "\ntry: mosquitto_sub --cafile %s -h localhost -p 8883 -t '#' -v\n", dev.CAFile)
 	return nil
+}
+
+// certsFlags are the flags of `xmq certs`.
+type certsFlags struct {
+	configFile, data, client string
+	regen                    bool
+}
+
+func newCertsFlagSet(f *certsFlags) *flag.FlagSet {
+	fs := flag.NewFlagSet("xmq certs", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&f.configFile, "c", "", "configuration file (YAML): its data_dir")
+	fs.StringVar(&f.configFile, "config", "", "configuration file (YAML): its data_dir")
+	fs.StringVar(&f.data, "data", "", "data directory")
+	fs.BoolVar(&f.regen, "regen", false, "make a new CA and server certificate")
+	fs.StringVar(&f.client, "client", "", "issue a client certificate with this common name")
+	return fs
 }
 
 func printCertsUsage(w io.Writer) {
