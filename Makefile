@@ -2,14 +2,21 @@
 # you can also run it by hand.
 
 GO       ?= go
-VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS  := -X main.version=$(VERSION)
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null)
+# The commit's time stands for the build date, so builds are reproducible.
+DATE     ?= $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null)
+LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DATE)
+# The platforms xmq is built and vetted for (make release, make vet-cross).
+PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64 freebsd/amd64 freebsd/arm64
+export VERSION COMMIT DATE PLATFORMS
 FUZZTIME ?= 10s
 ARGS     ?=
 ADDR     ?= 127.0.0.1:1883
 
 .DEFAULT_GOAL := help
-.PHONY: build run test test-short bench fuzz cover lint fmt vet tidy-check certs-dev loadtest bench-peers soak deps clean help
+.PHONY: build run test test-short bench fuzz cover lint fmt vet vet-cross tidy-check certs-dev loadtest bench-peers soak deps \
+	licenses man release release-check image image-test deb deb-test deb-systemd-test clean help
 
 build: ## build bin/xmq, stamped with VERSION
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/xmq ./cmd/xmq
@@ -17,7 +24,7 @@ build: ## build bin/xmq, stamped with VERSION
 run: ## run the broker: MQTT over TCP on :1883 (pass flags with ARGS='-listen :1884 -data ""')
 	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/xmq $(ARGS)
 
-test: deps ## every test, with the race detector (what CI runs); core's again over loopback TCP
+test: deps vet-cross ## every test, with the race detector (what CI runs); core's again over loopback TCP
 	$(GO) test -race -count=1 ./...
 	XMQ_CORE_TCP=1 $(GO) test -race -count=1 ./core
 
@@ -42,6 +49,9 @@ fmt: ## gofmt every file in place
 vet: ## go vet
 	$(GO) vet ./...
 
+vet-cross: ## go vet for every platform in PLATFORMS (static, -trimpath: make release reuses what it compiles)
+	for p in $(PLATFORMS); do echo "vet $$p"; CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) vet -trimpath ./... || exit 1; done
+
 tidy-check: ## fail if go.mod / go.sum are not tidy
 	$(GO) mod tidy -diff
 
@@ -60,8 +70,37 @@ soak: ## 10 minutes of fan-out at 1.5M deliveries/s: RSS, goroutines and fds mus
 deps: ## install what tests need (C compiler for -race, mosquitto-clients) when root with apt-get; else no-op
 	@.ci/deps
 
-clean: ## remove build and coverage output
-	rm -rf bin cover.out
+licenses: ## list the licences of every linked dependency, fail on one Apache-2.0 cannot ship, write the notices
+	scripts/licenses.sh
+
+man: ## man pages (from -h and xmq.example.yaml) and shell completions in dist/share
+	scripts/man.sh
+
+release: licenses man ## archives of xmq and loadtest for PLATFORMS, static and reproducible, and SHA256SUMS, in dist/
+	scripts/release.sh
+
+release-check: release ## build the release again in another directory (every binary relinked) and compare the bytes
+	rm -rf dist/.again && mkdir -p dist/.again && cp -r dist/share dist/.again/
+	DIST=dist/.again scripts/release.sh >/dev/null
+	diff dist/SHA256SUMS dist/.again/SHA256SUMS && echo "release-check: same bytes" && rm -rf dist/.again
+
+image: licenses ## container image xmq:VERSION FROM scratch with buildah (Containerfile)
+	scripts/image.sh
+
+image-test: image ## run the image with podman: health check, MQTT, XMQ_ configuration, non-root, /data
+	scripts/image-test.sh
+
+deb: licenses man ## Debian package dist/xmq_VERSION_ARCH.deb with the systemd unit (dpkg-deb)
+	scripts/deb.sh
+
+deb-test: deb ## install the package on this machine (root), run the installed broker, verify the unit, purge it
+	scripts/deb-test.sh
+
+deb-systemd-test: deb ## the package under a real systemd: boots this machine's Debian in systemd-nspawn (root)
+	scripts/deb-systemd-test.sh
+
+clean: ## remove build, release and coverage output
+	rm -rf bin dist cover.out
 
 help: ## list the targets
-	@awk -F ':.*## ' '/^[a-z-]+:.*## / { printf "  %-11s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+	@awk -F ':.*## ' '/^[a-z-]+:.*## / { printf "  %-16s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)

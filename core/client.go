@@ -25,11 +25,12 @@ type client struct {
 	conn     net.Conn
 	listener string
 	r        *codec.Reader
-	// raw reads and writes the socket with raw system calls (rawio.go)
-	// and waits for readability without a read buffer; nil unless conn
-	// offers its socket (syscall.Conn). A conn offers it only when using
-	// the socket is the same as its Read and Write: plain TCP, through
-	// any listener option, never TLS or WebSocket.
+	// raw reads and writes the socket with raw system calls
+	// (rawio_linux.go) and waits for readability without a read buffer;
+	// nil unless conn offers its socket (syscall.Conn) on Linux. A conn
+	// offers it only when using the socket is the same as its Read and
+	// Write: plain TCP, through any listener option, never TLS or
+	// WebSocket.
 	raw syscall.RawConn
 
 	// Set once during CONNECT, read-only afterwards. (Fields are ordered
@@ -106,13 +107,7 @@ func newClient(srv *Server, conn net.Conn, listener string) *client {
 	c := &client{
 		srv: srv, conn: conn, listener: listener, pslot: -1, kaSlot: -1,
 	}
-	// A capability, not a concrete type: listener options wrap the
-	// socket and must not silently cost this path (DESIGN.md).
-	if sc, ok := conn.(syscall.Conn); ok {
-		if raw, err := sc.SyscallConn(); err == nil {
-			c.raw = raw
-		}
-	}
+	c.raw = rawConnOf(conn)
 	c.r = codec.NewPooledReader(countingReader{c}, &srv.readBufs, srv.opts.MaxPacketSize)
 	c.r.MaxUserProperties = srv.opts.MaxUserProperties
 	return c
@@ -146,11 +141,8 @@ func (c *client) log(lvl zapcore.Level, msg string, fields ...zap.Field) {
 // waitReadable gives the read buffer back to the pool and waits until the
 // socket has bytes (or EOF, an error or the read deadline), so an idle
 // connection holds no read buffer: on a socket through Go's poller, on a
-// conn that can wait itself (ReadWaiter: WebSocket) through it. It is called only with nothing buffered;
-// when bytes are already there it returns at once, keeping the buffer.
-// After a wait it does not check again: the read that follows costs the
-// same system call, and after a rare spurious wake-up it just waits with a
-// buffer.
+// conn that can wait itself (ReadWaiter: WebSocket) through it. It is
+// called only with nothing buffered.
 func (c *client) waitReadable() error {
 	if c.raw == nil {
 		if w, ok := c.conn.(ReadWaiter); ok {
@@ -159,23 +151,11 @@ func (c *client) waitReadable() error {
 		}
 		return nil
 	}
-	waited := false
-	return c.raw.Read(func(fd uintptr) bool {
-		if waited {
-			return true
-		}
-		errno := peekErrno(fd, &c.peek[0])
-		if errno == syscall.EAGAIN {
-			c.r.Release()
-			waited = true
-			return false
-		}
-		return errno != syscall.EINTR
-	})
+	return c.waitRawReadable() // rawio_linux.go
 }
 
 // countingReader counts received bytes for $SYS; on plain TCP it reads
-// with a raw system call (rawio.go), which on a parkable connection never
+// with a raw system call (rawio_linux.go), which on a parkable connection never
 // waits: an empty socket is codec.ErrWouldBlock, and the reader parks.
 type countingReader struct{ c *client }
 
@@ -611,7 +591,7 @@ func (c *client) writeOut(buf []byte, final, now bool) bool {
 	if c.raw != nil {
 		// Most writes fit the socket at once: they need no deadline, and
 		// setting one per write cost a timer update and a clock read.
-		n, err = rawWriteNow(c.raw, buf) // rawio.go
+		n, err = rawWriteNow(c.raw, buf) // rawio_linux.go
 		if err == nil && n < len(buf) {
 			if now {
 				c.ws.tail = buf[n:]

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -72,10 +71,7 @@ func CollectEnv() Env {
 		}
 		_ = f.Close()
 	}
-	var rl syscall.Rlimit
-	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl) == nil {
-		e.FileLimit = rl.Cur
-	}
+	e.FileLimit = openFilesLimit() // rlimit_*.go
 	return e
 }
 
@@ -89,14 +85,10 @@ type cpuSample struct {
 	maxRSS uint64
 }
 
-// processCPU reads this process's user+system CPU time (getrusage).
+// processCPU reads this process's user+system CPU time and peak RSS.
 func processCPU() cpuSample {
 	s := cpuSample{at: time.Now()}
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
-		s.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-		s.maxRSS = uint64(ru.Maxrss) << 10 // kilobytes on Linux
-	}
+	s.cpu, s.maxRSS = processUsage() // rlimit_*.go
 	return s
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -284,26 +283,6 @@ func TestConnFailuresAreClassified(t *testing.T) {
 		t.Errorf("pub against nothing: %v, want a refused error", err)
 	}
 }
-
-func TestProgressAndBrokerSampling(t *testing.T) {
-	b := startTCPBroker(t)
-	var progress strings.Builder
-	w := &lockedWriter{w: &progress}
-	rep := run(t, b, opts(loadtest.ModePubSub, func(o *loadtest.Options) {
-		o.Pubs, o.Subs, o.Rate, o.Duration = 2, 2, 100, 2100*time.Millisecond
-	}), loadtest.Config{Progress: w, BrokerPID: pid()})
-	out := w.String()
-	if !strings.Contains(out, "sent") || !strings.Contains(out, "recv") || !strings.Contains(out, "errors 0") {
-		t.Errorf("progress lines = %q", out)
-	}
-	st := rep.Cases[0].Broker
-	if st == nil || st.Samples < 2 || st.RSSMax == 0 || st.Error != "" {
-		t.Errorf("broker stats from /proc = %+v", st)
-	}
-}
-
-// pid is this process's id: the in-process broker is part of it.
-func pid() int { return os.Getpid() }
 
 // lockedWriter lets the progress goroutine and the test share a builder.
 type lockedWriter struct {

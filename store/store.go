@@ -555,8 +555,7 @@ func (s *Store) sample() {
 	s.written.Store(0)
 	full := s.opts.MaxDiskBytes > 0 && usage >= s.opts.MaxDiskBytes
 	if s.opts.MinFreeBytes > 0 {
-		var fsst syscall.Statfs_t
-		if syscall.Statfs(s.dir, &fsst) == nil && int64(fsst.Bavail)*fsst.Bsize < s.opts.MinFreeBytes {
+		if free, err := freeBytes(s.dir); err == nil && free < s.opts.MinFreeBytes { // freespace_*.go
 			full = true
 		}
 	}

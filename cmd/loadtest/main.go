@@ -16,7 +16,16 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"xmq/internal/buildinfo"
 )
+
+// version, commit and date are stamped by make from git, as xmq's are;
+// left empty, they come from what Go recorded in the binary.
+var version, commit, date string
+
+// build describes this binary.
+func build() buildinfo.Info { return buildinfo.Get(version, commit, date) }
 
 func main() {
 	ctx, cancel := context.WithCancel(context.Background())

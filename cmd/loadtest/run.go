@@ -121,6 +121,7 @@ Usage:
                                         put -json reports side by side (tcp against ws, xmq against Mosquitto)
   loadtest agent -listen :9090          serve a controller's share of the load
   loadtest sink -listen 127.0.0.1:1999  a discard broker, to measure the generator alone
+  loadtest version                      print the version, commit, date, Go version and platform
 
 Examples (the published commands):
   loadtest -addr HOST:1883 -user U -pass P -mode conn -levels 1000,10000,30000,50000 -hold 3s -dial-concurrency 200
@@ -272,6 +273,12 @@ func runWith(ctx context.Context, stop <-chan struct{}, args []string, stdout, s
 			return runAgent(ctx, args[1:], stdout, stderr)
 		case "sink":
 			return runSink(ctx, args[1:], stdout, stderr)
+		case "version", "-version", "--version":
+			if len(args) > 1 {
+				return usageError{fmt.Errorf("version takes no arguments, got %q", args[1:])}
+			}
+			fmt.Fprintln(stdout, "loadtest", build())
+			return nil
 		}
 	}
 	v, scArgs, err := parseArgs(args, stdout)

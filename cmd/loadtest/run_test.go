@@ -267,3 +267,20 @@ func TestAgentAndSinkSubcommands(t *testing.T) {
 		t.Fatalf("pub against the sink: %v\n%s", err, stdout.String())
 	}
 }
+
+func TestRunVersion(t *testing.T) {
+	want := "loadtest " + build().String() + "\n"
+	for _, args := range [][]string{{"version"}, {"-version"}, {"--version"}} {
+		var out bytes.Buffer
+		if err := run(context.Background(), args, &out, io.Discard); err != nil {
+			t.Fatalf("run %q: %v", args, err)
+		}
+		if out.String() != want {
+			t.Errorf("run %q printed %q, want %q", args, out.String(), want)
+		}
+	}
+	var ue usageError
+	if err := run(context.Background(), []string{"version", "x"}, io.Discard, io.Discard); !errors.As(err, &ue) {
+		t.Errorf("version x: %v, want a usage error", err)
+	}
+}

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -158,9 +157,7 @@ func TestRunAuth(t *testing.T) {
 	if err := auth.PasswdMain([]string{"-b", "-cost", "4", file, "bob", "hunter3"}, nil, &bytes.Buffer{}, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
-		t.Fatal(err)
-	}
+	sighup(t) // signal_*_test.go
 	deadline := time.Now().Add(5 * time.Second)
 	for connack(t, addr, "bob", "hunter3") != codec.Success {
 		if time.Now().After(deadline) {

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"strings"
 	"time"
@@ -386,6 +387,9 @@ func (e usageError) Unwrap() error { return e.err }
 // errHelp asks run to print the usage and succeed.
 var errHelp = flag.ErrHelp
 
+// errVersion asks run to print the version and succeed (-version).
+var errVersion = errors.New("version asked for")
+
 // listFlag collects a repeatable, comma-separated flag.
 type listFlag []string
 
@@ -408,6 +412,7 @@ type flags struct {
 	logFormat string
 	data      string
 	pprof     string
+	version   bool
 	auth      authFlags
 	web       webFlags
 }
@@ -425,24 +430,46 @@ func newFlagSet(f *flags) *flag.FlagSet {
 	fs.StringVar(&f.logFormat, "log-format", "", "auto, console or json")
 	fs.StringVar(&f.data, "data", "", `data directory; "" keeps state in memory`)
 	fs.StringVar(&f.pprof, "pprof", "", "debug: serve net/http/pprof on this loopback address")
+	fs.BoolVar(&f.version, "version", false, "print the version and exit")
 	addAuthFlags(fs, &f.auth)
 	addWebFlags(fs, &f.web)
 	return fs
 }
 
 // loadConfig builds the configuration from defaults, the file named by
-// -c/-config and the flags, in that order of precedence (flags win).
+// -c/-config, the XMQ_ environment variables and the flags, in that order
+// of precedence (flags win).
 func loadConfig(args []string) (config, error) {
+	cfg, _, err := loadConfigEnv(args, os.Environ())
+	return cfg, err
+}
+
+// configSources maps each key set by an environment variable or a flag
+// ("broker.max_queued", "listeners.0.address") to the variable or flag.
+type configSources map[string]string
+
+// flagKeys names the key each configuration flag overrides.
+var flagKeys = map[string]string{
+	"listen": "listeners", "data": "data_dir", "log-level": "log.level", "log-format": "log.format",
+	"password-file": "auth.password_file", "acl-file": "auth.acl_file", "web": "web.address",
+}
+
+// loadConfigEnv is loadConfig with the environment given (os.Environ's
+// form); it also says which keys the environment and the flags set.
+func loadConfigEnv(args, env []string) (config, configSources, error) {
 	var f flags
 	fs := newFlagSet(&f)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return config{}, errHelp
+			return config{}, nil, errHelp
 		}
-		return config{}, usageError{fmt.Errorf("%w (xmq -h lists the flags)", err)}
+		return config{}, nil, usageError{fmt.Errorf("%w (xmq -h lists the flags)", err)}
+	}
+	if f.version {
+		return config{}, nil, errVersion
 	}
 	if fs.NArg() > 0 {
-		return config{}, usageError{fmt.Errorf("unexpected argument %q (xmq -h lists the flags)", fs.Arg(0))}
+		return config{}, nil, usageError{fmt.Errorf("unexpected argument %q (xmq -h lists the flags)", fs.Arg(0))}
 	}
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
@@ -450,7 +477,21 @@ func loadConfig(args []string) (config, error) {
 	cfg := defaultConfig()
 	if f.config != "" {
 		if err := readConfigFile(f.config, &cfg); err != nil {
-			return config{}, err
+			return config{}, nil, err
+		}
+	}
+	envSet, err := applyEnv(&cfg, env) // env.go
+	if err != nil {
+		return config{}, nil, err
+	}
+	src := configSources{}
+	for _, s := range envSet {
+		src[s.key()] = s.name
+	}
+	for name := range set {
+		if key, ok := flagKeys[name]; ok {
+			maps.DeleteFunc(src, func(k, _ string) bool { return strings.HasPrefix(k, key+".") })
+			src[key] = "-" + name
 		}
 	}
 	if set["listen"] {
@@ -477,12 +518,14 @@ func loadConfig(args []string) (config, error) {
 	f.web.apply(&cfg, set)
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
-		return config{}, err
+		return config{}, nil, err
 	}
-	return cfg, nil
+	return cfg, src, nil
 }
 
-// printUsage documents every flag; a test checks none is missing.
+// printUsage documents every flag; a test checks none is missing. It is
+// also the text of the man page xmq(1) (make man): lines ending in a colon
+// at the margin are its sections, "  -flag ARG" lines its flag entries.
 func printUsage(w io.Writer) {
 	fmt.Fprint(w, `xmq is an MQTT 3.1, 3.1.1 and 5.0 broker.
 
@@ -508,9 +551,18 @@ Usage:
   xmq store check [DATA_DIR]
                      read every record of the store, read-only, and report
                      what is damaged (default ./data)
-  xmq version        print the version and exit
+  xmq config print [flags]
+                     print the configuration in effect with these flags (the
+                     file, the XMQ_ environment, the flags), secrets masked
+  xmq config env     list the environment variable of every configuration key
+  xmq health [-c FILE]
+                     ask the running broker's /healthz: exit 0 when healthy
+                     (the container image's HEALTHCHECK)
+  xmq completion bash|zsh|fish
+                     print a shell completion script
+  xmq version        print the version, commit, date, Go version and platform
 
-Flags (each one given overrides the configuration file):
+Flags (each one given overrides the configuration file and the environment):
   -c FILE, -config FILE
         YAML configuration file. xmq.example.yaml lists every key with its
         default; unknown keys are errors.
@@ -535,11 +587,27 @@ Flags (each one given overrides the configuration file):
         debug: serve Go's profiles (net/http/pprof, /debug/pprof/) on ADDR,
         which must be a loopback address such as 127.0.0.1:6060. Off by
         default.
+  -version, --version
+        print the version, as xmq version does, and exit.
   -h, -help
         print this help and exit.
 
-Signals: SIGINT or SIGTERM shuts down gracefully (up to 10s for clients to go);
-SIGHUP reloads the certificate files (they are also checked every 10s), the
-password file and the ACL file (checked every 2s); connections stay up.
+Environment:
+  Every configuration key can be set by a variable: XMQ_ and the key's path
+  in capitals, dots as underscores: broker.max_queued is
+  XMQ_BROKER_MAX_QUEUED=5000. Values are written as in YAML (10s, true); a
+  list of plain values is comma-separated; an entry of a list of sections is
+  numbered from 0 (XMQ_LISTENERS_0_ADDRESS=:1884). The environment overrides
+  the file, flags override both; xmq config env lists every variable and
+  xmq.yaml(5) states the whole rule. An unknown XMQ_ variable that looks
+  like a key is an error. XMQ_ADMIN_PASSWORD sets the dashboard admin's
+  password. NOTIFY_SOCKET, set by systemd for a Type=notify service, is
+  told when every listener accepts connections (READY=1) and when xmq
+  stops (STOPPING=1).
+
+Signals:
+  SIGINT or SIGTERM shuts down gracefully (up to 10s for clients to go);
+  SIGHUP reloads the certificate files (they are also checked every 10s), the
+  password file and the ACL file (checked every 2s); connections stay up.
 `)
 }

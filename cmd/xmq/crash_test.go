@@ -1,9 +1,12 @@
+//go:build unix
+
 package main
 
 // Crash tests: a real xmq process with a data directory, persistent QoS 1
 // and QoS 2 traffic, kill -9 at random points, restart, and every message
 // whose PUBACK/PUBCOMP its publisher received must be delivered — QoS 1
 // duplicates only with DUP set, QoS 2 exactly once — in order per publisher.
+// Unix only: a graceful stop is SIGTERM, which Windows cannot send.
 
 import (
 	"bufio"

@@ -8,13 +8,26 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"xmq/internal/buildinfo"
 )
 
-// version is set at build time: go build -ldflags "-X main.version=v1.2.3".
-var version = "dev"
+// version, commit and date are stamped by make from git (-ldflags
+// "-X main.version=v0.1.0 -X main.commit=… -X main.date=…"); left empty by
+// a plain go build or go install, they come from what Go recorded in the
+// binary (internal/buildinfo).
+var version, commit, date string
+
+// build describes this binary.
+func build() buildinfo.Info { return buildinfo.Get(version, commit, date) }
+
+// printVersion is `xmq version`, -version and --version: version, commit,
+// date, Go version and platform on one line.
+func printVersion(w io.Writer) { fmt.Fprintln(w, "xmq", build()) }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

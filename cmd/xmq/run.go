@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -47,31 +46,40 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	for _, o := range opts {
 		o(&ro)
 	}
-	if len(args) > 0 && args[0] == "version" {
-		if len(args) > 1 {
-			return usageError{fmt.Errorf("version takes no arguments, got %q", args[1:])}
+	if len(args) > 0 {
+		switch args[0] {
+		case "version", "-version", "--version":
+			if len(args) > 1 {
+				return usageError{fmt.Errorf("version takes no arguments, got %q", args[1:])}
+			}
+			printVersion(stdout)
+			return nil
+		case "certs":
+			return runCerts(args[1:], stdout)
+		case "store":
+			return runStore(args[1:], stdout)
+		case "passwd":
+			return runPasswd(args[1:], os.Stdin, stdout, stderr)
+		case "config":
+			return runConfig(args[1:], os.Environ(), stdout)
+		case "health":
+			return runHealth(ctx, args[1:], os.Environ(), stdout)
+		case "completion":
+			return runCompletion(args[1:], stdout)
 		}
-		fmt.Fprintf(stdout, "xmq %s %s %s/%s\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-		return nil
-	}
-	if len(args) > 0 && args[0] == "certs" {
-		return runCerts(args[1:], stdout)
-	}
-	if len(args) > 0 && args[0] == "store" {
-		return runStore(args[1:], stdout)
-	}
-	if len(args) > 0 && args[0] == "passwd" {
-		return runPasswd(args[1:], os.Stdin, stdout, stderr)
 	}
 	if len(args) > 0 && args[0] == "import" {
 		return runImport(args[1:], stdout, stderr)
 	}
 	cfg, err := loadConfig(args)
-	if errors.Is(err, errHelp) {
+	switch {
+	case errors.Is(err, errHelp):
 		printUsage(stdout)
 		return nil
-	}
-	if err != nil {
+	case errors.Is(err, errVersion):
+		printVersion(stdout)
+		return nil
+	case err != nil:
 		return err
 	}
 	cfg.file = configFileArg(args)
@@ -113,7 +121,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	}
 
 	bopts := cfg.Broker.options()
-	bopts.Version = version
+	bopts.Version = build().Version
 	srv, err := core.New(bopts, core.Config{Log: log.Named("core"), Authenticator: mqttAuthn, Authorizer: mqttAuthz, Store: st})
 	if err != nil {
 		_ = authn.Close() // before the store closes: auth sweeps expired bans out of it
@@ -189,8 +197,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 			return err
 		}
 	}
-	log.Info("xmq started", zap.String("version", version), zap.Int("listeners", len(lns)),
+	log.Info("xmq started", zap.String("version", build().Version), zap.Int("listeners", len(lns)),
 		zap.String("data_dir", cfg.DataDir))
+	// Every listener is bound, so connections are accepted from now on:
+	// tell systemd (Type=notify), whose `systemctl start` returns now.
+	if err := sdNotify(os.Getenv("NOTIFY_SOCKET"), "READY=1\nSTATUS=serving MQTT"); err != nil {
+		log.Warn("cannot notify systemd of readiness", zap.Error(err))
+	}
 	if ro.ready != nil {
 		ro.ready(addrs)
 	}
@@ -204,6 +217,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 		log.Info("xmq stopping", zap.String("cause", context.Cause(ctx).Error()))
 	case failed = <-serveErr:
 		log.Error("xmq stopping", zap.Error(failed))
+	}
+	if err := sdNotify(os.Getenv("NOTIFY_SOCKET"), "STOPPING=1"); err != nil {
+		log.Warn("cannot notify systemd of the shutdown", zap.Error(err))
 	}
 	wr.stop(ctx)
 	err = stopBroker(lns)

@@ -225,17 +225,8 @@ func listenerOptions(lc listenerConfig, tlsConf *tls.Config, cfg *config, log *z
 // runCerts is `xmq certs`: it prints the development CA's files, creating
 // them when missing, regenerates them, or issues a client certificate.
 func runCerts(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("xmq certs", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	var configFile, data, client string
-	var hosts listFlag
-	var regen bool
-	fs.StringVar(&configFile, "c", "", "configuration file (YAML): its data_dir")
-	fs.StringVar(&configFile, "config", "", "configuration file (YAML): its data_dir")
-	fs.StringVar(&data, "data", "", "data directory")
-	fs.BoolVar(&regen, "regen", false, "make a new CA and server certificate")
-	fs.StringVar(&client, "client", "", "issue a client certificate with this common name")
-	fs.Var(&hosts, "host", "names and addresses the server certificate covers besides this machine's")
+	var f certsFlags
+	fs := newCertsFlagSet(&f)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printCertsUsage(stdout)
@@ -249,25 +240,25 @@ func runCerts(args []string, stdout io.Writer) error {
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	cfg := defaultConfig()
-	if configFile != "" {
-		if err := readConfigFile(configFile, &cfg); err != nil {
+	if f.configFile != "" {
+		if err := readConfigFile(f.configFile, &cfg); err != nil {
 			return err
 		}
 	}
 	if set["data"] {
-		cfg.DataDir = data
+		cfg.DataDir = f.data
 	}
 	cfg.setDefaults()
 	if cfg.DataDir == "" {
 		return usageError{errors.New("certs: the development CA lives in the data directory; -data \"\" has none")}
 	}
 	dir := filepath.Join(cfg.DataDir, devCertsDir)
-	if len(hosts) > 0 {
-		if _, err := certs.AddExtraHosts(dir, hosts); err != nil {
+	if len(f.hosts) > 0 {
+		if _, err := certs.AddExtraHosts(dir, f.hosts); err != nil {
 			return usageError{fmt.Errorf("certs: -host: %w", err)}
 		}
 	}
-	dev, err := certs.EnsureDev(dir, regen)
+	dev, err := certs.EnsureDev(dir, f.regen)
 	if err != nil {
 		return err
 	}
@@ -282,8 +273,8 @@ func runCerts(args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "  server certificate  %s   for %s, until %s\n", dev.CertFile,
 		strings.Join(dev.Hosts, ", "), leaf.NotAfter.Format("2006-01-02"))
 	fmt.Fprintf(stdout, "  server key          %s\n", dev.KeyFile)
-	if client != "" {
-		certPEM, keyPEM, err := dev.CA.IssueClient(client)
+	if f.client != "" {
+		certPEM, keyPEM, err := dev.CA.IssueClient(f.client)
 		if err != nil {
 			return err
 		}
@@ -292,7 +283,7 @@ func runCerts(args []string, stdout io.Writer) error {
 				return '_'
 			}
 			return r
-		}, client)
+		}, f.client)
 		certFile := filepath.Join(dev.Dir, "client-"+name+".pem")
 		keyFile := filepath.Join(dev.Dir, "client-"+name+"-key.pem")
 		if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
@@ -301,7 +292,7 @@ func runCerts(args []string, stdout io.Writer) error {
 		if err := os.WriteFile(certFile, certPEM, 0o644); err != nil {
 			return fmt.Errorf("certs: %w", err)
 		}
-		fmt.Fprintf(stdout, "  client certificate  %s   (CN=%s)\n", certFile, client)
+		fmt.Fprintf(stdout, "  client certificate  %s   (CN=%s)\n", certFile, f.client)
 		fmt.Fprintf(stdout, "  client key          %s\n", keyFile)
 	}
 	if port := tlsPort(&cfg, listeners.TransportTLS); port != "" {
@@ -325,6 +316,25 @@ func wssPath(cfg *config) string {
 		}
 	}
 	return listeners.DefaultPath
+}
+
+// certsFlags are the flags of `xmq certs`.
+type certsFlags struct {
+	configFile, data, client string
+	hosts                    listFlag
+	regen                    bool
+}
+
+func newCertsFlagSet(f *certsFlags) *flag.FlagSet {
+	fs := flag.NewFlagSet("xmq certs", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&f.configFile, "c", "", "configuration file (YAML): its data_dir")
+	fs.StringVar(&f.configFile, "config", "", "configuration file (YAML): its data_dir")
+	fs.StringVar(&f.data, "data", "", "data directory")
+	fs.BoolVar(&f.regen, "regen", false, "make a new CA and server certificate")
+	fs.StringVar(&f.client, "client", "", "issue a client certificate with this common name")
+	fs.Var(&f.hosts, "host", "names and addresses the server certificate covers besides this machine's")
+	return fs
 }
 
 func printCertsUsage(w io.Writer) {

@@ -34,7 +34,7 @@ type webConfig struct {
 	AdminUser string `yaml:"admin_user"`
 	// AdminPasswordHash is the admin's bcrypt hash. XMQ_ADMIN_PASSWORD
 	// wins over it; with neither, xmq generates a password at first start.
-	AdminPasswordHash string `yaml:"admin_password_hash"`
+	AdminPasswordHash string `yaml:"admin_password_hash" secret:"true"`
 	// APIKeys maps a key's name to its SHA-256 and role.
 	APIKeys map[string]apiKeyConfig `yaml:"api_keys"`
 	// AllowAnonymousLoopback lets requests from this machine in without
@@ -46,8 +46,8 @@ type webConfig struct {
 
 // apiKeyConfig is one API key: only its hash is configured.
 type apiKeyConfig struct {
-	SHA256 string `yaml:"sha256"` // hex SHA-256 of the key
-	Role   string `yaml:"role"`   // viewer or admin
+	SHA256 string `yaml:"sha256" secret:"true"` // hex SHA-256 of the key
+	Role   string `yaml:"role"`                 // viewer or admin
 }
 
 // adminPasswordEnv names the environment variable with the admin password.
@@ -246,7 +246,7 @@ func (w *webRun) start(cfg *config, srv *core.Server, st core.Store, lns []liste
 	opts := web.Options{
 		Address: cfg.Web.Address, AdminUser: cfg.Web.AdminUser, AdminPasswordHash: hash, APIKeys: keys,
 		AllowAnonymousLoopback: cfg.Web.AllowAnonymousLoopback, SessionTTL: cfg.Web.SessionTTL,
-		Listeners: infos, Version: version, Log: wlog, MQTTTokens: wa.tokens,
+		Listeners: infos, Version: build().Version, Log: wlog, MQTTTokens: wa.tokens,
 		Ready: func() error {
 			if w.stopping.Load() {
 				return errors.New("shutting down")

@@ -12,7 +12,7 @@ import (
 	"xmq/codec"
 )
 
-// Socket I/O on plain TCP connections is made with raw system calls
+// On Linux, socket I/O on plain TCP connections is made with raw system calls
 // (syscall.RawSyscall) inside RawConn's Read and Write, which keep the
 // poller's waiting and deadlines. The sockets are non-blocking, so these
 // calls never wait. A Go system call (syscall.Syscall) instead wakes the
@@ -21,6 +21,42 @@ import (
 // one core that was a futex wake-up and three monitor nanosleeps per
 // message, a fifth to a third of the broker's CPU per message (perf: every
 // futex wake came from entersyscall in a socket read).
+
+// rawConnOf returns conn's socket for raw I/O when conn offers it
+// (syscall.Conn: a capability, not a concrete type — listener options wrap
+// the socket and must not silently cost this path, DESIGN.md), else nil.
+// A conn offers it only when using the socket is the same as its own Read
+// and Write: plain TCP, never TLS or WebSocket.
+func rawConnOf(conn net.Conn) syscall.RawConn {
+	if sc, ok := conn.(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			return rc
+		}
+	}
+	return nil
+}
+
+// waitRawReadable gives the read buffer back to the pool and waits until
+// the socket has bytes (or EOF, an error or the read deadline), so an idle
+// TCP connection holds no read buffer. When bytes are already there it
+// returns at once, keeping the buffer. After a wait it does not check
+// again: the read that follows costs the same system call, and after a rare
+// spurious wake-up it just waits with a buffer.
+func (c *client) waitRawReadable() error {
+	waited := false
+	return c.raw.Read(func(fd uintptr) bool {
+		if waited {
+			return true
+		}
+		errno := peekErrno(fd, &c.peek[0])
+		if errno == syscall.EAGAIN {
+			c.r.Release()
+			waited = true
+			return false
+		}
+		return errno != syscall.EINTR
+	})
+}
 
 // rawOp is one raw read or write: RawConn takes a func, and a closure
 // made per call would be an allocation per system call, so the funcs are
