@@ -48,6 +48,10 @@ type client struct {
 	aliasMaxOut uint16 // client's Topic Alias Maximum
 	version     byte
 	willStored  bool // the will is in the store while connected (attach)
+	// bridge marks a 3.1/3.1.1 client that set Mosquitto's bridge bit
+	// (codec.BridgeBit): its subscriptions get No Local and Retain As
+	// Published, as an MQTT 5 bridge asks for them.
+	bridge bool
 
 	// Reader-owned.
 	peek      [1]byte      // waitReadable's MSG_PEEK target
@@ -605,7 +609,7 @@ func (c *client) encode(buf []byte, m *outMsg, now time.Time) []byte {
 		if m.qos > 0 {
 			c.sess.dropInflight(m.id)
 		}
-		c.srv.stats.dropped(dropTooLarge)
+		c.sess.dropped(dropTooLarge)
 		return buf
 	}
 	c.srv.stats.msgsOut.Add(1)

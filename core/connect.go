@@ -64,6 +64,7 @@ func (c *client) handshake() bool {
 	}
 	c.version = cp.ProtocolVersion
 	c.r.Version = cp.ProtocolVersion
+	c.bridge = cp.Bridge
 	v5 := c.version == codec.V5
 
 	// cp aliases the read buffer, which an enhanced-auth exchange reuses:
@@ -226,7 +227,7 @@ func (c *client) handshake() bool {
 	}
 	c.log(zap.InfoLevel, "client connected", zap.String("username", c.username), zap.Uint8("protocol", c.version),
 		zap.Bool("clean_start", cleanStart), zap.Bool("session_present", ack.SessionPresent),
-		zap.Duration("keepalive", c.keepAlive))
+		zap.Duration("keepalive", c.keepAlive), zap.Bool("bridge", c.bridge))
 	return true
 }
 

@@ -25,18 +25,22 @@ type SubscriptionInfo struct {
 
 // ClientInfo describes a session and, when connected, its connection.
 type ClientInfo struct {
-	ClientID        string             `json:"client_id"`
-	Username        string             `json:"username,omitempty"`
-	Connected       bool               `json:"connected"`
-	Remote          string             `json:"remote,omitempty"`
-	Listener        string             `json:"listener,omitempty"`
-	ProtocolVersion byte               `json:"protocol_version"`
-	KeepAlive       time.Duration      `json:"keepalive"`
-	ConnectedAt     time.Time          `json:"connected_at,omitzero"`
-	SessionExpiry   uint32             `json:"session_expiry"` // seconds; 4294967295 never
-	Inflight        int                `json:"inflight"`
-	Queued          int                `json:"queued"`
-	Subscriptions   []SubscriptionInfo `json:"subscriptions,omitempty"`
+	ClientID        string        `json:"client_id"`
+	Username        string        `json:"username,omitempty"`
+	Connected       bool          `json:"connected"`
+	Remote          string        `json:"remote,omitempty"`
+	Listener        string        `json:"listener,omitempty"`
+	ProtocolVersion byte          `json:"protocol_version"`
+	KeepAlive       time.Duration `json:"keepalive"`
+	ConnectedAt     time.Time     `json:"connected_at,omitzero"`
+	SessionExpiry   uint32        `json:"session_expiry"` // seconds; 4294967295 never
+	Inflight        int           `json:"inflight"`
+	Queued          int           `json:"queued"`
+	// Dropped counts the messages the session did not get since the broker
+	// started: queue full, offline, expired, too large, not readable
+	// (the causes of Stats' Dropped that concern one subscriber).
+	Dropped       int64              `json:"dropped"`
+	Subscriptions []SubscriptionInfo `json:"subscriptions,omitempty"`
 }
 
 // StartTime is when the server was created.
@@ -57,7 +61,7 @@ func (sess *session) info(withSubs bool) ClientInfo {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	ci := ClientInfo{ClientID: sess.id, ProtocolVersion: sess.version, SessionExpiry: sess.expiry,
-		Inflight: len(sess.inflight), Queued: sess.queued()}
+		Inflight: len(sess.inflight), Queued: sess.queued(), Dropped: sess.drops.Load()}
 	if c := sess.c; c != nil {
 		ci.Connected, ci.Username, ci.Remote, ci.Listener = true, c.username, c.remoteAddr(), c.listener
 		ci.KeepAlive, ci.ConnectedAt = c.keepAlive, time.Unix(0, c.connectedAt)
