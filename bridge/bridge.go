@@ -190,10 +190,14 @@ func jitter(d time.Duration) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
+// setState records what the bridge does. The backoff shown is the last
+// wait, kept while the bridge tries again, so that it shows in metrics.
 func (b *Bridge) setState(s State, backoff time.Duration) {
 	b.mu.Lock()
 	b.state = s
-	b.backoff = backoff
+	if s == StateBackoff || s == StateStopped {
+		b.backoff = backoff
+	}
 	if s != StateConnected {
 		b.loopsBy = ""
 	}
@@ -223,7 +227,7 @@ func (b *Bridge) connectRound(stop <-chan struct{}) (time.Duration, error) {
 		start := time.Now()
 		b.c.links.Add(1)
 		b.mu.Lock()
-		b.state, b.since, b.loopsBy = StateConnected, start, l.loopPrevention()
+		b.state, b.since, b.loopsBy, b.backoff = StateConnected, start, l.loopPrevention(), 0
 		b.mu.Unlock()
 		b.log.Info("bridge connected", zap.String("address", addr), zap.String("protocol", b.cfg.Protocol),
 			zap.String("client_id", b.cfg.ClientID), zap.Bool("remote_session_present", l.remoteSession),
@@ -460,27 +464,30 @@ func (b *Bridge) connectLocal(l *link, deadline time.Time) error {
 	l.slots = make(chan struct{}, rm)
 	l.ls = newSender(ours, codec.V5, nil)
 	fail := func(err error) error { _ = ours.Close(); l.ls.wait(); return failure(failLocal, "%w", err) }
+	var session SessionInfo
+	if l.localSession {
+		session, _ = b.m.opts.Local.Session(b.localID)
+	}
 	switch {
-	case l.localSession && !l.remoteSession:
+	case l.localSession && !l.remoteSession && len(session.AwaitingRelease) > 0:
 		// The remote forgot the QoS 2 messages in it had not released; the
-		// local broker still waits for their PUBREL.
-		l.skipLocal = 65535
-		if err := sweep(l.ls); err != nil {
-			return fail(err)
+		// local broker still waits for their PUBREL, and would take new
+		// messages with their packet ids for redeliveries.
+		l.skipLocal = len(session.AwaitingRelease)
+		for _, id := range session.AwaitingRelease {
+			if err := l.ls.ack(codec.PUBREL, id, codec.Success); err != nil {
+				return fail(err)
+			}
 		}
 	case l.remoteSession && !l.localSession:
+		// The other way round; the remote tells nobody which ids it
+		// holds, so every one is released.
 		l.skipRemote = 65535
 		if err := sweep(l.rs); err != nil {
 			return fail(err)
 		}
 	}
-	var stale []string
-	if l.localSession {
-		if s, ok := b.m.opts.Local.Session(b.localID); ok {
-			stale = s.Filters
-		}
-	}
-	if err := l.subscribeLocal(stale); err != nil {
+	if err := l.subscribeLocal(session.Filters); err != nil {
 		return fail(err)
 	}
 	return nil

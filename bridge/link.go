@@ -683,7 +683,7 @@ func (l *link) logRefusedFilters(side string, id uint16, codes []codec.ReasonCod
 // forgets the QoS 2 receipts of a session whose other half is gone (the
 // ids will be used again for new messages, which it would take for
 // redeliveries and drop). Each PUBREL is answered with a PUBCOMP, which
-// the reader of that side skips.
+// the reader of that side skips. 65,535 PUBRELs are 256 KiB.
 func sweep(s *sender) error {
 	for id := 1; id <= 65535; id++ {
 		if err := s.ack(codec.PUBREL, uint16(id), codec.Success); err != nil {

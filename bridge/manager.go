@@ -47,6 +47,9 @@ type SessionInfo struct {
 	Inflight int      // messages sent to the bridge and not yet acknowledged by the remote
 	Dropped  int64    // messages the session lost (queue full, QoS 0 while offline, expired, too large)
 	Filters  []string // its subscriptions
+	// AwaitingRelease are the packet ids of QoS 2 messages in that the
+	// local broker received and whose PUBREL it waits for.
+	AwaitingRelease []uint16
 }
 
 // Options configures a Manager.

@@ -9,7 +9,7 @@ import (
 func TestPickAndMap(t *testing.T) {
 	rs := newRules([]Rule{
 		{Topic: "sensors/#", Direction: Out, QoS: 1, LocalPrefix: "", RemotePrefix: "site1/"},
-		{Topic: "sensors/temp/#", Direction: Out, QoS: 2},    // overlaps the first: its copies are not forwarded
+		{Topic: "sensors/temp/#", Direction: Out, QoS: 2}, // overlaps the first: its copies are not forwarded
 		{Topic: "cmd/#", Direction: In, QoS: 1, LocalPrefix: "cloud/", RemotePrefix: "site1/"},
 		{Topic: "", Direction: Both, LocalPrefix: "a/b", RemotePrefix: "x/y"}, // whole topics as prefixes
 	})

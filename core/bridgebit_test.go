@@ -1,6 +1,7 @@
 package core_test
 
 import (
+	"slices"
 	"testing"
 
 	"xmq/codec"
@@ -69,5 +70,25 @@ func TestClientDropped(t *testing.T) {
 	}
 	if info, _ := srv.Client("p"); info.Dropped != 0 {
 		t.Errorf("publisher: dropped %d, want 0", info.Dropped)
+	}
+}
+
+// ClientInfo.AwaitingRelease lists the QoS 2 messages received from the
+// client and not yet released: a bridge releases them when the session
+// upstream that would have released them is gone.
+func TestClientAwaitingRelease(t *testing.T) {
+	srv := newServer(t, core.Options{}, core.Config{})
+	c := client(t, srv, codec.V5, "c", persistent)
+	for _, id := range []uint16{9, 3} {
+		c.send(&codec.Publish{Topic: []byte("t"), QoS: 2, PacketID: id})
+		c.expectAck(codec.PUBREC, id)
+	}
+	if info, _ := srv.Client("c"); !slices.Equal(info.AwaitingRelease, []uint16{3, 9}) {
+		t.Fatalf("awaiting release %v, want [3 9]", info.AwaitingRelease)
+	}
+	c.send(&codec.Ack{Kind: codec.PUBREL, PacketID: 3})
+	c.expectAck(codec.PUBCOMP, 3)
+	if info, _ := srv.Client("c"); !slices.Equal(info.AwaitingRelease, []uint16{9}) {
+		t.Fatalf("awaiting release %v after PUBREL 3, want [9]", info.AwaitingRelease)
 	}
 }

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -39,8 +40,11 @@ type ClientInfo struct {
 	// Dropped counts the messages the session did not get since the broker
 	// started: queue full, offline, expired, too large, not readable
 	// (the causes of Stats' Dropped that concern one subscriber).
-	Dropped       int64              `json:"dropped"`
-	Subscriptions []SubscriptionInfo `json:"subscriptions,omitempty"`
+	Dropped int64 `json:"dropped"`
+	// AwaitingRelease are the packet ids of the QoS 2 messages received
+	// from the client and not yet released by its PUBREL.
+	AwaitingRelease []uint16           `json:"awaiting_release,omitempty"`
+	Subscriptions   []SubscriptionInfo `json:"subscriptions,omitempty"`
 }
 
 // StartTime is when the server was created.
@@ -62,6 +66,10 @@ func (sess *session) info(withSubs bool) ClientInfo {
 	defer sess.mu.Unlock()
 	ci := ClientInfo{ClientID: sess.id, ProtocolVersion: sess.version, SessionExpiry: sess.expiry,
 		Inflight: len(sess.inflight), Queued: sess.queued(), Dropped: sess.drops.Load()}
+	for id := range sess.qos2in {
+		ci.AwaitingRelease = append(ci.AwaitingRelease, id)
+	}
+	slices.Sort(ci.AwaitingRelease)
 	if c := sess.c; c != nil {
 		ci.Connected, ci.Username, ci.Remote, ci.Listener = true, c.username, c.remoteAddr(), c.listener
 		ci.KeepAlive, ci.ConnectedAt = c.keepAlive, time.Unix(0, c.connectedAt)

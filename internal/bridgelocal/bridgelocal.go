@@ -19,7 +19,7 @@ func (l Local) Session(clientID string) (bridge.SessionInfo, bool) {
 	if !ok {
 		return bridge.SessionInfo{}, false
 	}
-	s := bridge.SessionInfo{Queued: ci.Queued, Inflight: ci.Inflight, Dropped: ci.Dropped}
+	s := bridge.SessionInfo{Queued: ci.Queued, Inflight: ci.Inflight, Dropped: ci.Dropped, AwaitingRelease: ci.AwaitingRelease}
 	for _, sub := range ci.Subscriptions {
 		s.Filters = append(s.Filters, sub.Filter)
 	}
