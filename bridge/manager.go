@@ -303,8 +303,9 @@ func (b *Bridge) status() Status {
 	return s
 }
 
-// errReservedName refuses a login with a bridge's reserved names.
-var errReservedName = fmt.Errorf("bridge: user names and client ids starting with %q are the bridges': %w", UserPrefix, codec.NotAuthorized)
+// ErrReservedName refuses a login with a bridge's reserved names that
+// is not one of this process's bridges.
+var ErrReservedName = fmt.Errorf("bridge: user names and client ids starting with %q are the bridges': %w", UserPrefix, codec.NotAuthorized)
 
 // Reserved reports whether a CONNECT uses a bridge's reserved client id or
 // user name, which only CheckLogin may let in.
@@ -320,10 +321,10 @@ func Reserved(clientID, username string) bool {
 func (m *Manager) CheckLogin(clientID, username string, password []byte, listener string) error {
 	name, ok := strings.CutPrefix(username, UserPrefix)
 	if !ok || clientID != username || listener != ListenerPrefix+name || !hmac.Equal(password, m.secret[:]) {
-		return errReservedName
+		return ErrReservedName
 	}
 	if _, known := m.names.Load(name); !known {
-		return errReservedName
+		return ErrReservedName
 	}
 	return nil
 }

@@ -139,6 +139,14 @@ type Options struct {
 	// AuthStats reads the MQTT authentication counters for /metrics; nil:
 	// no xmq_auth_* series beyond xmq_auth_failures_total.
 	AuthStats func() AuthStats
+	// Bridges are the broker's bridges to other brokers (the bridges API,
+	// the xmq_bridge_* metrics and the dashboard's Bridges page); nil:
+	// none.
+	Bridges Bridges
+	// Reload does what SIGHUP does (POST /api/v1/reload): certificates,
+	// password and ACL files, and the bridges of the configuration file;
+	// nil: the endpoint answers 501.
+	Reload func() (Reloaded, error)
 	// Version is the build's version, for the overview and metrics.
 	Version string
 	// Log receives the server's logs (default: none).
@@ -233,6 +241,9 @@ func New(b Broker, opts Options) (*Server, error) {
 	s.reg = prometheus.NewRegistry()
 	s.reg.MustRegister(newCollector(b, &s.opts),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if opts.Bridges != nil {
+		s.reg.MustRegister(newBridgeCollector(opts.Bridges))
+	}
 	s.sampler = newSampler(b, time.Second, 300)
 	s.handler = s.routes()
 	return s, nil

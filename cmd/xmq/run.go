@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"xmq/bridge"
 	"xmq/core"
 	"xmq/listeners"
 	"xmq/web"
@@ -98,14 +99,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	}
 	defer authn.Close()
 
-	// With the dashboard on, its sessions' MQTT passwords are checked in
-	// front of auth (web.MQTTTokens.Wrap).
-	var mqttAuthn core.Authenticator = authn
-	var mqttAuthz core.Authorizer = authn
+	// The bridges' local sessions are checked in front of auth
+	// (bridgeAuth); with the dashboard on, its sessions' MQTT passwords in
+	// front of both (web.MQTTTokens.Wrap).
+	ba := &bridgeAuth{Auth: authn}
+	var mqttAuthn core.Authenticator = ba
+	var mqttAuthz core.Authorizer = ba
 	var tokens *web.MQTTTokens
 	if cfg.Web.Address != "" {
 		tokens = web.NewMQTTTokens()
-		mqttAuthn, mqttAuthz = tokens.Wrap(authn, authn)
+		mqttAuthn, mqttAuthz = tokens.Wrap(ba, ba)
 	}
 
 	bopts := cfg.Broker.options()
@@ -115,6 +118,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 		_ = st.Close()
 		return restoreHint(err, cfg.DataDir)
 	}
+	bridges := newBridges(srv, log)
+	ba.bridges = bridges // before any connection
+	defer bridges.Close()
 
 	ts, err := newTLSSetup(&cfg, log)
 	if err != nil {
@@ -134,17 +140,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 		_ = shutdown(ctx, srv, nil, log)
 		return err
 	}
-	// SIGHUP reloads the certificate files, the password file and the ACL file.
+	// SIGHUP (or POST /api/v1/reload) reloads the certificate files, the
+	// password file, the ACL file and the bridges of the configuration file.
+	var reloading sync.Mutex
+	reload := func(by string) (bridge.Changes, error) {
+		reloading.Lock()
+		defer reloading.Unlock()
+		log.Info(by + ": reloading certificates, password and ACL files, bridges")
+		ts.reload(log.Named("certs"))
+		if err := authn.Reload(); err != nil {
+			log.Named("auth").Error("reload failed; the previous version stays in force", zap.Error(err))
+		}
+		next, err := loadConfig(args)
+		if err != nil {
+			log.Named("bridge").Error("reload: the configuration is not valid; the bridges stay as they are", zap.Error(err))
+			return bridge.Changes{}, err
+		}
+		return bridges.Apply(next.bridgeConfigs())
+	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer func() { signal.Stop(hup); close(hup) }()
 	go func() {
 		for range hup {
-			log.Info("SIGHUP: reloading certificates, password and ACL files")
-			ts.reload(log.Named("certs"))
-			if err := authn.Reload(); err != nil {
-				log.Named("auth").Error("reload failed; the previous version stays in force", zap.Error(err))
-			}
+			_, _ = reload("SIGHUP")
 		}
 	}()
 	addrs := make([]net.Addr, len(lns))
@@ -170,15 +189,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 		})
 	}
 	if wr != nil {
-		if err := wr.start(&cfg, srv, lns, ts, webAuth{authn: authn, tokens: tokens}, rd.check, log, serveErr); err != nil {
+		ops := webOps{bridges: bridges, reload: func() (bridge.Changes, error) { return reload("API") }}
+		if err := wr.start(&cfg, srv, lns, ts, webAuth{authn: authn, tokens: tokens}, ops, rd.check, log, serveErr); err != nil {
 			wr.stop(ctx)
+			bridges.Close()
 			_ = shutdown(ctx, srv, lns, log)
 			serving.Wait()
 			return err
 		}
 	}
+	if _, err := bridges.Apply(cfg.bridgeConfigs()); err != nil {
+		wr.stop(ctx)
+		bridges.Close()
+		_ = shutdown(ctx, srv, lns, log)
+		serving.Wait()
+		return err
+	}
 	log.Info("xmq started", zap.String("version", version), zap.Int("listeners", len(lns)),
-		zap.String("data_dir", cfg.DataDir))
+		zap.String("data_dir", cfg.DataDir), zap.Int("bridges", len(cfg.Bridges)))
 	if ro.ready != nil {
 		ro.ready(addrs)
 	}
@@ -194,6 +222,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 		log.Error("xmq stopping", zap.Error(failed))
 	}
 	wr.stop(ctx)
+	bridges.Close() // before the broker: their remote sessions end with DISCONNECT, their local ones stay
 	err = shutdown(ctx, srv, lns, log)
 	serving.Wait()
 	return errors.Join(failed, err)
