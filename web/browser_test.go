@@ -29,7 +29,36 @@ type dashboard struct {
 	srv     *core.Server
 	tcpAddr string
 	url     string
+	bridges *fakeBridges
 }
+
+// fakeBridges is one bridge that Stop and Start switch.
+type fakeBridges struct {
+	mu    sync.Mutex
+	state string
+}
+
+func (f *fakeBridges) Bridges() []web.Bridge {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return []web.Bridge{{Name: "cloud", State: f.state, Address: "mqtts://cloud.example:8883", Addresses: []string{"mqtts://cloud.example:8883"},
+		Protocol: "5", LoopPrevention: "no_local", MessagesOut: 1234, MessagesIn: 56, Queued: 7,
+		Dropped: map[string]int64{"local_queue": 2}, Failures: map[string]int64{},
+		Topics: []web.BridgeRule{{Topic: "sensors/#", Direction: "out", QoS: 1, RemotePrefix: "site1/"}}}}
+}
+
+func (f *fakeBridges) set(name, state string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if name != "cloud" {
+		return false, nil
+	}
+	f.state = state
+	return true, nil
+}
+
+func (f *fakeBridges) StartBridge(name string) (bool, error) { return f.set(name, "connected") }
+func (f *fakeBridges) StopBridge(name string) (bool, error)  { return f.set(name, "stopped") }
 
 const (
 	browserPassword = "browser-test-password"
@@ -83,9 +112,11 @@ func startDashboard(t *testing.T) *dashboard {
 	if err != nil {
 		t.Fatal(err)
 	}
+	fb := &fakeBridges{state: "connected"}
 	s, err := web.New(srv, web.Options{
 		AdminPasswordHash: hash,
 		MQTTTokens:        tokens,
+		Bridges:           fb,
 		Version:           "browser-test",
 		Listeners: []web.Listener{
 			{Name: "tcp", Transport: "tcp", Address: tcp.Addr().String()},
@@ -97,7 +128,7 @@ func startDashboard(t *testing.T) *dashboard {
 	}
 	go func() { _ = s.Serve(webL) }()
 	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
-	return &dashboard{srv: srv, tcpAddr: tcp.Addr().String(), url: origin + "/"}
+	return &dashboard{srv: srv, tcpAddr: tcp.Addr().String(), url: origin + "/", bridges: fb}
 }
 
 // consoleErrors collects the page's console errors, uncaught exceptions
@@ -380,6 +411,20 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	waitJS(t, ctx, "the filter's first page", `document.querySelector('#retained-count').textContent === '60 matching' && `+rows(50, "browser/ret/00"))
 	shoot(t, ctx, shots, "retained.png")
+
+	// The bridges page: a bridge, its counters, and Stop.
+	if err := chromedp.Do(ctx, chromedp.Navigate(d.url+"#/bridges")); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the bridge in the table", `!!document.querySelector('tr[data-bridge="cloud"]')?.textContent.includes('1,234')`)
+	shoot(t, ctx, shots, "bridges.png")
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`[...document.querySelectorAll('tr[data-bridge="cloud"] button')].find((b) => b.textContent === 'Stop').click(); true`)); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the bridge stopped", `document.querySelector('tr[data-bridge="cloud"]')?.textContent.includes('stopped')`)
+	if st := d.bridges.Bridges()[0].State; st != "stopped" {
+		t.Errorf("after Stop in the page the bridge is %s", st)
+	}
 
 	// A phone-sized overview.
 	if err := chromedp.Do(ctx,
