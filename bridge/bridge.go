@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -94,9 +95,12 @@ type Bridge struct {
 	loopsBy   string          // how loops are prevented on the current link
 	noBit     map[string]bool // addresses that refused Mosquitto's bridge bit
 	stale     []string        // remote filters of a replaced configuration, unsubscribed by the next link
-	stop      chan struct{}   // nil while stopped
-	done      chan struct{}
-	warnAt    time.Time
+	// localNew: prepareLocal made the local session, and no link has used
+	// it yet; it holds no history, as if its CONNACK said not present.
+	localNew bool
+	stop     chan struct{} // nil while stopped
+	done     chan struct{}
+	warnAt   time.Time
 }
 
 func newBridge(m *Manager, cfg Config, c *counters) *Bridge {
@@ -138,6 +142,9 @@ func (b *Bridge) running() bool {
 // run connects, serves links and backs off until stop closes.
 func (b *Bridge) run(stop, done chan struct{}) {
 	defer close(done)
+	if err := b.prepareLocal(); err != nil {
+		b.log.Error("bridge cannot subscribe its local session; it will when the remote is reached", zap.Error(err))
+	}
 	var backoff time.Duration
 	for round := 0; ; round++ {
 		if round > 0 {
@@ -375,7 +382,7 @@ func (b *Bridge) connect(addr string, stop <-chan struct{}) (*link, error) {
 		return nil, err
 	}
 	b.mu.Lock()
-	b.stale = nil
+	b.stale, b.localNew = nil, false
 	b.mu.Unlock()
 	return l, nil
 }
@@ -441,22 +448,16 @@ func (b *Bridge) connectLocal(l *link, deadline time.Time) error {
 	ours, theirs := net.Pipe()
 	b.m.opts.Local.ServeConn(theirs, ListenerPrefix+b.cfg.Name)
 	_ = ours.SetDeadline(deadline)
-	cp := &codec.Connect{ProtocolVersion: codec.V5, ClientID: []byte(b.localID),
-		UsernameFlag: true, Username: []byte(b.localID), PasswordFlag: true, Password: b.m.secret[:]}
-	cp.Props.SetNum(codec.PropSessionExpiry, 0xFFFFFFFF) // the queue while the remote is away: until the bridge is removed
-	cp.Props.SetNum(codec.PropReceiveMaximum, uint32(l.recvMax))
-	if l.maxPacket > 0 {
-		// The local broker drops (and counts) what the remote would refuse.
-		cp.Props.SetNum(codec.PropMaximumPacketSize, uint32(l.maxPacket))
-	}
-	r, ack, err := handshake(ours, cp, 0)
+	r, ack, err := handshake(ours, b.localConnect(l), 0)
 	if err != nil {
 		_ = ours.Close()
 		return failure(failLocal, "%w", err)
 	}
 	_ = ours.SetDeadline(time.Time{})
 	l.local, l.lr = ours, r
-	l.localSession = ack.SessionPresent
+	b.mu.Lock()
+	l.localSession = ack.SessionPresent && !b.localNew
+	b.mu.Unlock()
 	rm := 65535
 	if v, ok := ack.Props.Num(codec.PropReceiveMaximum); ok && v > 0 {
 		rm = int(v)
@@ -491,6 +492,83 @@ func (b *Bridge) connectLocal(l *link, deadline time.Time) error {
 		return fail(err)
 	}
 	return nil
+}
+
+// prepareLocal makes the local session hold the out rules' subscriptions
+// before the remote is ever reached, so that what is published while it
+// cannot be (a gateway that starts offline, a rule added while the remote
+// is away) waits in the session's queue. It connects in-process,
+// subscribes and unsubscribes, and leaves; a session that has the right
+// subscriptions already is left alone. A delivery the broker makes to
+// this short connection is not acknowledged, so it is sent again to the
+// next link; only a QoS 0 retained message of a new rule is lost, like any
+// QoS 0 message while the link is down.
+func (b *Bridge) prepareLocal() error {
+	want := newRules(b.cfg.Topics).outFilters()
+	sess, ok := b.m.opts.Local.Session(b.localID)
+	if ok && sameSet(sess.Filters, want) {
+		return nil
+	}
+	if !ok {
+		b.mu.Lock()
+		b.localNew = true
+		b.mu.Unlock()
+	}
+	l := &link{b: b, cfg: &b.cfg, rules: newRules(b.cfg.Topics), log: b.log, recvMax: b.cfg.MaxInflight,
+		localReady: make(chan struct{}), closed: make(chan struct{})}
+	ours, theirs := net.Pipe()
+	defer ours.Close()
+	b.m.opts.Local.ServeConn(theirs, ListenerPrefix+b.cfg.Name)
+	_ = ours.SetDeadline(time.Now().Add(b.cfg.ConnectTimeout))
+	r, _, err := handshake(ours, b.localConnect(l), 0)
+	if err != nil {
+		return err
+	}
+	l.ls = newSender(ours, codec.V5, nil)
+	defer l.ls.wait()
+	if err := l.subscribeLocal(sess.Filters); err != nil {
+		return err
+	}
+	for l.localAcks > 0 {
+		p, err := r.ReadPacket()
+		if err != nil {
+			return err
+		}
+		switch p := p.(type) {
+		case *codec.Suback:
+			l.subscribed("local", p.PacketID, p.ReasonCodes)
+		case *codec.Unsuback:
+			l.subscribed("local", p.PacketID, nil)
+		}
+	}
+	_ = l.ls.send(&codec.Disconnect{})
+	l.ls.finish(time.Second)
+	return nil
+}
+
+// localConnect is the CONNECT of the bridge's local session.
+func (b *Bridge) localConnect(l *link) *codec.Connect {
+	cp := &codec.Connect{ProtocolVersion: codec.V5, ClientID: []byte(b.localID),
+		UsernameFlag: true, Username: []byte(b.localID), PasswordFlag: true, Password: b.m.secret[:]}
+	cp.Props.SetNum(codec.PropSessionExpiry, 0xFFFFFFFF) // the queue while the remote is away: until the bridge is removed
+	cp.Props.SetNum(codec.PropReceiveMaximum, uint32(l.recvMax))
+	if l.maxPacket > 0 {
+		// The local broker drops (and counts) what the remote would refuse.
+		cp.Props.SetNum(codec.PropMaximumPacketSize, uint32(l.maxPacket))
+	}
+	return cp
+}
+
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
 }
 
 // loopPrevention names how the link stops loops.

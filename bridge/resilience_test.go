@@ -383,15 +383,19 @@ func TestBadRemotes(t *testing.T) {
 	if st := status["closer"]; st.Links < 5 || st.Links > int64(run/(hi/2))+8 || st.Backoff == 0 {
 		t.Errorf("closer: %d links, backoff %v: want a handful, at a backoff that grows", st.Links, st.Backoff)
 	}
-	for msg, n := range map[string]int{
-		"bridge refused by the remote: check username, password and client_id": int(status["password"].Failures["auth"]),
-		"bridge cannot set up TLS with the remote":                             int(status["ca"].Failures["tls"]),
-		"bridge cannot connect":                                                int(status["unreachable"].Failures["dial"]),
-		"bridge link down":                                                     int(status["closer"].Links),
+	for _, w := range []struct {
+		bridge, msg string
+		n           int
+	}{
+		{"password", "bridge refused by the remote: check username, password and client_id", int(status["password"].Failures["auth"])},
+		{"ca", "bridge cannot set up TLS with the remote", int(status["ca"].Failures["tls"])},
+		{"unreachable", "bridge cannot connect", int(status["unreachable"].Failures["dial"])},
+		{"closer", "bridge link down", int(status["closer"].Links)},
 	} {
 		// One line per attempt, give or take the one under way at the end.
-		if got := logs.FilterMessageSnippet(msg).Len(); got < n-1 || got > n+1 {
-			t.Errorf("%d log lines %q for %d attempts", got, msg, n)
+		got := logs.FilterField(zap.String("bridge", w.bridge)).FilterMessageSnippet(w.msg).Len()
+		if got < w.n-1 || got > w.n+1 {
+			t.Errorf("%s: %d log lines %q for %d attempts", w.bridge, got, w.msg, w.n)
 		}
 	}
 	if grown := heapAt[1] - min(heapAt[1], heapAt[0]); grown > 4<<20 {
@@ -447,4 +451,47 @@ func closeAfterConnack(t *testing.T) string {
 		}
 	})
 	return ln.Addr().String()
+}
+
+// TestQueueBeforeFirstLink: a bridge whose remote is unreachable from the
+// start (a gateway that boots offline) already queues what goes out, and
+// delivers it, in order, when the remote appears.
+func TestQueueBeforeFirstLink(t *testing.T) {
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := dead.Addr().String()
+	_ = dead.Close()
+	local := tcpBroker(t, core.Options{}, core.Config{})
+	m := local.bridges(t, nil, fast(bridge.Config{Name: "up", Addresses: []string{"mqtt://" + addr},
+		Topics: []bridge.Rule{{Topic: "q/#", QoS: 1}}}))
+	waitFor(t, "the local subscriptions", func() bool {
+		ci, _ := local.srv.Client(bridge.UserPrefix + "up")
+		return len(ci.Subscriptions) == 1
+	})
+	lpub := dialClient(t, local, "lpub", codec.V5)
+	for i := range 5 {
+		lpub.pub("q/x", fmt.Sprint("m", i), 1, false)
+	}
+	if st, _ := m.Bridge("up"); st.Queued != 5 || st.State == bridge.StateConnected {
+		t.Fatalf("%s with %d queued, want 5 queued before any link", st.State, st.Queued)
+	}
+	// The remote's subscriber first, its listener next: nothing the
+	// bridge forwards finds no subscriber.
+	remote := &broker{t: t, addr: addr, url: "mqtt://" + addr}
+	if remote.srv, err = core.New(core.Options{SysInterval: -1}, core.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(remote.stop)
+	rsub := pipeClient(t, remote, "rsub", codec.V5)
+	rsub.subscribe("q/#", 1)
+	ln, err := listeners.Listen(listeners.Options{Address: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = remote.srv.Serve(ln, "test") }()
+	if got := payloads(rsub.expect(5)); !slices.Equal(got, seq("m", 5)) {
+		t.Errorf("got %q", got)
+	}
 }
