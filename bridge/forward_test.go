@@ -13,6 +13,7 @@ import (
 	"xmq/certs/certstest"
 	"xmq/codec"
 	"xmq/core"
+	"xmq/internal/mqtttest"
 	"xmq/listeners"
 )
 
@@ -38,50 +39,50 @@ func TestForward(t *testing.T) {
 				t.Errorf("loop prevention %q, want %q", st.LoopPrevention, want)
 			}
 			lsub := dialClient(t, local, "lsub", codec.V5)
-			lsub.subscribe("#", 2)
+			lsub.Subscribe("#", 2)
 			rsub := dialClient(t, remote, "rsub", codec.V5)
-			rsub.subscribe("#", 2, rap)
+			rsub.Subscribe("#", 2, rap)
 			lpub := dialClient(t, local, "lpub", codec.V5)
 			rpub := dialClient(t, remote, "rpub", codec.V5)
 			for qos := byte(0); qos <= 2; qos++ {
 				payload := fmt.Sprint("q", qos)
-				lpub.pub("out/x", payload, qos, false)
-				lsub.expect(1)
-				if p := rsub.expect(1)[0]; string(p.Topic) != "site/out/x" || string(p.Payload) != payload || p.QoS != qos {
+				lpub.Pub("out/x", payload, qos, false)
+				lsub.Expect(1)
+				if p := rsub.Expect(1)[0]; string(p.Topic) != "site/out/x" || string(p.Payload) != payload || p.QoS != qos {
 					t.Errorf("out at QoS %d: got %q %q QoS %d", qos, p.Topic, p.Payload, p.QoS)
 				}
-				rpub.pub("in/y", payload, qos, false)
-				rsub.expect(1)
-				if p := lsub.expect(1)[0]; string(p.Topic) != "cloud/in/y" || string(p.Payload) != payload || p.QoS != qos {
+				rpub.Pub("in/y", payload, qos, false)
+				rsub.Expect(1)
+				if p := lsub.Expect(1)[0]; string(p.Topic) != "cloud/in/y" || string(p.Payload) != payload || p.QoS != qos {
 					t.Errorf("in at QoS %d: got %q %q QoS %d", qos, p.Topic, p.Payload, p.QoS)
 				}
-				lpub.pub("both/l", payload, qos, false)
-				rpub.pub("both/r", payload, qos, false)
-				for _, s := range []*tclient{lsub, rsub} {
-					got := payloads(s.expect(2))
+				lpub.Pub("both/l", payload, qos, false)
+				rpub.Pub("both/r", payload, qos, false)
+				for _, s := range []*mqtttest.Client{lsub, rsub} {
+					got := payloads(s.Expect(2))
 					if !slices.Equal(got, []string{payload, payload}) {
 						t.Errorf("both at QoS %d: got %q", qos, got)
 					}
 				}
 			}
 			// Topics no rule covers stay where they are.
-			lpub.pub("in/z", "stays", 1, false)
-			rpub.pub("out/z", "stays", 1, false)
-			lsub.expect(1)
-			rsub.expect(1)
+			lpub.Pub("in/z", "stays", 1, false)
+			rpub.Pub("out/z", "stays", 1, false)
+			lsub.Expect(1)
+			rsub.Expect(1)
 			// A live retained message keeps its flag, and the far side keeps it.
-			lpub.pub("out/r", "kept", 1, true)
-			lsub.expect(1)
-			if p := rsub.expect(1)[0]; !p.Retain || string(p.Topic) != "site/out/r" {
+			lpub.Pub("out/r", "kept", 1, true)
+			lsub.Expect(1)
+			if p := rsub.Expect(1)[0]; !p.Retain || string(p.Topic) != "site/out/r" {
 				t.Errorf("retained out: got %q retain %v", p.Topic, p.Retain)
 			}
 			late := dialClient(t, remote, "late", codec.V5)
-			late.subscribe("site/out/r", 1)
-			if p := late.expect(1)[0]; !p.Retain || string(p.Payload) != "kept" {
+			late.Subscribe("site/out/r", 1)
+			if p := late.Expect(1)[0]; !p.Retain || string(p.Payload) != "kept" {
 				t.Errorf("the remote did not keep the retained message: %q retain %v", p.Payload, p.Retain)
 			}
-			lsub.nothing()
-			rsub.nothing()
+			lsub.Nothing()
+			rsub.Nothing()
 			st, _ = m.Bridge("up")
 			// out/x ×3, both/l ×3, out/r out; in/y ×3, both/r ×3 in.
 			if st.MessagesOut != 7 || st.MessagesIn != 6 {
@@ -100,9 +101,9 @@ func TestForwardProperties(t *testing.T) {
 	m := local.bridges(t, nil, fast(bridge.Config{Name: "up", Addresses: []string{remote.url}, Topics: testRules}))
 	waitState(t, m, "up", bridge.StateConnected)
 	lsub := dialClient(t, local, "lsub", codec.V5)
-	lsub.subscribe("cloud/#", 1)
+	lsub.Subscribe("cloud/#", 1)
 	rsub := dialClient(t, remote, "rsub", codec.V5)
-	rsub.subscribe("site/#", 1)
+	rsub.Subscribe("site/#", 1)
 	lpub := dialClient(t, local, "lpub", codec.V5)
 	rpub := dialClient(t, remote, "rpub", codec.V5)
 	msg := func(topic string) *codec.Publish {
@@ -127,10 +128,10 @@ func TestForwardProperties(t *testing.T) {
 			t.Errorf("%s: message expiry %d (present %v), want just under 3600", dir, p.Props.MessageExpiry, p.Props.Has(codec.PropMessageExpiry))
 		}
 	}
-	lpub.publish(msg("out/p"))
-	check("out", rsub.expect(1)[0])
-	rpub.publish(msg("in/p"))
-	check("in", lsub.expect(1)[0])
+	lpub.Publish(msg("out/p"))
+	check("out", rsub.Expect(1)[0])
+	rpub.Publish(msg("in/p"))
+	check("in", lsub.Expect(1)[0])
 }
 
 // TestTransports: the bridge reaches the remote over TLS (verified with
@@ -151,10 +152,10 @@ func TestTransports(t *testing.T) {
 			m := local.bridges(t, nil, fast(cfg))
 			waitState(t, m, "up", bridge.StateConnected)
 			rsub := pipeClient(t, remote, "rsub", codec.V5)
-			rsub.subscribe("site/#", 1)
+			rsub.Subscribe("site/#", 1)
 			lpub := dialClient(t, local, "lpub", codec.V5)
-			lpub.pub("out/t", tr, 1, false)
-			if p := rsub.expect(1)[0]; string(p.Payload) != tr {
+			lpub.Pub("out/t", tr, 1, false)
+			if p := rsub.Expect(1)[0]; string(p.Payload) != tr {
 				t.Errorf("got %q", p.Payload)
 			}
 		})
@@ -174,22 +175,22 @@ func TestPlainProtocolOriginTracking(t *testing.T) {
 		t.Fatalf("loop prevention %q", st.LoopPrevention)
 	}
 	lsub := dialClient(t, local, "lsub", codec.V5)
-	lsub.subscribe("t/#", 1)
+	lsub.Subscribe("t/#", 1)
 	rsub := dialClient(t, remote, "rsub", codec.V5)
-	rsub.subscribe("t/#", 1)
+	rsub.Subscribe("t/#", 1)
 	lpub := dialClient(t, local, "lpub", codec.V5)
 	rpub := dialClient(t, remote, "rpub", codec.V5)
 	for i := range 5 {
-		lpub.pub("t/l", fmt.Sprint("l", i), 1, false)
-		rpub.pub("t/r", fmt.Sprint("r", i), 1, false)
+		lpub.Pub("t/l", fmt.Sprint("l", i), 1, false)
+		rpub.Pub("t/r", fmt.Sprint("r", i), 1, false)
 	}
-	for _, s := range []*tclient{lsub, rsub} {
-		got := payloads(s.expect(10))
+	for _, s := range []*mqtttest.Client{lsub, rsub} {
+		got := payloads(s.Expect(10))
 		slices.Sort(got)
 		if want := []string{"l0", "l1", "l2", "l3", "l4", "r0", "r1", "r2", "r3", "r4"}; !slices.Equal(got, want) {
 			t.Errorf("got %q, want each message once", got)
 		}
-		s.nothing()
+		s.Nothing()
 	}
 	waitFor(t, "the echoes", func() bool { st, _ := m.Bridge("up"); return st.LoopsPrevented == 5 })
 }
@@ -206,18 +207,18 @@ func TestBothWaysNoLoop(t *testing.T) {
 				Topics: []bridge.Rule{{Topic: "#", Direction: bridge.Both, QoS: 1}}}))
 			waitState(t, m, "ab", bridge.StateConnected)
 			asub := dialClient(t, a, "asub", codec.V311)
-			asub.subscribe("#", 1)
+			asub.Subscribe("#", 1)
 			bsub := dialClient(t, b, "bsub", codec.V311)
-			bsub.subscribe("#", 1)
-			dialClient(t, a, "apub", codec.V311).pub("from/a", "A", 1, false)
-			dialClient(t, b, "bpub", codec.V311).pub("from/b", "B", 1, false)
-			for _, s := range []*tclient{asub, bsub} {
-				got := payloads(s.expect(2))
+			bsub.Subscribe("#", 1)
+			dialClient(t, a, "apub", codec.V311).Pub("from/a", "A", 1, false)
+			dialClient(t, b, "bpub", codec.V311).Pub("from/b", "B", 1, false)
+			for _, s := range []*mqtttest.Client{asub, bsub} {
+				got := payloads(s.Expect(2))
 				slices.Sort(got)
 				if !slices.Equal(got, []string{"A", "B"}) {
 					t.Errorf("got %q", got)
 				}
-				s.nothing()
+				s.Nothing()
 			}
 			if st, _ := m.Bridge("ab"); st.MessagesOut != 1 || st.MessagesIn != 1 {
 				t.Errorf("forwarded %d out and %d in, want 1 and 1", st.MessagesOut, st.MessagesIn)
@@ -235,12 +236,12 @@ func TestOverlappingRules(t *testing.T) {
 		{Topic: "a/#", QoS: 1, RemotePrefix: "first/"}, {Topic: "a/b/#", QoS: 2, RemotePrefix: "second/"}}}))
 	waitState(t, m, "up", bridge.StateConnected)
 	rsub := dialClient(t, remote, "rsub", codec.V5)
-	rsub.subscribe("#", 2)
-	dialClient(t, local, "lpub", codec.V5).pub("a/b/c", "once", 2, false)
-	if p := rsub.expect(1)[0]; string(p.Topic) != "first/a/b/c" || p.QoS != 1 {
+	rsub.Subscribe("#", 2)
+	dialClient(t, local, "lpub", codec.V5).Pub("a/b/c", "once", 2, false)
+	if p := rsub.Expect(1)[0]; string(p.Topic) != "first/a/b/c" || p.QoS != 1 {
 		t.Errorf("got %q at QoS %d, want first/a/b/c at QoS 1", p.Topic, p.QoS)
 	}
-	rsub.nothing()
+	rsub.Nothing()
 }
 
 // TestImports keeps the package off core (DESIGN.md): the composition root

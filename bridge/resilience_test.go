@@ -46,22 +46,22 @@ func TestQueueWhileRemoteDown(t *testing.T) {
 		Topics: []bridge.Rule{{Topic: "q/#", QoS: 1}}}))
 	waitState(t, m, "up", bridge.StateConnected)
 	rsub := dialClient(t, remote, "rsub", codec.V5, persistent)
-	rsub.subscribe("q/#", 1)
-	rsub.close()
+	rsub.Subscribe("q/#", 1)
+	rsub.Close()
 	remote.stop()
 	waitFor(t, "the link to go down", func() bool { st, _ := m.Bridge("up"); return st.State != bridge.StateConnected })
 
 	lpub := dialClient(t, local, "lpub", codec.V5)
 	refused := 0
 	for i := range 40 {
-		if rc := lpub.publish(&codec.Publish{Topic: []byte("q/x"), QoS: 1, Payload: []byte(fmt.Sprint("m", i))}); rc == codec.QuotaExceeded {
+		if rc := lpub.Publish(&codec.Publish{Topic: []byte("q/x"), QoS: 1, Payload: []byte(fmt.Sprint("m", i))}); rc == codec.QuotaExceeded {
 			refused++
 		}
 	}
 	for range 5 {
-		lpub.pub("q/x", "qos0", 0, false)
+		lpub.Pub("q/x", "qos0", 0, false)
 	}
-	lpub.pub("q/flush", "", 1, false) // after the QoS 0 ones: they have been routed
+	lpub.Pub("q/flush", "", 1, false) // after the QoS 0 ones: they have been routed
 	st, _ := m.Bridge("up")
 	if refused != 10 || st.Queued != 30 || st.Dropped["local_queue"] != 16 {
 		t.Errorf("refused %d, queued %d, local drops %d; want 10, 30 and 16 (10 refused, 5 QoS 0, the flush)",
@@ -70,11 +70,11 @@ func TestQueueWhileRemoteDown(t *testing.T) {
 
 	remote = storeBroker(t, dir, remote.addr)
 	rsub = dialClient(t, remote, "rsub", codec.V5, persistent)
-	got := payloads(rsub.expect(30))
+	got := payloads(rsub.Expect(30))
 	if want := seq("m", 30); !slices.Equal(got, want) {
 		t.Errorf("after the remote came back: %q, want %q", got, want)
 	}
-	rsub.nothing()
+	rsub.Nothing()
 	waitFor(t, "an empty queue", func() bool { st, _ := m.Bridge("up"); return st.Queued == 0 && st.Inflight == 0 })
 }
 
@@ -94,7 +94,7 @@ func TestStopStart(t *testing.T) {
 	m := local.bridges(t, nil, fast(bridge.Config{Name: "up", Addresses: []string{remote.url}, Topics: []bridge.Rule{{Topic: "s/#", QoS: 1}}}))
 	waitState(t, m, "up", bridge.StateConnected)
 	rsub := dialClient(t, remote, "rsub", codec.V5)
-	rsub.subscribe("s/#", 1)
+	rsub.Subscribe("s/#", 1)
 	if err := m.Stop("up"); err != nil {
 		t.Fatal(err)
 	}
@@ -102,12 +102,12 @@ func TestStopStart(t *testing.T) {
 		t.Fatalf("state %s after Stop", st.State)
 	}
 	lpub := dialClient(t, local, "lpub", codec.V5)
-	lpub.pub("s/1", "while stopped", 1, false)
-	rsub.nothing()
+	lpub.Pub("s/1", "while stopped", 1, false)
+	rsub.Nothing()
 	if err := m.Start("up"); err != nil {
 		t.Fatal(err)
 	}
-	if p := rsub.expect(1)[0]; string(p.Payload) != "while stopped" {
+	if p := rsub.Expect(1)[0]; string(p.Payload) != "while stopped" {
 		t.Errorf("got %q", p.Payload)
 	}
 	if err := m.Stop("nope"); err == nil {
@@ -124,8 +124,8 @@ func TestApply(t *testing.T) {
 	local := tcpBroker(t, core.Options{}, core.Config{})
 	// What a bridge removed while the broker was down leaves behind.
 	orphan := pipeClient(t, local, bridge.UserPrefix+"gone", codec.V5, persistent)
-	orphan.subscribe("o/#", 1)
-	orphan.close()
+	orphan.Subscribe("o/#", 1)
+	orphan.Close()
 
 	cfg := fast(bridge.Config{Name: "up", Addresses: []string{remote.url}, Topics: []bridge.Rule{{Topic: "x/#", QoS: 1}}})
 	m := local.bridges(t, nil, cfg)
@@ -145,10 +145,10 @@ func TestApply(t *testing.T) {
 		t.Errorf("local subscriptions %q", f)
 	}
 	rsub := dialClient(t, remote, "rsub", codec.V5)
-	rsub.subscribe("#", 1)
+	rsub.Subscribe("#", 1)
 	lpub := dialClient(t, local, "lpub", codec.V5)
-	lpub.pub("x/1", "x", 1, false)
-	rsub.expect(1)
+	lpub.Pub("x/1", "x", 1, false)
+	rsub.Expect(1)
 
 	ch, err := m.Apply([]bridge.Config{cfg})
 	if err != nil || !slices.Equal(ch.Unchanged, []string{"up"}) {
@@ -162,9 +162,9 @@ func TestApply(t *testing.T) {
 	}
 	waitState(t, m, "up", bridge.StateConnected)
 	waitFor(t, "the new subscriptions", func() bool { return slices.Equal(filters(), []string{"y/#"}) })
-	lpub.pub("x/2", "not any more", 1, false)
-	lpub.pub("y/1", "y", 1, false)
-	if p := rsub.expect(1)[0]; string(p.Payload) != "y" {
+	lpub.Pub("x/2", "not any more", 1, false)
+	lpub.Pub("y/1", "y", 1, false)
+	if p := rsub.Expect(1)[0]; string(p.Payload) != "y" {
 		t.Errorf("got %q, want only what the new rules forward", p.Payload)
 	}
 	if st, _ := m.Bridge("up"); st.MessagesOut != 2 {
@@ -201,9 +201,9 @@ func TestSweeps(t *testing.T) {
 			Topics: []bridge.Rule{{Topic: "in/#", Direction: bridge.In, QoS: 2}}}))
 		waitState(t, m, "up", bridge.StateConnected)
 		lsub := dialClient(t, local, "lsub", codec.V5)
-		lsub.subscribe("in/#", 2)
-		dialClient(t, remote, "rpub", codec.V5).pub("in/new", "new", 2, false) // packet id 1 towards the bridge
-		if p := lsub.expect(1)[0]; string(p.Payload) != "new" {
+		lsub.Subscribe("in/#", 2)
+		dialClient(t, remote, "rpub", codec.V5).Pub("in/new", "new", 2, false) // packet id 1 towards the bridge
+		if p := lsub.Expect(1)[0]; string(p.Payload) != "new" {
 			t.Errorf("got %q", p.Payload)
 		}
 	})
@@ -215,9 +215,9 @@ func TestSweeps(t *testing.T) {
 			Topics: []bridge.Rule{{Topic: "out/#", QoS: 2}}}))
 		waitState(t, m, "up", bridge.StateConnected)
 		rsub := dialClient(t, remote, "rsub", codec.V5)
-		rsub.subscribe("out/#", 2)
-		dialClient(t, local, "lpub", codec.V5).pub("out/new", "new", 2, false) // packet id 1 towards the remote
-		if p := rsub.expect(1)[0]; string(p.Payload) != "new" {
+		rsub.Subscribe("out/#", 2)
+		dialClient(t, local, "lpub", codec.V5).Pub("out/new", "new", 2, false) // packet id 1 towards the remote
+		if p := rsub.Expect(1)[0]; string(p.Payload) != "new" {
 			t.Errorf("got %q", p.Payload)
 		}
 	})
@@ -265,10 +265,10 @@ func TestBridgeBitFallback(t *testing.T) {
 		t.Errorf("logs: %v", logs.All())
 	}
 	lsub := dialClient(t, local, "lsub", codec.V5)
-	lsub.subscribe("#", 1)
-	dialClient(t, local, "lpub", codec.V5).pub("t", "once", 1, false)
-	lsub.expect(1)
-	lsub.nothing()
+	lsub.Subscribe("#", 1)
+	dialClient(t, local, "lpub", codec.V5).Pub("t", "once", 1, false)
+	lsub.Expect(1)
+	lsub.Nothing()
 }
 
 // refuseBridgeBit is a TCP proxy to addr that answers a CONNECT carrying
@@ -472,7 +472,7 @@ func TestQueueBeforeFirstLink(t *testing.T) {
 	})
 	lpub := dialClient(t, local, "lpub", codec.V5)
 	for i := range 5 {
-		lpub.pub("q/x", fmt.Sprint("m", i), 1, false)
+		lpub.Pub("q/x", fmt.Sprint("m", i), 1, false)
 	}
 	if st, _ := m.Bridge("up"); st.Queued != 5 || st.State == bridge.StateConnected {
 		t.Fatalf("%s with %d queued, want 5 queued before any link", st.State, st.Queued)
@@ -485,13 +485,13 @@ func TestQueueBeforeFirstLink(t *testing.T) {
 	}
 	t.Cleanup(remote.stop)
 	rsub := pipeClient(t, remote, "rsub", codec.V5)
-	rsub.subscribe("q/#", 1)
+	rsub.Subscribe("q/#", 1)
 	ln, err := listeners.Listen(listeners.Options{Address: addr})
 	if err != nil {
 		t.Fatal(err)
 	}
 	go func() { _ = remote.srv.Serve(ln, "test") }()
-	if got := payloads(rsub.expect(5)); !slices.Equal(got, seq("m", 5)) {
+	if got := payloads(rsub.Expect(5)); !slices.Equal(got, seq("m", 5)) {
 		t.Errorf("got %q", got)
 	}
 }
