@@ -92,3 +92,31 @@ func TestClientAwaitingRelease(t *testing.T) {
 		t.Fatalf("awaiting release %v after PUBREL 3, want [9]", info.AwaitingRelease)
 	}
 }
+
+// A Mosquitto bridge's will on $SYS/broker/connection/… (its
+// notifications): the bridge connects without it; any other client with a
+// will on a broker topic is still refused.
+func TestBridgeBitSysWill(t *testing.T) {
+	srv := newServer(t, core.Options{}, core.Config{})
+	watch := client(t, srv, codec.V5, "watch")
+	watch.subscribe(1, "$SYS/broker/connection/#")
+	sysWill := func(bridge bool) func(*codec.Connect) {
+		return func(p *codec.Connect) {
+			p.Bridge = bridge
+			p.WillFlag, p.WillQoS, p.WillRetain = true, 1, true
+			p.WillTopic, p.WillPayload = []byte("$SYS/broker/connection/gw.cloud/state"), []byte("0")
+		}
+	}
+	b := client(t, srv, codec.V311, "gw.cloud", sysWill(true))
+	b.close()
+	watch.expectNothing(quiet)
+	c := dial(t, srv, codec.V311)
+	p := connectPacket(codec.V311, "plain")
+	sysWill(false)(p)
+	if ack := c.connectRC(p); ack.ReasonCode != codec.NotAuthorized {
+		t.Errorf("CONNACK %s for a plain client's will on $SYS, want Not authorized", ack.ReasonCode)
+	}
+	if st := srv.Stats(); st.WillsRefused != 2 {
+		t.Errorf("wills refused %d, want 2", st.WillsRefused)
+	}
+}

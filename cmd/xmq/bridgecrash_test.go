@@ -62,7 +62,11 @@ func TestBridgeCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	var procs []*proc
-	startR := func() *proc { p := startBroker(t, rDir, "-c", rCfg, "-listen", rAddr); procs = append(procs, p); return p }
+	startR := func() *proc {
+		p := startBroker(t, rDir, "-c", rCfg, "-listen", rAddr)
+		procs = append(procs, p)
+		return p
+	}
 	startL := func() *proc { p := startBroker(t, lDir, "-c", lCfg); procs = append(procs, p); return p }
 	t.Cleanup(func() {
 		if t.Failed() {
