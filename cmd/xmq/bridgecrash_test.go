@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -191,4 +192,33 @@ func TestBridgeCrash(t *testing.T) {
 	for _, f := range flows {
 		checkDelivered(t, f.pub, f.sub)
 	}
+}
+
+// TestBridgeSIGHUP: a bridge added to the configuration file of a running
+// xmq starts on SIGHUP, and stops (its local session gone) when removed.
+func TestBridgeSIGHUP(t *testing.T) {
+	r := startBroker(t, t.TempDir())
+	cfg := filepath.Join(t.TempDir(), "l.yaml")
+	if err := os.WriteFile(cfg, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l := startBroker(t, t.TempDir(), "-c", cfg)
+	bridge := fmt.Sprintf("bridges:\n  - {name: up, addresses: [mqtt://%s], topics: [{topic: 'hup/#', qos: 1}]}\n", r.addr)
+	if err := os.WriteFile(cfg, []byte(bridge), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_ = l.cmd.Process.Signal(syscall.SIGHUP)
+	waitUntil(t, "the bridge to connect", func() bool { return strings.Contains(l.stderr.String(), `"msg":"bridge connected"`) })
+	if err := os.WriteFile(cfg, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_ = l.cmd.Process.Signal(syscall.SIGHUP)
+	waitUntil(t, "the bridge to go", func() bool {
+		return strings.Contains(l.stderr.String(), `"msg":"bridges configured","added":[],"changed":[],"removed":["up"]`)
+	})
+	if !strings.Contains(l.stderr.String(), `"msg":"bridge stopped"`) {
+		t.Errorf("no log line of the bridge stopping:\n%s", l.stderr)
+	}
+	l.stop(t)
+	r.stop(t)
 }
