@@ -35,16 +35,20 @@ type Auth struct {
 	pwErr    string // last poll error, logged once
 	aclErr   string
 
-	bans      *banList
-	failed    *failureLimiter
-	rate      *rateLimiter
-	flaps     *flapDetector
-	denyLog   *limitTable[string, denyWindow]
-	hashSlots chan struct{}
+	bans    *banList
+	banMu   sync.Mutex // orders the changes of stored bans: memory and store together
+	failed  *failureLimiter
+	rate    *rateLimiter
+	flaps   *flapDetector
+	denyLog *limitTable[string, denyWindow]
+	hashq   *hashQueue
 
 	scramSecret []byte
-	nonce       func() string    // SCRAM server nonce; tests replace it
-	now         func() time.Time // tests replace it
+	proofKey    []byte                               // keys the login cache's proofs; never leaves the process
+	nonce       func() string                        // SCRAM server nonce; tests replace it
+	now         func() time.Time                     // tests replace it
+	verify      func(h hasher, password []byte) bool // checks a hash; tests replace it
+	busyLogged  atomic.Int64                         // unix seconds of the last Server Busy log line
 
 	stats counters
 
@@ -96,18 +100,24 @@ func New(opts Options) (*Auth, error) {
 		rate:        newRateLimiter(l.ConnectionRate, l.ConnectionBurst, l.Tracked),
 		flaps:       newFlapDetector(l.FlapMax, l.FlapWindow, l.Tracked),
 		denyLog:     newDenyLog(l.Tracked),
-		hashSlots:   make(chan struct{}, max(l.MaxHashes, 1)),
 		scramSecret: randomBytes(32),
+		proofKey:    randomBytes(32),
 		nonce:       func() string { return b64(randomBytes(18)) },
 		now:         opts.now,
+		verify:      func(h hasher, password []byte) bool { return h.verify(password) },
 		stop:        make(chan struct{}), done: make(chan struct{}),
 	}
+	a.hashq = newHashQueue(l.MaxHashes, l.HashQueuePerSource, l.HashQueue,
+		func(key netip.Addr) (int, bool) { return a.failed.budget(key, a.now()) })
 	for _, name := range opts.CertListeners {
 		a.certListeners[name] = true
 	}
 	a.mu.Lock()
 	err := errors.Join(a.loadPasswordsLocked(), a.loadACLLocked())
 	a.mu.Unlock()
+	if err == nil {
+		err = a.loadBans(a.now())
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -151,6 +161,9 @@ func (a *Auth) loadPasswordsLocked() error {
 		a.stats.reloadErrors.Add(1)
 		return fmt.Errorf("auth: password file %s: %w", path, err)
 	}
+	// A new load starts with an empty login cache: a changed password
+	// takes effect at the next login.
+	pf.logins = newLoginCache(a.opts.LoginCacheTTL, a.opts.Limits.Tracked, a.now)
 	a.pwStamp, a.pwErr = st, ""
 	a.users.Store(pf)
 	a.stats.reloads.Add(1)
@@ -203,10 +216,16 @@ func (a *Auth) maintain() {
 			a.poll()
 		}
 		now := a.now()
-		a.bans.sweep(now)
+		a.banMu.Lock()
+		a.unstoreBans(a.bans.sweep(now)...)
+		a.banMu.Unlock()
+		if pf := a.users.Load(); pf != nil {
+			pf.logins.sweep(now)
+		}
 		a.failed.t.sweep(now)
 		a.rate.t.sweep(now)
 		a.flaps.t.sweep(now)
+		a.flaps.holders.sweep(now)
 		a.denyLog.sweep(now)
 	}
 }
@@ -256,12 +275,12 @@ func refuse(code codec.ReasonCode, format string, a ...any) error {
 
 // admit runs the checks every attempt passes first, cheapest first: the
 // connection rate of the source, then the bans.
-func (a *Auth) admit(clientID, username string, ip netip.Addr, now time.Time) error {
+func (a *Auth) admit(who identity, username string, ip netip.Addr, now time.Time) error {
 	if !a.rate.allow(sourceKey(ip), now) {
 		a.stats.rateLimited.Add(1)
 		return refuse(codec.ConnectionRateExceeded, "connection rate of %s exceeded", ip)
 	}
-	if b, ok := a.bans.match(clientID, username, ip, now); ok {
+	if b, ok := a.bans.match(who, username, ip, now); ok {
 		a.stats.banned.Add(1)
 		return refuse(codec.Banned, "banned (%s %s)", b.Kind, b.Value)
 	}
@@ -272,21 +291,25 @@ func (a *Auth) admit(clientID, username string, ip netip.Addr, now time.Time) er
 // connection rate of the source address, the ban list, then either the
 // anonymous policy (no user name, or no password file), the certificate
 // identity (CertListeners), or the password: a source locked out after
-// too many failures is refused before any hash is checked, otherwise
+// too many failures is refused before any hash is checked; a login that
+// succeeded within LoginCacheTTL is admitted without one; otherwise the
+// login waits for its turn in the hash queue (fair between sources) and
 // exactly one hash is checked, against a stand-in of the same cost for an
-// unknown user. A wrong password and an unknown user both get Bad User
-// Name or Password. A connection opened by a foreign browser page
-// (crossOrigin set) is never local for the anonymous policy.
+// unknown user. Only a wrong password or an unknown user counts as a
+// failure, and gets Bad User Name or Password. A connection opened by a
+// foreign browser page (crossOrigin set) is never local for the anonymous
+// policy.
 func (a *Auth) Authenticate(clientID, username string, password []byte, remote net.Addr, listener, crossOrigin string) error {
 	now := a.now()
 	ip, _ := addrIP(remote)
-	if err := a.admit(clientID, username, ip, now); err != nil {
+	pf := a.users.Load()
+	who := a.identityOf(clientID, username, ip, listener, pf)
+	if err := a.admit(who, username, ip, now); err != nil {
 		return err
 	}
-	pf := a.users.Load()
 	switch {
 	case username != "" && a.certListeners[listener]:
-		a.stats.logins.Add(1)
+		a.loggedIn(who, now)
 		return nil
 	case username == "" || pf == nil:
 		if !a.anonymousOK(listener, remote, ip, crossOrigin) {
@@ -299,59 +322,113 @@ func (a *Auth) Authenticate(clientID, username string, password []byte, remote n
 			}
 			return refuse(codec.NotAuthorized, "anonymous access is not allowed from %s on listener %s", ip, listener)
 		}
-		a.stats.logins.Add(1)
+		a.loggedIn(who, now)
 		return nil
 	}
 	key := sourceKey(ip)
-	if !a.failed.begin(key, now) {
+	if a.failed.locked(key, now) {
 		a.stats.lockedOut.Add(1)
 		return refuse(codec.NotAuthorized, "too many failed logins from %s", ip)
 	}
-	ok := false
-	defer func() {
-		if a.failed.end(key, ok, a.now()) {
-			a.log.Warn("source locked out after failed logins", "address", ip.String(),
-				"failures", a.opts.Limits.MaxFailedLogins, "for", a.opts.Limits.FailedLoginBan)
-		}
-	}()
-	if !a.acquireHash() {
-		a.stats.busy.Add(1)
-		ok = true // not the client's failure
-		return refuse(codec.ServerBusy, "no password check slot free within %v", a.opts.Limits.HashWait)
-	}
 	e := pf.users[username]
-	h := pf.dummy
-	if e != nil {
-		h = e.hash
+	var proof loginProof
+	if e != nil && pf.logins != nil {
+		proof = proofOf(a.proofKey, username, password, e)
+		// Proved lately, or by the check of the same credentials now in
+		// flight: no hash, no turn in the queue.
+		if pf.logins.await(proof, a.opts.Limits.HashWait) {
+			a.stats.loginCacheHits.Add(1)
+			a.loggedIn(who, now)
+			return nil
+		}
 	}
-	ok = h.verify(password) && e != nil
-	<-a.hashSlots
-	if !ok {
+	switch a.hashq.acquire(key, a.opts.Limits.HashWait) {
+	case turnBusy:
+		a.stats.busy.Add(1)
+		a.logBusy(ip)
+		return refuse(codec.ServerBusy, "no password check turn within %v (hash queue full or too slow)", a.opts.Limits.HashWait)
+	case turnLocked:
+		a.stats.lockedOut.Add(1)
+		return refuse(codec.NotAuthorized, "too many failed logins from %s", ip)
+	}
+	ok, cached := a.checkHash(pf, e, proof, key, ip, password)
+	switch {
+	case cached:
+		a.stats.loginCacheHits.Add(1)
+	case !ok:
 		a.stats.loginFailures.Add(1)
 		if e == nil {
 			return refuse(codec.BadUserNameOrPassword, "unknown user %q", username)
 		}
 		return refuse(codec.BadUserNameOrPassword, "wrong password for user %q", username)
 	}
-	a.stats.logins.Add(1)
+	a.loggedIn(who, now)
 	return nil
 }
 
-// acquireHash takes a hash slot, waiting up to HashWait.
-func (a *Auth) acquireHash() bool {
-	select {
-	case a.hashSlots <- struct{}{}:
-		return true
-	default:
+// checkHash runs a login's hash check in the turn the hash queue gave it, and
+// ends the turn: a failure is counted for the source first, so that the
+// queue sees the source's budget or lockout when it hands out the next
+// turn. A login whose credentials another login proved meanwhile (or is
+// checking now) is admitted without a check (cached).
+func (a *Auth) checkHash(pf *passwordFile, e *entry, proof loginProof, key, ip netip.Addr, password []byte) (ok, cached bool) {
+	defer a.hashq.release(key)
+	if e != nil && pf.logins != nil {
+		proved, land := pf.logins.lead(proof, a.opts.Limits.HashWait)
+		if proved {
+			return true, true
+		}
+		defer land() // after add: the logins waiting for this check then find it proved
 	}
-	t := time.NewTimer(a.opts.Limits.HashWait)
-	defer t.Stop()
-	select {
-	case a.hashSlots <- struct{}{}:
-		return true
-	case <-t.C:
-		return false
+	h := pf.dummy
+	if e != nil {
+		h = e.hash
 	}
+	ok = a.verify(h, password) && e != nil
+	a.stats.hashChecks.Add(1)
+	now := a.now()
+	if ok {
+		if pf.logins != nil {
+			pf.logins.add(proof, now)
+		}
+		return true, false
+	}
+	if a.failed.fail(key, now) {
+		a.log.Warn("source locked out after failed logins", "address", ip.String(),
+			"failures", a.opts.Limits.MaxFailedLogins, "for", a.opts.Limits.FailedLoginBan)
+	}
+	return false, false
+}
+
+// logBusy logs a Server Busy refusal, at most once a second (a flood
+// would otherwise flood the log too); Stats counts every one.
+func (a *Auth) logBusy(ip netip.Addr) {
+	now := time.Now().Unix()
+	if last := a.busyLogged.Load(); now > last && a.busyLogged.CompareAndSwap(last, now) {
+		a.log.Warn("login refused with Server Busy: no password check turn in time",
+			"address", ip.String(), "waiting", a.hashq.waiting(), "max_hashes", a.opts.Limits.MaxHashes,
+			"hash_wait", a.opts.Limits.HashWait, "refused_so_far", a.stats.busy.Load())
+	}
+}
+
+// loggedIn counts an admitted login and, for flapping detection, notes
+// which identity now holds the client id: when core then reports the
+// previous connection with that client id as taken over, the takeover
+// counts as that identity's drop only if the same identity took over.
+func (a *Auth) loggedIn(who identity, now time.Time) {
+	a.stats.logins.Add(1)
+	a.flaps.admitted(who, now)
+}
+
+// identityOf is the identity a client is counted and banned as for
+// flapping: its client id with its user name when the name is verified
+// (a password file, or a certificate listener), otherwise with its source
+// address.
+func (a *Auth) identityOf(clientID, username string, ip netip.Addr, listener string, pf *passwordFile) identity {
+	if username != "" && (pf != nil || a.certListeners[listener]) {
+		return identity{clientID: clientID, username: username}
+	}
+	return identity{clientID: clientID, addr: sourceKey(ip)}
 }
 
 // anonymousOK applies the anonymous policy of a listener. The local policy
@@ -399,7 +476,7 @@ func (a *Auth) AuthStep(method, clientID string, state any, data []byte, remote 
 	ip, _ := addrIP(remote)
 	key := sourceKey(ip)
 	if state == nil {
-		if err := a.admit(clientID, "", ip, now); err != nil {
+		if err := a.admit(identity{clientID: clientID, addr: key}, "", ip, now); err != nil {
 			return nil, nil, false, "", err
 		}
 		if a.failed.locked(key, now) {
@@ -417,7 +494,7 @@ func (a *Auth) AuthStep(method, clientID string, state any, data []byte, remote 
 			a.stats.loginFailures.Add(1)
 			return nil, nil, false, "", refuse(codec.NotAuthorized, "%s: %v", m.name, err)
 		}
-		if b, ok := a.bans.match(clientID, x.user, netip.Addr{}, now); ok {
+		if b, ok := a.bans.match(identity{clientID: clientID, username: x.user}, x.user, netip.Addr{}, now); ok {
 			a.stats.banned.Add(1)
 			return nil, nil, false, "", refuse(codec.Banned, "banned (%s %s)", b.Kind, b.Value)
 		}
@@ -440,7 +517,7 @@ func (a *Auth) AuthStep(method, clientID string, state any, data []byte, remote 
 		}
 		return nil, nil, false, "", refuse(codec.BadUserNameOrPassword, "%s", why)
 	}
-	a.stats.logins.Add(1)
+	a.loggedIn(identity{clientID: clientID, username: x.user}, now)
 	return reply, nil, true, x.user, nil
 }
 
@@ -454,22 +531,31 @@ func (a *Auth) fakeScram(m *scramMech, user string) scramCred {
 }
 
 // ClientDisconnected feeds flapping detection (core.ConnectionObserver):
-// a client id whose connections end uncleanly more than FlapMax times in
-// FlapWindow is banned for FlapBan. Clean ends (DISCONNECT, with or without
-// will), shutdowns and operator disconnects do not count.
+// an identity (see identityOf) whose connections end uncleanly more than
+// FlapMax times in FlapWindow is banned for FlapBan, that identity only.
+// Clean ends (DISCONNECT, with or without will), shutdowns and operator
+// disconnects do not count; a takeover counts only when the connection
+// that took over is the same identity (a device reconnecting before its
+// old connection was noticed dead, or two devices sharing credentials and
+// client id), since anyone who knows a client id can take it over.
 func (a *Auth) ClientDisconnected(clientID, username string, remote net.Addr, listener string, connectedFor time.Duration, reason string) {
 	switch reason {
 	case "normal", "disconnect_with_will", "server_shutdown", "admin":
 		return
 	}
 	now := a.now()
-	if !a.flaps.drop(clientID, now) {
+	ip, _ := addrIP(remote)
+	who := a.identityOf(clientID, username, ip, listener, a.users.Load())
+	if reason == "taken_over" && !a.flaps.tookOverBySelf(who, now) {
+		return
+	}
+	if !a.flaps.drop(who, now) {
 		return
 	}
 	until := now.Add(a.opts.Limits.FlapBan)
-	_ = a.bans.add(Ban{Kind: BanClientID, Value: clientID, Until: until, Reason: "flapping", At: now})
+	b := a.bans.addIdentity(who, Ban{Until: until, Reason: "flapping", At: now})
 	a.stats.flapBans.Add(1)
-	a.log.Warn("client id banned for flapping", "client_id", clientID,
+	a.log.Warn("client banned for flapping", "kind", string(b.Kind), "value", b.Value,
 		"disconnects", a.opts.Limits.FlapMax+1, "within", a.opts.Limits.FlapWindow, "until", until)
 }
 
@@ -545,7 +631,9 @@ func (a *Auth) ReadsAll(clientID, username, filter string) bool {
 // ACL load (core.Authorizer).
 func (a *Auth) Generation() uint64 { return a.gen.Load() }
 
-// Ban adds or replaces a ban (same kind and value). At defaults to now.
+// Ban adds or replaces a ban (same kind and value) of kind client_id,
+// username or ip; with Options.BanStore it is stored and survives a
+// restart until it expires. At defaults to now.
 // Connections already up are not closed: the caller disconnects them
 // through the broker if it wants.
 func (a *Auth) Ban(b Ban) error {
@@ -555,17 +643,30 @@ func (a *Auth) Ban(b Ban) error {
 	if b.At.IsZero() {
 		b.At = a.now()
 	}
-	if err := a.bans.add(b); err != nil {
+	a.banMu.Lock()
+	defer a.banMu.Unlock()
+	b, err := a.bans.add(b)
+	if err != nil {
 		return err
 	}
+	a.storeBan(b)
 	a.log.Info("ban set", "kind", string(b.Kind), "value", b.Value, "until", b.Until, "reason", b.Reason)
 	return nil
 }
 
-// Unban lifts a ban; it reports whether there was one.
+// Unban lifts a ban; it reports whether there was one. value is as Bans
+// lists it (an address or prefix in any form).
 func (a *Auth) Unban(kind BanKind, value string) bool {
+	a.banMu.Lock()
+	defer a.banMu.Unlock()
 	ok := a.bans.remove(kind, value)
+	if kind == BanAddress {
+		if _, v, err := banPrefix(value); err == nil {
+			value = v
+		}
+	}
 	if ok {
+		a.unstoreBans(Ban{Kind: kind, Value: value})
 		a.log.Info("ban lifted", "kind", string(kind), "value", value)
 	}
 	return ok
@@ -577,7 +678,7 @@ func (a *Auth) Bans() []Ban { return a.bans.list(a.now()) }
 // counters are the live statistics.
 type counters struct {
 	logins, loginFailures, anonymousRefused, banned, lockedOut, rateLimited, busy,
-	flapBans, aclMisses, reloads, reloadErrors atomic.Int64
+	flapBans, aclMisses, reloads, reloadErrors, hashChecks, loginCacheHits atomic.Int64
 	denied [denyKinds]atomic.Int64
 }
 
@@ -589,8 +690,12 @@ type Stats struct {
 	Banned           int64 // refused by a ban
 	LockedOut        int64 // refused without a hash check: too many failed logins from the source
 	RateLimited      int64 // refused by the per-source connection rate
-	Busy             int64 // refused because no hash check slot came free in time
-	FlapBans         int64 // client ids banned for flapping
+	Busy             int64 // refused because the hash queue was full or no turn came in time
+	FlapBans         int64 // identities banned for flapping
+	HashChecks       int64 // password hashes checked (unknown users' stand-ins included)
+	LoginCacheHits   int64 // password logins admitted from the login cache, without a hash check
+	LoginsCached     int   // logins in the login cache now
+	HashWaiting      int   // logins waiting for a hash check turn now
 	PublishDenied    int64 // PUBLISH refused by the ACL
 	SubscribeDenied  int64 // SUBSCRIBE filters refused by the ACL
 	WillDenied       int64 // wills refused by the ACL, at CONNECT or when due
@@ -616,10 +721,12 @@ func (a *Auth) Stats() Stats {
 		SubscribeDenied: a.stats.denied[denySubscribe].Load(), WillDenied: a.stats.denied[denyWill].Load(),
 		DeliveryDenied: a.stats.denied[denyRead].Load(), ACLCacheMisses: a.stats.aclMisses.Load(),
 		Reloads: a.stats.reloads.Load(), ReloadErrors: a.stats.reloadErrors.Load(),
-		Bans: len(a.Bans()), LockedSources: a.failed.t.len(),
+		HashChecks: a.stats.hashChecks.Load(), LoginCacheHits: a.stats.loginCacheHits.Load(),
+		HashWaiting: a.hashq.waiting(),
+		Bans:        len(a.Bans()), LockedSources: a.failed.t.len(),
 	}
 	if pf := a.users.Load(); pf != nil {
-		s.Users = len(pf.users)
+		s.Users, s.LoginsCached = len(pf.users), pf.logins.len()
 	}
 	if st := a.acl.Load(); st != nil {
 		s.ACLGeneration, s.ACLRules, s.ACLCached = st.gen, st.set.rules, st.cache.len()

@@ -100,12 +100,13 @@ func (p *pipeClient) connect(id, user, pass string) codec.ReasonCode {
 // TestCoreBruteForce: an attacker hammers one user from one address
 // through the broker; it is locked out after MaxFailedLogins hash checks,
 // and a client from another address logs in and publishes meanwhile.
+// (HashWait is long for the reason TestBruteForce gives.)
 func TestCoreBruteForce(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "passwd")
 	if _, err := passwd(t, "", "-b", "-cost", "6", "-scram", "none", file, "victim", "correct horse"); err != nil {
 		t.Fatal(err)
 	}
-	a := newAuth(t, Options{PasswordFile: file})
+	a := newAuth(t, Options{PasswordFile: file, Limits: Limits{HashWait: time.Minute}})
 	srv := startCore(t, a)
 	const attempts, workers = 1000, 16
 	var next, bad, locked atomic.Int64

@@ -20,9 +20,12 @@
 //   - Passwords: see passwd.go for the file format. Mosquitto's $7$
 //     (PBKDF2-SHA512) and $6$ entries are read as they are; xmq passwd
 //     (PasswdMain) writes bcrypt plus SCRAM-SHA-256 and SCRAM-SHA-1
-//     credentials. Each attempt checks exactly one hash, an unknown user
+//     credentials. Each attempt checks at most one hash, an unknown user
 //     against a stand-in of the same kind and cost, and compares in
-//     constant time.
+//     constant time; logins with the same credentials at once share one
+//     check (logincache.go). The login cache never holds a password: it
+//     keeps an HMAC, under a key made at start, of user name, password and
+//     the file's hash, and belongs to one load of the password file.
 //   - ACLs: see acl.go for the rules. PUBLISH decisions are cached per
 //     (client id, user name, topic) in a bounded cache that belongs to one
 //     generation of the ACL file; a reload starts a new generation with an
@@ -33,11 +36,23 @@
 //     Nothing is disconnected: new rules apply to the next packet of every
 //     connection, new passwords to the next CONNECT.
 //   - Limits, in the order a CONNECT meets them: per-source connection
-//     rate (Connection Rate Exceeded), bans by client id, user name or
-//     address prefix (Banned), the failed-login lockout (Not Authorized,
-//     no hash checked), a bound on concurrent hash checks (Server Busy).
-//     Flapping client ids are banned through ClientDisconnected. Stats
-//     counts everything; Ban, Unban and Bans edit the list at run time.
+//     rate (Connection Rate Exceeded), bans by client id, user name,
+//     address prefix or flapping identity (Banned), the failed-login
+//     lockout (Not Authorized, no hash checked), the login cache (a login
+//     proved within LoginCacheTTL is admitted without a hash), then the
+//     hash queue (hashqueue.go): at most MaxHashes checks at once, turns
+//     handed out fairly between source addresses, a source never running
+//     more checks than the failures it has left before its lockout, and
+//     Server Busy when the queue is full or no turn comes within
+//     HashWait. Only a wrong password or an unknown user is a failure; a
+//     check in progress is not. Flapping identities (client id with
+//     verified user name, else with source address; never a client id
+//     alone) are banned through ClientDisconnected. Stats counts
+//     everything; Ban, Unban and Bans edit the list at run time.
+//   - Bans set through Ban are kept in Options.BanStore (the on-disk
+//     store, wired by cmd/xmq; auth declares the interface and encodes
+//     the records) and restored by New, expired ones dropped; flapping
+//     bans live in memory only.
 //
 // Every method is safe for concurrent use. Close stops the file watch.
 package auth

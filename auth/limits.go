@@ -19,6 +19,12 @@ const (
 	BanClientID BanKind = "client_id" // Value is a client identifier
 	BanUsername BanKind = "username"  // Value is a user name
 	BanAddress  BanKind = "ip"        // Value is an IP address or a CIDR prefix (10.0.0.0/8, 2001:db8::/32)
+	// The identity kinds are set by flap detection only (see identity):
+	// they refuse one client id only together with one verified user name,
+	// or for clients without one, one source address (an IPv6 /64). Value
+	// is "CLIENT_ID@USER" or "CLIENT_ID@ADDRESS"; Unban takes it as listed.
+	BanClientUser    BanKind = "client_id+username"
+	BanClientAddress BanKind = "client_id+ip"
 )
 
 // Ban refuses CONNECT (Banned in MQTT 5, Not Authorized in 3.1.1) to
@@ -34,19 +40,44 @@ type Ban struct {
 // ErrBadBan is returned by Ban for an unknown kind or an unparsable address.
 var ErrBadBan = errors.New("auth: bad ban")
 
+// identity is what flapping is counted for and what a flapping ban
+// refuses: a client id together with the user name that proved itself (a
+// password file, SCRAM or a certificate), or, for a client without a
+// verified user name, together with its source address (sourceKey). Never
+// a client id alone: anyone may claim any client id, so counting or
+// banning by client id would let one client get another banned.
+type identity struct {
+	clientID string
+	username string     // the verified user name; "" when keyed by address
+	addr     netip.Addr // the source key, when username is ""
+}
+
+// ban returns the kind and value a ban of the identity is listed with.
+func (id identity) ban() (BanKind, string) {
+	if id.username != "" {
+		return BanClientUser, id.clientID + "@" + id.username
+	}
+	a := id.addr.String()
+	if id.addr.Is6() {
+		a += "/64"
+	}
+	return BanClientAddress, id.clientID + "@" + a
+}
+
 // banList holds the bans; IP bans are kept per prefix length, so a lookup
 // costs one map probe per distinct length.
 type banList struct {
-	mu        sync.RWMutex
-	clientIDs map[string]Ban
-	usernames map[string]Ban
-	prefixes  map[netip.Prefix]Ban
-	lengths   map[int]int // prefix bit length → number of prefixes of that length
+	mu         sync.RWMutex
+	clientIDs  map[string]Ban
+	usernames  map[string]Ban
+	prefixes   map[netip.Prefix]Ban
+	lengths    map[int]int // prefix bit length → number of prefixes of that length
+	identities map[identity]Ban
 }
 
 func newBanList() *banList {
 	return &banList{clientIDs: map[string]Ban{}, usernames: map[string]Ban{},
-		prefixes: map[netip.Prefix]Ban{}, lengths: map[int]int{}}
+		prefixes: map[netip.Prefix]Ban{}, lengths: map[int]int{}, identities: map[identity]Ban{}}
 }
 
 // parseBanAddress reads an address or prefix; an address is a full-length
@@ -70,7 +101,22 @@ func parseBanAddress(v string) (netip.Prefix, error) {
 	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
-func (l *banList) add(b Ban) error {
+// banPrefix reads the value of an ip ban: its prefix, and the value as
+// kept and listed (a single address without its length).
+func banPrefix(v string) (netip.Prefix, string, error) {
+	p, err := parseBanAddress(v)
+	if err != nil {
+		return netip.Prefix{}, "", err
+	}
+	if p.IsSingleIP() {
+		return p, p.Addr().String(), nil
+	}
+	return p, p.String(), nil
+}
+
+// add adds or replaces a ban of kind client_id, username or ip and
+// returns it as kept (an address in its canonical form).
+func (l *banList) add(b Ban) (Ban, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch b.Kind {
@@ -79,22 +125,31 @@ func (l *banList) add(b Ban) error {
 	case BanUsername:
 		l.usernames[b.Value] = b
 	case BanAddress:
-		p, err := parseBanAddress(b.Value)
+		p, v, err := banPrefix(b.Value)
 		if err != nil {
-			return fmt.Errorf("%w: address %q: %v", ErrBadBan, b.Value, err)
+			return Ban{}, fmt.Errorf("%w: address %q: %v", ErrBadBan, b.Value, err)
 		}
-		b.Value = p.String()
-		if p.IsSingleIP() {
-			b.Value = p.Addr().String()
-		}
+		b.Value = v
 		if _, ok := l.prefixes[p]; !ok {
 			l.lengths[p.Bits()]++
 		}
 		l.prefixes[p] = b
+	case BanClientUser, BanClientAddress:
+		return Ban{}, fmt.Errorf("%w: kind %q is set by flap detection only", ErrBadBan, b.Kind)
 	default:
-		return fmt.Errorf("%w: kind %q: want client_id, username or ip", ErrBadBan, b.Kind)
+		return Ban{}, fmt.Errorf("%w: kind %q: want client_id, username or ip", ErrBadBan, b.Kind)
 	}
-	return nil
+	return b, nil
+}
+
+// addIdentity bans one identity (flapping); b's kind and value are set
+// from it.
+func (l *banList) addIdentity(id identity, b Ban) Ban {
+	b.Kind, b.Value = id.ban()
+	l.mu.Lock()
+	l.identities[id] = b
+	l.mu.Unlock()
+	return b
 }
 
 func (l *banList) remove(kind BanKind, value string) bool {
@@ -115,6 +170,16 @@ func (l *banList) remove(kind BanKind, value string) bool {
 			return false
 		}
 		return l.removePrefixLocked(p)
+	case BanClientUser, BanClientAddress:
+		// By the value as listed; identity bans are few (flapping only).
+		found := false
+		for id, b := range l.identities {
+			if b.Kind == kind && b.Value == value {
+				delete(l.identities, id)
+				found = true
+			}
+		}
+		return found
 	}
 	return false
 }
@@ -130,13 +195,19 @@ func (l *banList) removePrefixLocked(p netip.Prefix) bool {
 	return true
 }
 
-// match returns the ban that refuses a client, if any is in force.
-func (l *banList) match(clientID, username string, ip netip.Addr, now time.Time) (Ban, bool) {
+// match returns the ban that refuses a client, if any is in force: who is
+// the client's identity (its client id with its user name or address).
+func (l *banList) match(who identity, username string, ip netip.Addr, now time.Time) (Ban, bool) {
 	active := func(b Ban, ok bool) bool { return ok && (b.Until.IsZero() || now.Before(b.Until)) }
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	if b, ok := l.clientIDs[clientID]; active(b, ok) {
+	if b, ok := l.clientIDs[who.clientID]; active(b, ok) {
 		return b, true
+	}
+	if len(l.identities) > 0 {
+		if b, ok := l.identities[who]; active(b, ok) {
+			return b, true
+		}
 	}
 	if username != "" {
 		if b, ok := l.usernames[username]; active(b, ok) {
@@ -173,6 +244,11 @@ func (l *banList) list(now time.Time) []Ban {
 			out = append(out, b)
 		}
 	}
+	for _, b := range l.identities {
+		if b.Until.IsZero() || now.Before(b.Until) {
+			out = append(out, b)
+		}
+	}
 	l.mu.RUnlock()
 	slices.SortFunc(out, func(a, b Ban) int {
 		if c := strings.Compare(string(a.Kind), string(b.Kind)); c != 0 {
@@ -183,22 +259,32 @@ func (l *banList) list(now time.Time) []Ban {
 	return out
 }
 
-// sweep drops expired bans.
-func (l *banList) sweep(now time.Time) {
+// sweep drops expired bans and returns them.
+func (l *banList) sweep(now time.Time) []Ban {
+	expired := func(b Ban) bool { return !b.Until.IsZero() && !now.Before(b.Until) }
+	var gone []Ban
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, m := range []map[string]Ban{l.clientIDs, l.usernames} {
 		for k, b := range m {
-			if !b.Until.IsZero() && !now.Before(b.Until) {
+			if expired(b) {
 				delete(m, k)
+				gone = append(gone, b)
 			}
 		}
 	}
 	for p, b := range l.prefixes {
-		if !b.Until.IsZero() && !now.Before(b.Until) {
+		if expired(b) {
 			l.removePrefixLocked(p)
+			gone = append(gone, b)
 		}
 	}
+	for id, b := range l.identities {
+		if expired(b) {
+			delete(l.identities, id)
+		}
+	}
+	return gone
 }
 
 // addrIP returns the client's IP address, IPv4-mapped addresses unmapped,
@@ -239,15 +325,17 @@ func sourceKey(ip netip.Addr) netip.Addr {
 }
 
 // limitTable is a bounded map of per-key limit state. When it is full,
-// expired entries are swept; if none are, new keys go untracked (the
-// limit fails open rather than locking everyone out), and dropped counts
-// them.
+// expired entries are swept (at most once a second, so a table full of
+// live entries does not cost a sweep per new key); if none are, new keys
+// go untracked (the limit fails open rather than locking everyone out),
+// and dropped counts them.
 type limitTable[K comparable, V any] struct {
 	mu      sync.Mutex
 	m       map[K]*V
 	max     int
 	expired func(v *V, now time.Time) bool
 	dropped int64
+	swept   time.Time // last sweep of a full table
 }
 
 func newLimitTable[K comparable, V any](max int, expired func(*V, time.Time) bool) *limitTable[K, V] {
@@ -264,7 +352,10 @@ func (t *limitTable[K, V]) getLocked(k K, now time.Time, create bool) *V {
 		return nil
 	}
 	if len(t.m) >= t.max {
-		t.sweepLocked(now)
+		if now.Sub(t.swept) >= time.Second {
+			t.swept = now
+			t.sweepLocked(now)
+		}
 		if len(t.m) >= t.max {
 			t.dropped++
 			return nil
@@ -296,19 +387,19 @@ func (t *limitTable[K, V]) len() int {
 }
 
 // failures is the failed-login state of one source address: failures
-// counted in a fixed window, attempts with a hash check in progress, and
-// the lockout.
+// counted in a fixed window, and the lockout.
 type failures struct {
 	start     time.Time
 	count     int
-	pending   int
 	lockedTil time.Time
 }
 
 // failureLimiter locks a source out after max failed logins within window:
-// for ban, attempts are refused before any hash is checked. Attempts in
-// progress count against the limit, so at most max hashes are ever checked
-// for one source per window, however many connections it opens at once.
+// for ban, attempts are refused before any hash is checked. Only failures
+// count: a check in progress is not one. The hash queue bounds the checks
+// a source runs at once by budget, so at most max hashes are checked for
+// one source per window however many connections it opens at once, and
+// its queued attempts are refused without a check once it is locked out.
 type failureLimiter struct {
 	max    int
 	window time.Duration
@@ -319,53 +410,38 @@ type failureLimiter struct {
 func newFailureLimiter(max int, window, ban time.Duration, tableSize int) *failureLimiter {
 	l := &failureLimiter{max: max, window: window, ban: ban}
 	l.t = newLimitTable[netip.Addr](tableSize, func(f *failures, now time.Time) bool {
-		return f.pending == 0 && now.After(f.lockedTil) && now.Sub(f.start) > window
+		return now.After(f.lockedTil) && now.Sub(f.start) > window
 	})
 	return l
 }
 
-// begin reserves a hash check for key; false means locked out.
-func (l *failureLimiter) begin(key netip.Addr, now time.Time) bool {
-	if l.max <= 0 {
-		return true
-	}
-	l.t.mu.Lock()
-	defer l.t.mu.Unlock()
-	f := l.t.getLocked(key, now, true)
-	if f == nil {
-		return true
-	}
-	if now.Before(f.lockedTil) {
-		return false
-	}
-	if now.Sub(f.start) > l.window {
-		f.start, f.count = now, 0
-	}
-	if f.count+f.pending >= l.max {
-		return false
-	}
-	f.pending++
-	return true
-}
+// noLimit is the budget of a source when failures are not limited.
+const noLimit = 1 << 30
 
-// end records the outcome of a check that begin allowed; it reports
-// whether the source is locked out by this failure.
-func (l *failureLimiter) end(key netip.Addr, ok bool, now time.Time) bool {
+// budget returns how many checks key may have in progress at once: the
+// failures it may still have before the lockout, so that checks in
+// progress can never add up to more failures than max. locked reports a
+// source locked out now.
+func (l *failureLimiter) budget(key netip.Addr, now time.Time) (n int, locked bool) {
 	if l.max <= 0 {
-		return false
+		return noLimit, false
 	}
 	l.t.mu.Lock()
 	defer l.t.mu.Unlock()
 	f := l.t.getLocked(key, now, false)
-	if f == nil {
-		return false
+	switch {
+	case f == nil:
+		return l.max, false
+	case now.Before(f.lockedTil):
+		return 0, true
+	case now.Sub(f.start) > l.window:
+		return l.max, false
 	}
-	f.pending = max(f.pending-1, 0)
-	return !ok && l.failLocked(f, now)
+	return l.max - f.count, false
 }
 
-// fail records a failure not reserved with begin (SCRAM, whose broker-side
-// cost is small); it reports whether the source is locked out by it.
+// fail records a failed login; it reports whether the source is locked
+// out by it.
 func (l *failureLimiter) fail(key netip.Addr, now time.Time) bool {
 	if l.max <= 0 {
 		return false
@@ -447,35 +523,74 @@ func (r *rateLimiter) allow(key netip.Addr, now time.Time) bool {
 	return true
 }
 
-// flaps counts one client id's unclean disconnects in a fixed window.
+// flaps counts one identity's unclean disconnects in a fixed window.
 type flaps struct {
 	start time.Time
 	count int
 }
 
-// flapDetector bans a client id that drops more than max times in window.
+// flapDetector finds an identity whose connections drop more than max
+// times in window. holders remembers, for a short while, which identity
+// logged in last with each client id, so a takeover can be told apart.
 type flapDetector struct {
-	max    int
-	window time.Duration
-	t      *limitTable[string, flaps]
+	max     int
+	window  time.Duration
+	t       *limitTable[identity, flaps]
+	holders *limitTable[string, holder]
 }
+
+// holder is the identity that logged in last with a client id, and when.
+type holder struct {
+	who identity
+	at  time.Time
+}
+
+// holderMemory is how long a login's identity is remembered for telling a
+// takeover apart: core reports the connection taken over right after the
+// new one's login.
+const holderMemory = 10 * time.Second
 
 func newFlapDetector(max int, window time.Duration, tableSize int) *flapDetector {
 	d := &flapDetector{max: max, window: window}
-	d.t = newLimitTable[string](tableSize, func(f *flaps, now time.Time) bool {
+	d.t = newLimitTable[identity](tableSize, func(f *flaps, now time.Time) bool {
 		return now.Sub(f.start) > window
+	})
+	d.holders = newLimitTable[string](tableSize, func(h *holder, now time.Time) bool {
+		return now.Sub(h.at) > holderMemory
 	})
 	return d
 }
 
-// drop records a disconnect and reports whether the client id now flaps.
-func (d *flapDetector) drop(clientID string, now time.Time) bool {
+// admitted notes that who logged in with its client id.
+func (d *flapDetector) admitted(who identity, now time.Time) {
+	if d.max <= 0 {
+		return
+	}
+	d.holders.mu.Lock()
+	if h := d.holders.getLocked(who.clientID, now, true); h != nil {
+		h.who, h.at = who, now
+	}
+	d.holders.mu.Unlock()
+}
+
+// tookOverBySelf reports whether the last login with who's client id was
+// who itself, recently: a takeover that counts as who's drop. Unknown
+// (forgotten or untracked) is no.
+func (d *flapDetector) tookOverBySelf(who identity, now time.Time) bool {
+	d.holders.mu.Lock()
+	defer d.holders.mu.Unlock()
+	h := d.holders.getLocked(who.clientID, now, false)
+	return h != nil && h.who == who && now.Sub(h.at) <= holderMemory
+}
+
+// drop records a disconnect and reports whether the identity now flaps.
+func (d *flapDetector) drop(who identity, now time.Time) bool {
 	if d.max <= 0 {
 		return false
 	}
 	d.t.mu.Lock()
 	defer d.t.mu.Unlock()
-	f := d.t.getLocked(clientID, now, true)
+	f := d.t.getLocked(who, now, true)
 	if f == nil {
 		return false
 	}
@@ -484,7 +599,7 @@ func (d *flapDetector) drop(clientID string, now time.Time) bool {
 	}
 	f.count++
 	if f.count > d.max {
-		delete(d.t.m, clientID)
+		delete(d.t.m, who)
 		return true
 	}
 	return false

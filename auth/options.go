@@ -51,6 +51,17 @@ type Options struct {
 	ReloadInterval time.Duration
 	// ACLCacheSize bounds the cached PUBLISH decisions. Default 65536.
 	ACLCacheSize int
+	// LoginCacheTTL is how long a login whose password was checked is
+	// remembered (a keyed hash of user name, password and the file's
+	// entry; never the password), so the same credentials skip the slow
+	// hash until then. Bans, limits and the anonymous and certificate
+	// rules still apply to every login. The cache is emptied when the
+	// password file is reloaded and holds at most Limits.Tracked logins.
+	// Default 5m; negative: off.
+	LoginCacheTTL time.Duration
+	// BanStore keeps the bans set through Ban across restarts; nil: bans
+	// live in memory only. Flapping bans are never stored.
+	BanStore BanStore
 	// Limits are the abuse limits.
 	Limits Limits
 	// Log receives reloads, bans and refusals (never a password or hash).
@@ -76,21 +87,32 @@ type Limits struct {
 	// one address).
 	ConnectionRate  float64
 	ConnectionBurst int
-	// A client id whose connection ends uncleanly (anything but a
-	// DISCONNECT, a takeover by admin or a shutdown) more than FlapMax
-	// times within FlapWindow is banned for FlapBan. Default 15 in 1m,
+	// An identity whose connection ends uncleanly (not by DISCONNECT, an
+	// operator, a shutdown or a takeover) more than FlapMax times within
+	// FlapWindow is banned for FlapBan. The identity is the client id
+	// with the verified user name, or without one, with the source
+	// address (IPv6: its /64); never a client id alone, so nobody can get
+	// another client banned by using its client id. Default 15 in 1m,
 	// banned 5m; negative FlapMax: off.
 	FlapMax    int
 	FlapWindow time.Duration
 	FlapBan    time.Duration
 	// MaxHashes bounds the password hashes checked at once, so a flood of
-	// logins from many addresses cannot take every core; an attempt waits
-	// up to HashWait for a slot, then is refused with Server Busy. Default
-	// the number of CPUs, and 5s.
-	MaxHashes int
-	HashWait  time.Duration
-	// Tracked bounds the source addresses and client ids each limit
-	// remembers. Default 100000.
+	// logins from many addresses cannot take every core. Logins waiting
+	// for a check are served fairly between source addresses (IPv6: per
+	// /64): a source's first check never waits behind another source's
+	// backlog. A source runs at most as many checks at once as it may
+	// still fail before MaxFailedLogins locks it out. A login waits up to
+	// HashWait for its turn; it is refused with Server Busy when that runs
+	// out, or at once when HashQueuePerSource logins of its source, or
+	// HashQueue logins in all, are waiting already. Defaults: the number
+	// of CPUs, 5s, 1000 and 10000.
+	MaxHashes          int
+	HashWait           time.Duration
+	HashQueuePerSource int
+	HashQueue          int
+	// Tracked bounds the source addresses and identities each limit
+	// remembers, and the logins the login cache holds. Default 100000.
 	Tracked int
 }
 
@@ -105,6 +127,9 @@ const (
 	DefaultFlapWindow        = time.Minute
 	DefaultFlapBan           = 5 * time.Minute
 	DefaultHashWait          = 5 * time.Second
+	DefaultHashQueuePerSrc   = 1000
+	DefaultHashQueue         = 10000
+	DefaultLoginCacheTTL     = 5 * time.Minute
 	DefaultTracked           = 100000
 )
 
@@ -118,6 +143,9 @@ func (o *Options) SetDefaults() {
 	}
 	if o.ACLCacheSize == 0 {
 		o.ACLCacheSize = DefaultACLCacheSize
+	}
+	if o.LoginCacheTTL == 0 {
+		o.LoginCacheTTL = DefaultLoginCacheTTL
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
@@ -153,6 +181,12 @@ func (o *Options) SetDefaults() {
 	if l.HashWait == 0 {
 		l.HashWait = DefaultHashWait
 	}
+	if l.HashQueuePerSource == 0 {
+		l.HashQueuePerSource = DefaultHashQueuePerSrc
+	}
+	if l.HashQueue == 0 {
+		l.HashQueue = DefaultHashQueue
+	}
 	if l.Tracked == 0 {
 		l.Tracked = DefaultTracked
 	}
@@ -179,8 +213,9 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("auth: %s %v must not be negative", d.name, d.v))
 		}
 	}
-	if l.ConnectionRate < 0 || l.ConnectionBurst < 0 || l.MaxHashes < 0 || l.Tracked < 0 {
-		errs = append(errs, errors.New("auth: connection_rate, connection_burst, max_hashes and tracked must not be negative"))
+	if l.ConnectionRate < 0 || l.ConnectionBurst < 0 || l.MaxHashes < 0 || l.Tracked < 0 ||
+		l.HashQueuePerSource < 0 || l.HashQueue < 0 {
+		errs = append(errs, errors.New("auth: connection_rate, connection_burst, max_hashes, hash_queue_per_source, hash_queue and tracked must not be negative"))
 	}
 	return errors.Join(errs...)
 }

@@ -38,7 +38,7 @@ import (
 // Errors of the password file.
 var (
 	ErrBadUsername = errors.New("auth: user name must be non-empty UTF-8 without ':', control characters or a leading '#'")
-	errBadHash     = errors.New("unrecognised password hash")
+	errBadHash     = errors.New("unrecognised password hash (plain text? xmq passwd -U FILE hashes a plain-text file)")
 )
 
 // hasher verifies a password against one stored hash. verify runs the full
@@ -158,7 +158,7 @@ func parseHash(s string) (hasher, error) {
 		}
 		return sha512Hash{salt: salt, hash: hash}, nil
 	case s == "":
-		return nil, errors.New("empty password hash (a plain-text file? convert it with mosquitto_passwd -U or xmq passwd)")
+		return nil, errors.New("empty password hash (a plain-text file? convert it with xmq passwd -U or mosquitto_passwd -U)")
 	}
 	return nil, errBadHash
 }
@@ -171,8 +171,9 @@ type entry struct {
 
 // passwordFile is a parsed password file.
 type passwordFile struct {
-	users map[string]*entry
-	dummy hasher // same kind and cost as the first entry; verified for unknown users
+	users  map[string]*entry
+	dummy  hasher      // same kind and cost as the first entry; verified for unknown users
+	logins *loginCache // logins proved against this load of the file; nil: off
 }
 
 // parsePasswordFile reads a whole password file. Errors name the line but

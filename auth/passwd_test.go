@@ -185,13 +185,13 @@ func TestPasswdMain(t *testing.T) {
 		args  []string
 		check func(t *testing.T, pf *passwordFile)
 	}{
-		{"add bcrypt", "", []string{"-b", "-cost", "4", file, "dave", "d4ve"}, func(t *testing.T, pf *passwordFile) {
+		{"add bcrypt", "", []string{"-b", "-H", "bcrypt", "-cost", "4", file, "dave", "d4ve"}, func(t *testing.T, pf *passwordFile) {
 			e := pf.users["dave"]
 			if _, ok := e.hash.(bcryptHash); !ok || !e.hash.verify([]byte("d4ve")) || len(e.scram) != 2 {
 				t.Errorf("dave = %+v", e)
 			}
 		}},
-		{"change from stdin", "n3w\n", []string{"-cost", "4", "-scram", "none", file, "alice"}, func(t *testing.T, pf *passwordFile) {
+		{"change from stdin", "n3w\n", []string{"-hash", "bcrypt", "-cost", "4", "-scram", "none", file, "alice"}, func(t *testing.T, pf *passwordFile) {
 			e := pf.users["alice"]
 			if !e.hash.verify([]byte("n3w")) || e.scram != nil {
 				t.Errorf("alice not changed: %+v", e)

@@ -203,6 +203,9 @@ func TestACMEWithPebble(t *testing.T) {
 			cfg.NextProtos = append([]string{"mqtt"}, cfg.NextProtos...) // as the tls listener does
 			serveTLS(t, tlsLn, cfg)
 
+			if !src.NotAfter().IsZero() {
+				t.Errorf("NotAfter() = %v before any certificate was fetched, want zero", src.NotAfter())
+			}
 			// The first client's handshake makes the Source get the certificate.
 			roots := x509.NewCertPool()
 			roots.AddCert(p.root)
@@ -215,6 +218,9 @@ func TestACMEWithPebble(t *testing.T) {
 			_ = conn.Close()
 			if err := leaf.VerifyHostname(acmeDomain); err != nil {
 				t.Errorf("certificate: %v", err)
+			}
+			if got := src.NotAfter(); !got.Equal(leaf.NotAfter) {
+				t.Errorf("NotAfter() = %v, want the served certificate's %v", got, leaf.NotAfter)
 			}
 
 			// A name outside the whitelist gets no new certificate: the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -133,6 +134,11 @@ func TestFileReload(t *testing.T) {
 	if got := served(); got != "three.example" {
 		t.Errorf("after Reload serving %s, want three.example", got)
 	}
+	// NotAfter is the end of the certificate in service.
+	c, _ := src.GetCertificate(&tls.ClientHelloInfo{})
+	if got := src.NotAfter(); got.IsZero() || !got.Equal(c.Leaf.NotAfter) {
+		t.Errorf("NotAfter() = %v, want the served leaf's %v", got, c.Leaf.NotAfter)
+	}
 }
 
 func waitFor(t *testing.T, cond func() bool, what string) {
@@ -187,5 +193,76 @@ func TestServerConfig(t *testing.T) {
 	if err == nil {
 		_ = files.Close()
 		t.Error("New with cert_file but no key_file succeeded")
+	}
+}
+
+// TestDevCoversInterfaces: the development certificate covers every
+// non-link-local address of this machine's interfaces, so a device on the
+// LAN dialling the broker's address verifies it, not only localhost.
+func TestDevCoversInterfaces(t *testing.T) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Skipf("no interface addresses: %v", err)
+	}
+	dev, err := certs.EnsureDev(t.TempDir(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, a := range addrs {
+		ipn, ok := a.(*net.IPNet)
+		if !ok || ipn.IP.IsLinkLocalUnicast() {
+			continue
+		}
+		n++
+		if err := dev.Cert.Leaf.VerifyHostname(ipn.IP.String()); err != nil {
+			t.Errorf("interface address %s: %v", ipn.IP, err)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no interface address to check (not even loopback)")
+	}
+}
+
+// TestDevExtraHosts: names added with AddExtraHosts (xmq certs -host) are
+// kept in the CA's directory; the next EnsureDev issues a certificate for
+// them from the same CA, and a running Source serves it after Reload
+// (SIGHUP) without a restart.
+func TestDevExtraHosts(t *testing.T) {
+	dir := t.TempDir()
+	src, err := certs.New(certs.Options{DevDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = src.Close() })
+	before := src.Certificate().Leaf
+	if before.VerifyHostname("broker.lan") == nil {
+		t.Fatal("certificate covers broker.lan before it was added")
+	}
+	if _, err := certs.AddExtraHosts(dir, []string{"*.lan"}); err == nil {
+		t.Error("a wildcard was accepted")
+	}
+	if _, err := certs.AddExtraHosts(dir, []string{"bad name"}); err == nil {
+		t.Error("a name with a space was accepted")
+	}
+	hosts, err := certs.AddExtraHosts(dir, []string{"broker.lan", "192.0.2.7", "broker.lan"})
+	if err != nil || len(hosts) != 2 {
+		t.Fatalf("AddExtraHosts = %v, %v; want two names", hosts, err)
+	}
+	if err := src.Reload(); err != nil {
+		t.Fatalf("Reload: %v", err)
+	}
+	after := src.Certificate().Leaf
+	for _, h := range []string{"broker.lan", "192.0.2.7", "localhost"} {
+		if err := after.VerifyHostname(h); err != nil {
+			t.Errorf("after Reload: %v", err)
+		}
+	}
+	if err := after.CheckSignatureFrom(src.Dev().CA.Cert); err != nil {
+		t.Errorf("new certificate not issued by the same CA: %v", err)
+	}
+	again, err := certs.EnsureDev(dir, false)
+	if err != nil || again.Created || !again.Cert.Leaf.Equal(after) {
+		t.Errorf("EnsureDev after the names were added: created %v, %v; want the certificate kept", again.Created, err)
 	}
 }

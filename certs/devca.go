@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -178,13 +179,106 @@ func (ca *CA) issue(tmpl *x509.Certificate) (certPEM, keyPEM []byte, err error) 
 }
 
 // DevHosts are the names the development server certificate covers:
-// localhost, 127.0.0.1, ::1 and this machine's host name.
+// localhost, 127.0.0.1, ::1, this machine's host name and the addresses of
+// its network interfaces, so that a device on the LAN dialling the
+// broker's address verifies it too. Link-local addresses are left out:
+// they change with the interface and need a zone to be dialled.
 func DevHosts() []string {
 	hosts := []string{"localhost", "127.0.0.1", "::1"}
 	if h, err := os.Hostname(); err == nil && h != "" && !slices.Contains(hosts, h) {
 		hosts = append(hosts, h)
 	}
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		ipn, ok := a.(*net.IPNet)
+		if !ok || ipn.IP.IsLinkLocalUnicast() || ipn.IP.IsUnspecified() || ipn.IP.IsMulticast() {
+			continue
+		}
+		if s := ipn.IP.String(); !slices.Contains(hosts, s) {
+			hosts = append(hosts, s)
+		}
+	}
 	return hosts
+}
+
+// HostsFileName is the file, in the development CA's directory, of the
+// names `xmq certs -host` added: one per line, kept across renewals.
+const HostsFileName = "hosts"
+
+// ReadExtraHosts returns the names of dir's hosts file; none when it is
+// missing. Blank lines and lines starting with '#' are ignored.
+func ReadExtraHosts(dir string) ([]string, error) {
+	data, err := os.ReadFile(filepath.Join(dir, HostsFileName))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("certs: %w", err)
+	}
+	var hosts []string
+	for line := range strings.Lines(string(data)) {
+		if h := strings.TrimSpace(line); h != "" && h[0] != '#' && !slices.Contains(hosts, h) {
+			hosts = append(hosts, h)
+		}
+	}
+	return hosts, nil
+}
+
+// AddExtraHosts adds names to dir's hosts file, creating it, and returns
+// every name it then holds. A name must be a DNS name or an IP address.
+func AddExtraHosts(dir string, names []string) ([]string, error) {
+	hosts, err := ReadExtraHosts(dir)
+	if err != nil {
+		return nil, err
+	}
+	added := false
+	for _, n := range names {
+		n = strings.TrimSpace(n)
+		if n == "" {
+			continue
+		}
+		if err := validHost(n); err != nil {
+			return nil, err
+		}
+		if !slices.Contains(hosts, n) {
+			hosts, added = append(hosts, n), true
+		}
+	}
+	if !added {
+		return hosts, nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("certs: development CA directory: %w", err)
+	}
+	body := "# Names the development server certificate covers besides localhost,\n" +
+		"# the host name and the interface addresses (xmq certs -host).\n" + strings.Join(hosts, "\n") + "\n"
+	if err := writeFileAtomic(filepath.Join(dir, HostsFileName), []byte(body), 0o644); err != nil {
+		return nil, err
+	}
+	return hosts, nil
+}
+
+// validHost accepts an IP address or a DNS name. Wildcards are refused:
+// a development certificate names the hosts it serves.
+func validHost(h string) error {
+	if net.ParseIP(h) != nil {
+		return nil
+	}
+	name := h
+	if len(name) > 253 || name == "" {
+		return fmt.Errorf("certs: host %q is neither an IP address nor a DNS name", h)
+	}
+	for label := range strings.SplitSeq(name, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return fmt.Errorf("certs: host %q is neither an IP address nor a DNS name", h)
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+				return fmt.Errorf("certs: host %q is neither an IP address nor a DNS name", h)
+			}
+		}
+	}
+	return nil
 }
 
 // Dev is the development CA and the server certificate it issued.
@@ -198,6 +292,9 @@ type Dev struct {
 	// Created reports that EnsureDev made new files (or a new server
 	// certificate) instead of loading what was there.
 	Created bool
+	// Hosts are the names the server certificate must cover: DevHosts and
+	// the directory's hosts file.
+	Hosts []string
 }
 
 // DevPaths returns the development CA's file names in dir.
@@ -214,14 +311,26 @@ func DevPaths(dir string) Dev {
 // EnsureDev loads the development CA and server certificate from dir,
 // creating what is missing: a new CA when there is none (or regenerate is
 // set), a new server certificate when there is none, when it ends within 30
-// days, does not cover DevHosts or was not issued by the CA. dir is created
-// with mode 0700; keys are written 0600. dir "" keeps everything in memory.
+// days, does not cover DevHosts and the names of dir's hosts file
+// (ReadExtraHosts), or was not issued by the CA. dir is created with mode
+// 0700; keys are written 0600. dir "" keeps everything in memory.
 func EnsureDev(dir string, regenerate bool) (*Dev, error) {
 	d := DevPaths(dir)
+	d.Hosts = DevHosts()
 	if dir == "" {
-		d = Dev{}
+		d = Dev{Hosts: d.Hosts}
 	} else if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("certs: development CA directory: %w", err)
+	} else {
+		extra, err := ReadExtraHosts(dir)
+		if err != nil {
+			return nil, err
+		}
+		for _, h := range extra {
+			if !slices.Contains(d.Hosts, h) {
+				d.Hosts = append(d.Hosts, h)
+			}
+		}
 	}
 	var err error
 	if dir != "" && !regenerate && exists(d.CAFile) && exists(d.CAKeyFile) {
@@ -238,13 +347,13 @@ func EnsureDev(dir string, regenerate bool) (*Dev, error) {
 		}
 	}
 	if !d.Created && exists(d.CertFile) && exists(d.KeyFile) {
-		if pair, err := tls.LoadX509KeyPair(d.CertFile, d.KeyFile); err == nil && devCertGood(pair.Leaf, d.CA) {
+		if pair, err := tls.LoadX509KeyPair(d.CertFile, d.KeyFile); err == nil && devCertGood(pair.Leaf, d.CA, d.Hosts) {
 			d.Cert = pair
 			d.Cert.Certificate = append(d.Cert.Certificate, d.CA.Cert.Raw)
 			return &d, nil
 		}
 	}
-	certPEM, keyPEM, err := d.CA.IssueServer(DevHosts()...)
+	certPEM, keyPEM, err := d.CA.IssueServer(d.Hosts...)
 	if err != nil {
 		return nil, err
 	}
@@ -260,11 +369,11 @@ func EnsureDev(dir string, regenerate bool) (*Dev, error) {
 }
 
 // devCertGood reports whether the development server certificate can stay.
-func devCertGood(leaf *x509.Certificate, ca *CA) bool {
+func devCertGood(leaf *x509.Certificate, ca *CA, hosts []string) bool {
 	if leaf == nil || time.Until(leaf.NotAfter) < renewWithin || leaf.CheckSignatureFrom(ca.Cert) != nil {
 		return false
 	}
-	for _, h := range DevHosts() {
+	for _, h := range hosts {
 		if leaf.VerifyHostname(h) != nil {
 			return false
 		}

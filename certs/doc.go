@@ -17,8 +17,15 @@
 //   - Development CA: EnsureDev writes ca.pem, ca-key.pem, server.pem and
 //     server-key.pem in a directory on first use and reuses them after, so a
 //     client always finds the CA at the same place. The server certificate
-//     names localhost, 127.0.0.1, ::1 and the host name; it is renewed
-//     when it nears its end or stops covering those names.
+//     names localhost, 127.0.0.1, ::1, the host name, the addresses of the
+//     machine's interfaces (link-local ones excepted) and the names of the
+//     directory's hosts file (AddExtraHosts, `xmq certs -host`); it is
+//     renewed when it nears its end or stops covering those names, at
+//     start and at Reload.
+//   - Client certificates: ServerConfig checks them against the
+//     listener's CAs and, with ClientAuth.CRLFile, its revocation lists,
+//     reloaded like the certificate files. MinVersion and CipherSuites parse
+//     a listener's protocol settings.
 //   - ACME: certificates only for the configured domains (the HostPolicy
 //     whitelist), cached in a directory, obtained with TLS-ALPN-01 on the
 //     TLS ports (ALPN "acme-tls/1", which ServerConfig advertises) and,

@@ -1,7 +1,9 @@
 package certs
 
 import (
+	"bytes"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -23,16 +25,57 @@ func stamp(path string) (fileStamp, error) {
 	return fileStamp{size: fi.Size(), mod: fi.ModTime()}, nil
 }
 
-// Reload re-reads the certificate and key files now and serves them to the
-// handshakes that follow. On an error the previous certificate stays in
-// service. For the development CA and ACME it does nothing.
+// Reload re-reads the certificate and key files, or the development CA's
+// server certificate (renewed when it no longer covers this machine's
+// addresses or the names `xmq certs -host` added), and the revocation
+// lists, now; the handshakes that follow use them. On an error what was in
+// service stays. For ACME certificates it reloads only the lists.
 func (s *Source) Reload() error {
-	if s.kind != KindFiles {
+	s.mu.Lock()
+	var err error
+	switch s.kind {
+	case KindFiles:
+		err = s.loadLocked()
+	case KindDev:
+		err = s.reloadDevLocked()
+	}
+	crls := make([]*crlFile, 0, len(s.crls))
+	for _, c := range s.crls {
+		crls = append(crls, c)
+	}
+	s.mu.Unlock()
+	errs := []error{err}
+	for _, c := range crls {
+		errs = append(errs, c.reload())
+	}
+	return errors.Join(errs...)
+}
+
+// reloadDevLocked serves the development certificate in the CA's
+// directory, issuing a new one when the old no longer covers the names;
+// s.mu is held. A CA replaced meanwhile (xmq certs -regen) serves its
+// certificate, but client certificates are still checked against the CA
+// of the start until a restart.
+func (s *Source) reloadDevLocked() error {
+	if s.opts.DevDir == "" {
 		return nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.loadLocked()
+	dev, err := EnsureDev(s.opts.DevDir, false)
+	if err != nil {
+		return err
+	}
+	old := s.cert.Load()
+	if old != nil && bytes.Equal(old.Certificate[0], dev.Cert.Certificate[0]) {
+		return nil
+	}
+	s.cert.Store(&dev.Cert)
+	fields := []zap.Field{zap.Strings("names", dev.Hosts), zap.Time("not_after", dev.Cert.Leaf.NotAfter)}
+	if !dev.CA.Cert.Equal(s.dev.CA.Cert) {
+		s.log.Warn("development CA replaced: serving its certificate; client certificates are checked against the previous CA until a restart", fields...)
+	} else {
+		s.log.Info("development certificate reloaded", fields...)
+	}
+	return nil
 }
 
 // loadLocked loads the pair; s.mu is held.

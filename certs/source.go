@@ -120,7 +120,10 @@ type Source struct {
 	stopReload    chan struct{}
 	reloadStopped chan struct{}
 
+	crls map[string]*crlFile // client_crl_file by path, guarded by mu
+
 	acme     *autocert.Manager
+	served   servedCerts // ACME: the end of each domain's certificate last served (expiry.go)
 	httpSrv  *http.Server
 	httpAddr net.Addr
 	httpDone chan struct{}
@@ -182,7 +185,11 @@ func (s *Source) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, e
 			h.ServerName = s.opts.ACME.Domains[0]
 			hello = &h
 		}
-		return s.acme.GetCertificate(hello)
+		cert, err := s.acme.GetCertificate(hello)
+		if err == nil {
+			s.served.note(hello.ServerName, cert)
+		}
+		return cert, err
 	}
 	return s.cert.Load(), nil
 }
@@ -207,6 +214,11 @@ type ClientAuth struct {
 	// CAFile holds the CAs trusted for client certificates (PEM). Empty
 	// with a development CA source: the development CA.
 	CAFile string
+	// CRLFile holds certificate revocation lists (PEM "X509 CRL" blocks,
+	// or one DER list) of those CAs: a client certificate it revokes, or
+	// whose issuer has no list in it, is refused. Reloaded with the
+	// certificate files. "" checks no revocation.
+	CRLFile string
 }
 
 // ServerConfig returns a TLS server configuration served by s: TLS 1.2
@@ -220,6 +232,9 @@ func (s *Source) ServerConfig(auth ClientAuth) (*tls.Config, error) {
 	}
 	switch auth.Verify {
 	case VerifyNone, "":
+		if auth.CRLFile != "" {
+			return nil, errors.New("certs: a client_crl_file needs verify optional or required")
+		}
 		cfg.ClientAuth = tls.NoClientCert
 		return cfg, nil
 	case VerifyOptional:
@@ -241,7 +256,34 @@ func (s *Source) ServerConfig(auth ClientAuth) (*tls.Config, error) {
 	default:
 		return nil, fmt.Errorf("certs: verify %s needs client_ca_file (only the development CA has a default)", auth.Verify)
 	}
+	if auth.CRLFile != "" {
+		c, err := s.crlFile(auth.CRLFile)
+		if err != nil {
+			return nil, err
+		}
+		cfg.VerifyConnection = c.verifyConnection
+	}
 	return cfg, nil
+}
+
+// crlFile returns the loaded revocation lists of path, loading them (and
+// starting their watcher) on first use; listeners naming the same file
+// share them.
+func (s *Source) crlFile(path string) (*crlFile, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.crls[path]; c != nil {
+		return c, nil
+	}
+	c, err := newCRLFile(path, s.opts.ReloadInterval, s.log)
+	if err != nil {
+		return nil, err
+	}
+	if s.crls == nil {
+		s.crls = map[string]*crlFile{}
+	}
+	s.crls[path] = c
+	return c, nil
 }
 
 // LoadPool reads a PEM bundle of CA certificates.
@@ -269,6 +311,11 @@ func (s *Source) Close() error {
 			err = s.httpSrv.Close()
 			<-s.httpDone
 		}
+		s.mu.Lock()
+		for _, c := range s.crls {
+			c.close()
+		}
+		s.mu.Unlock()
 	})
 	return err
 }

@@ -127,6 +127,13 @@ func FuzzReaderChunks(f *testing.F) {
 			t.Fatalf("level %d: whole stream gave %d packets and %v, chunks %v into a %d-byte buffer gave %d packets and %v",
 				v, len(whole), wholeErr, chunks, bufSize, len(split), splitErr)
 		}
+		// The same chunks from a non-blocking source, ErrWouldBlock between
+		// every two: nothing is lost or read twice across the resumptions.
+		nb, nbErr := readAll(newReader(&chunkReader{data: data, sizes: chunks, block: true}, bufSize, v))
+		if wholeErr != nbErr || !equalEncodings(whole, nb) {
+			t.Fatalf("level %d: whole stream gave %d packets and %v, non-blocking chunks %v into a %d-byte buffer gave %d packets and %v",
+				v, len(whole), wholeErr, chunks, bufSize, len(nb), nbErr)
+		}
 
 		var decoded [][]byte
 		off, decodeErr := 0, error(io.EOF)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 
@@ -71,9 +72,18 @@ type chunkReader struct {
 	data  []byte
 	sizes []int
 	i     int
+	// block makes every other Read fail with codec.ErrWouldBlock, as a
+	// non-blocking socket does between arrivals.
+	block   bool
+	blocked bool
 }
 
 func (c *chunkReader) Read(p []byte) (int, error) {
+	if c.block && !c.blocked {
+		c.blocked = true
+		return 0, fmt.Errorf("read: %w", codec.ErrWouldBlock)
+	}
+	c.blocked = false
 	if len(c.data) == 0 {
 		return 0, io.EOF
 	}
@@ -110,6 +120,9 @@ func readAll(r *codec.Reader) ([][]byte, error) {
 	var out [][]byte
 	for {
 		p, err := r.ReadPacket()
+		if errors.Is(err, codec.ErrWouldBlock) {
+			continue // a non-blocking source: try again, as after a readiness wait
+		}
 		if err != nil {
 			return out, err
 		}

@@ -11,6 +11,25 @@ import (
 // larger one (from one big packet) is dropped so an idle connection stays small.
 const keepLarge = 64 << 10
 
+// packetSet is a Reader's packet values, one per type, made on first use:
+// each holds a Properties, and most connections never read most types.
+type packetSet struct {
+	connect     *Connect
+	connack     *Connack
+	publish     *Publish
+	ack         [4]*Ack
+	subscribe   *Subscribe
+	suback      *Suback
+	unsubscribe *Unsubscribe
+	unsuback    *Unsuback
+	disconnect  *Disconnect
+	auth        *Auth
+}
+
+// packetSets holds the sets pooled Readers give back on Release. A
+// CONNECT value is never pooled: it is read once per connection.
+var packetSets = sync.Pool{New: func() any { return new(packetSet) }}
+
 // Reader reads MQTT packets from a stream.
 //
 // A packet that fits in the bufio.Reader's buffer is decoded in place from
@@ -47,19 +66,20 @@ type Reader struct {
 	budget Budget  // nil: none (SetBudget)
 	large  []byte
 	taken  int // bytes of large taken from budget
+	// pending is a large body cut short by ErrWouldBlock, which the next
+	// ReadPacket resumes: its header is consumed, large holds what came.
+	pending struct {
+		on    bool
+		t     Type
+		flags byte
+		n     int // body length
+	}
 
-	// One packet value per type, made on first use: each holds a
-	// Properties, and most connections never read most types.
-	connect     *Connect
-	connack     *Connack
-	publish     *Publish
-	ack         [4]*Ack
-	subscribe   *Subscribe
-	suback      *Suback
-	unsubscribe *Unsubscribe
-	unsuback    *Unsuback
-	disconnect  *Disconnect
-	auth        *Auth
+	// pk holds one packet value per type, each made on first use. A
+	// pooled Reader borrows its set with its buffer and gives both back on
+	// Release, so an idle connection keeps no packet values (a PUBLISH
+	// with its Properties is a few hundred bytes).
+	pk *packetSet
 }
 
 // Budget is memory shared by many Readers, such as all the connections
@@ -116,8 +136,8 @@ func (r *Reader) Buffered() int {
 // wait, not after it.
 func (r *Reader) Complete() bool {
 	b := r.Buffered()
-	if b == 0 {
-		return false
+	if b == 0 || r.pending.on {
+		return false // a large body in progress is rarely whole: asking costs more than it saves
 	}
 	hdr, _ := r.br.Peek(min(b, 5)) // buffered: no read
 	_, _, remaining, hn, err := ParseHeader(hdr)
@@ -133,18 +153,30 @@ func (r *Reader) Complete() bool {
 // slice in it, is invalid after Release. It does nothing for a Reader made
 // by NewReader or with bytes buffered.
 func (r *Reader) Release() {
-	if r.pool == nil || r.br == nil || r.br.Buffered() > 0 {
+	if r.pool == nil || r.br == nil || r.br.Buffered() > 0 || r.pending.on {
 		return
 	}
 	r.br.Reset(nil) // keeps the buffer, drops the reference to src
 	r.pool.Put(r.br)
 	r.br = nil
+	r.putPackets()
+}
+
+// putPackets gives a pooled Reader's packet values back.
+func (r *Reader) putPackets() {
+	if r.pk == nil || r.pool == nil {
+		return
+	}
+	r.pk.connect = nil
+	packetSets.Put(r.pk)
+	r.pk = nil
 }
 
 // Close releases a pooled Reader's buffer even with bytes in it: the
 // stream is done with. The Reader must not be used afterwards.
 func (r *Reader) Close() {
 	r.dropLarge()
+	r.putPackets()
 	if r.pool == nil || r.br == nil {
 		return
 	}
@@ -158,7 +190,9 @@ func (r *Reader) Close() {
 // long-lived connection keeps neither; a later CONNECT (a protocol error)
 // makes a new one. The CONNECT last returned is invalid after it.
 func (r *Reader) DropConnect() {
-	r.connect = nil
+	if r.pk != nil {
+		r.pk.connect = nil
+	}
 	r.dropLarge()
 }
 
@@ -176,6 +210,17 @@ var (
 )
 
 func (r *Reader) packet(t Type) Packet {
+	if r.pk == nil {
+		if r.pool != nil {
+			r.pk = packetSets.Get().(*packetSet)
+		} else {
+			r.pk = new(packetSet)
+		}
+	}
+	return r.pk.packet(t)
+}
+
+func (r *packetSet) packet(t Type) Packet {
 	switch t {
 	case CONNECT:
 		return lazy(&r.connect)
@@ -210,21 +255,33 @@ func (r *Reader) packet(t Type) Packet {
 	return nil
 }
 
+// ErrWouldBlock is what a non-blocking source returns from Read when it
+// has no bytes now (it may wrap it). ReadPacket passes it on with nothing
+// lost: bytes already read stay buffered, a large body read so far stays
+// in the Reader, and the next ReadPacket carries on where this one
+// stopped. It is the only error after which the Reader may be used again.
+var ErrWouldBlock = errors.New("codec: no bytes available yet")
+
 // ReadPacket reads and decodes the next packet. It returns io.EOF when the
 // stream ends cleanly between packets, io.ErrUnexpectedEOF when it ends
 // inside one, ErrPacketTooLarge without reading the body when the fixed
-// header announces more than MaxPacketSize, and an *Error for any other
-// violation. After an error the stream is out of step and must be closed.
+// header announces more than MaxPacketSize, an error wrapping
+// ErrWouldBlock when a non-blocking source has no more bytes yet (call
+// again once it has), and an *Error for any other violation. After any
+// other error the stream is out of step and must be closed.
 func (r *Reader) ReadPacket() (Packet, error) {
-	if cap(r.large) > keepLarge {
-		r.dropLarge()
-	}
 	if r.br == nil {
 		if r.pool == nil {
 			return nil, errClosed
 		}
 		r.br = r.pool.Get().(*bufio.Reader)
 		r.br.Reset(r.src)
+	}
+	if r.pending.on {
+		return r.resumeLarge()
+	}
+	if cap(r.large) > keepLarge {
+		r.dropLarge()
 	}
 	var (
 		t         Type
@@ -271,11 +328,26 @@ func (r *Reader) ReadPacket() (Packet, error) {
 		_, _ = r.br.Discard(total) // cannot fail: the bytes are buffered
 	} else {
 		_, _ = r.br.Discard(hn)
-		var err error
-		if body, err = r.readLarge(remaining); err != nil {
-			return nil, err
-		}
+		r.large = r.large[:0]
+		r.pending.t, r.pending.flags, r.pending.n = t, flags, remaining
+		return r.resumeLarge()
 	}
+	return r.decode(t, flags, body)
+}
+
+// resumeLarge reads (on) the large body of r.pending and decodes it.
+func (r *Reader) resumeLarge() (Packet, error) {
+	body, err := r.readLarge(r.pending.n)
+	if err != nil {
+		r.pending.on = errors.Is(err, ErrWouldBlock)
+		return nil, err
+	}
+	r.pending.on = false
+	return r.decode(r.pending.t, r.pending.flags, body)
+}
+
+// decode fills the Reader's packet value of type t from body.
+func (r *Reader) decode(t Type, flags byte, body []byte) (Packet, error) {
 	p := r.packet(t)
 	r.dec = decoder{b: body, maxUser: r.MaxUserProperties}
 	if err := p.decode(flags, &r.dec, r.Version); err != nil {
@@ -284,11 +356,12 @@ func (r *Reader) ReadPacket() (Packet, error) {
 	return p, nil
 }
 
-// readLarge reads a body bigger than the bufio buffer. The buffer grows as
-// bytes arrive rather than by the announced length, so a peer that
-// announces a huge packet and sends nothing costs nothing.
+// readLarge reads a body bigger than the bufio buffer into r.large, after
+// what it already holds. The buffer grows as bytes arrive rather than by
+// the announced length, so a peer that announces a huge packet and sends
+// nothing costs nothing.
 func (r *Reader) readLarge(n int) ([]byte, error) {
-	buf := r.large[:0]
+	buf := r.large
 	for len(buf) < n {
 		if len(buf) == cap(buf) {
 			grow := min(n, max(2*cap(buf), r.br.Size()))
@@ -310,6 +383,7 @@ func (r *Reader) readLarge(n int) ([]byte, error) {
 		m, err := io.ReadFull(r.br, buf[len(buf):min(cap(buf), n)])
 		buf = buf[:len(buf)+m]
 		if err != nil {
+			r.large = buf // what came so far, for a resume after ErrWouldBlock
 			return nil, unexpected(err)
 		}
 	}

@@ -538,3 +538,31 @@ func TestReaderBudget(t *testing.T) {
 		}
 	})
 }
+
+// TestPooledReaderResumesAcrossRelease: a large body cut by ErrWouldBlock
+// carries on after Release gave the buffer back, as a parked connection's
+// reader does.
+func TestPooledReaderResumesAcrossRelease(t *testing.T) {
+	raw := (&codec.Publish{Topic: []byte("t"), Payload: bytes.Repeat([]byte("x"), 3000), QoS: 1, PacketID: 3}).Append(nil, codec.V311)
+	pool := &sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64) }}
+	src := &chunkReader{data: raw, sizes: []int{700}, block: true}
+	r := codec.NewPooledReader(src, pool, 0)
+	r.Version = codec.V311
+	for i := 0; ; i++ {
+		p, err := r.ReadPacket()
+		if errors.Is(err, codec.ErrWouldBlock) {
+			r.Release()
+			if i > 100 {
+				t.Fatal("no progress")
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.(*codec.Publish); len(got.Payload) != 3000 || got.PacketID != 3 {
+			t.Fatalf("got %d bytes id %d", len(got.Payload), got.PacketID)
+		}
+		return
+	}
+}

@@ -53,8 +53,16 @@ type client struct {
 	// Published, as an MQTT 5 bridge asks for them.
 	bridge bool
 
-	// Reader-owned.
+	// Reader-owned: by whoever holds the reading state (pstate, park.go).
 	peek      [1]byte      // waitReadable's MSG_PEEK target
+	parkable  bool         // past CONNECT on a raw socket with a poller: reads never wait, the reader parks
+	resumed   bool         // woken from a park on an IdleSocket: read before parking again
+	burst     int          // packets handled since the reader last could wait (inline.go)
+	dirty     []*client    // subscribers given deliveries in this burst (inline.go)
+	padded    bool         // the socket is in the poller's epoll set
+	pslot     int32        // the poller slot, -1 before the first park
+	pgen      int32        // the slot's generation when it was taken
+	kaAdded   bool         // in the keepalive wheel (keepalive.go)
 	reauthing bool         // a re-authentication exchange is under way
 	needSync  bool         // this connection wrote to the store since its last Sync
 	reauth    any          // enhanced-auth state during re-authentication
@@ -66,19 +74,30 @@ type client struct {
 	// syncQueued counts this connection's batches with the syncer; while
 	// any is, later acknowledgements queue behind them to keep their order.
 	syncQueued atomic.Int32
+	// msgsIn and bytesIn count the PUBLISH packets and bytes read, for the
+	// admin views; only the reader adds to them (one uncontended add each),
+	// views load them.
+	msgsIn, bytesIn atomic.Int64
 
 	// Writer-owned.
 	subID      [1]uint32
 	outAliases map[string]uint16
-	batch      []outMsg
-	wbuf       []byte         // write buffer while writing; nil when idle (getWbuf)
-	wbox       *[]byte        // wbuf's box in srv.writeBufs
-	pub        *codec.Publish // made on the first delivery: ~400 B an idle connection need not hold
+	ws         *writeScratch // while a writer runs; nil when idle (getScratch)
+	// msgsOut and bytesOut count the PUBLISH packets and bytes written,
+	// for the admin views; only the writer adds to them.
+	msgsOut, bytesOut atomic.Int64
 
-	wakeCh  chan struct{} // cap 1: the writer has work
-	closing chan struct{} // closed by close: the writer flushes and shuts the conn
-	done    chan struct{} // closed when the writer has exited
-	writing atomic.Bool   // a writer goroutine runs (startWriter)
+	// Flags rather than channels: three channels were 288 bytes of every
+	// idle connection.
+	pending     atomic.Bool   // the writer has work (wake)
+	flushQueued atomic.Bool   // a reader will write or wake for c at its burst's end (inline.go)
+	closing     atomic.Bool   // set by close: the writer flushes and shuts the conn
+	done        chan struct{} // made by close, closed when the last writer has exited
+	writing     atomic.Bool   // a writer goroutine runs (startWriter)
+	pstate      atomic.Int32  // reading or parked (park.go)
+	kaDue       atomic.Int64  // the keepalive wheel's tick after which a parked connection is closed
+	kaSlot      int32         // the wheel slot holding c, -1 none; guarded by the wheel's mu
+	kaPos       int32         // c's index in that slot; guarded by the wheel's mu
 
 	mu        sync.Mutex // guards ctrl, reason and connected
 	reason    CloseReason
@@ -89,8 +108,7 @@ type client struct {
 
 func newClient(srv *Server, conn net.Conn, listener string) *client {
 	c := &client{
-		srv: srv, conn: conn, listener: listener,
-		wakeCh: make(chan struct{}, 1), closing: make(chan struct{}), done: make(chan struct{}),
+		srv: srv, conn: conn, listener: listener, pslot: -1, kaSlot: -1,
 	}
 	// A capability, not a concrete type: listener options wrap the
 	// socket and must not silently cost this path (DESIGN.md).
@@ -99,7 +117,7 @@ func newClient(srv *Server, conn net.Conn, listener string) *client {
 			c.raw = raw
 		}
 	}
-	c.r = codec.NewPooledReader(countingReader{conn, c.raw, srv}, &srv.readBufs, srv.opts.MaxPacketSize)
+	c.r = codec.NewPooledReader(countingReader{c}, &srv.readBufs, srv.opts.MaxPacketSize)
 	c.r.MaxUserProperties = srv.opts.MaxUserProperties
 	return c
 }
@@ -130,13 +148,21 @@ func (c *client) log(lvl zapcore.Level, msg string, fields ...zap.Field) {
 }
 
 // waitReadable gives the read buffer back to the pool and waits until the
-// socket has bytes (or EOF, an error or the read deadline), so an idle TCP
-// connection holds no read buffer. It is called only with nothing buffered;
+// socket has bytes (or EOF, an error or the read deadline), so an idle
+// connection holds no read buffer: on a socket through Go's poller, on a
+// conn that can wait itself (ReadWaiter: WebSocket) through it. It is called only with nothing buffered;
 // when bytes are already there it returns at once, keeping the buffer.
 // After a wait it does not check again: the read that follows costs the
 // same system call, and after a rare spurious wake-up it just waits with a
 // buffer.
 func (c *client) waitReadable() error {
+	if c.raw == nil {
+		if w, ok := c.conn.(ReadWaiter); ok {
+			c.r.Release()
+			return w.WaitReadable()
+		}
+		return nil
+	}
 	waited := false
 	return c.raw.Read(func(fd uintptr) bool {
 		if waited {
@@ -153,53 +179,65 @@ func (c *client) waitReadable() error {
 }
 
 // countingReader counts received bytes for $SYS; on plain TCP it reads
-// with a raw system call (rawio.go).
-type countingReader struct {
-	c   net.Conn
-	raw syscall.RawConn // nil: read through c
-	srv *Server
-}
+// with a raw system call (rawio.go), which on a parkable connection never
+// waits: an empty socket is codec.ErrWouldBlock, and the reader parks.
+type countingReader struct{ c *client }
 
 func (r countingReader) Read(p []byte) (n int, err error) {
-	if r.raw != nil {
-		n, err = rawRead(r.raw, p)
-	} else {
-		n, err = r.c.Read(p)
+	c := r.c
+	switch {
+	case c.parkable:
+		n, err = rawReadNow(c.raw, p)
+	case c.raw != nil:
+		n, err = rawRead(c.raw, p)
+	default:
+		n, err = c.conn.Read(p)
 	}
-	r.srv.stats.bytesIn.Add(int64(n))
+	c.srv.stats.bytesIn.Add(int64(n))
+	c.bytesIn.Add(int64(n))
 	return n, err
 }
 
 // wake tells the writer there is work, starting one if none runs.
 func (c *client) wake() {
-	select {
-	case c.wakeCh <- struct{}{}:
-	default:
-	}
+	c.pending.Store(true)
 	c.startWriter()
 }
 
-// getWbuf lends c a write buffer from the server's pool: connections hold
-// one only while they write, so an idle one keeps neither the buffer nor
-// the size a burst grew it to. Writer only (whoever holds c.writing).
-func (c *client) getWbuf() {
-	if c.wbox == nil {
-		c.wbox = c.srv.writeBufs.Get().(*[]byte)
-		c.wbuf = (*c.wbox)[:0]
-	}
+// writeScratch is what a writer works with: the write buffer, the batch of
+// deliveries taken from the session, and the PUBLISH value it encodes them
+// with. It is lent from srv.writeBufs while a writer runs, so an idle
+// connection keeps none of it — nor the sizes a burst grew it to.
+type writeScratch struct {
+	buf   []byte
+	tail  []byte // of buf, what an in-place write left for a writer (inline.go)
+	batch []outMsg
+	pub   codec.Publish
 }
 
-// putWbuf gives the write buffer back; one grown past maxPooledWbuf by a
-// large burst is left to the GC. Writer only.
-func (c *client) putWbuf() {
-	if c.wbox == nil {
+// getScratch lends c its writer's scratch. Writer only (whoever holds
+// c.writing).
+func (c *client) getScratch() *writeScratch {
+	if c.ws == nil {
+		c.ws = c.srv.writeBufs.Get().(*writeScratch)
+	}
+	return c.ws
+}
+
+// putScratch gives the scratch back; a buffer grown past maxPooledWbuf by
+// a large burst is left to the GC. Writer only.
+func (c *client) putScratch() {
+	ws := c.ws
+	if ws == nil {
 		return
 	}
-	if cap(c.wbuf) <= maxPooledWbuf {
-		*c.wbox = c.wbuf[:0]
-		c.srv.writeBufs.Put(c.wbox)
+	c.ws = nil
+	if cap(ws.buf) > maxPooledWbuf {
+		ws.buf = nil
 	}
-	c.wbox, c.wbuf = nil, nil
+	ws.buf, ws.batch, ws.tail = ws.buf[:0], ws.batch[:0], nil
+	ws.pub = codec.Publish{}
+	c.srv.writeBufs.Put(ws)
 }
 
 const maxPooledWbuf = 64 << 10
@@ -209,7 +247,7 @@ const maxPooledWbuf = 64 << 10
 // reader goroutine; writing stays with one goroutine at a time.
 func (c *client) startWriter() {
 	if c.writing.CompareAndSwap(false, true) {
-		go c.writeLoop()
+		c.srv.workers.run(job{c, jobWrite})
 	}
 }
 
@@ -218,6 +256,7 @@ func (c *client) send(p codec.Packet) {
 	c.mu.Lock()
 	c.ctrl = p.Append(c.ctrl, c.version)
 	c.mu.Unlock()
+	c.srv.stats.ctrlOut.Add(1)
 	c.wake()
 }
 
@@ -236,14 +275,17 @@ func (c *client) closeWhy(reason CloseReason, rc codec.ReasonCode, why string) {
 			d := &codec.Disconnect{ReasonCode: rc}
 			d.Props.ReasonString = []byte(why)
 			c.ctrl = d.Append(c.ctrl, c.version)
+			c.srv.stats.ctrlOut.Add(1)
 		}
 		// A writer stuck on a full socket gives up soon instead of at
 		// WriteTimeout. Both happen under c.mu, where flush sets its own
 		// deadline only while closing is open, so it cannot undo this one.
 		_ = c.conn.SetWriteDeadline(time.Now().Add(time.Second))
-		close(c.closing)
+		c.done = make(chan struct{}) // before closing is seen set
+		c.closing.Store(true)
 		c.mu.Unlock()
 		c.startWriter() // for the last flush, closing conn and done
+		c.unpark()      // a parked reader has no goroutine to notice
 	})
 }
 
@@ -257,10 +299,18 @@ func (c *client) closeReason() CloseReason {
 // loop on a fresh one, which ends the connection. The handshake (auth,
 // store, session) grows a goroutine's stack to several KiB, and a stack
 // shrinks only at a GC; a new goroutine waiting for its next packet keeps
-// the starting 2 KiB, which matters for 100,000 idle connections.
+// the starting 2 KiB, which matters for 100,000 idle connections — and a
+// parkable connection keeps none while it waits (park.go).
 func (c *client) serve() {
 	if c.guard(c.handshake) {
-		go c.guard(c.readLoop)
+		c.r.DropConnect() // read once; an idle connection should not keep it
+		c.parkable = c.raw != nil && c.srv.poller != nil
+		if c.parkable || c.keepAlive == 0 {
+			// No read deadline from here: keepalive 0 is no limit, and a
+			// parkable connection's keepalive is a timer (park.go).
+			_ = c.conn.SetReadDeadline(time.Time{})
+		}
+		c.srv.workers.run(job{c, jobRead})
 	}
 }
 
@@ -279,40 +329,63 @@ func (c *client) guard(f func() bool) (ok bool) {
 	return f()
 }
 
-// readLoop reads packets until the connection ends; it returns false.
+// readLoop reads packets until the connection ends, and returns false; on
+// a parkable connection it returns true instead once the socket is empty
+// and the reader has parked (park.go).
 func (c *client) readLoop() bool {
-	c.r.DropConnect()                       // read once; an idle connection should not keep it
-	deadline := c.keepAlive + c.keepAlive/2 // [MQTT-3.1.2-22] 1.5 × keepalive
-	if deadline == 0 {
-		_ = c.conn.SetReadDeadline(time.Time{}) // drop the CONNECT deadline: keepalive 0 is no limit
-	}
+	deadline := c.keepAliveDeadline()
 	for {
-		if (len(c.acks) > 0 || c.needSync) && !c.r.Complete() {
-			// The next read may wait: first the burst's acknowledgements,
-			// with one Sync for all its messages.
+		if (len(c.acks) > 0 || c.needSync || len(c.dirty) > 0) && !c.r.Complete() {
+			// The next read may wait: first the deliveries this burst
+			// routed (inline.go), then its acknowledgements, with one Sync
+			// for all its messages.
+			if len(c.dirty) > 0 {
+				c.flushDirty()
+			}
 			c.releaseAcks()
 		}
-		if c.r.Buffered() == 0 {
+		if !c.parkable && c.r.Buffered() == 0 {
+			c.burst = 0
 			if deadline > 0 {
 				_ = c.conn.SetReadDeadline(time.Now().Add(deadline))
 			}
-			if c.raw != nil {
-				if err := c.waitReadable(); err != nil {
-					c.readError(err)
+			if rc := c.idleSocket(); rc != nil {
+				switch c.parkOn(rc) {
+				case parkDone:
+					return true
+				case parkClosing:
 					return false
 				}
+			}
+			if err := c.waitReadable(); err != nil {
+				c.readError(err)
+				return false
 			}
 		}
 		p, err := c.r.ReadPacket()
 		if err != nil {
+			if c.parkable && errors.Is(err, codec.ErrWouldBlock) {
+				switch c.park() {
+				case parkDone:
+					return true
+				case parkRetry:
+					continue
+				}
+				return false // closing
+			}
 			c.readError(err)
 			return false
 		}
+		c.burst++
 		if !c.handle(p) {
 			return false
 		}
 	}
 }
+
+// keepAliveDeadline is how long the connection may stay silent: 1.5 times
+// its keepalive [MQTT-3.1.2-22]; 0 is no limit.
+func (c *client) keepAliveDeadline() time.Duration { return c.keepAlive + c.keepAlive/2 }
 
 // readError classifies why reading stopped and closes accordingly.
 func (c *client) readError(err error) {
@@ -346,6 +419,9 @@ func (c *client) protocolError(msg string, rc codec.ReasonCode) bool {
 
 // handle dispatches one packet; false ends the connection.
 func (c *client) handle(p codec.Packet) bool {
+	if p.Type() != codec.PUBLISH {
+		c.srv.stats.ctrlIn.Add(1) // $SYS counts packets of every type
+	}
 	switch p := p.(type) {
 	case *codec.Publish:
 		return c.handlePublish(p)
@@ -439,49 +515,59 @@ func (c *client) handleDisconnect(p *codec.Disconnect) bool {
 // stays for the last flush, then closes conn and done.
 func (c *client) writeLoop() {
 	for {
-		select {
-		case <-c.closing:
+		if c.closing.Load() {
 			c.flush(true)
-			c.putWbuf()
+			c.putScratch()
 			_ = c.conn.Close()
 			close(c.done)
 			return
-		case <-c.wakeCh:
-		default:
-			c.putWbuf()
-			c.writing.Store(false)
-			// A wake between the default case and the Store saw a writer
-			// running and started none: take its work, unless a new
-			// writer has already started and will.
-			if len(c.wakeCh) == 0 && !c.isClosing() {
-				return
-			}
-			if !c.writing.CompareAndSwap(false, true) {
-				return
+		}
+		if c.pending.Swap(false) {
+			for c.flush(false) {
 			}
 			continue
 		}
-		for c.flush(false) {
+		c.putScratch()
+		c.writing.Store(false)
+		// A wake between the Swap and the Store saw a writer running and
+		// started none: take its work, unless a new writer has already
+		// started and will.
+		if !c.pending.Load() && !c.closing.Load() {
+			return
+		}
+		if !c.writing.CompareAndSwap(false, true) {
+			return
 		}
 	}
 }
 
-func (c *client) isClosing() bool {
-	select {
-	case <-c.closing:
-		return true
-	default:
+func (c *client) isClosing() bool { return c.closing.Load() }
+
+// flush writes what is waiting and reports whether it wrote anything:
+// first what an in-place write left (writeScratch.tail), then the queued
+// control packets and a batch of deliveries.
+func (c *client) flush(final bool) bool {
+	if c.closing.Load() {
+		final = true // only what is queued for the peer, under close's short deadline
+	}
+	if ws := c.ws; ws != nil && ws.tail != nil {
+		tail := ws.tail
+		ws.tail = nil
+		if !c.writeOut(tail, final, false) {
+			return false
+		}
+	}
+	buf := c.collect(final)
+	if len(buf) == 0 {
 		return false
 	}
+	return c.writeOut(buf, final, false)
 }
 
-// flush writes what is waiting and reports whether it wrote anything.
-func (c *client) flush(final bool) bool {
-	select {
-	case <-c.closing:
-		final = true // only what is queued for the peer, under close's short deadline
-	default:
-	}
+// collect encodes what is waiting into the scratch buffer: the control
+// packets, then a batch of deliveries (none when final: only what is owed
+// to the peer before a close). Writer only.
+func (c *client) collect(final bool) []byte {
 	// Deliveries are taken before the control packets and written after
 	// them: a control packet the reader queued before a delivery it caused
 	// (SUBACK before the retained messages, CONNACK before the session's
@@ -490,10 +576,11 @@ func (c *client) flush(final bool) bool {
 	connected := c.connected
 	c.mu.Unlock()
 	now := time.Now()
-	c.batch = c.batch[:0]
+	ws := c.getScratch()
+	ws.batch = ws.batch[:0]
 	if connected && !final {
 		var sync, held bool
-		c.batch, sync, held = c.sess.take(c, c.batch, c.window, now)
+		ws.batch, sync, held = c.sess.take(c, ws.batch, c.window, now)
 		if sync {
 			// A QoS 2 packet id or a QoS 2 PUBLISH's receipt was just
 			// recorded: on disk before the subscriber can see the message.
@@ -507,37 +594,44 @@ func (c *client) flush(final bool) bool {
 			time.AfterFunc(time.Millisecond, c.wake)
 		}
 	}
-	c.getWbuf()
 	c.mu.Lock()
-	buf := append(c.wbuf[:0], c.ctrl...)
+	buf := append(ws.buf[:0], c.ctrl...)
 	c.ctrl = c.ctrl[:0]
 	c.mu.Unlock()
-	for i := range c.batch {
-		buf = c.encode(buf, &c.batch[i], now)
-		c.batch[i] = outMsg{}
+	for i := range ws.batch {
+		buf = c.encode(buf, &ws.batch[i], now)
+		ws.batch[i] = outMsg{}
 	}
-	if len(buf) == 0 {
-		c.wbuf = buf
-		return false
-	}
-	if !final {
-		c.mu.Lock() // see close: its short deadline must win
-		select {
-		case <-c.closing:
-		default:
-			_ = c.conn.SetWriteDeadline(time.Now().Add(c.srv.opts.WriteTimeout))
-		}
-		c.mu.Unlock()
-	}
+	ws.buf = buf[:0] // kept while the writer runs (putScratch)
+	return buf
+}
+
+// writeOut writes buf. With now set it never waits: what a full socket
+// does not take is left in c.ws.tail for a writer. It reports false when
+// the write failed, and the connection is then closing. Writer only.
+func (c *client) writeOut(buf []byte, final, now bool) bool {
 	var n int
 	var err error
 	if c.raw != nil {
-		n, err = rawWrite(c.raw, buf) // rawio.go
+		// Most writes fit the socket at once: they need no deadline, and
+		// setting one per write cost a timer update and a clock read.
+		n, err = rawWriteNow(c.raw, buf) // rawio.go
+		if err == nil && n < len(buf) {
+			if now {
+				c.ws.tail = buf[n:]
+			} else {
+				c.setWriteDeadline(final)
+				var m int
+				m, err = rawWrite(c.raw, buf[n:])
+				n += m
+			}
+		}
 	} else {
+		c.setWriteDeadline(final)
 		n, err = c.conn.Write(buf)
 	}
 	c.srv.stats.bytesOut.Add(int64(n))
-	c.wbuf = buf[:0] // kept while the writer runs (putWbuf)
+	c.bytesOut.Add(int64(n))
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			c.log(zap.WarnLevel, "closing connection: slow consumer", zap.String("client_id", c.id),
@@ -552,10 +646,25 @@ func (c *client) flush(final bool) bool {
 	return true
 }
 
+// setWriteDeadline gives a write that may wait WriteTimeout — unless the
+// connection is closing (final), whose short deadline must win: both
+// happen under c.mu, and close sets its deadline with closing.
+func (c *client) setWriteDeadline(final bool) {
+	if final {
+		return
+	}
+	c.mu.Lock()
+	if !c.closing.Load() {
+		_ = c.conn.SetWriteDeadline(time.Now().Add(c.srv.opts.WriteTimeout))
+	}
+	c.mu.Unlock()
+}
+
 // encode appends one delivery as a PUBLISH, with the per-subscriber fields:
 // packet id, DUP, subscription identifier, topic alias, remaining expiry.
 func (c *client) encode(buf []byte, m *outMsg, now time.Time) []byte {
 	if m.pubrel {
+		c.srv.stats.ctrlOut.Add(1)
 		return (&codec.Ack{Kind: codec.PUBREL, PacketID: m.id}).Append(buf, c.version)
 	}
 	msg := m.msg
@@ -566,8 +675,9 @@ func (c *client) encode(buf []byte, m *outMsg, now time.Time) []byte {
 		if m.retain {
 			i = 1
 		}
-		c.srv.stats.msgsOut.Add(1)
+		c.msgsOut.Add(1)
 		c.srv.stats.msgsOutQoS[0].Add(1)
+		c.srv.stats.pubBytesOut.Add(int64(len(msg.Payload)))
 		if b := msg.enc[i].Load(); b != nil {
 			return append(buf, *b...)
 		}
@@ -578,10 +688,7 @@ func (c *client) encode(buf []byte, m *outMsg, now time.Time) []byte {
 		msg.enc[i].CompareAndSwap(nil, &b)
 		return buf
 	}
-	if c.pub == nil {
-		c.pub = new(codec.Publish)
-	}
-	p := c.pub
+	p := &c.ws.pub
 	newAlias := false
 	*p = codec.Publish{QoS: m.qos, Retain: m.retain, PacketID: m.id, Dup: m.dup, Payload: msg.Payload,
 		Topic: unsafeBytes(msg.Topic)}
@@ -612,8 +719,9 @@ func (c *client) encode(buf []byte, m *outMsg, now time.Time) []byte {
 		c.sess.dropped(dropTooLarge)
 		return buf
 	}
-	c.srv.stats.msgsOut.Add(1)
+	c.msgsOut.Add(1)
 	c.srv.stats.msgsOutQoS[p.QoS].Add(1)
+	c.srv.stats.pubBytesOut.Add(int64(len(msg.Payload)))
 	return p.Append(buf, c.version)
 }
 

@@ -62,6 +62,7 @@ func (c *client) handshake() bool {
 		c.close(CloseProtocolError, 0)
 		return false
 	}
+	srv.stats.connectsIn.Add(1)
 	c.version = cp.ProtocolVersion
 	c.r.Version = cp.ProtocolVersion
 	c.bridge = cp.Bridge
@@ -213,27 +214,27 @@ func (c *client) handshake() bool {
 			ack.Props.SetNum(codec.PropSessionExpiry, expiry)
 		}
 	}
-	// The session is attached and CONNACK queued under the session lock, so
-	// no delivery can be taken by the writer ahead of CONNACK. connected is
-	// set with CONNACK queued, under c.mu: the writer looks at c.sess (set by
-	// attach) only once it sees connected, and a close that comes after the
-	// client could have read CONNACK always sends its DISCONNECT.
 	c.connectedAt = time.Now().UnixNano()
 	c.r.MaxPacketSize = srv.opts.MaxPacketSize // logged in: the full size, and no share of the budget
 	c.r.SetBudget(nil)
-	_, _, err = srv.attach(c, cleanStart, expiry, func(present bool) {
-		ack.SessionPresent = present // [MQTT-3.2.2-2] [MQTT-3.2.2-3]
-		c.mu.Lock()
-		c.connected = true
-		c.ctrl = ack.Append(c.ctrl, c.version)
-		c.mu.Unlock()
-		srv.stats.connects.Add(1) // before the writer can send CONNACK
-		c.wake()
-	})
+	_, present, err := srv.attach(c, cleanStart, expiry)
 	if err != nil {
 		srv.stats.ownerRefused.Add(1)
 		return refuse(codec.NotAuthorized, CloseNotAuthorized, "the session of client id "+c.id+" belongs to another user")
 	}
+	// The session is on disk: CONNACK now. connected is set with CONNACK
+	// queued, under c.mu: the writer takes deliveries only once it sees
+	// connected, and a close that comes after the client could have read
+	// CONNACK always sends its DISCONNECT.
+	ack.SessionPresent = present // [MQTT-3.2.2-2] [MQTT-3.2.2-3]
+	c.mu.Lock()
+	c.connected = true
+	c.ctrl = ack.Append(c.ctrl, c.version)
+	c.mu.Unlock()
+	srv.stats.ctrlOut.Add(1)
+	srv.stats.connects.Add(1) // before the writer can send CONNACK
+	srv.byListener.connected(c.listener)
+	c.wake()
 	c.log(zap.InfoLevel, "client connected", zap.String("username", c.username), zap.Uint8("protocol", c.version),
 		zap.Bool("clean_start", cleanStart), zap.Bool("session_present", ack.SessionPresent),
 		zap.Duration("keepalive", c.keepAlive), zap.Bool("bridge", c.bridge))
@@ -257,9 +258,13 @@ func (c *client) connectedFor() time.Duration { return time.Since(time.Unix(0, c
 // finish runs after the connection ends: it waits for the writer, detaches
 // the session, publishes the will when due and logs the disconnect.
 func (c *client) finish() {
+	if len(c.dirty) > 0 {
+		c.flushDirty() // the subscribers of a burst cut short are owed their wake-up
+	}
 	c.close(ClosePeerGone, 0) // no-op when a reason was set already
 	<-c.done
 	_ = c.conn.Close()
+	c.stopParking()
 	c.r.Close() // the read buffer back to the pool
 	srv := c.srv
 	reason := c.closeReason()

@@ -14,4 +14,12 @@
 // or by pushing deliveries on the session's queue, then waking the writer.
 // Session state is guarded by session.mu; the router by its own RWMutex,
 // which is never held while a session lock is taken for a socket write.
+//
+// Counters: stats.go holds the broker-wide atomics, one add each on the
+// message path (a total that is a sum of others is added up when read);
+// each connection counts its own messages and bytes in fields only its
+// reader (in) or its writer (out) adds to. sys.go publishes them as
+// Mosquitto 2's $SYS/broker topics; views.go and pages.go serve them to
+// the admin API. Gauges that would cost the message path (queued bytes)
+// are summed over the sessions when read.
 package core

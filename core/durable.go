@@ -66,6 +66,9 @@ func (c *client) releaseAcks() {
 // that must follow them and the store writes they cover (SUBACK, the
 // writer's last flush before DISCONNECT). Reader only.
 func (c *client) releaseAcksWait() {
+	if len(c.dirty) > 0 {
+		c.flushDirty() // the wait must not hold this burst's deliveries back
+	}
 	if len(c.acks) == 0 && !c.needSync && c.syncQueued.Load() == 0 {
 		return
 	}
@@ -87,6 +90,7 @@ func (c *client) sendAcks(acks []pendingAck) {
 		c.ctrl = (&codec.Ack{Kind: a.kind, PacketID: a.id, ReasonCode: a.rc}).Append(c.ctrl, c.version)
 	}
 	c.mu.Unlock()
+	c.srv.stats.ctrlOut.Add(int64(len(acks)))
 	c.wake()
 }
 
@@ -388,6 +392,7 @@ func (r *restorer) session(id string, rec []byte) error {
 	if sr.DisconnectedAt != 0 && sr.Expiry != neverExpires &&
 		!r.now.Before(time.Unix(sr.DisconnectedAt, 0).Add(time.Duration(sr.Expiry)*time.Second)) {
 		r.delSessions = append(r.delSessions, id) // expired while the broker was down
+		s.stats.expired.Add(1)
 		return nil
 	}
 	sess := newSession(s, id)
@@ -466,15 +471,16 @@ func (r *restorer) message(id string, seq uint64, rec []byte) error {
 }
 
 func (r *restorer) retained(topic string, rec []byte) error {
-	m, _, _, _, err := decodeMessageRecord(rec)
+	sm, err := decodeDeliveryRecord(rec)
 	if err != nil {
 		return fmt.Errorf("retained message %q: %w", topic, err)
 	}
+	m := sm.msg
 	if m.expired(r.now) {
 		r.delRetained = append(r.delRetained, topic)
 		return nil
 	}
-	r.srv.retained.set(m)
+	r.srv.retained.set(m, sm.stored)
 	r.nret++
 	return nil
 }

@@ -1,6 +1,9 @@
 package core
 
-import "net"
+import (
+	"net"
+	"syscall"
+)
 
 // CertIdentifier is implemented by a conn whose transport authenticated the
 // client with a certificate and whose listener is configured to use that
@@ -28,6 +31,25 @@ func crossOrigin(conn net.Conn) string {
 		return co.CrossOrigin()
 	}
 	return ""
+}
+
+// ReadWaiter is implemented by a conn that can wait until bytes can be read
+// without reading them (a WebSocket conn waits for the next frame): the
+// reader then gives its read buffer back while the peer is silent, as it
+// does on a plain TCP socket.
+type ReadWaiter interface {
+	WaitReadable() error
+}
+
+// IdleSocket is implemented by a conn that reads through buffers of its
+// own from a socket the server may watch (WebSocket over plain TCP).
+// IdleSocket returns the socket when none of those buffers holds a byte
+// and the next byte on the socket starts something new (a frame), so the
+// reader may park on the socket, as an idle TCP connection does; nil
+// otherwise. It may wait for the header of a fragmented message's next
+// frame, under the read deadline.
+type IdleSocket interface {
+	IdleSocket() syscall.RawConn
 }
 
 // transportUsername returns the username the connection's transport vouches

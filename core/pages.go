@@ -3,6 +3,7 @@ package core
 import (
 	"slices"
 	"strings"
+	"time"
 )
 
 // The admin views list retained messages, sessions and subscriptions a
@@ -32,6 +33,9 @@ type RetainedQuery struct {
 // callers must not modify them.
 type RetainedPage struct {
 	Messages []*Message
+	// Stored[i] is when Messages[i] was retained; zero when unknown
+	// (restored from a store written before xmq kept the time).
+	Stored []time.Time
 	// Total counts the matches of every page; -1 when counting them would
 	// examine more than the budget (a filter with + over many branches).
 	Total int
@@ -58,11 +62,13 @@ func (s *Server) RetainedPage(q RetainedQuery) RetainedPage {
 		p.Total = -1
 	}
 	p.Messages = make([]*Message, 0, min(limit, max(p.Total, 16)))
-	last, done := r.walk(retainedScan{filter: q.Filter, prefix: q.Prefix, after: q.After, budget: budget}, func(m *Message) bool {
+	p.Stored = make([]time.Time, 0, cap(p.Messages))
+	last, done := r.walk(retainedScan{filter: q.Filter, prefix: q.Prefix, after: q.After, budget: budget}, func(e *retainedEntry) bool {
 		if len(p.Messages) == limit {
 			return false // one more match exists
 		}
-		p.Messages = append(p.Messages, m)
+		p.Messages = append(p.Messages, e.m)
+		p.Stored = append(p.Stored, storedTime(e.stored))
 		return true
 	})
 	switch {

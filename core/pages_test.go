@@ -107,7 +107,7 @@ func TestRetainedAgainstBruteForce(t *testing.T) {
 	srv := newPagesServer(t)
 	topics := randomTopics(rng, 1500)
 	for _, tp := range topics {
-		srv.retained.set(&Message{Topic: tp, Payload: []byte("x")})
+		srv.retained.set(&Message{Topic: tp, Payload: []byte("x")}, 0)
 	}
 	now := time.Now()
 	filters := []string{"#", "+", "+/#", "a/#", "$s/#", "+/+", "a/+/b", "/#", "+/", "a//+"}
@@ -185,10 +185,10 @@ func manyRetained(tb testing.TB, n int) *Server {
 	srv := newPagesServer(tb)
 	payload := []byte("21.5")
 	for i := range n {
-		srv.retained.set(&Message{Topic: fmt.Sprintf("site/%d/dev/%d/temp", i%100, i), Payload: payload})
+		srv.retained.set(&Message{Topic: fmt.Sprintf("site/%d/dev/%d/temp", i%100, i), Payload: payload}, 0)
 	}
 	for i := range 10 {
-		srv.retained.set(&Message{Topic: fmt.Sprintf("alerts/%d", i), Payload: payload})
+		srv.retained.set(&Message{Topic: fmt.Sprintf("alerts/%d", i), Payload: payload}, 0)
 	}
 	return srv
 }
@@ -245,7 +245,7 @@ func TestRetainedCostIsPerPage(t *testing.T) {
 	} {
 		srv.retained.mu.RLock()
 		n := 0
-		_, done := srv.retained.walk(retainedScan{filter: tc.filter, budget: tc.examined}, func(*Message) bool { n++; return true })
+		_, done := srv.retained.walk(retainedScan{filter: tc.filter, budget: tc.examined}, func(*retainedEntry) bool { n++; return true })
 		srv.retained.mu.RUnlock()
 		if !done {
 			t.Errorf("walk(%q) did not end within %d topics examined (%d matches)", tc.filter, tc.examined, n)

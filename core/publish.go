@@ -21,8 +21,9 @@ func topicLevels(t string) int { return strings.Count(t, "/") + 1 }
 
 func (c *client) handlePublish(p *codec.Publish) bool {
 	srv := c.srv
-	srv.stats.msgsIn.Add(1)
+	c.msgsIn.Add(1)
 	srv.stats.msgsInQoS[p.QoS].Add(1)
+	srv.stats.pubBytesIn.Add(int64(len(p.Payload)))
 	if c.limiter.limited() {
 		ok, wait := c.limiter.admit(len(p.Payload), p.QoS == 0, time.Now())
 		if !ok {
@@ -30,6 +31,9 @@ func (c *client) handlePublish(p *codec.Publish) bool {
 			return true
 		}
 		if wait > 0 {
+			if len(c.dirty) > 0 {
+				c.flushDirty() // the wait must not hold this burst's deliveries back
+			}
 			time.Sleep(wait) // p still aliases the read buffer: nothing is read meanwhile
 		}
 	}
@@ -200,7 +204,7 @@ func (s *Server) publishPacket(p *codec.Publish, topic []byte, from *client, inS
 			r.stored = true
 		}
 	}
-	s.deliver(msg, matches, &r)
+	s.deliver(msg, matches, &r, from)
 	if msg.held != nil {
 		r.held = msg
 		from.matches = matches
@@ -252,7 +256,7 @@ func (s *Server) publish(msg *Message) int {
 		_ = s.retain(msg) // logged there
 	}
 	var r routed
-	s.deliver(msg, s.router.match(msg.Topic, msg.From, nil), &r)
+	s.deliver(msg, s.router.match(msg.Topic, msg.From, nil), &r, nil)
 	return r.n
 }
 
@@ -262,7 +266,8 @@ func (s *Server) persistRetained(topic string) bool { return !strings.HasPrefix(
 
 // retain keeps msg as its topic's retained message (or clears it).
 func (s *Server) retain(msg *Message) error {
-	s.retained.set(msg)
+	stored := time.Now().UnixMilli()
+	s.retained.set(msg, stored)
 	if !s.persistRetained(msg.Topic) {
 		return nil
 	}
@@ -270,7 +275,7 @@ func (s *Server) retain(msg *Message) error {
 	if len(msg.Payload) == 0 {
 		err = s.store.DeleteRetained(msg.Topic)
 	} else {
-		err = s.store.PutRetained(msg.Topic, appendMessageRecord(nil, msg, msg.QoS, true, 0))
+		err = s.store.PutRetained(msg.Topic, appendRetainedRecord(nil, msg, stored))
 	}
 	if err != nil {
 		s.storeError("store: saving retained message", err, zap.String("topic", msg.Topic))
@@ -282,7 +287,7 @@ func (s *Server) retain(msg *Message) error {
 // overlapping subscriptions get one copy at the highest granted QoS
 // [MQTT-3.3.5-1]; MQTT 5 subscribers get one copy per subscription, each
 // with its subscription identifier.
-func (s *Server) deliver(msg *Message, matches []match, r *routed) {
+func (s *Server) deliver(msg *Message, matches []match, r *routed, from *client) {
 	n := 0
 	gen := s.aclGeneration()
 	for i := range matches {
@@ -307,7 +312,7 @@ func (s *Server) deliver(msg *Message, matches []match, r *routed) {
 			}
 		}
 		retain := msg.Retain && m.opts.rap // [MQTT-3.3.1-12] [MQTT-3.3.1-13]
-		r.add(m.s.enqueue(delivery{msg: msg, qos: qos, retain: retain, subID: m.opts.subID, group: m.group}))
+		r.add(m.s.enqueueFrom(delivery{msg: msg, qos: qos, retain: retain, subID: m.opts.subID, group: m.group}, from))
 		n++
 	}
 	s.stats.deliveries.Add(int64(n))

@@ -1,12 +1,15 @@
 package core
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"os"
 	"sync"
 	"syscall"
 	"unsafe"
+
+	"xmq/codec"
 )
 
 // Socket I/O on plain TCP connections is made with raw system calls
@@ -26,6 +29,7 @@ type rawOp struct {
 	buf         []byte
 	n           int
 	errno       syscall.Errno
+	now         bool // a read that does not wait: EAGAIN is returned
 	read, write func(fd uintptr) bool
 }
 
@@ -44,6 +48,10 @@ func (o *rawOp) doRead(fd uintptr) bool {
 			return true
 		case syscall.EINTR:
 		case syscall.EAGAIN:
+			if o.now {
+				o.errno = e
+				return true
+			}
 			return false // wait for readability
 		default:
 			o.errno = e
@@ -60,6 +68,9 @@ func (o *rawOp) doWrite(fd uintptr) bool {
 			o.n += int(r)
 		case syscall.EINTR:
 		case syscall.EAGAIN:
+			if o.now {
+				return true // the socket is full: the caller decides
+			}
 			return false // wait for writability
 		default:
 			o.errno = e
@@ -69,10 +80,12 @@ func (o *rawOp) doWrite(fd uintptr) bool {
 	return true
 }
 
-// rawDo makes one read (or write) of buf through rc with a pooled rawOp.
-func rawDo(rc syscall.RawConn, buf []byte, write bool) (int, syscall.Errno, error) {
+// rawDo makes one read (or write) of buf through rc with a pooled rawOp;
+// with now set it does not wait: a read of an empty socket gives EAGAIN, a
+// write to a full one returns what it wrote.
+func rawDo(rc syscall.RawConn, buf []byte, write, now bool) (int, syscall.Errno, error) {
 	o := rawOps.Get().(*rawOp)
-	o.buf, o.n, o.errno = buf, 0, 0
+	o.buf, o.n, o.errno, o.now = buf, 0, 0, now
 	var err error
 	if write {
 		err = rc.Write(o.write)
@@ -91,7 +104,26 @@ func rawRead(rc syscall.RawConn, p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	n, errno, err := rawDo(rc, p, false)
+	return rawReadErr(rawDo(rc, p, false, false))
+}
+
+// rawReadNow reads into p without waiting: an empty socket gives an error
+// wrapping codec.ErrWouldBlock.
+func rawReadNow(rc syscall.RawConn, p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	n, errno, err := rawDo(rc, p, false, true)
+	if errno == syscall.EAGAIN {
+		return 0, errNothingYet
+	}
+	return rawReadErr(n, errno, err)
+}
+
+// errNothingYet is an empty non-blocking socket.
+var errNothingYet = fmt.Errorf("read: %w", codec.ErrWouldBlock)
+
+func rawReadErr(n int, errno syscall.Errno, err error) (int, error) {
 	switch {
 	case err != nil:
 		return 0, err
@@ -103,13 +135,26 @@ func rawRead(rc syscall.RawConn, p []byte) (int, error) {
 	return n, nil
 }
 
+// rawWriteNow writes as much of buf as the socket takes now, without
+// waiting; n < len(buf) with a nil error means the socket is full.
+func rawWriteNow(rc syscall.RawConn, buf []byte) (int, error) {
+	if len(buf) == 0 {
+		return 0, nil
+	}
+	n, errno, err := rawDo(rc, buf, true, true)
+	if err == nil && errno != 0 {
+		err = &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", errno)}
+	}
+	return n, err
+}
+
 // rawWrite writes all of buf as net.Conn.Write does, waiting for
 // writability under the write deadline when the socket is full.
 func rawWrite(rc syscall.RawConn, buf []byte) (int, error) {
 	if len(buf) == 0 {
 		return 0, nil
 	}
-	n, errno, err := rawDo(rc, buf, true)
+	n, errno, err := rawDo(rc, buf, true, false)
 	if err == nil && errno != 0 {
 		err = &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", errno)}
 	}

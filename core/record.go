@@ -15,8 +15,9 @@ import (
 // the inbound sequence and delivery state to messages, and the inbound and
 // will records. Version 3 added the owner of sessions and wills (who may
 // resume the session; whose rights a will is checked against); a version 2
-// record reads with the owner unknown.
-const recordVersion = 3
+// record reads with the owner unknown. Version 4 added to message records
+// the time a retained message was stored; an older one reads as unknown.
+const recordVersion = 4
 
 // oldestRecordVersion is the oldest format this build still reads.
 const oldestRecordVersion = 2
@@ -128,19 +129,31 @@ type storedMsg struct {
 	subID  uint32
 	id     uint16 // packet id once a QoS 2 delivery was sent; 0 before
 	pubrel bool   // PUBREC received: only PUBREL is owed
+	stored int64  // a retained message: when it was stored, Unix milliseconds; 0 unknown or not retained
 }
 
 // Message record: version, delivery QoS, flags (retain, PUBREL owed),
 // subscription id, packet id (2), absolute expiry (Unix nanoseconds, 0
 // none), publisher id, inbound sequence (0 unless the message came from a
-// persistent session's QoS 2 PUBLISH), then the message as an MQTT 5
-// PUBLISH with its forwarded properties — the codec already knows how to
-// write and check every property.
+// persistent session's QoS 2 PUBLISH), (version 4) when a retained message
+// was stored (Unix milliseconds, 0 for other messages), then the message
+// as an MQTT 5 PUBLISH with its forwarded properties — the codec already
+// knows how to write and check every property.
 func appendMessageRecord(b []byte, m *Message, qos byte, retain bool, subID uint32) []byte {
-	return appendDeliveryRecord(b, m, qos, retain, subID, 0, false)
+	return appendRecord(b, m, qos, retain, subID, 0, false, 0)
 }
 
 func appendDeliveryRecord(b []byte, m *Message, qos byte, retain bool, subID uint32, id uint16, pubrel bool) []byte {
+	return appendRecord(b, m, qos, retain, subID, id, pubrel, 0)
+}
+
+// appendRetainedRecord is the record of a retained message, stored at the
+// Unix millisecond stored.
+func appendRetainedRecord(b []byte, m *Message, stored int64) []byte {
+	return appendRecord(b, m, m.QoS, true, 0, 0, false, stored)
+}
+
+func appendRecord(b []byte, m *Message, qos byte, retain bool, subID uint32, id uint16, pubrel bool, stored int64) []byte {
 	b = append(b, recordVersion, qos, boolByte(retain)|boolByte(pubrel)<<1)
 	b = binary.AppendUvarint(b, uint64(subID))
 	b = binary.BigEndian.AppendUint16(b, id)
@@ -151,6 +164,7 @@ func appendDeliveryRecord(b []byte, m *Message, qos byte, retain bool, subID uin
 	b = binary.BigEndian.AppendUint64(b, uint64(exp))
 	b = appendString(b, m.From)
 	b = binary.AppendUvarint(b, m.inSeq)
+	b = binary.AppendUvarint(b, uint64(max(stored, 0)))
 	p := codec.Publish{QoS: m.QoS, Retain: m.Retain, Topic: unsafeBytes(m.Topic), Payload: m.Payload, PacketID: 1}
 	if m.Props != nil {
 		p.Props = *m.Props
@@ -165,7 +179,8 @@ func decodeMessageRecord(b []byte) (m *Message, qos byte, retain bool, subID uin
 
 func decodeDeliveryRecord(b []byte) (storedMsg, error) {
 	d := recDecoder{b: b}
-	if v := d.byte(); !readable(v) {
+	v := d.byte()
+	if !readable(v) {
 		return storedMsg{}, formatError("message", v)
 	}
 	var sm storedMsg
@@ -177,6 +192,9 @@ func decodeDeliveryRecord(b []byte) (storedMsg, error) {
 	exp := int64(d.uint64())
 	from := d.string()
 	inSeq := d.uvarint()
+	if v >= 4 {
+		sm.stored = int64(min(d.uvarint(), 1<<62))
+	}
 	if err := d.err; err != nil {
 		return storedMsg{}, err
 	}

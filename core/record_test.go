@@ -137,3 +137,35 @@ func TestRecordFromNewerFormatRefused(t *testing.T) {
 		t.Fatalf("decode of a newer format: err = %v, want a format error", err)
 	}
 }
+
+// TestRetainedRecordStoredTime: a retained message's record keeps when it
+// was stored (format 4); a format 3 record, which had no such field, reads
+// with the time unknown.
+func TestRetainedRecordStoredTime(t *testing.T) {
+	m := &Message{Topic: "r/1", Payload: []byte("kept"), QoS: 1, Retain: true, From: "c"}
+	const at = int64(1800000000123)
+	rec := appendRetainedRecord(nil, m, at)
+	sm, err := decodeDeliveryRecord(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sm.stored != at || sm.msg.Topic != "r/1" || !sm.retain {
+		t.Fatalf("decoded stored %d topic %q retain %v, want %d r/1 true", sm.stored, sm.msg.Topic, sm.retain, at)
+	}
+	// Format 3: the same fields without the stored time (one uvarint after
+	// the inbound sequence, which is the byte before the PUBLISH).
+	short := appendRetainedRecord(nil, m, 0)
+	pub := appendRecord(nil, m, m.QoS, true, 0, 0, false, 0)
+	if string(short) != string(pub) {
+		t.Fatal("a zero stored time is not the plain record")
+	}
+	head := len(short) - len((&codec.Publish{QoS: m.QoS, Retain: true, Topic: []byte(m.Topic), Payload: m.Payload, PacketID: 1}).Append(nil, codec.V5))
+	v3 := append(append([]byte{3}, short[1:head-1]...), short[head:]...)
+	sm, err = decodeDeliveryRecord(v3)
+	if err != nil {
+		t.Fatalf("format 3 record: %v", err)
+	}
+	if sm.stored != 0 || string(sm.msg.Payload) != "kept" {
+		t.Fatalf("format 3 record decoded as stored %d payload %q", sm.stored, sm.msg.Payload)
+	}
+}

@@ -22,11 +22,15 @@ type retainedStore struct {
 	mu     sync.RWMutex
 	topics map[string]*retainedEntry
 	tree   *ostree[*retainedEntry]
+	bytes  int64 // topic and payload bytes of every message held
 }
 
 // retainedEntry is a topic's place in both indexes; set replaces its
 // message in place, under the write lock.
-type retainedEntry struct{ m *Message }
+type retainedEntry struct {
+	m      *Message
+	stored int64 // when m was retained, Unix milliseconds; 0 unknown (restored from an older store)
+}
 
 func newRetainedStore() *retainedStore {
 	return &retainedStore{topics: map[string]*retainedEntry{},
@@ -66,43 +70,62 @@ func compareTopics(a, b string) int {
 	return len(a) - len(b)
 }
 
-// set replaces the topic's retained message; an empty payload clears it
-// and is itself not retained [MQTT-3.3.1-6] [MQTT-3.3.1-7].
-func (r *retainedStore) set(m *Message) {
+// set replaces the topic's retained message, stored at the Unix
+// millisecond stored; an empty payload clears it and is itself not
+// retained [MQTT-3.3.1-6] [MQTT-3.3.1-7].
+func (r *retainedStore) set(m *Message, stored int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e := r.topics[m.Topic]
+	if e != nil {
+		r.bytes -= e.m.size()
+	}
 	switch {
 	case len(m.Payload) == 0:
 		if e != nil {
 			delete(r.topics, m.Topic)
 			r.tree.delete(m.Topic)
 		}
+		return
 	case e != nil:
-		e.m = m
+		e.m, e.stored = m, stored
 		// Assigning an existing string key stores the new one, so the map
 		// keeps no reference to the replaced message's topic.
 		r.topics[m.Topic] = e
 	default:
-		e = &retainedEntry{m}
+		e = &retainedEntry{m: m, stored: stored}
 		r.topics[m.Topic] = e
 		r.tree.set(e)
 	}
+	r.bytes += m.size()
 }
 
-func (r *retainedStore) count() int {
+// counts returns how many retained messages clients keep, how many the
+// broker keeps under $ topics ($SYS), and the bytes of all of them. The $
+// topics sort together (compareTopics), so they are counted in
+// logarithmic time.
+func (r *retainedStore) counts() (user, broker int, bytes int64) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return len(r.topics)
+	broker = r.countPrefix("$")
+	return len(r.topics) - broker, broker, r.bytes
 }
 
-func (r *retainedStore) get(topic string) (*Message, bool) {
+func (r *retainedStore) get(topic string) (*Message, time.Time, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if e := r.topics[topic]; e != nil {
-		return e.m, true
+		return e.m, storedTime(e.stored), true
 	}
-	return nil, false
+	return nil, time.Time{}, false
+}
+
+// storedTime turns a Unix millisecond into a time; 0 is unknown (zero).
+func storedTime(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
 }
 
 // match returns the unexpired retained messages whose topic matches
@@ -117,9 +140,9 @@ func (r *retainedStore) match(filter string, now time.Time) []*Message {
 		return nil
 	}
 	var out []*Message
-	r.walk(retainedScan{filter: filter}, func(m *Message) bool {
-		if !m.expired(now) {
-			out = append(out, m)
+	r.walk(retainedScan{filter: filter}, func(e *retainedEntry) bool {
+		if !e.m.expired(now) {
+			out = append(out, e.m)
 		}
 		return true
 	})
@@ -141,7 +164,7 @@ const (
 	scanEnd          // no later topic matches
 )
 
-// walk calls visit, in topic order, with each message that q selects,
+// walk calls visit, in topic order, with each entry that q selects,
 // until visit returns false or q.budget topics have been examined. It
 // returns the last topic examined, from which a later walk can resume,
 // and whether the walk reached the end. r.mu is held (either way).
@@ -150,7 +173,7 @@ const (
 // smallest key a later match can have; walk seeks there. So the topics
 // examined are the matches plus at most one per branch that a wildcard
 // level passes through and one per literal level tried.
-func (r *retainedStore) walk(q retainedScan, visit func(*Message) bool) (last string, done bool) {
+func (r *retainedStore) walk(q retainedScan, visit func(*retainedEntry) bool) (last string, done bool) {
 	var levels []string
 	if q.filter != "" {
 		levels = strings.Split(q.filter, "/")
@@ -165,7 +188,8 @@ func (r *retainedStore) walk(q retainedScan, visit func(*Message) bool) (last st
 		it = r.tree.seek(q.prefix)
 	}
 	for steps := 0; it.valid(); steps++ {
-		m := it.item().m
+		e := it.item()
+		m := e.m
 		if !strings.HasPrefix(m.Topic, q.prefix) {
 			return last, true
 		}
@@ -179,7 +203,7 @@ func (r *retainedStore) walk(q retainedScan, visit func(*Message) bool) (last st
 		}
 		switch act {
 		case scanMatch:
-			if !visit(m) {
+			if !visit(e) {
 				return last, false
 			}
 			it.next()
@@ -308,7 +332,7 @@ func (r *retainedStore) countMatching(filter, prefix string, budget int) (int, b
 		}
 	}
 	n := 0
-	_, done := r.walk(retainedScan{filter: filter, prefix: prefix, budget: budget}, func(*Message) bool {
+	_, done := r.walk(retainedScan{filter: filter, prefix: prefix, budget: budget}, func(*retainedEntry) bool {
 		n++
 		return true
 	})

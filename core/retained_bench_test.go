@@ -18,10 +18,10 @@ func benchRetained(b *testing.B, n int) *Server {
 	b.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
 	payload := []byte("21.5")
 	for i := range n {
-		srv.retained.set(&Message{Topic: fmt.Sprintf("site/%d/dev/%d/temp", i%100, i), Payload: payload, Retain: true})
+		srv.retained.set(&Message{Topic: fmt.Sprintf("site/%d/dev/%d/temp", i%100, i), Payload: payload, Retain: true}, 0)
 	}
 	for i := range 10 {
-		srv.retained.set(&Message{Topic: fmt.Sprintf("alerts/%d", i), Payload: payload, Retain: true})
+		srv.retained.set(&Message{Topic: fmt.Sprintf("alerts/%d", i), Payload: payload, Retain: true}, 0)
 	}
 	return srv
 }
@@ -39,7 +39,7 @@ func BenchmarkRetained(b *testing.B) {
 		m := &Message{Topic: "site/42/dev/4242/temp", Payload: []byte("22"), Retain: true}
 		b.ReportAllocs()
 		for b.Loop() {
-			srv.retained.set(m)
+			srv.retained.set(m, 0)
 		}
 	})
 	b.Run("set-new-and-clear", func(b *testing.B) {
@@ -49,8 +49,8 @@ func BenchmarkRetained(b *testing.B) {
 		clear := &Message{Topic: m.Topic, Retain: true}
 		b.ReportAllocs()
 		for b.Loop() {
-			srv.retained.set(m)
-			srv.retained.set(clear)
+			srv.retained.set(m, 0)
+			srv.retained.set(clear, 0)
 		}
 	})
 	for _, tc := range []struct {

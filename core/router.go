@@ -59,6 +59,7 @@ type router struct {
 	strategy SharedStrategy
 	count    atomic.Int64 // subscriptions, for $SYS
 	groups   atomic.Int64 // shared subscription groups
+	shared   atomic.Int64 // shared subscriptions: the members of every group (also in count)
 }
 
 func newRouter(strategy SharedStrategy) *router {
@@ -122,6 +123,7 @@ func (r *router) subscribe(s *session, filter, group string, o subOpts) bool {
 		}
 		g.members = append(g.members, subscriber{s, o})
 		r.count.Add(1)
+		r.shared.Add(1)
 		s.routes.Add(1)
 		return false
 	}
@@ -155,6 +157,7 @@ func (r *router) unsubscribe(s *session, filter, group string) bool {
 					// Copy, not in place: a concurrent reader may hold the old slice.
 					g.members = append(g.members[:i:i], g.members[i+1:]...)
 					found = true
+					r.shared.Add(-1)
 					break
 				}
 			}

@@ -66,7 +66,9 @@ type Server struct {
 	router   *router
 	retained *retainedStore
 	stats    Stats
-	started  time.Time
+	// byListener counts accepted CONNECTs per listener name.
+	byListener listenerStats
+	started    time.Time
 
 	mu        sync.Mutex // guards sessions, clients, listeners, closed
 	sessions  map[string]*session
@@ -85,14 +87,21 @@ type Server struct {
 	storeWarn    atomic.Int64 // Unix nanoseconds of the last store error logged
 	preLoginWarn atomic.Int64 // Unix nanoseconds of the last pre-login budget warning
 	preLogin     byteBudget   // Options.PreLoginMemory, shared by connections before CONNACK
-	syncer       *syncer      // group commit of acknowledgements (durable.go)
+	// poller watches the sockets of parked connections (park.go); nil
+	// where there is none (not Linux): every reader keeps its goroutine.
+	poller  *poller
+	kaWheel *kaWheel // keepalive of parked connections; with poller
+	// workers run readers and writers on goroutines whose stacks have
+	// grown already (workers.go).
+	workers *workers
+	syncer  *syncer // group commit of acknowledgements (durable.go)
 
 	// readBufs holds the connections' read buffers (*bufio.Reader of
 	// Options.ReadBufferSize): a TCP connection waiting for its next packet
 	// gives its buffer back (client.waitReadable).
 	readBufs sync.Pool
-	// writeBufs holds write buffers (*[]byte), lent to a connection
-	// while it writes (client.getWbuf).
+	// writeBufs holds writers' scratch (*writeScratch), lent to a
+	// connection while it writes (client.getScratch).
 	writeBufs sync.Pool
 
 	conns   sync.WaitGroup
@@ -130,9 +139,16 @@ func New(opts Options, cfg Config) (*Server, error) {
 	}
 	s.preLogin.max = opts.PreLoginMemory
 	s.readBufs.New = func() any { return bufio.NewReaderSize(nil, opts.ReadBufferSize) }
-	s.writeBufs.New = func() any { b := make([]byte, 0, 512); return &b } // grows with the bursts that use it
+	s.writeBufs.New = func() any { return &writeScratch{buf: make([]byte, 0, 512)} } // grows with the bursts that use it
 	if err := s.restore(); err != nil {
 		return nil, err
+	}
+	s.workers = newWorkers(workerIdle)
+	if p, err := newPoller(); err == nil {
+		s.poller = p
+		s.kaWheel = newKAWheel()
+	} else if !errors.Is(err, errors.ErrUnsupported) {
+		s.log.Warn("idle connections keep a goroutine each: no epoll set", zap.Error(err))
 	}
 	s.syncer = newSyncer(s)
 	go s.syncer.run()
@@ -226,7 +242,8 @@ func (s *Server) ServeConn(conn net.Conn, listener string) {
 	s.clients[c] = struct{}{}
 	s.conns.Add(1)
 	s.mu.Unlock()
-	s.stats.connected.Add(1)
+	s.stats.sockets.Add(1)
+	s.stats.connOpened()
 	go c.serve()
 }
 
@@ -244,12 +261,13 @@ var errNotOwner = errors.New("core: the session of this client id belongs to ano
 
 // attach binds c to its session: a new one, or the existing one when the
 // client resumes, taking it over from another connection with the same id
-// [MQTT-3.1.4-3]. queueAck runs under the session lock once the session is
-// known, so CONNACK is queued before any delivery can be. Unless
+// [MQTT-3.1.4-3], and returns with the session's state (and a delayed
+// will) on disk: the caller queues CONNACK then. Until c.connected is set,
+// the writer takes no delivery, so none overtakes CONNACK. Unless
 // AnySessionOwner is set, a session that belongs to another identity is
 // neither resumed, taken over nor ended: attach returns errNotOwner and
 // leaves it alone.
-func (s *Server) attach(c *client, clean bool, expiry uint32, queueAck func(present bool)) (*session, bool, error) {
+func (s *Server) attach(c *client, clean bool, expiry uint32) (*session, bool, error) {
 	s.mu.Lock()
 	sess := s.sessions[c.id]
 	if sess != nil && !s.opts.AnySessionOwner && !sess.ownedBy(c.username) {
@@ -281,7 +299,6 @@ func (s *Server) attach(c *client, clean bool, expiry uint32, queueAck func(pres
 	sess.expiry = expiry
 	sess.setOwner(c.username)
 	c.sess = sess
-	queueAck(present)
 	pendingWill := sess.willTimer != nil
 	sess.attachLocked(c)
 	var stored *sessionRecord
@@ -316,7 +333,6 @@ func (s *Server) attach(c *client, clean bool, expiry uint32, queueAck func(pres
 	} else if present {
 		s.storeDelete(c.id) // resumed with expiry 0: nothing to keep on disk
 	}
-	c.wake()
 	return sess, present, nil
 }
 
@@ -342,6 +358,7 @@ func (s *Server) discardLocked(sess *session) {
 		go sess.pendingWill()
 	}
 	sess.willTimer, sess.pendingWill = nil, nil
+	s.setOnlineLocked(sess, false) // a session taken over with Clean Start ends online
 	sess.mu.Unlock()
 	for _, f := range filters {
 		group, filter, _, _ := codec.ParseShared([]byte(f))
@@ -366,7 +383,7 @@ func (s *Server) detach(c *client, reason CloseReason) {
 	var stored *sessionRecord
 	if current {
 		sess.c = nil
-		sess.isOnline.Store(false)
+		s.setOnlineLocked(sess, false)
 		released = sess.releaseSharedLocked()
 		if sess.persistent() {
 			stored = sess.recordLocked(time.Now().Unix())
@@ -492,6 +509,7 @@ func (s *Server) scheduleExpiry(sess *session, since time.Time) {
 		sess.mu.Unlock()
 		if !online && s.sessions[sess.id] == sess {
 			s.log.Info("session expired", zap.String("client_id", sess.id))
+			s.stats.expired.Add(1)
 			s.discardLocked(sess)
 		}
 	})
@@ -595,6 +613,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	close(s.syncer.stop) // it drains its queue first
 	<-s.syncer.done
+	s.workers.close()
+	if s.poller != nil {
+		s.poller.close()
+		s.kaWheel.close()
+	}
 	if cerr := s.store.Close(); cerr != nil && err == nil {
 		err = cerr
 	}
@@ -634,7 +657,7 @@ func (s *Server) RemoveSession(clientID string) bool {
 	sess.mu.Lock()
 	c := sess.c
 	sess.c = nil // its detach finds the session gone, as after a Clean Start takeover
-	sess.isOnline.Store(false)
+	s.setOnlineLocked(sess, false)
 	sess.mu.Unlock()
 	s.discardLocked(sess)
 	s.mu.Unlock()

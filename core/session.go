@@ -115,7 +115,11 @@ const (
 // MaxQueuedBytes) drops its oldest QoS 0 message to make room; with none, a
 // new QoS 0 message is dropped and a new QoS 1/2 one refused, and the
 // disconnect policy cuts an online client off.
-func (s *session) enqueue(d delivery) enqueueResult {
+func (s *session) enqueue(d delivery) enqueueResult { return s.enqueueFrom(d, nil) }
+
+// enqueueFrom is enqueue for a delivery routed by from's reader (nil: by
+// the broker): the subscriber's writer is woken through from.deferWake.
+func (s *session) enqueueFrom(d delivery, from *client) enqueueResult {
 	srv := s.srv
 	s.mu.Lock()
 	c := s.c
@@ -190,7 +194,11 @@ func (s *session) enqueue(d delivery) enqueueResult {
 	s.addLoad(1)
 	s.mu.Unlock()
 	if c != nil {
-		c.wake()
+		if from != nil {
+			from.deferWake(c)
+		} else {
+			c.wake()
+		}
 	}
 	return res | lagging
 }
@@ -373,10 +381,10 @@ func (s *session) dropInflight(id uint16) {
 }
 
 // attach makes c the session's connection; inflight messages are marked
-// for redelivery [MQTT-4.4.0-1]. s.mu is held by the caller.
+// for redelivery [MQTT-4.4.0-1]. s.mu and Server.mu are held by the caller.
 func (s *session) attachLocked(c *client) {
 	s.c = c
-	s.isOnline.Store(true)
+	s.srv.setOnlineLocked(s, true)
 	for _, m := range s.inflight {
 		m.resend = true
 	}

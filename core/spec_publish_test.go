@@ -509,8 +509,8 @@ func TestSysTopics(t *testing.T) {
 		m := c.expectPublish()
 		seen[string(m.Topic)] = string(m.Payload)
 	}
-	if v := seen["$SYS/broker/version"]; v != "xmq test" {
-		t.Fatalf("version %q, want %q", v, "xmq test")
+	if v := seen["$SYS/broker/version"]; v != "xmq version test" {
+		t.Fatalf("version %q, want %q", v, "xmq version test")
 	}
 	if rc := c.publish(&codec.Publish{Topic: []byte("$SYS/broker/version"), QoS: 1, Payload: []byte("fake")}); rc != codec.NotAuthorized {
 		t.Fatalf("PUBACK %s for a client's $SYS publish, want Not authorized", rc)

@@ -267,6 +267,8 @@ func TestRestartRestoresState(t *testing.T) {
 			}
 			p.pubRetained("other/ret", "other", 0)
 			p.pubRetained("other/ret", "", 0) // cleared: must stay cleared
+			p.send(&codec.Pingreq{})          // the clear is read before the shutdown
+			expect[*codec.Pingresp](p)
 			shutdown(t, srv1)
 
 			srv2 := newServer(t, opts, core.Config{Store: store})

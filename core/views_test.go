@@ -39,7 +39,7 @@ func TestViews(t *testing.T) {
 	if !srv.DeleteRetained("r/1") || srv.DeleteRetained("r/1") {
 		t.Fatal("DeleteRetained: want true then false")
 	}
-	if _, ok := srv.RetainedMessage("r/1"); ok {
+	if _, _, ok := srv.RetainedMessage("r/1"); ok {
 		t.Fatal("r/1 still retained after DeleteRetained")
 	}
 	st := srv.Stats()

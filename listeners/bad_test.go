@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"strings"
@@ -129,17 +130,26 @@ func TestWebSocketRefusals(t *testing.T) {
 		origin string
 		status int
 		body   string
+		reason string // the handshake failure counted; "" none
 	}{
-		{"wrong subprotocol", "/mqtt", []string{"chat"}, "", http.StatusBadRequest, `subprotocol "chat" refused`},
-		{"no subprotocol", "/mqtt", nil, "", http.StatusBadRequest, "subprotocol"},
-		{"wrong path", "/other", []string{"mqtt"}, "", http.StatusNotFound, "no MQTT endpoint"},
-		{"origin not allowed", "/mqtt", []string{"mqtt"}, "https://evil.example", http.StatusForbidden, "origin"},
-		{"origin allowed", "/mqtt", []string{"mqtt"}, "https://app.example", http.StatusSwitchingProtocols, ""},
-		{"wildcard origin", "/mqtt", []string{"mqttv3.1"}, "https://a.b.example.org", http.StatusSwitchingProtocols, ""},
-		{"no origin: not a browser", "/mqtt", []string{"mqtt"}, "", http.StatusSwitchingProtocols, ""},
+		{"wrong subprotocol", "/mqtt", []string{"chat"}, "", http.StatusBadRequest, `subprotocol "chat" refused`, FailWSSubprotocol},
+		{"no subprotocol", "/mqtt", nil, "", http.StatusBadRequest, "subprotocol", FailWSSubprotocol},
+		{"wrong path", "/other", []string{"mqtt"}, "", http.StatusNotFound, "no MQTT endpoint", FailWSPath},
+		{"origin not allowed", "/mqtt", []string{"mqtt"}, "https://evil.example", http.StatusForbidden, "origin", FailWSOrigin},
+		{"origin allowed", "/mqtt", []string{"mqtt"}, "https://app.example", http.StatusSwitchingProtocols, "", ""},
+		{"wildcard origin", "/mqtt", []string{"mqttv3.1"}, "https://a.b.example.org", http.StatusSwitchingProtocols, "", ""},
+		{"no origin: not a browser", "/mqtt", []string{"mqtt"}, "", http.StatusSwitchingProtocols, "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			before := l.HandshakeFailures()
+			defer func() {
+				if tt.reason != "" {
+					waitFailure(t, l, before, tt.reason)
+				} else if after := l.HandshakeFailures(); !maps.Equal(before, after) {
+					t.Errorf("an accepted upgrade changed the failures from %v to %v", before, after)
+				}
+			}()
 			d := websocket.Dialer{Subprotocols: tt.protos, HandshakeTimeout: 5 * time.Second}
 			h := http.Header{}
 			if tt.origin != "" {
@@ -191,6 +201,19 @@ func TestWebSocketRefusals(t *testing.T) {
 		if !errors.As(err, &ce) || ce.Code != websocket.CloseUnsupportedData {
 			t.Errorf("client got %v, want close 1003 (unsupported data)", err)
 		}
+	})
+
+	t.Run("not an upgrade", func(t *testing.T) {
+		before := l.HandshakeFailures()
+		resp, err := http.Get("http://" + l.Addr().String() + "/mqtt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("status %d, want 400", resp.StatusCode)
+		}
+		waitFailure(t, l, before, FailWSRequest)
 	})
 
 	t.Run("Dial reports the refusal", func(t *testing.T) {
@@ -318,10 +341,12 @@ func TestMaxConnections(t *testing.T) {
 			l := listen(t, o)
 			url := dialURL(tc.scheme, l)
 			client, server := mustConnect(t, l, url, ca.ClientConfig())
+			before := l.HandshakeFailures()
 			var ne net.Error
 			if err := refusal(t, url, ca.ClientConfig()); errors.As(err, &ne) && ne.Timeout() {
 				t.Fatalf("second connection over a limit of 1: %v, want it closed", err)
 			}
+			waitFailure(t, l, before, FailMaxConnections)
 			_ = client.Close()
 			_ = server.Close()
 			deadline := time.Now().Add(5 * time.Second)

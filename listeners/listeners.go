@@ -33,6 +33,10 @@ const (
 	DefaultQUICPort = "14567"
 	// DefaultPath is the HTTP path of the WebSocket transports.
 	DefaultPath = "/mqtt"
+	// AnyPath as a listener's Path serves MQTT over WebSocket on every
+	// HTTP path, as Mosquitto does: its clients dial "/", "/mqtt" or
+	// anything else.
+	AnyPath = "*"
 )
 
 // DefaultPort returns the default port of transport, or "".
@@ -77,6 +81,10 @@ type Listener interface {
 	net.Listener
 	// Transport names the transport: "tcp", "tls", "ws", "wss" or "quic".
 	Transport() string
+	// HandshakeFailures counts the connections given up before they
+	// reached Accept, by reason (the Fail constants): every reason the
+	// transport can meet is there from the start, zeros included.
+	HandshakeFailures() map[string]int64
 }
 
 // CertIdentifier is implemented by the conns of a listener configured with
@@ -121,7 +129,8 @@ type Options struct {
 	// Address is host:port; port 0 picks a free port, which Addr reports.
 	// Default: all interfaces on the transport's default port.
 	Address string
-	// Path is the HTTP path of ws and wss (default /mqtt).
+	// Path is the HTTP path of ws and wss (default /mqtt); AnyPath ("*")
+	// answers on every path, as Mosquitto does.
 	Path string
 	// TLS is the server configuration of tls, wss and quic (required for
 	// them). The listener clones it and puts its own ALPN protocol first.
@@ -210,8 +219,8 @@ func (o *Options) Validate() error {
 		return errors.New("listeners: max connections must not be negative")
 	case o.HandshakeTimeout < 0 || o.IdleTimeout < 0:
 		return errors.New("listeners: timeouts must not be negative")
-	case o.Path != "" && !strings.HasPrefix(o.Path, "/"):
-		return fmt.Errorf("listeners: path %q must start with /", o.Path)
+	case o.Path != "" && o.Path != AnyPath && !strings.HasPrefix(o.Path, "/"):
+		return fmt.Errorf("listeners: path %q must start with / (or be %q: every path)", o.Path, AnyPath)
 	case o.Path != "" && o.Transport != TransportWS && o.Transport != TransportWSS:
 		return fmt.Errorf("listeners: path is for ws and wss, not %s", o.Transport)
 	case len(o.AllowedOrigins) > 0 && o.Transport != TransportWS && o.Transport != TransportWSS:
@@ -286,6 +295,21 @@ func ListenTCP(addr string) (Listener, error) {
 }
 
 // withALPN clones cfg with protos first in its ALPN list.
+// requireIdentity is the VerifyConnection hook of a listener with
+// IdentityAsUsername: it refuses, in the handshake and with an alert the
+// client can report, a certificate that carries no identity of mode.
+func requireIdentity(mode string, refused func()) func(tls.ConnectionState) error {
+	return func(cs tls.ConnectionState) error {
+		if certIdentity(&cs, mode) == "" {
+			if refused != nil {
+				refused()
+			}
+			return fmt.Errorf("%w: want a %s identity", errNoIdentity, mode)
+		}
+		return nil
+	}
+}
+
 func withALPN(cfg *tls.Config, protos ...string) *tls.Config {
 	c := cfg.Clone()
 	next := append([]string{}, protos...)

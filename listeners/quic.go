@@ -34,6 +34,7 @@ type quicListener struct {
 	o         Options
 	log       *zap.Logger
 	h         *handoff
+	fails     *failures
 	live      atomic.Int64
 	ctx       context.Context // cancelled by Close: ends the stream waits
 	cancel    context.CancelFunc
@@ -61,27 +62,31 @@ func listenQUIC(o Options) (Listener, error) {
 	// QUIC cannot answer the ACME TLS-ALPN-01 challenge: only MQTT here.
 	tlsConf.NextProtos = []string{ALPNMQTT}
 	tlsConf.MinVersion = tls.VersionTLS13
+	fails := newFailures(TransportQUIC, false)
 	if o.IdentityAsUsername != IdentityNone {
-		mode := o.IdentityAsUsername
-		tlsConf.VerifyConnection = func(cs tls.ConnectionState) error {
-			if certIdentity(&cs, mode) == "" {
-				return fmt.Errorf("listeners: a client certificate with a %s identity is required", mode)
-			}
-			return nil
-		}
+		// quic-go reports no handshake error to the listener: the hook
+		// counts its refusals itself.
+		tlsConf.VerifyConnection = requireIdentity(o.IdentityAsUsername, func() { fails.add(FailClientCertificate) })
 	}
 	ql, err := quic.ListenAddr(o.Address, tlsConf, quicConfig(o.IdleTimeout, o.HandshakeTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("listeners: quic: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &quicListener{ql: ql, o: o, log: o.Log, h: newHandoff(), ctx: ctx, cancel: cancel, loopDone: make(chan struct{})}
+	l := &quicListener{ql: ql, o: o, log: o.Log, h: newHandoff(), fails: fails, ctx: ctx, cancel: cancel, loopDone: make(chan struct{})}
 	go l.acceptLoop()
 	return l, nil
 }
 
 func (l *quicListener) Transport() string { return TransportQUIC }
 func (l *quicListener) Addr() net.Addr    { return l.ql.Addr() }
+
+// HandshakeFailures counts the QUIC connections refused or lost before
+// Accept: over MaxConnections, no MQTT stream in time or the peer gone
+// first, and client certificates without the identity IdentityAsUsername
+// needs. Other TLS failures happen inside quic-go, which reports them only
+// to a qlog tracer (a cost on every packet), so they are not counted.
+func (l *quicListener) HandshakeFailures() map[string]int64 { return l.fails.snapshot() }
 
 // Accept returns the next QUIC connection's MQTT stream.
 func (l *quicListener) Accept() (net.Conn, error) {
@@ -119,6 +124,7 @@ func (l *quicListener) acceptLoop() {
 			if n := l.live.Add(1); n > int64(max) {
 				l.live.Add(-1)
 				_ = qc.CloseWithError(quicCodeRefused, "max connections reached")
+				l.fails.add(FailMaxConnections)
 				l.log.Warn("refusing connection: max connections reached", zap.Stringer("remote", qc.RemoteAddr()),
 					zap.Int("max_connections", max))
 				continue
@@ -137,6 +143,13 @@ func (l *quicListener) prepare(qc *quic.Conn, release func()) {
 	if err != nil {
 		_ = qc.CloseWithError(quicCodeRefused, "no MQTT stream opened in time")
 		release()
+		switch {
+		case l.ctx.Err() != nil: // the listener is closing
+		case errors.Is(err, context.DeadlineExceeded):
+			l.fails.add(FailTimeout)
+		default:
+			l.fails.add(FailClosed)
+		}
 		if ce := l.log.Check(zap.InfoLevel, "refusing connection: no stream"); ce != nil {
 			ce.Write(zap.Stringer("remote", qc.RemoteAddr()), zap.Error(err))
 		}

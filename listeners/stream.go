@@ -77,6 +77,7 @@ type streamListener struct {
 	tlsConf   *tls.Config // nil: plain TCP
 	trusted   prefixes
 	log       *zap.Logger
+	fails     *failures // the handshake failures of this listener (and of a ws or wss listener around it)
 	direct    bool
 	h         *handoff
 	live      atomic.Int64 // open conns, handshakes included, when MaxConnections > 0
@@ -102,18 +103,12 @@ func newStream(o Options, transport string, tlsConf *tls.Config) (*streamListene
 	trusted, _ := parsePrefixes(o.TrustedProxies) // Validate checked them
 	if tlsConf != nil && o.IdentityAsUsername != IdentityNone {
 		tlsConf = tlsConf.Clone()
-		mode := o.IdentityAsUsername
-		// Refuse in the handshake, with an alert the client can report, a
-		// certificate that carries no identity to use as the username.
-		tlsConf.VerifyConnection = func(cs tls.ConnectionState) error {
-			if certIdentity(&cs, mode) == "" {
-				return fmt.Errorf("listeners: a client certificate with a %s identity is required", mode)
-			}
-			return nil
-		}
+		// The handshake fails with errNoIdentity, which prepare counts.
+		tlsConf.VerifyConnection = requireIdentity(o.IdentityAsUsername, nil)
 	}
 	l := &streamListener{
 		ln: ln, transport: transport, o: o, tlsConf: tlsConf, trusted: trusted, log: o.Log,
+		fails: newFailures(transport, o.ProxyProtocol),
 		// With a limit, the accept loop refuses the excess at once, whether
 		// or not the caller is in Accept.
 		direct: tlsConf == nil && !o.ProxyProtocol && o.MaxConnections == 0,
@@ -128,6 +123,9 @@ func newStream(o Options, transport string, tlsConf *tls.Config) (*streamListene
 
 func (l *streamListener) Transport() string { return l.transport }
 func (l *streamListener) Addr() net.Addr    { return l.ln.Addr() }
+
+// HandshakeFailures counts the connections refused or lost before Accept.
+func (l *streamListener) HandshakeFailures() map[string]int64 { return l.fails.snapshot() }
 
 // Accept returns the next connection, ready to carry MQTT bytes.
 func (l *streamListener) Accept() (net.Conn, error) {
@@ -166,6 +164,7 @@ func (l *streamListener) admit(c net.Conn) bool {
 	if n := l.live.Add(1); n > int64(max) {
 		l.live.Add(-1)
 		_ = c.Close()
+		l.fails.add(FailMaxConnections)
 		if ce := l.log.Check(zap.WarnLevel, "refusing connection: max connections reached"); ce != nil {
 			ce.Write(zap.Stringer("remote", c.RemoteAddr()), zap.Int("max_connections", max))
 		}
@@ -229,8 +228,14 @@ func (l *streamListener) prepare(c *net.TCPConn) {
 		if err == nil {
 			return // an ACME challenge, answered
 		}
+		reason := handshakeFailure(err)
+		l.fails.add(reason)
 		if ce := l.log.Check(zap.InfoLevel, "refusing connection: handshake failed"); ce != nil {
-			ce.Write(zap.Stringer("remote", c.RemoteAddr()), zap.Error(err))
+			fields := []zap.Field{zap.Stringer("remote", c.RemoteAddr()), zap.String("reason", reason), zap.Error(err)}
+			if h := handshakeHint(err); h != "" {
+				fields = append(fields, zap.String("hint", h))
+			}
+			ce.Write(fields...)
 		}
 		return
 	}

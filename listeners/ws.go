@@ -1,6 +1,7 @@
 package listeners
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -57,9 +59,12 @@ func listenWS(o Options) (Listener, error) {
 	}
 	l.upgrader = websocket.Upgrader{
 		Subprotocols: Subprotocols,
-		// ReadBufferSize 0 reuses the HTTP server's read buffer; the write
-		// buffer comes from a pool for each message, so an idle conn holds
-		// none.
+		// gorilla reads frames through the hijacked reader, which
+		// hijacker makes ours: 512 bytes rather than the HTTP server's
+		// 4 KiB (larger payloads are read straight into the caller's
+		// buffer anyway), and one whose Buffered the conn can ask
+		// (IdleSocket). The write buffer comes from a pool for each
+		// message, so an idle conn holds none.
 		WriteBufferPool: &sync.Pool{},
 		// The 101 response is written under a deadline, like every write.
 		HandshakeTimeout: o.HandshakeTimeout,
@@ -67,7 +72,7 @@ func listenWS(o Options) (Listener, error) {
 		// to configure.
 		CheckOrigin: func(*http.Request) bool { return true },
 		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
-			l.refuse(w, r, status, reason.Error())
+			l.refuse(w, r, FailWSRequest, status, reason.Error())
 		},
 	}
 	l.srv = &http.Server{
@@ -93,6 +98,11 @@ func listenWS(o Options) (Listener, error) {
 func (l *wsListener) Transport() string { return l.transport }
 func (l *wsListener) Addr() net.Addr    { return l.inner.Addr() }
 
+// HandshakeFailures counts the connections refused or lost before Accept:
+// the TCP side's (connection limit, PROXY header, TLS) and the HTTP
+// requests that did not become a WebSocket.
+func (l *wsListener) HandshakeFailures() map[string]int64 { return l.inner.HandshakeFailures() }
+
 // Accept returns the next upgraded WebSocket connection.
 func (l *wsListener) Accept() (net.Conn, error) {
 	return l.h.take(l.transport, l.inner.Addr())
@@ -113,16 +123,16 @@ func (l *wsListener) Close() error {
 
 // ServeHTTP checks and upgrades one request.
 func (l *wsListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != l.o.Path {
-		l.refuse(w, r, http.StatusNotFound, fmt.Sprintf("no MQTT endpoint at %s (try %s)", r.URL.Path, l.o.Path))
+	if r.URL.Path != l.o.Path && l.o.Path != AnyPath {
+		l.refuse(w, r, FailWSPath, http.StatusNotFound, fmt.Sprintf("no MQTT endpoint at %s (try %s)", r.URL.Path, l.o.Path))
 		return
 	}
 	if !websocket.IsWebSocketUpgrade(r) {
-		l.refuse(w, r, http.StatusBadRequest, "this is an MQTT over WebSocket endpoint: open a WebSocket with subprotocol mqtt")
+		l.refuse(w, r, FailWSRequest, http.StatusBadRequest, "this is an MQTT over WebSocket endpoint: open a WebSocket with subprotocol mqtt")
 		return
 	}
 	if !offersSubprotocol(r) {
-		l.refuse(w, r, http.StatusBadRequest, fmt.Sprintf("WebSocket subprotocol %q refused: want mqtt or mqttv3.1 [MQTT-6.0.0-3]",
+		l.refuse(w, r, FailWSSubprotocol, http.StatusBadRequest, fmt.Sprintf("WebSocket subprotocol %q refused: want mqtt or mqttv3.1 [MQTT-6.0.0-3]",
 			strings.Join(websocket.Subprotocols(r), ", ")))
 		return
 	}
@@ -130,6 +140,7 @@ func (l *wsListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cross, ok := l.origins.check(origin, r.Host)
 	if !ok {
 		hint := fmt.Sprintf("add %q to allowed_origins of listener %s", origin, l.o.Name)
+		l.inner.fails.add(FailWSOrigin)
 		if ce := l.log.Check(zap.WarnLevel, "refusing websocket request: origin not allowed"); ce != nil {
 			ce.Write(zap.String("remote", r.RemoteAddr), zap.String("origin", origin), zap.String("host", r.Host),
 				zap.Strings("allowed_origins", l.o.AllowedOrigins), zap.String("to_allow", hint))
@@ -137,7 +148,8 @@ func (l *wsListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeRefusal(w, http.StatusForbidden, fmt.Sprintf("origin %s not allowed: %s", origin, hint))
 		return
 	}
-	ws, err := l.upgrader.Upgrade(w, r, nil)
+	hj := &hijacker{ResponseWriter: w}
+	ws, err := l.upgrader.Upgrade(hj, r, nil)
 	if err != nil {
 		return // Upgrade answered the client and Error logged it
 	}
@@ -149,6 +161,14 @@ func (l *wsListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	nc.frames()
 	c := newWSConn(ws, nc, l.clientAddr(r, ws.RemoteAddr()), l.log)
+	c.br = hj.br
+	// Without TLS between, the socket carries the frames as gorilla reads
+	// them: the broker may wait on it while nothing is buffered.
+	if sc, ok := nc.Conn.(syscall.Conn); ok && hj.br != nil {
+		if rc, err := sc.SyscallConn(); err == nil {
+			c.sock = rc
+		}
+	}
 	c.cross = cross
 	// The TCP side's conn carries what TLS learned.
 	if ts, ok := nc.Conn.(TLSStater); ok {
@@ -162,8 +182,28 @@ func (l *wsListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// refuse answers a request that does not become a WebSocket and logs why.
-func (l *wsListener) refuse(w http.ResponseWriter, r *http.Request, status int, why string) {
+// hijacker gives gorilla, in place of the HTTP server's 4 KiB reader, a
+// 512-byte one the conn keeps (wsConn.br). gorilla refuses a connection
+// whose hijacked reader holds bytes (sent before the handshake finished),
+// so nothing is lost in the swap.
+type hijacker struct {
+	http.ResponseWriter
+	br *bufio.Reader
+}
+
+func (h *hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := h.ResponseWriter.(http.Hijacker).Hijack()
+	if err != nil || brw.Reader.Buffered() > 0 {
+		return conn, brw, err // gorilla refuses it
+	}
+	h.br = bufio.NewReaderSize(conn, 512)
+	return conn, bufio.NewReadWriter(h.br, brw.Writer), nil
+}
+
+// refuse answers a request that does not become a WebSocket, counts it
+// under reason and logs why.
+func (l *wsListener) refuse(w http.ResponseWriter, r *http.Request, reason string, status int, why string) {
+	l.inner.fails.add(reason)
 	if ce := l.log.Check(zap.InfoLevel, "refusing websocket request"); ce != nil {
 		ce.Write(zap.String("remote", r.RemoteAddr), zap.String("path", r.URL.Path), zap.Int("status", status),
 			zap.String("why", why), zap.String("origin", r.Header.Get("Origin")))
@@ -330,9 +370,11 @@ type wsConn struct {
 	identity string
 	cross    string // the Origin of a foreign page, else ""
 
-	rmu     sync.Mutex // one reader at a time; guards r and readErr
-	r       io.Reader  // the message being read, nil between messages
-	readErr error      // gorilla's reads fail for good after an error: the first one, kept
+	rmu     sync.Mutex      // one reader at a time; guards r and readErr
+	r       io.Reader       // the message being read, nil between messages
+	readErr error           // gorilla's reads fail for good after an error: the first one, kept
+	br      *bufio.Reader   // gorilla's frame reader (hijacker), nil if gorilla made its own
+	sock    syscall.RawConn // the TCP socket under ws; nil under wss (TLS buffers)
 
 	wmu sync.Mutex // one writer at a time: gorilla allows one
 
@@ -371,6 +413,75 @@ func (c *wsConn) answerPing(data string) error {
 	return fmt.Errorf("%w (%v)", errPongStalled, err) // not %w: a write timeout is no read deadline
 }
 
+// IdleSocket returns the socket when nothing read from it waits in a
+// buffer and no message is being read: the broker may then wait on the
+// socket itself instead of a reader goroutine waiting in gorilla (the
+// next bytes begin a frame). nil otherwise, and always under wss.
+func (c *wsConn) IdleSocket() syscall.RawConn {
+	if c.sock == nil {
+		return nil
+	}
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	if c.readErr != nil || c.endMessage() != nil || c.r != nil || c.br.Buffered() > 0 {
+		return nil
+	}
+	return c.sock
+}
+
+// endMessage forgets a message read to its end: an empty read tells,
+// without waiting for a payload byte (it waits only for the header of a
+// fragmented message's next frame); c.rmu is held.
+func (c *wsConn) endMessage() error {
+	if c.r == nil {
+		return nil
+	}
+	if _, err := c.r.Read(nil); errors.Is(err, io.EOF) {
+		c.r = nil
+	} else if err != nil {
+		c.readErr = wsReadError(err)
+		return c.readErr
+	}
+	return nil
+}
+
+// WaitReadable waits until a message has begun (or goes on) and has bytes
+// to read, without taking any: the broker need not hold a read buffer while
+// the peer is silent. It honours the read deadline as Read does.
+func (c *wsConn) WaitReadable() error {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	if c.readErr != nil {
+		return c.readErr
+	}
+	// The message may be read to its end without Read having seen io.EOF.
+	if err := c.endMessage(); err != nil {
+		return err
+	}
+	return c.nextMessage()
+}
+
+// nextMessage starts reading the next message unless one is being read;
+// c.rmu is held.
+func (c *wsConn) nextMessage() error {
+	if c.r != nil {
+		return nil
+	}
+	typ, r, err := c.ws.NextReader()
+	if err != nil {
+		c.readErr = wsReadError(err)
+		return c.readErr
+	}
+	if typ != websocket.BinaryMessage {
+		c.log.Info("closing connection: websocket text frame [MQTT-6.0.0-1]", zap.Stringer("remote", c.remote))
+		c.closeWith(websocket.CloseUnsupportedData, "MQTT over WebSocket takes binary frames only")
+		c.readErr = ErrTextFrame
+		return c.readErr
+	}
+	c.r = r
+	return nil
+}
+
 func (c *wsConn) Read(p []byte) (int, error) {
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
@@ -378,19 +489,8 @@ func (c *wsConn) Read(p []byte) (int, error) {
 		return 0, c.readErr
 	}
 	for {
-		if c.r == nil {
-			typ, r, err := c.ws.NextReader()
-			if err != nil {
-				c.readErr = wsReadError(err)
-				return 0, c.readErr
-			}
-			if typ != websocket.BinaryMessage {
-				c.log.Info("closing connection: websocket text frame [MQTT-6.0.0-1]", zap.Stringer("remote", c.remote))
-				c.closeWith(websocket.CloseUnsupportedData, "MQTT over WebSocket takes binary frames only")
-				c.readErr = ErrTextFrame
-				return 0, c.readErr
-			}
-			c.r = r
+		if err := c.nextMessage(); err != nil {
+			return 0, err
 		}
 		n, err := c.r.Read(p)
 		if errors.Is(err, io.EOF) {

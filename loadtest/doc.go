@@ -24,6 +24,13 @@
 //     exactly, so agents' results combine without averaging percentiles.
 //   - Counters a loop owns are read only after the loop has ended; the live
 //     progress and per-second series read atomic mirrors.
+//   - Config.Stop (the first Ctrl-C) ends the publishing phase of the case
+//     in progress as its duration would (Worker.Stop): it drains and is
+//     reported; Options.Duration 0 publishes until then.
+//   - Reports: WriteText, WriteMarkdown, WriteJSON (which ReadReport reads
+//     back, histograms included) and WriteHTML; WriteCompareText and
+//     WriteCompareHTML put several reports side by side (chart.go draws
+//     the SVG).
 //
 // The conn mode keeps each held connection as a bare net.Conn with no
 // goroutine or buffer, so the generator's footprint stays well below the

@@ -160,14 +160,15 @@ type table struct {
 // tables builds the human tables of a report, grouped by mode.
 func tables(rep *Report) []table {
 	var conn, pub, flow table
-	conn.head = []string{"target", "established", "failed", "alive", "connect p50", "p99", "max", "ramp", "conn/s", "failures"}
-	conn.right = []bool{true, true, true, true, true, true, true, true, true, false}
-	pub.head = []string{"publishers", "qos", "payload", "msgs/s", "MB/s", "published", "acked", "ack p50", "ack p99",
-		"gen CPU", "broker CPU", "broker RSS"}
-	pub.right = []bool{true, true, true, true, true, true, true, true, true, true, true, true}
-	flow.head = []string{"condition", "published/s", "delivered/s", "avg", "p50", "p99", "max", "lost", "dup",
+	conn.head = []string{"target", "established", "failed", "alive", "connect p50", "p90", "p99", "p99.9", "max", "ramp", "conn/s",
+		"failures"}
+	conn.right = []bool{true, true, true, true, true, true, true, true, true, true, true, false}
+	pub.head = []string{"publishers", "qos", "payload", "msgs/s", "MB/s", "published", "acked", "ack p50", "ack p90", "ack p99",
+		"ack p99.9", "gen CPU", "broker CPU", "broker RSS"}
+	pub.right = []bool{true, true, true, true, true, true, true, true, true, true, true, true, true, true}
+	flow.head = []string{"condition", "published/s", "delivered/s", "avg", "p50", "p90", "p99", "p99.9", "max", "lost", "dup",
 		"reordered", "gen CPU", "broker CPU", "broker RSS"}
-	flow.right = []bool{false, true, true, true, true, true, true, true, true, true, true, true, true}
+	flow.right = []bool{false, true, true, true, true, true, true, true, true, true, true, true, true, true, true}
 	for _, r := range rep.Cases {
 		switch r.Mode {
 		case ModeConn:
@@ -177,21 +178,23 @@ func tables(rep *Report) []table {
 			}
 			c := r.ConnectSummary
 			conn.rows = append(conn.rows, []string{commas(uint64(r.Target)), commas(uint64(r.Established)),
-				commas(uint64(r.Failed)), commas(uint64(r.Alive)), FormatDuration(c.P50), FormatDuration(c.P99),
-				FormatDuration(c.Max), FormatDuration(r.RampNs), cps, failureText(r.Failures)})
+				commas(uint64(r.Failed)), commas(uint64(r.Alive)), FormatDuration(c.P50), FormatDuration(c.P90),
+				FormatDuration(c.P99), FormatDuration(c.P999), FormatDuration(c.Max), FormatDuration(r.RampNs), cps,
+				failureText(r.Failures)})
 		case ModePub:
-			acked, p50, p99 := "-", "-", "-"
-			if r.QoS > 0 {
-				acked, p50, p99 = commas(r.Acked), FormatDuration(r.AckSummary.P50), FormatDuration(r.AckSummary.P99)
+			acked, p50, p90, p99, p999 := "-", "-", "-", "-", "-"
+			if a := r.AckSummary; r.QoS > 0 {
+				acked, p50, p90, p99, p999 = commas(r.Acked), FormatDuration(a.P50), FormatDuration(a.P90), FormatDuration(a.P99),
+					FormatDuration(a.P999)
 			}
 			pub.rows = append(pub.rows, []string{commas(uint64(r.Pubs)), strconv.Itoa(r.QoS), fmt.Sprintf("%d B", r.Payload),
-				rate(r.PublishedPerSec), strconv.FormatFloat(r.MBPerSec, 'f', 1, 64), commas(r.Published), acked, p50, p99,
-				pct(r.Generator.CPUPercent), brokerCPU(r.Broker), brokerRSS(r.Broker)})
+				rate(r.PublishedPerSec), strconv.FormatFloat(r.MBPerSec, 'f', 1, 64), commas(r.Published), acked, p50, p90, p99,
+				p999, pct(r.Generator.CPUPercent), brokerCPU(r.Broker), brokerRSS(r.Broker)})
 		default:
 			l := r.LatencySummary
 			flow.rows = append(flow.rows, []string{string(r.Mode) + ": " + condition(r), rate(r.PublishedPerSec),
-				rate(r.DeliveredPerSec), FormatDuration(int64(l.Mean)), FormatDuration(l.P50), FormatDuration(l.P99),
-				FormatDuration(l.Max), commas(r.LostMessages), commas(r.Duplicates), commas(r.Reordered),
+				rate(r.DeliveredPerSec), FormatDuration(int64(l.Mean)), FormatDuration(l.P50), FormatDuration(l.P90),
+				FormatDuration(l.P99), FormatDuration(l.P999), FormatDuration(l.Max), commas(r.LostMessages), commas(r.Duplicates), commas(r.Reordered),
 				pct(r.Generator.CPUPercent), brokerCPU(r.Broker), brokerRSS(r.Broker)})
 		}
 	}

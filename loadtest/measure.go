@@ -56,8 +56,12 @@ func (w *Worker) runTraffic(ctx context.Context) *CaseResult {
 	series := newSeriesRecorder(w)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	end := time.NewTimer(w.o.Duration)
-	defer end.Stop()
+	var endC <-chan time.Time // -duration 0: until Stop
+	if w.o.Duration > 0 {
+		end := time.NewTimer(w.o.Duration)
+		defer end.Stop()
+		endC = end.C
+	}
 	stopPublishing := func() {
 		if !w.pubStop.Load() {
 			w.pubStop.Store(true)
@@ -70,7 +74,9 @@ func (w *Worker) runTraffic(ctx context.Context) *CaseResult {
 		select {
 		case <-tick.C:
 			series.sample()
-		case <-end.C:
+		case <-endC:
+			stopPublishing()
+		case <-w.stopReq:
 			stopPublishing()
 		case <-ctx.Done():
 			stopPublishing()

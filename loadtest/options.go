@@ -74,8 +74,8 @@ type Options struct {
 	Pubs            int           `json:"pubs"`
 	Subs            int           `json:"subs"`
 	QoS             int           `json:"qos"`
-	Payloads        []int         `json:"payloads"` // one case per size
-	Duration        time.Duration `json:"duration_ns"`
+	Payloads        []int         `json:"payloads"`            // one case per size
+	Duration        time.Duration `json:"duration_ns"`         // 0: until Config.Stop (Ctrl-C)
 	Rate            float64       `json:"rate"`                // messages per second per publisher; 0 = as fast as possible
 	Inflight        int           `json:"inflight"`            // unacknowledged QoS 1/2 messages per publisher
 	Topic           string        `json:"topic"`               // publisher i's topic; %i is i
@@ -330,8 +330,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("loadtest: -qos %d: want 0, 1 or 2", o.QoS)
 	case len(o.Payloads) == 0:
 		return errors.New("loadtest: -payload is empty")
-	case o.Duration <= 0:
-		return errors.New("loadtest: -duration must be positive")
+	case o.Duration < 0:
+		return errors.New("loadtest: -duration must not be negative (0 runs until Ctrl-C)")
 	case o.Rate < 0:
 		return errors.New("loadtest: -rate must not be negative")
 	case o.Inflight < 1 || o.Inflight > 65535:

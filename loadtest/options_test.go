@@ -71,7 +71,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"no pubs", func(o *Options) { o.Pubs = 0 }, "-pubs"},
 		{"pubsub no subs", func(o *Options) { o.Mode, o.Subs = ModePubSub, 0 }, "-subs"},
 		{"inflight 0", func(o *Options) { o.Inflight = 0 }, "-inflight"},
-		{"zero duration", func(o *Options) { o.Duration = 0 }, "-duration"},
+		{"negative duration", func(o *Options) { o.Duration = -time.Second }, "-duration"},
 		{"negative rate", func(o *Options) { o.Rate = -1 }, "-rate"},
 		{"wildcard topic", func(o *Options) { o.Topic = "a/+/%i" }, "-topic"},
 		{"bad filter", func(o *Options) { o.Mode, o.SubTopic = ModePubSub, "a/#/b" }, "filter"},

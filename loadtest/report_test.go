@@ -82,7 +82,7 @@ func TestWriteMarkdown(t *testing.T) {
 	md := b.String()
 	for _, want := range []string{"## Environment", "| CPU |", "| kernel |", "## Command", "loadtest -assert 'p99<5ms'",
 		"| target | established | failed |", "| publishers | qos | payload | msgs/s | MB/s |",
-		"| condition | published/s | delivered/s | avg | p50 | p99 |", "## Objectives", "`p99<5ms`", "1,850,120"} {
+		"| condition | published/s | delivered/s | avg | p50 | p90 | p99 | p99.9 |", "## Objectives", "`p99<5ms`", "1,850,120"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"xmq/codec"
 )
 
 // Config is what Run needs besides the Options: where to print progress,
@@ -28,6 +30,10 @@ type Config struct {
 	MetricsURL  string    // or scrape the broker's Prometheus metrics
 	Command     []string  // the command line, for the reports
 	Client      *http.Client
+	// Stop, when closed (the first Ctrl-C), ends the publishing phase of
+	// the case in progress as its duration would, drains it and ends the
+	// run after it. Options.Duration 0 publishes until then.
+	Stop <-chan struct{}
 }
 
 // Report is a whole run: environment, settings and one result per case.
@@ -75,6 +81,9 @@ func Run(ctx context.Context, o Options, cfg Config) (*Report, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
+	if o.Duration == 0 && o.Mode != ModeConn && len(cfg.Agents) > 0 {
+		return nil, errors.New("loadtest: -duration 0 runs until Ctrl-C, which agents do not see: give a duration")
+	}
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
@@ -114,7 +123,10 @@ func Run(ctx context.Context, o Options, cfg Config) (*Report, error) {
 		}
 		rep.AgentEnvs = envs
 	}
-	defer func() { rep.Finished = time.Now() }()
+	defer func() {
+		rep.Finished = time.Now()
+		rep.Notes = append(rep.Notes, deliveryNotes(&o, rep.Cases)...)
+	}()
 	for _, cs := range cases(&o) {
 		res, err := runCase(ctx, &o, cs, &cfg, token, agents, source, probe)
 		if res != nil {
@@ -126,8 +138,24 @@ func Run(ctx context.Context, o Options, cfg Config) (*Report, error) {
 		if ctx.Err() != nil {
 			return rep, ctx.Err()
 		}
+		if stopped(cfg.Stop) {
+			if n := len(cases(&o)) - len(rep.Cases); n > 0 {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("stopped (Ctrl-C) after case %s: %d more not run", cs.name, n))
+			}
+			break
+		}
 	}
 	return rep, nil
+}
+
+// stopped reports whether stop is closed.
+func stopped(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
+	}
 }
 
 // notes are caveats a reader of the report needs.
@@ -150,6 +178,42 @@ func notes(o *Options, cfg *Config) []string {
 		n = append(n, "QoS 0: a broker may drop messages to subscribers that lag; loss is then expected, not a fault")
 	}
 	return n
+}
+
+// deliveryNotes are what a run's protocol version lets it see of refused
+// publishes. MQTT 3.1.1 has no reason codes: a broker that refuses a QoS
+// 1/2 publish (ACL, quota, packet size) still acknowledges it, so only
+// subscribers can tell; the notes say so and compare their deliveries
+// with what was acknowledged.
+func deliveryNotes(o *Options, cases []*CaseResult) []string {
+	if v, _ := o.Version(); o.Mode == ModeConn || o.QoS == 0 || v == codec.V5 {
+		return nil
+	}
+	n := fmt.Sprintf("MQTT %s has no reason codes: a broker that refuses a QoS %d publish (ACL, quota, packet size) "+
+		"acknowledges it all the same, so the acked count cannot show a refusal; -mqtt 5 reports each refusal by its reason code", o.MQTT, o.QoS)
+	if !o.hasSubscribers() {
+		n += "; with subscribers (-mode pubsub, fanin or p2p) deliveries are checked against publishes"
+	}
+	notes := []string{n}
+	if !o.hasSubscribers() {
+		return notes
+	}
+	for _, c := range cases {
+		switch {
+		case c.Expected == 0:
+		case c.LostMessages > 0 && c.Acked >= c.Published:
+			notes = append(notes, fmt.Sprintf("%s: %s of %s expected deliveries never arrived although the broker acknowledged "+
+				"every publish: it may have refused them silently (ACL, queue limits); rerun with -mqtt 5 to see reason codes",
+				c.Name, commas(c.LostMessages), commas(c.Expected)))
+		case c.LostMessages > 0:
+			notes = append(notes, fmt.Sprintf("%s: %s of %s expected deliveries never arrived; %s publishes were not acknowledged",
+				c.Name, commas(c.LostMessages), commas(c.Expected), commas(c.Published-min(c.Acked, c.Published))))
+		default:
+			notes = append(notes, fmt.Sprintf("%s: every one of the %s expected deliveries arrived: no publish was refused",
+				c.Name, commas(c.Expected)))
+		}
+	}
+	return notes
 }
 
 // isLoopback reports whether a URL's host is a loopback address or localhost.
@@ -204,6 +268,15 @@ func runCase(ctx context.Context, o *Options, cs caseSpec, cfg *Config, token st
 		}
 		progress = func(context.Context) Progress { return w.Progress() }
 		start = func(ctx context.Context) ([]*CaseResult, error) {
+			done := make(chan struct{})
+			defer close(done)
+			go func() {
+				select {
+				case <-cfg.Stop: // nil: never
+					w.Stop()
+				case <-done:
+				}
+			}()
 			r, err := w.Start(ctx)
 			return []*CaseResult{r}, err
 		}
@@ -308,6 +381,9 @@ func progressLine(o *Options, cs caseSpec, p, prev Progress, since time.Duration
 		}
 	}
 	fmt.Fprintf(&b, "  errors %s", commas(p.Errors))
+	if o.Duration == 0 && o.Mode != ModeConn && p.Phase == "running" {
+		b.WriteString("  (Ctrl-C: stop, drain and report)")
+	}
 	return b.String()
 }
 

@@ -85,6 +85,8 @@ type Worker struct {
 	pubStop   atomic.Bool
 	startCh   chan struct{}
 	stopCh    chan struct{}
+	stopReq   chan struct{} // closed by Stop: end the publishing phase now
+	stopOnce  sync.Once
 	closing   chan struct{}
 	closeOnce sync.Once
 	startTime time.Time // set before startCh closes; read after
@@ -117,7 +119,7 @@ func (e *errorCounts) add(kind string, err error) {
 	}
 	e.m[kind]++
 	if err != nil && len(e.samples) < 5 {
-		e.samples = append(e.samples, kind+": "+err.Error())
+		e.samples = append(e.samples, kind+": "+withTLSHint(err).Error())
 	}
 }
 
@@ -162,7 +164,7 @@ func newWorker(ctx context.Context, job Job, log *zap.Logger) (*Worker, error) {
 	w := &Worker{
 		job: job, o: o, log: log, d: &dialer{url: u, tls: tc, src: src}, version: v, keepAlive: o.KeepAlive,
 		lat: NewRecorder(shards()), ack: NewRecorder(shards()), connRec: NewRecorder(shards()),
-		startCh: make(chan struct{}), stopCh: make(chan struct{}), closing: make(chan struct{}),
+		startCh: make(chan struct{}), stopCh: make(chan struct{}), stopReq: make(chan struct{}), closing: make(chan struct{}),
 		notBefore: job.NotBefore, begin: time.Now(),
 	}
 	w.sd = w.d
@@ -347,7 +349,7 @@ func (w *Worker) connectAll(ctx context.Context, cs []*client) error {
 	}
 	sort.Strings(parts)
 	return fmt.Errorf("loadtest: %d of %d clients failed to connect (%s); first: %w", n, len(cs),
-		strings.Join(parts, ", "), first)
+		strings.Join(parts, ", "), withTLSHint(first))
 }
 
 // start connects one client, starts its loops and, for a subscriber
@@ -529,6 +531,12 @@ func (c *client) runConn(ctx context.Context, m *mconn, churn <-chan time.Time) 
 }
 
 // Close stops every client and waits for their goroutines.
+// Stop ends the publishing phase of a running Start now, as its duration
+// would: the publishers stop, the broker's acknowledgements and the
+// deliveries are drained, and Start returns its figures. It is what
+// -duration 0 waits for (Ctrl-C); calling it again does nothing.
+func (w *Worker) Stop() { w.stopOnce.Do(func() { close(w.stopReq) }) }
+
 func (w *Worker) Close() {
 	w.closeOnce.Do(func() { close(w.closing) })
 	w.serving.Wait()

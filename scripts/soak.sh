@@ -47,7 +47,7 @@ sample() {
 		curl -sf "http://$WEB/metrics" >"$m" || break
 		rss=$(awk '/^VmRSS/ {print $2}' /proc/$broker/status)
 		fds=$(ls /proc/$broker/fd | wc -l)
-		echo "$((SECONDS - start)),$rss,$(metric go_goroutines "" "$m"),$fds,$(metric xmq_connected_clients "" "$m"),$(metric xmq_messages_sent_total "" "$m"),$(metric xmq_messages_dropped_total queue_full "$m"),$(metric xmq_messages_dropped_total "" "$m")"
+		echo "$((SECONDS - start)),$rss,$(metric go_goroutines "" "$m"),$fds,$(metric xmq_connections "" "$m"),$(metric xmq_messages_sent_total "" "$m"),$(metric xmq_messages_dropped_total queue_full "$m"),$(metric xmq_messages_dropped_total "" "$m")"
 		sleep "$INTERVAL"
 	done
 }

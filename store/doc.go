@@ -5,7 +5,9 @@
 // writes reach the disk), the disk budget, and walking the database for
 // `xmq store check`. What it does not own: the records. Core encodes and
 // decodes every value itself, with its own record version; the store keeps
-// them as opaque bytes and never interprets one.
+// them as opaque bytes and never interprets one. The same holds for the
+// bans it keeps for auth (PutBan, DeleteBan, LoadBans satisfy
+// auth.BanStore without importing auth).
 //
 // # Key layout (format version 1)
 //
@@ -15,6 +17,7 @@
 //	'w' len(id) id                      pending will with a delay
 //	'm' len(id) id seq                  message owed to a session, by seq
 //	'r' topic                           retained message
+//	'b' key                             ban (auth.BanStore: key and record are auth's)
 //
 // len(id) is two bytes and seq eight, both big-endian, so the messages of
 // one session are contiguous and iterate in delivery order, and deleting a
@@ -35,6 +38,13 @@
 //     (autosave_interval), with a much shorter interval.
 //   - none: never forced. What the operating system already has survives a
 //     killed process, nothing survives a power loss. For benchmarks.
+//
+// # Locking
+//
+// The engine locks DIR/LOCK while a store is open (a POSIX record lock,
+// released when the process ends). Open reports a store another process
+// holds, or this process has open already, as ErrLocked naming the
+// holder's pid (fcntl F_GETLK; not on Windows), never as ErrDamaged.
 //
 // # Goroutines
 //

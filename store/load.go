@@ -96,8 +96,8 @@ func (s *Store) LoadWills(fn func(clientID string, rec []byte) error) error {
 
 // KeyStats counts the keys of each kind a Check found.
 type KeyStats struct {
-	Sessions, Inbound, Wills, Messages, Retained int
-	Bytes                                        int64 // keys and values
+	Sessions, Inbound, Wills, Messages, Retained, Bans int
+	Bytes                                              int64 // keys and values
 }
 
 // Check walks every key of the store, reading every block (which verifies
@@ -147,6 +147,11 @@ func (s *Store) Check(problem func(error)) (st KeyStats, err error) {
 			}
 		case prefixRetained:
 			st.Retained++
+		case prefixBan:
+			bad = len(k) == 1
+			if !bad {
+				st.Bans++
+			}
 		default:
 			bad = true
 		}

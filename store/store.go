@@ -107,6 +107,7 @@ const (
 	prefixWill     = 'w'
 	prefixMessage  = 'm'
 	prefixRetained = 'r'
+	prefixBan      = 'b'
 )
 
 // Store is the Pebble store. It implements core.Store.
@@ -133,9 +134,10 @@ type Store struct {
 	written   atomic.Int64
 	unflushed atomic.Int64 // bytes written since the last memtable flush
 
-	closed atomic.Bool
-	stop   chan struct{}
-	done   sync.WaitGroup
+	closed  atomic.Bool
+	stop    chan struct{}
+	done    sync.WaitGroup
+	release func() // forgets the directory in openDirs
 }
 
 // ErrClosed is returned by a Store used after Close.
@@ -162,7 +164,16 @@ func Open(dir string, opts Options) (st *Store, err error) {
 	} else if _, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	s := &Store{dir: dir, opts: opts, log: opts.Log, stop: make(chan struct{})}
+	release, err := claimDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if st == nil {
+			release()
+		}
+	}()
+	s := &Store{dir: dir, opts: opts, log: opts.Log, stop: make(chan struct{}), release: release}
 	s.cond = sync.NewCond(&s.syncMu)
 	po := &pebble.Options{
 		Logger:             pebbleLogger{opts.Log.Sugar()},
@@ -183,6 +194,9 @@ func Open(dir string, opts Options) (st *Store, err error) {
 	}
 	db, err := pebble.Open(dir, po)
 	if err != nil {
+		if pid, held := heldBy(dir); held {
+			return nil, lockedError(dir, pid)
+		}
 		switch {
 		case errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS):
 			return nil, notWritable(dir, err)
@@ -573,6 +587,7 @@ func (s *Store) Close() (err error) {
 	if s.closed.Swap(true) {
 		return ErrClosed
 	}
+	defer s.release() // after the engine has let go of its lock
 	close(s.stop)
 	s.done.Wait()
 	if !s.opts.ReadOnly && s.opts.Durability != DurabilityNone {

@@ -48,6 +48,7 @@ func (s *Server) apiRoutes() *apiRouter {
 		{"GET", p("/auth/me"), "", s.me},
 		{"POST", p("/auth/tokens"), RoleViewer, s.issueToken},
 		{"GET", p("/auth/mqtt"), RoleViewer, s.mqttLogin},
+		{"GET", p("/openapi.json"), "", s.openAPI},
 		{"GET", p("/overview"), RoleViewer, s.overview},
 		{"GET", p("/clients"), RoleViewer, s.listClients},
 		{"GET", p("/clients/"), RoleViewer, s.getClient},
@@ -70,22 +71,8 @@ func (s *Server) apiRoutes() *apiRouter {
 
 func (a *apiRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.Path
-	var allowed []string
-	for _, rt := range a.routes {
-		var rest string
-		switch {
-		case strings.HasSuffix(rt.path, "/"):
-			if !strings.HasPrefix(path, rt.path) || len(path) == len(rt.path) {
-				continue
-			}
-			rest = path[len(rt.path):]
-		case path != rt.path:
-			continue
-		}
-		if rt.method != r.Method && (rt.method != "GET" || r.Method != "HEAD") {
-			allowed = append(allowed, rt.method)
-			continue
-		}
+	rt, rest, allowed, ok := a.lookup(r.Method, path)
+	if ok {
 		a.serve(w, r, rt, rest)
 		return
 	}
@@ -96,6 +83,30 @@ func (a *apiRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeError(w, notFound("no API endpoint "+path+" (the README lists them)"))
+}
+
+// lookup finds the route of method and path and the rest of the path
+// after a prefix route; without one, allowed lists the methods the path
+// takes.
+func (a *apiRouter) lookup(method, path string) (_ route, rest string, allowed []string, ok bool) {
+	for _, rt := range a.routes {
+		rest = ""
+		switch {
+		case strings.HasSuffix(rt.path, "/"):
+			if !strings.HasPrefix(path, rt.path) || len(path) == len(rt.path) {
+				continue
+			}
+			rest = path[len(rt.path):]
+		case path != rt.path:
+			continue
+		}
+		if rt.method != method && (rt.method != "GET" || method != "HEAD") {
+			allowed = append(allowed, rt.method)
+			continue
+		}
+		return rt, rest, nil, true
+	}
+	return route{}, "", allowed, false
 }
 
 func (a *apiRouter) serve(w http.ResponseWriter, r *http.Request, rt route, rest string) {
@@ -289,45 +300,79 @@ func (s *Server) mqttLogin(w http.ResponseWriter, _ *http.Request, p principal, 
 type listenerJSON struct {
 	Listener
 	Connections int    `json:"connections"`
+	Connects    int64  `json:"connects"`      // CONNECTs accepted since start
 	URL         string `json:"url,omitempty"` // ws and wss: what a browser on this page dials
+	// HandshakeFailures counts the connections given up before MQTT, by
+	// reason; only the reasons seen.
+	HandshakeFailures map[string]int64 `json:"handshake_failures,omitempty"`
+	CertNotAfter      time.Time        `json:"certificate_not_after,omitzero"`
 }
 
 type totalsJSON struct {
-	Connected      int64            `json:"connected"`
-	Sessions       int              `json:"sessions"`
-	Connects       int64            `json:"connects"`
-	MessagesIn     int64            `json:"messages_in"`
-	MessagesOut    int64            `json:"messages_out"`
-	MessagesInQoS  [3]int64         `json:"messages_in_by_qos"`
-	MessagesOutQoS [3]int64         `json:"messages_out_by_qos"`
-	BytesIn        int64            `json:"bytes_in"`
-	BytesOut       int64            `json:"bytes_out"`
-	Deliveries     int64            `json:"deliveries"`
-	Dropped        int64            `json:"dropped"`
-	DroppedBy      map[string]int64 `json:"dropped_by_cause"`
-	Disconnects    map[string]int64 `json:"disconnects_by_reason"`
-	Subscriptions  int64            `json:"subscriptions"`
-	Retained       int              `json:"retained"`
-	AuthFailures   int64            `json:"auth_failures"`
+	Connected       int64            `json:"connected"`
+	MaxConnected    int64            `json:"max_connected"` // most open at once since start
+	Sessions        int              `json:"sessions"`
+	OfflineSessions int              `json:"offline_sessions"`
+	SessionsExpired int64            `json:"sessions_expired"`
+	Connects        int64            `json:"connects"`
+	MessagesIn      int64            `json:"messages_in"`
+	MessagesOut     int64            `json:"messages_out"`
+	MessagesInQoS   [3]int64         `json:"messages_in_by_qos"`
+	MessagesOutQoS  [3]int64         `json:"messages_out_by_qos"`
+	BytesIn         int64            `json:"bytes_in"`
+	BytesOut        int64            `json:"bytes_out"`
+	Deliveries      int64            `json:"deliveries"`
+	Dropped         int64            `json:"dropped"`
+	DroppedBy       map[string]int64 `json:"dropped_by_cause"`
+	Disconnects     map[string]int64 `json:"disconnects_by_reason"`
+	Subscriptions   int64            `json:"subscriptions"`
+	Retained        int              `json:"retained"` // clients' retained messages, $SYS not included
+	Queued          int64            `json:"queued"`
+	Inflight        int64            `json:"inflight"`
+	AuthFailures    int64            `json:"auth_failures"`
 }
 
+// maxHistory bounds the points of one overview: an hour at 5 s a point.
+const maxHistory = 720
+
 func (s *Server) overview(w http.ResponseWriter, r *http.Request, _ principal, _ string) error {
-	n := 120
-	if v := r.URL.Query().Get("history"); v != "" {
+	q := r.URL.Query()
+	n, step := 120, 1
+	if v := q.Get("step"); v != "" {
+		st, err := strconv.Atoi(v)
+		if err != nil || st < 1 || st > int(historySpan/sampleInterval) {
+			return badRequest(fmt.Sprintf("step %q: want 1 to %d seconds a point", v, int(historySpan/sampleInterval)))
+		}
+		step = st
+	}
+	if v := q.Get("history"); v != "" {
 		h, err := strconv.Atoi(v)
-		if err != nil || h < 0 || h > 300 {
-			return badRequest("history: want 0 to 300 points")
+		if err != nil || h < 0 || h > maxHistory || h*step > int(historySpan/sampleInterval) {
+			return badRequest(fmt.Sprintf("history %q: want 0 to %d points, at most %v with step %d", v, maxHistory, historySpan, step))
 		}
 		n = h
 	}
 	st := s.broker.Stats()
 	now := time.Now()
-	cur := sample{t: now, connected: st.Connected, connects: st.Connects, msgsIn: st.MessagesIn, msgsOut: st.MessagesOut,
-		bytesIn: st.BytesIn, bytesOut: st.BytesOut, dropped: st.TotalDropped()}
+	cur := sampleOf(st, now)
 	byListener := s.broker.ConnectionsByListener()
 	lns := make([]listenerJSON, 0, len(s.opts.Listeners))
 	for _, l := range s.opts.Listeners {
-		lns = append(lns, listenerJSON{Listener: l, Connections: byListener[l.Name], URL: browserURL(l, r)})
+		lj := listenerJSON{Listener: l, Connections: byListener[l.Name], Connects: st.ConnectsByListener[l.Name], URL: browserURL(l, r)}
+		if l.HandshakeFailures != nil {
+			for reason, n := range l.HandshakeFailures() {
+				if n > 0 {
+					if lj.HandshakeFailures == nil {
+						lj.HandshakeFailures = map[string]int64{}
+					}
+					lj.HandshakeFailures[reason] = n
+				}
+			}
+		}
+		if l.CertNotAfter != nil {
+			lj.CertNotAfter = l.CertNotAfter()
+		}
+		lns = append(lns, lj)
 	}
 	started := s.broker.StartTime()
 	writeJSON(w, http.StatusOK, map[string]any{
@@ -336,14 +381,18 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, _ principal, _
 		"started_at":     started,
 		"uptime_seconds": int64(now.Sub(started) / time.Second),
 		"listeners":      lns,
-		"totals": totalsJSON{Connected: st.Connected, Sessions: st.Sessions, Connects: st.Connects,
+		"totals": totalsJSON{Connected: st.Connected, MaxConnected: st.MaxConnected, Sessions: st.Sessions,
+			OfflineSessions: st.OfflineSessions, SessionsExpired: st.SessionsExpired, Connects: st.Connects,
 			MessagesIn: st.MessagesIn, MessagesOut: st.MessagesOut, MessagesInQoS: st.MessagesInQoS, MessagesOutQoS: st.MessagesOutQoS,
 			BytesIn: st.BytesIn, BytesOut: st.BytesOut, Deliveries: st.Deliveries, Dropped: st.TotalDropped(),
 			DroppedBy: st.Dropped, Disconnects: st.Disconnects, Subscriptions: st.Subscriptions, Retained: st.Retained,
-			AuthFailures: st.AuthFailures},
-		"rates":   s.sampler.rates(cur, 5*time.Second),
-		"history": s.sampler.history(n),
-		"limits":  map[string]any{"max_connections": s.broker.Options().MaxConnections},
+			Queued: st.Queued, Inflight: st.Inflight, AuthFailures: st.AuthFailures},
+		"rates":           s.sampler.rates(cur, 5*time.Second),
+		"history":         s.sampler.history(n, step),
+		"history_step":    step,
+		"history_seconds": int(historySpan / time.Second),
+		"limits":          map[string]any{"max_connections": s.broker.Options().MaxConnections},
+		"node":            s.node.read(s.opts.Store),
 	})
 	return nil
 }
@@ -511,14 +560,33 @@ type clientJSON struct {
 	SessionExpiry   uint32                  `json:"session_expiry_seconds"`
 	Inflight        int                     `json:"inflight"`
 	Queued          int                     `json:"queued"`
+	QueuedBytes     int64                   `json:"queued_bytes"`
+	core.Traffic                            // messages_in, messages_out, bytes_in, bytes_out
+	Will            *willJSON               `json:"will,omitempty"`
+	WillPending     bool                    `json:"will_pending,omitempty"`
+	TLS             *core.TLSInfo           `json:"tls,omitempty"`
 	Subscriptions   []core.SubscriptionInfo `json:"subscriptions,omitempty"`
+}
+
+type willJSON struct {
+	Topic         string `json:"topic"`
+	QoS           byte   `json:"qos"`
+	Retain        bool   `json:"retain"`
+	Size          int    `json:"size"`
+	DelaySeconds  uint32 `json:"delay_seconds,omitempty"`
+	ExpirySeconds int64  `json:"expiry_seconds,omitempty"`
 }
 
 func (s *Server) clientJSON(ci core.ClientInfo) clientJSON {
 	c := clientJSON{ClientID: ci.ClientID, Username: ci.Username, Connected: ci.Connected, Remote: ci.Remote,
 		Listener: ci.Listener, ProtocolVersion: ci.ProtocolVersion, Protocol: protocolName(ci.ProtocolVersion),
 		KeepAlive: int64(ci.KeepAlive / time.Second), ConnectedAt: ci.ConnectedAt, SessionExpiry: ci.SessionExpiry,
-		Inflight: ci.Inflight, Queued: ci.Queued, Subscriptions: ci.Subscriptions}
+		Inflight: ci.Inflight, Queued: ci.Queued, QueuedBytes: ci.QueuedBytes, Traffic: ci.Traffic, WillPending: ci.WillPending,
+		TLS: ci.TLS, Subscriptions: ci.Subscriptions}
+	if w := ci.Will; w != nil {
+		c.Will = &willJSON{Topic: w.Topic, QoS: w.QoS, Retain: w.Retain, Size: w.Size, DelaySeconds: w.Delay,
+			ExpirySeconds: int64(w.Expiry / time.Second)}
+	}
 	for _, l := range s.opts.Listeners {
 		if l.Name == ci.Listener {
 			c.Transport = l.Transport
@@ -691,14 +759,39 @@ type retainedJSON struct {
 	PayloadBase64 string    `json:"payload_base64,omitempty"`
 	ContentType   string    `json:"content_type,omitempty"`
 	Expires       time.Time `json:"expires_at,omitzero"`
+	Stored        time.Time `json:"stored_at,omitzero"` // absent: stored before xmq kept the time
+	From          string    `json:"from,omitempty"`     // the publisher's client id; "" the broker
+	// The MQTT 5 properties forwarded to subscribers (detail only).
+	PayloadFormat   *byte          `json:"payload_format,omitempty"` // 1: UTF-8 text
+	ResponseTopic   string         `json:"response_topic,omitempty"`
+	CorrelationData string         `json:"correlation_data_base64,omitempty"`
+	UserProperties  []userProperty `json:"user_properties,omitempty"`
+}
+
+type userProperty struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
 }
 
 const previewLen = 120
 
-func retainedOf(m *core.Message, full bool) retainedJSON {
-	j := retainedJSON{Topic: m.Topic, QoS: m.QoS, Size: len(m.Payload), Expires: m.Expires}
-	if m.Props != nil {
-		j.ContentType = string(m.Props.ContentType)
+func retainedOf(m *core.Message, stored time.Time, full bool) retainedJSON {
+	j := retainedJSON{Topic: m.Topic, QoS: m.QoS, Size: len(m.Payload), Expires: m.Expires, Stored: stored, From: m.From}
+	if p := m.Props; p != nil {
+		j.ContentType = string(p.ContentType)
+		if full {
+			if p.Has(codec.PropPayloadFormat) {
+				f := p.PayloadFormat
+				j.PayloadFormat = &f
+			}
+			j.ResponseTopic = string(p.ResponseTopic)
+			if len(p.CorrelationData) > 0 {
+				j.CorrelationData = base64.StdEncoding.EncodeToString(p.CorrelationData)
+			}
+			for _, u := range p.User {
+				j.UserProperties = append(j.UserProperties, userProperty{string(u.Key), string(u.Value)})
+			}
+		}
 	}
 	if utf8.Valid(m.Payload) {
 		text := string(m.Payload)
@@ -726,16 +819,25 @@ func (s *Server) listRetained(w http.ResponseWriter, r *http.Request, _ principa
 	if q.Has("q") {
 		return badRequest("q: searching text anywhere in the topics would read every one; use prefix= (topics starting with) or filter= (an MQTT filter)")
 	}
-	filter := q.Get("filter")
+	filter, prefix := q.Get("filter"), q.Get("prefix")
 	if filter != "" {
 		if err := codec.ValidFilter([]byte(filter)); err != nil {
 			return badRequest(fmt.Sprintf("filter %q: %v", filter, err))
 		}
 	}
-	p := s.broker.RetainedPage(core.RetainedQuery{Filter: filter, Prefix: q.Get("prefix"), After: after[0], Limit: limit})
+	if filter == "" && prefix == "" {
+		// Clients' messages: # matches no $ topic, so the broker's $SYS
+		// topics are left out unless asked for (prefix=$SYS/).
+		filter = "#"
+	}
+	p := s.broker.RetainedPage(core.RetainedQuery{Filter: filter, Prefix: prefix, After: after[0], Limit: limit})
 	items := make([]retainedJSON, len(p.Messages))
 	for i, m := range p.Messages {
-		items[i] = retainedOf(m, false)
+		var stored time.Time
+		if i < len(p.Stored) {
+			stored = p.Stored[i]
+		}
+		items[i] = retainedOf(m, stored, false)
 	}
 	out := newCursorPage(p.Total, limit, items)
 	if p.More {
@@ -746,11 +848,11 @@ func (s *Server) listRetained(w http.ResponseWriter, r *http.Request, _ principa
 }
 
 func (s *Server) getRetained(w http.ResponseWriter, r *http.Request, _ principal, topic string) error {
-	m, ok := s.broker.RetainedMessage(topic)
+	m, stored, ok := s.broker.RetainedMessage(topic)
 	if !ok {
 		return notFound(fmt.Sprintf("no retained message on %q", topic))
 	}
-	writeJSON(w, http.StatusOK, retainedOf(m, true))
+	writeJSON(w, http.StatusOK, retainedOf(m, stored, true))
 	return nil
 }
 
@@ -768,7 +870,13 @@ func (s *Server) deleteRetained(w http.ResponseWriter, r *http.Request, p princi
 var errNoBans = errorf(http.StatusNotImplemented, "not_implemented",
 	"the banned list needs the auth module, which this broker was built without")
 
-var banKinds = []string{"client_id", "username", "ip"}
+// banKinds are the kinds an operator sets; flapBanKinds are set by the
+// broker's flap detection (a client id with one user name or address) and
+// listed and lifted like the others.
+var (
+	banKinds     = []string{"client_id", "username", "ip"}
+	flapBanKinds = []string{"client_id+username", "client_id+ip"}
+)
 
 func (s *Server) listBans(w http.ResponseWriter, r *http.Request, _ principal, _ string) error {
 	if s.opts.Bans == nil {
@@ -839,8 +947,9 @@ func (s *Server) removeBan(w http.ResponseWriter, r *http.Request, p principal, 
 		return errNoBans
 	}
 	kind, value, ok := strings.Cut(rest, "/")
-	if !ok || value == "" || !slices.Contains(banKinds, kind) {
-		return notFound("DELETE " + apiPrefix + "/banned/{kind}/{value}, kind one of " + strings.Join(banKinds, ", "))
+	if !ok || value == "" || !slices.Contains(banKinds, kind) && !slices.Contains(flapBanKinds, kind) {
+		return notFound("DELETE " + apiPrefix + "/banned/{kind}/{value}, kind one of " +
+			strings.Join(slices.Concat(banKinds, flapBanKinds), ", "))
 	}
 	removed, err := s.opts.Bans.Unban(kind, value)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -30,7 +31,8 @@ type fakeBroker struct {
 	clients   []core.ClientInfo
 	subs      []core.SubscriptionInfo
 	retained  map[string]*core.Message
-	published []string // "topic qos retain payload"
+	stored    map[string]time.Time // when a retained message was stored; absent: unknown
+	published []string             // "topic qos retain payload"
 	kicked    []string
 	removed   []string
 }
@@ -127,16 +129,18 @@ func (f *fakeBroker) RetainedPage(q core.RetainedQuery) core.RetainedPage {
 			continue
 		}
 		p.Messages = append(p.Messages, f.retained[k])
+		p.Stored = append(p.Stored, f.stored[k])
 	}
 	return p
 }
 
-func (f *fakeBroker) RetainedMessage(topic string) (*core.Message, bool) {
+func (f *fakeBroker) RetainedMessage(topic string) (*core.Message, time.Time, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	m, ok := f.retained[topic]
-	return m, ok
+	return m, f.stored[topic], ok
 }
+func (f *fakeBroker) QueuedBytes() int64 { return 1234 }
 func (f *fakeBroker) DeleteRetained(topic string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -717,6 +721,9 @@ func TestClientsPagingFilters(t *testing.T) {
 func TestClientDetailAndDisconnect(t *testing.T) {
 	b := manyClients(4)
 	b.clients = append(b.clients, core.ClientInfo{ClientID: "dev/ice 1%", Connected: true, Listener: "tcp",
+		Traffic: core.Traffic{MessagesIn: 7, MessagesOut: 9, BytesIn: 700, BytesOut: 900}, QueuedBytes: 64,
+		Will:          &core.WillInfo{Topic: "wills/dev", QoS: 1, Size: 4, Delay: 30, Expiry: time.Minute},
+		TLS:           &core.TLSInfo{Version: "TLS 1.3", CertSubject: "CN=dev", CertIdentity: "dev"},
 		Subscriptions: []core.SubscriptionInfo{{ClientID: "dev/ice 1%", Filter: "a/#", QoS: 1}}})
 	h := newTestServer(t, b, nil).Handler()
 	esc := "/api/v1/clients/" + url.PathEscape("dev/ice 1%")
@@ -728,6 +735,11 @@ func TestClientDetailAndDisconnect(t *testing.T) {
 	_ = json.Unmarshal(r.body, &c)
 	if c.ClientID != "dev/ice 1%" || len(c.Subscriptions) != 1 || c.Subscriptions[0].Filter != "a/#" {
 		t.Errorf("detail = %+v", c)
+	}
+	if c.MessagesIn != 7 || c.MessagesOut != 9 || c.BytesIn != 700 || c.BytesOut != 900 || c.QueuedBytes != 64 ||
+		c.Will == nil || *c.Will != (willJSON{Topic: "wills/dev", QoS: 1, Size: 4, DelaySeconds: 30, ExpirySeconds: 60}) ||
+		c.TLS == nil || c.TLS.Version != "TLS 1.3" || c.TLS.CertIdentity != "dev" {
+		t.Errorf("detail counters, will, TLS: %s", r.body)
 	}
 	if r := call(t, h, req{method: "POST", path: esc + "/disconnect", header: map[string]string{"X-API-Key": viewerKey}}); r.status != 403 {
 		t.Errorf("viewer disconnect: %d, want 403", r.status)
@@ -811,12 +823,17 @@ func TestSubscriptionsSearch(t *testing.T) {
 }
 
 func TestRetained(t *testing.T) {
+	props := &codec.Properties{ContentType: []byte("application/json"), ResponseTopic: []byte("replies/1"),
+		CorrelationData: []byte{1, 2}, User: []codec.UserProperty{{Key: []byte("unit"), Value: []byte("C")}}}
+	props.SetNum(codec.PropPayloadFormat, 1)
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	b := &fakeBroker{retained: map[string]*core.Message{
-		"/lead/slash": {Topic: "/lead/slash", Payload: []byte("x")},
-		"bin":         {Topic: "bin", Payload: []byte{0xff, 0x00}, QoS: 1},
-		"sensors/1":   {Topic: "sensors/1", Payload: []byte(strings.Repeat("é", 100))},
-		"sensors/2":   {Topic: "sensors/2", Payload: []byte("22.5")},
-	}}
+		"/lead/slash":        {Topic: "/lead/slash", Payload: []byte("x")},
+		"bin":                {Topic: "bin", Payload: []byte{0xff, 0x00}, QoS: 1},
+		"sensors/1":          {Topic: "sensors/1", Payload: []byte(strings.Repeat("é", 100))},
+		"sensors/2":          {Topic: "sensors/2", Payload: []byte("22.5"), Props: props, From: "dev-2"},
+		"$SYS/broker/uptime": {Topic: "$SYS/broker/uptime", Payload: []byte("5 seconds")},
+	}, stored: map[string]time.Time{"sensors/2": at}}
 	h := newTestServer(t, b, nil).Handler()
 	list := func(q string) cursorPage[retainedJSON] {
 		r := call(t, h, req{path: "/api/v1/retained?" + q, basic: admin})
@@ -826,8 +843,16 @@ func TestRetained(t *testing.T) {
 		}
 		return p
 	}
+	// The broker's $SYS topics are not clients' data: left out unless asked for.
 	if p := list(""); *p.Total != 4 || len(p.Items) != 4 || p.Next != "" {
 		t.Errorf("list all: total %d, %d items, next %q", *p.Total, len(p.Items), p.Next)
+	}
+	if p := list("prefix=$SYS/"); *p.Total != 1 || p.Items[0].Topic != "$SYS/broker/uptime" {
+		t.Errorf("list $SYS/: %+v", p)
+	}
+	if p := list("prefix=sensors/2"); len(p.Items) != 1 || !p.Items[0].Stored.Equal(at) || p.Items[0].From != "dev-2" ||
+		p.Items[0].ContentType != "application/json" || p.Items[0].UserProperties != nil {
+		t.Errorf("list sensors/2: %+v, want stored_at %v, from dev-2, no properties but the content type in a list", p.Items, at)
 	}
 	p := list("filter=sensors/%2B")
 	if *p.Total != 2 || p.Items[0].Topic != "sensors/1" {
@@ -852,8 +877,17 @@ func TestRetained(t *testing.T) {
 		}
 	}
 	r := call(t, h, req{path: "/api/v1/retained//lead/slash", basic: admin})
-	if r.status != 200 || r.json(t)["payload"] != "x" || r.json(t)["payload_base64"] != "eA==" {
+	if r.status != 200 || r.json(t)["payload"] != "x" || r.json(t)["payload_base64"] != "eA==" || r.json(t)["stored_at"] != nil {
 		t.Errorf("read /lead/slash: %d %s", r.status, r.body)
+	}
+	r = call(t, h, req{path: "/api/v1/retained/sensors/2", basic: admin})
+	var detail retainedJSON
+	if err := json.Unmarshal(r.body, &detail); err != nil || r.status != 200 {
+		t.Fatalf("read sensors/2: %d %s", r.status, r.body)
+	}
+	if !detail.Stored.Equal(at) || detail.ResponseTopic != "replies/1" || detail.CorrelationData != "AQI=" ||
+		detail.PayloadFormat == nil || *detail.PayloadFormat != 1 || len(detail.UserProperties) != 1 || detail.UserProperties[0] != (userProperty{"unit", "C"}) {
+		t.Errorf("sensors/2 detail: %s", r.body)
 	}
 	if r := call(t, h, req{method: "DELETE", path: "/api/v1/retained/sensors/2", header: map[string]string{"X-API-Key": viewerKey}}); r.status != 403 {
 		t.Errorf("viewer delete: %d, want 403", r.status)
@@ -901,6 +935,14 @@ func TestBannedList(t *testing.T) {
 	if r := call(t, h, req{method: "DELETE", path: "/api/v1/banned/ip/203.0.113.0/24", basic: admin}); r.status != 404 {
 		t.Errorf("unban again: %d, want 404", r.status)
 	}
+	// A flapping ban (set by the broker) is lifted by its listed kind and value.
+	bans.bans = append(bans.bans, Ban{Kind: "client_id+username", Value: "sensor-1@bob", Reason: "flapping"})
+	if r := call(t, h, req{method: "DELETE", path: "/api/v1/banned/client_id+username/sensor-1@bob", basic: admin}); r.status != 200 {
+		t.Errorf("unban a flapping ban: %d %s", r.status, r.body)
+	}
+	if r := add(`{"kind":"client_id+username","value":"sensor-1@bob"}`); r.status != 400 {
+		t.Errorf("setting a flapping ban by hand: %d, want 400", r.status)
+	}
 }
 
 func TestPublish(t *testing.T) {
@@ -922,7 +964,12 @@ func TestPublish(t *testing.T) {
 }
 
 func TestOverview(t *testing.T) {
-	h := newTestServer(t, &fakeBroker{}, nil).Handler()
+	end := time.Date(2027, 3, 1, 0, 0, 0, 0, time.UTC)
+	h := newTestServer(t, &fakeBroker{}, func(o *Options) {
+		o.Listeners[2].CertNotAfter = func() time.Time { return end }
+		o.Listeners[2].HandshakeFailures = func() map[string]int64 { return map[string]int64{"not_tls": 4, "timeout": 0} }
+		o.Store = func() StoreUsage { return StoreUsage{DiskBytes: 1 << 20, BudgetBytes: 8 << 20} }
+	}).Handler()
 	r := call(t, h, req{path: "/api/v1/overview", basic: admin, host: "broker.example:18083"})
 	var ov struct {
 		Version   string
@@ -930,9 +977,43 @@ func TestOverview(t *testing.T) {
 		Listeners []listenerJSON
 		Totals    totalsJSON
 		History   []point
+		Step      int `json:"history_step"`
+		Span      int `json:"history_seconds"`
+		Node      nodeJSON
 	}
 	if err := json.Unmarshal(r.body, &ov); err != nil {
 		t.Fatal(err)
+	}
+	if ov.Step != 1 || ov.Span != 3600 {
+		t.Errorf("history step %d over %d s, want 1 over an hour", ov.Step, ov.Span)
+	}
+	// The node card: what the process uses, and the store against its budget.
+	n := ov.Node
+	if n.Goroutines == 0 || n.CPUs == 0 || n.HeapBytes == 0 || n.StoreBytes == nil || *n.StoreBytes != 1<<20 || n.StoreBudget != 8<<20 {
+		t.Errorf("node %+v", n)
+	}
+	if runtime.GOOS == "linux" && (n.RSSBytes == nil || n.OpenFiles == nil || n.MaxFiles == nil || *n.OpenFiles > *n.MaxFiles || n.CPUSeconds == nil) {
+		t.Errorf("node on Linux: rss %v, files %v of %v, cpu %v", n.RSSBytes, n.OpenFiles, n.MaxFiles, n.CPUSeconds)
+	}
+	time.Sleep(250 * time.Millisecond)
+	var again struct{ Node nodeJSON }
+	if err := json.Unmarshal(call(t, h, req{path: "/api/v1/overview?history=0", basic: admin}).body, &again); err != nil {
+		t.Fatal(err)
+	}
+	if runtime.GOOS == "linux" && (again.Node.CPUPercent == nil || *again.Node.CPUPercent < 0) {
+		t.Errorf("second overview: cpu percent %v, want a rate since the first", again.Node.CPUPercent)
+	}
+	wss := ov.Listeners[2]
+	if !wss.CertNotAfter.Equal(end) || !maps.Equal(wss.HandshakeFailures, map[string]int64{"not_tls": 4}) {
+		t.Errorf("wss listener: certificate until %v, failures %v", wss.CertNotAfter, wss.HandshakeFailures)
+	}
+	for _, q := range []string{"history=721", "history=-1", "step=0", "step=3601", "history=721&step=5", "history=360&step=11"} {
+		if r := call(t, h, req{path: "/api/v1/overview?" + q, basic: admin}); r.status != 400 {
+			t.Errorf("overview?%s: %d, want 400", q, r.status)
+		}
+	}
+	if r := call(t, h, req{path: "/api/v1/overview?history=240&step=15", basic: admin}); r.status != 200 {
+		t.Errorf("an hour in 15 s steps: %d %s", r.status, r.body)
 	}
 	if ov.Version != "test" || ov.Uptime < 3599 || ov.Totals.Connected != 2 || ov.Totals.Dropped != 1 || ov.Totals.Disconnects["normal"] != 3 {
 		t.Errorf("overview = %+v", ov)

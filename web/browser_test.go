@@ -30,6 +30,7 @@ type dashboard struct {
 	tcpAddr string
 	url     string
 	bridges *fakeBridges
+	noWSURL string // the same broker's dashboard, told of no ws or wss listener
 }
 
 // fakeBridges is one bridge that Stop and Start switch.
@@ -128,7 +129,20 @@ func startDashboard(t *testing.T) *dashboard {
 	}
 	go func() { _ = s.Serve(webL) }()
 	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
-	return &dashboard{srv: srv, tcpAddr: tcp.Addr().String(), url: origin + "/", bridges: fb}
+
+	// A second web server on the same broker that knows of no ws listener.
+	bare, err := web.New(srv, web.Options{AdminPasswordHash: hash, MQTTTokens: tokens, Version: "browser-test",
+		Listeners: []web.Listener{{Name: "tcp", Transport: "tcp", Address: tcp.Addr().String()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bareL, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = bare.Serve(bareL) }()
+	t.Cleanup(func() { _ = bare.Shutdown(context.Background()) })
+	return &dashboard{srv: srv, tcpAddr: tcp.Addr().String(), url: origin + "/", bridges: fb, noWSURL: "http://" + bareL.Addr().String() + "/"}
 }
 
 // consoleErrors collects the page's console errors, uncaught exceptions
@@ -225,11 +239,25 @@ func setValue(sel, value string) chromedp.Action[chromedp.Void] {
 	}
 }
 
+// choose picks a select's option and lets the page see the change event.
+func choose(sel, value string) chromedp.Action[chromedp.Void] {
+	set := chromedp.Evaluate[bool](fmt.Sprintf(`(() => { const el = document.querySelector(%q); el.value = %q;
+		el.dispatchEvent(new Event('change', {bubbles: true})); return true })()`, sel, value))
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		_, err := set(ctx, t)
+		return chromedp.Void{}, err
+	}
+}
+
 // TestDashboardInBrowser drives the dashboard in headless Chromium: log
-// in, watch the connection count follow a client that connects, publish
-// from the built-in MQTT client and see the message arrive (in the page
-// and at a Go subscriber), get a message from Go, disconnect the Go client
-// from the clients table, all without a console error.
+// in, watch the connection count follow a client that connects, read the
+// node card and switch the charts to the hour, publish from the built-in
+// MQTT 5 client with properties and see the message arrive (in the page,
+// properties included, and at a Go subscriber), get a message from Go,
+// disconnect the Go client from the clients table, read a client's
+// counters, remove an offline session, read a retained message's detail
+// with its time and properties, and see the MQTT page explain a broker
+// without a ws listener, all without a console error.
 func TestDashboardInBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: no browser")
@@ -295,6 +323,24 @@ func TestDashboardInBrowser(t *testing.T) {
 	waitJS(t, ctx, "the $SYS table", `document.querySelectorAll('#sys-state ~ * td.mono, .panel td.mono').length > 3`)
 	// A rate measured between two live $SYS updates.
 	waitJS(t, ctx, "a $SYS message rate", `document.querySelector('#stat-msgin').dataset.source === 'sys'`)
+	// The retained card counts clients' messages: the broker's $SYS topics
+	// (retained too) are not user data.
+	if n := d.srv.Stats().SysRetained; n < 40 {
+		t.Fatalf("the broker holds %d retained $SYS topics, want its whole tree", n)
+	}
+	waitJS(t, ctx, "no retained messages of clients", `document.querySelector('#stat-retained').textContent === '0'`)
+	// The node card: CPU (measured between two refreshes), memory, open
+	// files against the limit, goroutines, and the store (in memory here).
+	waitJS(t, ctx, "the node card", `/% of a core/.test(document.querySelector('#node-cpu')?.textContent) &&
+		/^\d[\d,]* of \d/.test(document.querySelector('#node-files').textContent) && !!document.querySelector('#node-files .meter') &&
+		/^\d+$/.test(document.querySelector('#node-goroutines').textContent.replaceAll(',', '')) &&
+		document.querySelector('#node-store').textContent.includes('in memory')`)
+	waitJS(t, ctx, "connects per listener", `document.querySelector('tr[data-listener="tcp"] td:nth-child(5)').textContent === '1'`)
+	// The charts span the last hour.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`button[data-range="1h"]`))); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the hour's charts", `document.querySelector('button[data-range="1h"]').classList.contains('primary')`)
 	shoot(t, ctx, shots, "overview.png")
 
 	// The built-in MQTT client: connect, subscribe with a wildcard, publish.
@@ -313,15 +359,29 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitJS(t, ctx, "the subscription", `document.querySelector('#mq-subs').textContent.includes('browser/+/#')`)
+	// MQTT 5 (the page's default): a retained QoS 1 message with a content
+	// type, a response topic, an expiry and user properties.
+	if v, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('#mq-version').value`)); v != "5" {
+		t.Errorf("the MQTT page connects with protocol %q, want 5", v)
+	}
 	if err := chromedp.Do(ctx,
 		setValue("#mq-pub-topic", "browser/page/hello"),
 		setValue("#mq-pub-payload", `{"from": "chromium", "n": 1}`),
 		chromedp.SetValue(chromedp.CSS("#mq-pub-qos"), "1"),
+		setValue("#mq-pub-content-type", "application/json"),
+		setValue("#mq-pub-response-topic", "browser/replies"),
+		setValue("#mq-pub-expiry", "3600"),
+		setValue("#mq-pub-user-props", "unit=C\nsite=lab"),
+		chromedp.Click(chromedp.CSS("#mq-pub-retain")),
 		chromedp.Click(chromedp.CSS("#mq-pub-btn")),
 	); err != nil {
 		t.Fatal(err)
 	}
 	waitJS(t, ctx, "the page's own message in its stream", `document.querySelector('#mq-messages').textContent.includes('"from": "chromium"')`)
+	// It came back with its properties.
+	props := `[...document.querySelectorAll('#mq-messages .prop')].map((e) => e.textContent).join('|')`
+	waitJS(t, ctx, "the message's MQTT 5 properties", fmt.Sprintf(`(() => { const p = %s; return p.includes('content type application/json') &&
+		p.includes('response topic browser/replies') && p.includes('unit C') && p.includes('site lab') && /expires in (59m|1h)/.test(p) })()`, props))
 	select {
 	case got := <-received:
 		if got != `{"from": "chromium", "n": 1}` {
@@ -359,6 +419,37 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Error("probe-1 (clean session) still has a session after the disconnect")
 	}
 
+	// An offline session is listed under Offline and removed from there.
+	keeper := paho.NewClient(paho.NewClientOptions().AddBroker("tcp://" + d.tcpAddr).SetClientID("keeper").
+		SetUsername("probe").SetPassword(probePassword).SetCleanSession(false).SetAutoReconnect(false).SetConnectRetry(false))
+	if tok := keeper.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("keeper connect: %v", tok.Error())
+	}
+	if tok := keeper.Subscribe("keep/#", 1, nil); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("keeper subscribe: %v", tok.Error())
+	}
+	keeper.Disconnect(100)
+	if err := chromedp.Do(ctx, choose("#clients-connected", "false")); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "keeper among the offline sessions", `!!document.querySelector('button[data-remove="keeper"]') &&
+		!document.querySelector('button[data-disconnect]')`)
+	shoot(t, ctx, shots, "clients-offline.png")
+	if err := chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`button[data-remove="keeper"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#confirm-ok")),
+		chromedp.Click(chromedp.CSS("#confirm-ok")),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "keeper to leave the table", `!document.querySelector('tr[data-client-id="keeper"]')`)
+	if _, ok := d.srv.Client("keeper"); ok {
+		t.Error("keeper's session is still there after Remove")
+	}
+	if err := chromedp.Do(ctx, choose("#clients-connected", "")); err != nil {
+		t.Fatal(err)
+	}
+
 	// The client detail page of the page's own MQTT client.
 	pageClient, err := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.parse(sessionStorage.getItem('xmq-mqtt')).clientId`))
 	if err != nil {
@@ -369,6 +460,13 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	waitJS(t, ctx, "the client detail", `document.querySelector('#client-state')?.textContent === 'online'`)
 	waitJS(t, ctx, "its subscription", `document.querySelector('main').textContent.includes('browser/+/#')`)
+	// Its counters: it published one message and received two (its own and
+	// the Go client's), and has no will and no TLS.
+	waitJS(t, ctx, "its traffic", `(() => { const t = document.querySelector('#client-traffic').textContent;
+		return /Messages in1 \(\d+ B read\)/.test(t) && /Messages out2 \(\d+ B written\)/.test(t) })()`)
+	if got := jsText(t, ctx, "#client-will"); got != "Messagenone" {
+		t.Errorf("will panel %q, want none", got)
+	}
 	shoot(t, ctx, shots, "client.png")
 
 	// The subscriptions list holds the page's own subscription.
@@ -412,6 +510,20 @@ func TestDashboardInBrowser(t *testing.T) {
 	waitJS(t, ctx, "the filter's first page", `document.querySelector('#retained-count').textContent === '60 matching' && `+rows(50, "browser/ret/00"))
 	shoot(t, ctx, shots, "retained.png")
 
+	// The message the page published retained: its detail has the time it
+	// was stored, who published it and its MQTT 5 properties.
+	if err := chromedp.Do(ctx, setValue("#retained-filter", ""), setValue("#retained-prefix", "browser/page/")); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the page's retained message", `!!document.querySelector('tr[data-topic="browser/page/hello"] a')`)
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('tr[data-topic="browser/page/hello"] a').click(); true`)); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "its detail", fmt.Sprintf(`(() => { const d = document.querySelector('#retained-props')?.textContent || '';
+		return /Stored.*\d+s ago/.test(d) && d.includes('Published by%s') && d.includes('Content typeapplication/json') &&
+			d.includes('Response topicbrowser/replies') && document.querySelector('#retained-user-props')?.textContent === 'unit=C, site=lab' })()`, pageClient))
+	shoot(t, ctx, shots, "retained-detail.png")
+
 	// The bridges page: a bridge, its counters, and Stop.
 	if err := chromedp.Do(ctx, chromedp.Navigate(d.url+"#/bridges")); err != nil {
 		t.Fatal(err)
@@ -443,6 +555,26 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Error("the overview is wider than a phone screen (horizontal scrolling)")
 	}
 	shoot(t, ctx, shots, "overview-phone.png")
+
+	// A dashboard whose broker has no ws or wss listener says so on the
+	// MQTT client page and in the overview's $SYS panel.
+	if err := chromedp.Do(ctx,
+		chromedp.EmulateViewport(1360, 900),
+		chromedp.Navigate(d.noWSURL+"#/mqtt"),
+		chromedp.WaitVisible(chromedp.CSS("#login-pass")),
+		chromedp.SendKeys(chromedp.CSS("#login-pass"), browserPassword),
+		chromedp.Click(chromedp.CSS("#login-submit")),
+		chromedp.WaitVisible(chromedp.CSS("#mq-connect")),
+	); err != nil {
+		t.Fatalf("MQTT page without ws: %v", err)
+	}
+	waitJS(t, ctx, "the no-WebSocket notice", `(() => { const n = document.querySelector('#mq-no-ws');
+		return !n.classList.contains('hidden') && n.textContent.includes('no ws or wss listener') && n.textContent.includes('transport: ws') })()`)
+	shoot(t, ctx, shots, "mqtt-no-ws.png")
+	if err := chromedp.Do(ctx, chromedp.Navigate(d.noWSURL+"#/overview")); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the overview's $SYS panel without ws", `document.querySelector('#sys-state')?.textContent === 'no ws listener'`)
 
 	if errs := console.all(); len(errs) > 0 {
 		t.Errorf("the page logged %d errors:\n  %s", len(errs), strings.Join(errs, "\n  "))

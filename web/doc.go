@@ -5,9 +5,10 @@
 //
 // The package reads the broker through the Broker interface, which
 // *core.Server satisfies with its read-only views (ClientsPage, Client,
-// SubscriptionsPage, RetainedPage, Stats …) and its two operator actions
-// (Disconnect, Publish). The lists page by cursor over core's ordered
-// indexes, so a request costs its page, whatever the broker holds.
+// SubscriptionsPage, RetainedPage, Stats …) and its operator actions
+// (Disconnect, RemoveSession, DeleteRetained, Publish). The lists page by
+// cursor over core's ordered indexes, so a request costs its page,
+// whatever the broker holds.
 //
 // Nothing before login can hold the server: headers must arrive within
 // ReadHeaderTimeout, a whole request (body included) within ReadTimeout,
@@ -18,7 +19,12 @@
 //
 // Metrics cost nothing on the message path: the collector reads core's
 // Stats snapshot when Prometheus scrapes. A sampler goroutine takes one
-// snapshot a second for the overview's rates and charts.
+// snapshot a second into a ring of an hour for the overview's rates and
+// charts. What only the composition root knows — each listener's handshake
+// failures and certificate end, the store's disk use — comes in through
+// Options as functions, so web imports neither listeners nor the store.
+// /api/v1/openapi.json describes the API; a test keeps it equal to the
+// routes.
 //
 // Authentication: the admin user (bcrypt hash) logs in to a session
 // cookie whose unsafe requests must carry the session's CSRF token;

@@ -38,50 +38,73 @@ type AuthStats struct {
 // message path.
 type collector struct {
 	b         Broker
+	listeners []Listener
 	transport map[string]string // listener name → transport
 	version   string
-	authStats func() AuthStats // nil: no auth series
+	authStats func() AuthStats  // nil: no auth series
+	store     func() StoreUsage // nil: no store series
 	tokens    *MQTTTokens
 
-	connections, connected, connects, disconnects        *prometheus.Desc
-	msgsIn, msgsOut, bytesIn, bytesOut, deliveries, drop *prometheus.Desc
-	sessions, subscriptions, retained, authFailures      *prometheus.Desc
-	queued, inflight, sharedGroups, storeSync            *prometheus.Desc
-	authLogins, authRefused, authFlapBans, authDenied    *prometheus.Desc
-	authACLMisses, authReloads, authReloadErrors         *prometheus.Desc
-	authUsers, authRules, authCached, authBans, authLock *prometheus.Desc
-	dashboardLogins, preLoginRefused                     *prometheus.Desc
-	uptime, info                                         *prometheus.Desc
+	connections, connects, disconnects, maxConnections     *prometheus.Desc
+	msgsIn, msgsOut, bytesIn, bytesOut, deliveries, drop   *prometheus.Desc
+	pubBytesIn, pubBytesOut                                *prometheus.Desc
+	sessions, offline, expired, subscriptions, retained    *prometheus.Desc
+	queued, queuedBytes, inflight, sharedGroups, storeSync *prometheus.Desc
+	handshakeFailures, certExpiry, storeDisk, storeBudget  *prometheus.Desc
+	authLogins, authRefused, authFlapBans, authDenied      *prometheus.Desc
+	authACLMisses, authReloads, authReloadErrors           *prometheus.Desc
+	authUsers, authRules, authCached, authBans, authLock   *prometheus.Desc
+	dashboardLogins, preLoginRefused                       *prometheus.Desc
+	uptime, info                                           *prometheus.Desc
 }
 
+// Series that would only repeat the sum of others are left out: the open
+// connections of all listeners (sum xmq_connections), CONNECTs refused by
+// authentication (xmq_disconnects_total{reason="auth_failure"}), and
+// deliveries a subscriber may not read (xmq_messages_dropped_total
+// {cause="not_readable"}).
 func newCollector(b Broker, opts *Options) *collector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("xmq_"+name, help, labels, nil)
 	}
-	c := &collector{b: b, transport: map[string]string{}, version: opts.Version, authStats: opts.AuthStats, tokens: opts.MQTTTokens,
-		connections:   d("connections", "Open MQTT connections by listener and transport.", "listener", "transport"),
-		connected:     d("connected_clients", "Open MQTT connections (all listeners)."),
-		connects:      d("connects_total", "Successful CONNECTs since start."),
-		disconnects:   d("disconnects_total", "Connections ended, by typed close reason.", "reason"),
+	c := &collector{b: b, listeners: opts.Listeners, transport: map[string]string{}, version: opts.Version,
+		authStats: opts.AuthStats, store: opts.Store, tokens: opts.MQTTTokens,
+		connections:    d("connections", "Open MQTT connections by listener and transport.", "listener", "transport"),
+		connects:       d("connects_total", "CONNECTs accepted since start, by listener.", "listener", "transport"),
+		maxConnections: d("max_connections", "The broker's connection limit (broker.max_connections); absent when there is none."),
+		disconnects: d("disconnects_total", "Connections ended, by typed close reason (auth_failure: CONNECTs refused by "+
+			"authentication and failed re-authentications).", "reason"),
 		msgsIn:        d("messages_received_total", "PUBLISH packets received from clients, by the QoS they were published with.", "qos"),
 		msgsOut:       d("messages_sent_total", "PUBLISH packets sent to clients, by the QoS they were delivered with.", "qos"),
 		bytesIn:       d("received_bytes_total", "Bytes read from clients."),
 		bytesOut:      d("sent_bytes_total", "Bytes written to clients."),
+		pubBytesIn:    d("publish_received_bytes_total", "Payload bytes of the PUBLISH packets received from clients."),
+		pubBytesOut:   d("publish_sent_bytes_total", "Payload bytes of the PUBLISH packets sent to clients."),
 		deliveries:    d("deliveries_total", "Messages queued for a subscriber (one per matching subscription)."),
 		drop:          d("messages_dropped_total", "Messages not delivered, by cause.", "cause"),
 		sessions:      d("sessions", "Sessions, connected or waiting for their client."),
+		offline:       d("offline_sessions", "Persistent sessions whose client is not connected."),
+		expired:       d("sessions_expired_total", "Offline sessions ended by their expiry interval."),
 		subscriptions: d("subscriptions", "Subscriptions of all sessions."),
-		retained:      d("retained_messages", "Retained messages."),
-		authFailures:  d("auth_failures_total", "CONNECTs refused by authentication."),
+		retained:      d("retained_messages", "Retained messages of clients (the broker's own $SYS topics are not counted)."),
 		queued:        d("queued_messages", "Deliveries waiting in session queues."),
-		inflight:      d("inflight_messages", "QoS 1/2 deliveries sent and not yet acknowledged."),
-		sharedGroups:  d("shared_groups", "Shared subscription groups."),
-		storeSync:     d("store_sync_seconds", "Latency of Store.Sync, which every acknowledged QoS 1/2 message waits for."),
-		authLogins:    d("auth_logins_total", "CONNECTs accepted by authentication (password, SCRAM, certificate or anonymous)."),
-		authRefused:   d("auth_refused_total", "CONNECTs refused by authentication, by cause.", "cause"),
-		authFlapBans:  d("auth_flap_bans_total", "Client ids banned for flapping."),
+		queuedBytes: d("queued_bytes", "Topic and payload bytes that sessions hold, queued or in flight "+
+			"(what broker.max_queued_bytes bounds per session)."),
+		inflight:     d("inflight_messages", "QoS 1/2 deliveries sent and not yet acknowledged."),
+		sharedGroups: d("shared_groups", "Shared subscription groups."),
+		storeSync:    d("store_sync_seconds", "Latency of Store.Sync, which every acknowledged QoS 1/2 message waits for."),
+		storeDisk: d("store_disk_bytes", "What the on-disk store holds against its budget: tables and unflushed writes, "+
+			"not the write-ahead log."),
+		storeBudget: d("store_disk_budget_bytes", "The store's disk budget (store.max_disk_bytes); absent when there is none."),
+		handshakeFailures: d("handshake_failures_total", "Connections a listener gave up on before they carried MQTT "+
+			"(TLS, WebSocket, QUIC, PROXY header, connection limit), by reason.", "listener", "transport", "reason"),
+		certExpiry: d("certificate_expiry_seconds", "Seconds until the certificate a TLS listener serves ends (negative once "+
+			"it has); absent while unknown (ACME before its first certificate).", "listener", "transport"),
+		authLogins:   d("auth_logins_total", "CONNECTs accepted by authentication (password, SCRAM, certificate or anonymous)."),
+		authRefused:  d("auth_refused_total", "CONNECTs refused by authentication, by cause.", "cause"),
+		authFlapBans: d("auth_flap_bans_total", "Client ids banned for flapping."),
 		authDenied: d("auth_acl_denied_total", "Refusals by authorization: connect (a session of another user), publish, "+
-			"subscribe, will (at CONNECT or when due) and delivery (a message a subscriber may not read).", "action"),
+			"subscribe, will (at CONNECT or when due); a delivery a subscriber may not read is a drop, cause not_readable.", "action"),
 		preLoginRefused:  d("prelogin_refused_total", "Handshakes refused because connections not yet logged in held the whole pre-login memory budget."),
 		authACLMisses:    d("auth_acl_cache_misses_total", "PUBLISH decisions computed from the ACL rules rather than the cache."),
 		authReloads:      d("auth_reloads_total", "Password and ACL file loads."),
@@ -103,11 +126,15 @@ func newCollector(b Broker, opts *Options) *collector {
 
 // Describe sends every descriptor.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.connections, c.connected, c.connects, c.disconnects, c.msgsIn, c.msgsOut,
-		c.bytesIn, c.bytesOut, c.deliveries, c.drop, c.sessions, c.subscriptions, c.retained, c.authFailures,
-		c.queued, c.inflight, c.sharedGroups, c.storeSync, c.dashboardLogins, c.authDenied, c.preLoginRefused,
-		c.uptime, c.info} {
+	for _, d := range []*prometheus.Desc{c.connections, c.connects, c.maxConnections, c.disconnects, c.msgsIn, c.msgsOut,
+		c.bytesIn, c.bytesOut, c.pubBytesIn, c.pubBytesOut, c.deliveries, c.drop, c.sessions, c.offline, c.expired,
+		c.subscriptions, c.retained, c.queued, c.queuedBytes, c.inflight, c.sharedGroups, c.storeSync,
+		c.handshakeFailures, c.certExpiry, c.dashboardLogins, c.authDenied, c.preLoginRefused, c.uptime, c.info} {
 		ch <- d
+	}
+	if c.store != nil {
+		ch <- c.storeDisk
+		ch <- c.storeBudget
 	}
 	if c.authStats != nil {
 		for _, d := range []*prometheus.Desc{c.authLogins, c.authRefused, c.authFlapBans, c.authACLMisses,
@@ -146,15 +173,41 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			byListener[name] = 0
 		}
 	}
-	for _, name := range sortedKeys(byListener) {
-		tr := c.transport[name]
-		if tr == "" {
-			tr = "unknown"
+	connects := st.ConnectsByListener
+	for name := range c.transport {
+		if _, ok := connects[name]; !ok {
+			connects[name] = 0
 		}
-		gauge(c.connections, float64(byListener[name]), name, tr)
 	}
-	gauge(c.connected, float64(st.Connected))
-	counter(c.connects, st.Connects)
+	transport := func(name string) string {
+		if tr := c.transport[name]; tr != "" {
+			return tr
+		}
+		return "unknown"
+	}
+	for _, name := range sortedKeys(byListener) {
+		gauge(c.connections, float64(byListener[name]), name, transport(name))
+	}
+	for _, name := range sortedKeys(connects) {
+		counter(c.connects, connects[name], name, transport(name))
+	}
+	if max := c.b.Options().MaxConnections; max > 0 {
+		gauge(c.maxConnections, float64(max))
+	}
+	now := time.Now()
+	for _, l := range c.listeners {
+		if l.HandshakeFailures != nil {
+			fails := l.HandshakeFailures()
+			for _, reason := range sortedKeys(fails) {
+				counter(c.handshakeFailures, fails[reason], l.Name, l.Transport, reason)
+			}
+		}
+		if l.CertNotAfter != nil {
+			if end := l.CertNotAfter(); !end.IsZero() {
+				gauge(c.certExpiry, end.Sub(now).Seconds(), l.Name, l.Transport)
+			}
+		}
+	}
 	for _, reason := range sortedKeys(st.Disconnects) {
 		counter(c.disconnects, st.Disconnects[reason], reason)
 	}
@@ -164,24 +217,34 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(c.bytesIn, st.BytesIn)
 	counter(c.bytesOut, st.BytesOut)
+	counter(c.pubBytesIn, st.PublishBytesIn)
+	counter(c.pubBytesOut, st.PublishBytesOut)
 	counter(c.deliveries, st.Deliveries)
 	for _, cause := range sortedKeys(st.Dropped) {
 		counter(c.drop, st.Dropped[cause], cause)
 	}
 	gauge(c.sessions, float64(st.Sessions))
+	gauge(c.offline, float64(st.OfflineSessions))
+	counter(c.expired, st.SessionsExpired)
 	gauge(c.subscriptions, float64(st.Subscriptions))
 	gauge(c.retained, float64(st.Retained))
-	counter(c.authFailures, st.AuthFailures)
 	gauge(c.queued, float64(st.Queued))
+	gauge(c.queuedBytes, float64(c.b.QueuedBytes()))
 	gauge(c.inflight, float64(st.Inflight))
 	gauge(c.sharedGroups, float64(st.SharedGroups))
 	buckets, n, sum := syncHistogram(st)
 	ch <- prometheus.MustNewConstHistogram(c.storeSync, n, sum, buckets)
+	if c.store != nil {
+		u := c.store()
+		gauge(c.storeDisk, float64(u.DiskBytes))
+		if u.BudgetBytes > 0 {
+			gauge(c.storeBudget, float64(u.BudgetBytes))
+		}
+	}
 	// Authorization refusals that core counts itself, with or without an
 	// ACL file; PUBLISH and SUBSCRIBE refusals come from auth below.
 	counter(c.authDenied, st.SessionOwnerRefused, "connect")
 	counter(c.authDenied, st.WillsRefused, "will")
-	counter(c.authDenied, st.Dropped["not_readable"], "delivery")
 	counter(c.preLoginRefused, st.PreLoginRefused)
 	ok, refused := c.tokens.Logins()
 	counter(c.dashboardLogins, ok, "accepted")
@@ -208,7 +271,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.authBans, float64(a.Bans))
 		gauge(c.authLock, float64(a.LockedSources))
 	}
-	gauge(c.uptime, time.Since(c.b.StartTime()).Seconds())
+	gauge(c.uptime, now.Sub(c.b.StartTime()).Seconds())
 	gauge(c.info, 1, c.version)
 }
 

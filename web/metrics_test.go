@@ -189,10 +189,19 @@ func TestMetricsMatchTraffic(t *testing.T) {
 	authStats := AuthStats{Logins: 11, LoginFailures: 2, AnonymousRefused: 3, Banned: 4, LockedOut: 5, RateLimited: 6, Busy: 7,
 		FlapBans: 8, PublishDenied: 9, SubscribeDenied: 10, ACLCacheMisses: 12, Reloads: 13, ReloadErrors: 14,
 		Users: 15, ACLRules: 16, ACLCached: 17, Bans: 18, LockedSources: 19}
+	certEnd := time.Now().Add(30 * 24 * time.Hour)
 	s := newTestServer(t, srv, func(o *Options) {
-		o.Listeners = []Listener{{Name: "tcp", Transport: "tcp", Address: "127.0.0.1:1883"}, {Name: "ws", Transport: "ws", Address: "127.0.0.1:8083"}}
+		o.Listeners = []Listener{
+			{Name: "tcp", Transport: "tcp", Address: "127.0.0.1:1883",
+				HandshakeFailures: func() map[string]int64 { return map[string]int64{"max_connections": 3} }},
+			{Name: "ws", Transport: "ws", Address: "127.0.0.1:8083"},
+			{Name: "tls", Transport: "tls", Address: "127.0.0.1:8883", CertNotAfter: func() time.Time { return certEnd },
+				HandshakeFailures: func() map[string]int64 { return map[string]int64{"not_tls": 2, "timeout": 0} }},
+			{Name: "acme", Transport: "tls", Address: "127.0.0.1:8884", CertNotAfter: func() time.Time { return time.Time{} }},
+		}
 		o.MQTTTokens = tokens
 		o.AuthStats = func() AuthStats { return authStats }
+		o.Store = func() StoreUsage { return StoreUsage{DiskBytes: 5 << 20, BudgetBytes: 64 << 20} }
 	})
 	var written, read atomic.Int64
 
@@ -242,27 +251,35 @@ func TestMetricsMatchTraffic(t *testing.T) {
 	// the broker wrote a client read.
 	want := func() map[string]float64 {
 		return map[string]float64{
-			"xmq_connected_clients":                          1,
-			"xmq_connections|listener=tcp,transport=tcp":     1,
-			"xmq_connections|listener=ws,transport=ws":       0,
-			"xmq_connects_total":                             2,
-			"xmq_disconnects_total|reason=normal":            1,
-			"xmq_disconnects_total|reason=auth_failure":      1,
-			"xmq_disconnects_total|reason=keepalive_timeout": 0,
-			"xmq_auth_failures_total":                        1,
-			"xmq_messages_received_total|qos=0":              2,
-			"xmq_messages_received_total|qos=1":              1,
-			"xmq_messages_received_total|qos=2":              0,
-			"xmq_messages_sent_total|qos=0":                  1,
-			"xmq_messages_sent_total|qos=1":                  1,
-			"xmq_deliveries_total":                           2,
-			"xmq_messages_dropped_total|cause=queue_full":    0,
-			"xmq_subscriptions":                              1,
-			"xmq_sessions":                                   1,
-			"xmq_retained_messages":                          1,
-			"xmq_received_bytes_total":                       float64(written.Load()),
-			"xmq_sent_bytes_total":                           float64(read.Load()),
-			"xmq_build_info|version=test":                    1,
+			"xmq_connections|listener=tcp,transport=tcp":                                     1,
+			"xmq_connections|listener=ws,transport=ws":                                       0,
+			"xmq_connects_total|listener=tcp,transport=tcp":                                  1,
+			"xmq_connects_total|listener=ws,transport=ws":                                    1,
+			"xmq_connects_total|listener=tls,transport=tls":                                  0,
+			"xmq_disconnects_total|reason=normal":                                            1,
+			"xmq_disconnects_total|reason=auth_failure":                                      1,
+			"xmq_disconnects_total|reason=keepalive_timeout":                                 0,
+			"xmq_publish_received_bytes_total":                                               float64(len("hello") + len("world") + len("void")),
+			"xmq_publish_sent_bytes_total":                                                   float64(len("hello") + len("world")),
+			"xmq_handshake_failures_total|listener=tcp,reason=max_connections,transport=tcp": 3,
+			"xmq_handshake_failures_total|listener=tls,reason=not_tls,transport=tls":         2,
+			"xmq_handshake_failures_total|listener=tls,reason=timeout,transport=tls":         0,
+			"xmq_store_disk_bytes":                                                           5 << 20,
+			"xmq_store_disk_budget_bytes":                                                    64 << 20,
+			"xmq_offline_sessions":                                                           0,
+			"xmq_messages_received_total|qos=0":                                              2,
+			"xmq_messages_received_total|qos=1":                                              1,
+			"xmq_messages_received_total|qos=2":                                              0,
+			"xmq_messages_sent_total|qos=0":                                                  1,
+			"xmq_messages_sent_total|qos=1":                                                  1,
+			"xmq_deliveries_total":                                                           2,
+			"xmq_messages_dropped_total|cause=queue_full":                                    0,
+			"xmq_subscriptions":                                                              1,
+			"xmq_sessions":                                                                   1,
+			"xmq_retained_messages":                                                          1,
+			"xmq_received_bytes_total":                                                       float64(written.Load()),
+			"xmq_sent_bytes_total":                                                           float64(read.Load()),
+			"xmq_build_info|version=test":                                                    1,
 		}
 	}
 	expect(t, s.Handler(), want, func(fams map[string]*dto.MetricFamily) []string {
@@ -271,6 +288,26 @@ func TestMetricsMatchTraffic(t *testing.T) {
 			if fams[name] == nil {
 				problems = append(problems, "no "+name)
 			}
+		}
+		// Gone: they only repeated the sum of other series.
+		for _, name := range []string{"xmq_connected_clients", "xmq_auth_failures_total"} {
+			if fams[name] != nil {
+				problems = append(problems, name+" is exported")
+			}
+		}
+		if v, err := value(fams, "xmq_auth_acl_denied_total", "action=delivery"); err == nil {
+			problems = append(problems, fmt.Sprintf("xmq_auth_acl_denied_total{action=delivery} = %v is exported (a copy of the not_readable drops)", v))
+		}
+		// No limit configured: no limit series, whose 0 would read as full.
+		if fams["xmq_max_connections"] != nil {
+			problems = append(problems, "xmq_max_connections exported without a limit")
+		}
+		// A month of certificate left on tls; nothing while acme's is unknown.
+		if v, err := value(fams, "xmq_certificate_expiry_seconds", "listener=tls,transport=tls"); err != nil || math.Abs(v-30*86400) > 60 {
+			problems = append(problems, fmt.Sprintf("xmq_certificate_expiry_seconds{tls} = %v (%v), want 30 days", v, err))
+		}
+		if f := fams["xmq_certificate_expiry_seconds"]; f != nil && len(f.Metric) != 1 {
+			problems = append(problems, fmt.Sprintf("xmq_certificate_expiry_seconds has %d series, want only tls's", len(f.Metric)))
 		}
 		return problems
 	})
@@ -294,6 +331,13 @@ func TestMetricsMatchTraffic(t *testing.T) {
 	keeper.send(&codec.Disconnect{})
 	if _, err := keeper.r.ReadPacket(); !errors.Is(err, io.EOF) {
 		t.Fatalf("keeper after DISCONNECT: %v, want EOF", err)
+	}
+	// The broker detaches the session a moment after the client saw EOF;
+	// until then a QoS 0 message would still be queued for it.
+	for deadline := time.Now().Add(5 * time.Second); srv.Stats().OfflineSessions != 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("keeper's session is not offline after its DISCONNECT")
+		}
 	}
 	pub2, rc := dial(t, srv, "ws", codec.Connect{ProtocolVersion: codec.V5, CleanStart: true, ClientID: []byte("pub2")}, &written, &read)
 	if rc != codec.Success {
@@ -346,12 +390,16 @@ func TestMetricsMatchTraffic(t *testing.T) {
 			"xmq_auth_acl_cache_entries":                      17,
 			"xmq_auth_bans":                                   18,
 			"xmq_auth_locked_sources":                         19,
-			"xmq_auth_failures_total":                         2, // the intruder and the forger
+			"xmq_disconnects_total|reason=auth_failure":       2, // the intruder and the forger
+			"xmq_offline_sessions":                            1, // keeper
+			// keeper's two queued messages and sub's unacknowledged one,
+			// topic and payload.
+			"xmq_queued_bytes": float64(len("q/1m") + len("q/2m") + len("t/cm")),
 		}
 		// Every drop cause has a series; only the QoS 0 message to the
 		// offline session was dropped.
 		for _, cause := range []string{"queue_full", "offline", "expired", "too_large", "not_authorized", "rate_limited",
-			"quota_exceeded", "store_error"} {
+			"quota_exceeded", "store_error", "not_readable"} {
 			m["xmq_messages_dropped_total|cause="+cause] = 0
 		}
 		m["xmq_messages_dropped_total|cause=offline"] = 1

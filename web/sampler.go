@@ -3,6 +3,17 @@ package web
 import (
 	"sync"
 	"time"
+
+	"xmq/core"
+)
+
+// History is what the overview's charts can show: one sample a second for
+// the last hour, in memory (about 300 KB), lost at restart. Longer
+// history belongs to Prometheus (/metrics).
+const (
+	historySpan    = time.Hour
+	sampleInterval = time.Second
+	historySamples = int(historySpan/sampleInterval) + 1 // the rates of an hour need its two ends
 )
 
 // sample is one reading of the broker's counters.
@@ -14,14 +25,16 @@ type sample struct {
 	dropped, authFailures int64
 }
 
-// point is one step of the overview's history: the gauges then and the
-// counters' rates over the step.
+// point is one step of the overview's history: the gauges at its end and
+// the counters' rates over the step.
 type point struct {
-	T           int64   `json:"t"` // Unix milliseconds
-	Connected   int64   `json:"connected"`
-	MsgsInRate  float64 `json:"messages_in_rate"`
-	MsgsOutRate float64 `json:"messages_out_rate"`
-	DroppedRate float64 `json:"dropped_rate"`
+	T            int64   `json:"t"` // Unix milliseconds
+	Connected    int64   `json:"connected"`
+	MsgsInRate   float64 `json:"messages_in_rate"`
+	MsgsOutRate  float64 `json:"messages_out_rate"`
+	DroppedRate  float64 `json:"dropped_rate"`
+	BytesInRate  float64 `json:"bytes_in_rate"`
+	BytesOutRate float64 `json:"bytes_out_rate"`
 }
 
 // rates are per-second rates of the counters.
@@ -36,7 +49,7 @@ type rates struct {
 }
 
 // sampler reads Stats every interval into a ring; one goroutine writes,
-// handlers read, mu guards ring.
+// handlers read, mu guards ring, next and n.
 type sampler struct {
 	b        Broker
 	interval time.Duration
@@ -44,12 +57,13 @@ type sampler struct {
 	stopOnce sync.Once
 
 	mu   sync.Mutex
-	ring []sample // oldest first, at most cap entries
-	max  int
+	ring []sample // fixed size; the n newest samples end at next-1, wrapping
+	next int
+	n    int
 }
 
-func newSampler(b Broker, interval time.Duration, max int) *sampler {
-	s := &sampler{b: b, interval: interval, done: make(chan struct{}), max: max}
+func newSampler(b Broker, interval time.Duration, size int) *sampler {
+	s := &sampler{b: b, interval: interval, done: make(chan struct{}), ring: make([]sample, size)}
 	s.take()
 	go s.loop()
 	return s
@@ -70,18 +84,25 @@ func (s *sampler) loop() {
 
 func (s *sampler) stop() { s.stopOnce.Do(func() { close(s.done) }) }
 
-func (s *sampler) take() {
-	st := s.b.Stats()
-	smp := sample{t: time.Now(), connected: st.Connected, connects: st.Connects, msgsIn: st.MessagesIn,
+// sampleOf reads the counters of a snapshot taken at t.
+func sampleOf(st core.Snapshot, t time.Time) sample {
+	return sample{t: t, connected: st.Connected, connects: st.Connects, msgsIn: st.MessagesIn,
 		msgsOut: st.MessagesOut, bytesIn: st.BytesIn, bytesOut: st.BytesOut, dropped: st.TotalDropped(),
 		authFailures: st.AuthFailures}
+}
+
+func (s *sampler) take() {
+	smp := sampleOf(s.b.Stats(), time.Now())
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.ring) == s.max {
-		copy(s.ring, s.ring[1:])
-		s.ring = s.ring[:len(s.ring)-1]
-	}
-	s.ring = append(s.ring, smp)
+	s.ring[s.next] = smp
+	s.next = (s.next + 1) % len(s.ring)
+	s.n = min(s.n+1, len(s.ring))
+}
+
+// at returns the i-th newest sample (0 the newest); i < s.n. s.mu is held.
+func (s *sampler) at(i int) *sample {
+	return &s.ring[(s.next-1-i+2*len(s.ring))%len(s.ring)]
 }
 
 // rates returns the counters' rates over the last window (or what the ring
@@ -90,8 +111,8 @@ func (s *sampler) rates(cur sample, window time.Duration) rates {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var base *sample
-	for i := len(s.ring) - 1; i >= 0; i-- {
-		base = &s.ring[i]
+	for i := 0; i < s.n; i++ {
+		base = s.at(i)
 		if cur.t.Sub(base.t) >= window {
 			break
 		}
@@ -111,21 +132,24 @@ func (s *sampler) rates(cur sample, window time.Duration) rates {
 	}
 }
 
-// history returns up to n points, oldest first.
-func (s *sampler) history(n int) []point {
+// history returns up to n points of step samples each, oldest first: the
+// last n*step samples' gauges at the end of each step and rates over it.
+func (s *sampler) history(n, step int) []point {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	start := max(len(s.ring)-n-1, 0)
-	out := make([]point, 0, len(s.ring)-start)
-	for i := start + 1; i < len(s.ring); i++ {
-		a, b := s.ring[i-1], s.ring[i]
+	step = max(step, 1)
+	n = min(n, (s.n-1)/step)
+	out := make([]point, 0, max(n, 0))
+	for k := n - 1; k >= 0; k-- {
+		b, a := s.at(k*step), s.at((k+1)*step)
 		dt := b.t.Sub(a.t).Seconds()
 		if dt <= 0 {
 			continue
 		}
+		per := func(x, y int64) float64 { return float64(max(x-y, 0)) / dt }
 		out = append(out, point{T: b.t.UnixMilli(), Connected: b.connected,
-			MsgsInRate: float64(max(b.msgsIn-a.msgsIn, 0)) / dt, MsgsOutRate: float64(max(b.msgsOut-a.msgsOut, 0)) / dt,
-			DroppedRate: float64(max(b.dropped-a.dropped, 0)) / dt})
+			MsgsInRate: per(b.msgsIn, a.msgsIn), MsgsOutRate: per(b.msgsOut, a.msgsOut), DroppedRate: per(b.dropped, a.dropped),
+			BytesInRate: per(b.bytesIn, a.bytesIn), BytesOutRate: per(b.bytesOut, a.bytesOut)})
 	}
 	return out
 }

@@ -57,7 +57,8 @@ type Broker interface {
 	Client(clientID string) (core.ClientInfo, bool)
 	SubscriptionsPage(q core.SubscriptionQuery) core.SubscriptionPage
 	RetainedPage(q core.RetainedQuery) core.RetainedPage
-	RetainedMessage(topic string) (*core.Message, bool)
+	RetainedMessage(topic string) (*core.Message, time.Time, bool)
+	QueuedBytes() int64
 	DeleteRetained(topic string) bool
 	ConnectionsByListener() map[string]int
 	Disconnect(clientID string) bool
@@ -73,11 +74,25 @@ type Listener struct {
 	Transport string `json:"transport"` // tcp, tls, ws, wss, quic
 	Address   string `json:"address"`   // the bound address, port 0 resolved
 	Path      string `json:"path,omitempty"`
+	// HandshakeFailures counts the connections the listener gave up on
+	// before they carried MQTT, by reason (listeners.Listener's); nil:
+	// not reported.
+	HandshakeFailures func() map[string]int64 `json:"-"`
+	// CertNotAfter is when the certificate the listener serves ends; nil
+	// for listeners without TLS. A zero time is not known yet (ACME
+	// before its first certificate).
+	CertNotAfter func() time.Time `json:"-"`
+}
+
+// StoreUsage is what the broker's on-disk store holds against its budget.
+type StoreUsage struct {
+	DiskBytes   int64 // what the budget counts (store.Store.DiskUsage)
+	BudgetBytes int64 // store.max_disk_bytes; 0: no budget
 }
 
 // Ban is one entry of the banned list.
 type Ban struct {
-	Kind    string    `json:"kind"`  // client_id, username or ip (an address or CIDR prefix)
+	Kind    string    `json:"kind"`  // client_id, username or ip (an address or CIDR prefix); flapping: client_id+username, client_id+ip
 	Value   string    `json:"value"` //
 	Reason  string    `json:"reason,omitempty"`
 	Until   time.Time `json:"until,omitzero"` // zero: until removed
@@ -137,7 +152,7 @@ type Options struct {
 	// nil: New makes one, which only an allow-all broker accepts.
 	MQTTTokens *MQTTTokens
 	// AuthStats reads the MQTT authentication counters for /metrics; nil:
-	// no xmq_auth_* series beyond xmq_auth_failures_total.
+	// no xmq_auth_* series.
 	AuthStats func() AuthStats
 	// Bridges are the broker's bridges to other brokers (the bridges API,
 	// the xmq_bridge_* metrics and the dashboard's Bridges page); nil:
@@ -147,6 +162,9 @@ type Options struct {
 	// password and ACL files, and the bridges of the configuration file;
 	// nil: the endpoint answers 501.
 	Reload func() (Reloaded, error)
+	// Store reads the on-disk store's usage for /metrics and the
+	// overview; nil: the broker keeps its state in memory.
+	Store func() StoreUsage
 	// Version is the build's version, for the overview and metrics.
 	Version string
 	// Log receives the server's logs (default: none).
@@ -224,6 +242,7 @@ type Server struct {
 	auth    *authenticator
 	sampler *sampler
 	reg     *prometheus.Registry
+	node    *nodeStats // the overview's node card
 
 	mu     sync.Mutex // guards http and closed
 	http   *http.Server
@@ -244,7 +263,8 @@ func New(b Broker, opts Options) (*Server, error) {
 	if opts.Bridges != nil {
 		s.reg.MustRegister(newBridgeCollector(opts.Bridges))
 	}
-	s.sampler = newSampler(b, time.Second, 300)
+	s.node = newNodeStats()
+	s.sampler = newSampler(b, time.Second, historySamples)
 	s.handler = s.routes()
 	return s, nil
 }

@@ -3,8 +3,10 @@
 // name and writes reports people can compare. `loadtest -h` lists every
 // flag; `loadtest agent` serves a controller that splits the load.
 //
-// main is thin: it turns SIGINT/SIGTERM into a cancelled context and hands
-// over to run, the composition root, which tests call directly.
+// main is thin: it turns the first SIGINT/SIGTERM into a graceful stop
+// (publishing ends, the case drains and is reported) and the second into
+// a cancelled context, and hands over to run, the composition root, which
+// tests call directly.
 package main
 
 import (
@@ -17,9 +19,20 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	stop := make(chan struct{})
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		close(stop)
+		fmt.Fprintln(os.Stderr, "\nloadtest: stopping: draining and reporting (Ctrl-C again to abort)")
+		<-sigs
+		cancel()
+	}()
+	err := runWith(ctx, stop, os.Args[1:], os.Stdout, os.Stderr)
+	signal.Stop(sigs)
+	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "loadtest:", err)
 		var ue usageError

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -67,45 +68,45 @@ func newFlagSet(v *flagValues, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.Addr, "addr", d.Addr, "broker `HOST:PORT`, or a URL: mqtt://, mqtts://, ws://host:8083/mqtt, wss://, quic://")
 	fs.StringVar(&o.SubAddr, "sub-addr", "", "subscribers connect to `HOST:PORT` or URL instead of -addr (same transport): measure through a bridge")
 	fs.StringVar(&o.Transport, "transport", "", "`tcp|tls|ws|wss|quic` when -addr is HOST:PORT (default tcp); maps to mqtt, mqtts, ws, wss, quic URLs")
-	fs.StringVar(&o.WSPath, "ws-path", d.WSPath, "WebSocket `path` for ws and wss")
+	fs.StringVar(&o.WSPath, "ws-path", d.WSPath, "WebSocket `PATH` for ws and wss")
 	fs.BoolVar(&o.Insecure, "insecure", false, "do not verify the broker's TLS certificate (tls, wss, quic)")
-	fs.StringVar(&o.CAFile, "cafile", "", "PEM `file` of CA certificates to verify the broker with")
-	fs.StringVar(&o.CertFile, "cert", "", "client certificate PEM `file` (with -key)")
-	fs.StringVar(&o.KeyFile, "key", "", "client private key PEM `file` (with -cert)")
-	fs.StringVar(&v.srcIPs, "src-ips", "", "spread connections over source `addresses`: a list and/or ranges, e.g. 127.0.0.2-127.0.0.20 or 127.0.0.2-20, to pass one address's ~28k ephemeral ports")
-	fs.StringVar(&o.User, "user", "", "MQTT user `name`")
-	fs.StringVar(&o.Pass, "pass", "", "MQTT `password`")
-	fs.StringVar(&o.MQTT, "mqtt", d.MQTT, "protocol `version`: 3.1.1 or 5 (3.1 also works)")
+	fs.StringVar(&o.CAFile, "cafile", "", "PEM `FILE` of CA certificates to verify the broker with (xmq's development CA: data/certs/ca.pem)")
+	fs.StringVar(&o.CertFile, "cert", "", "client certificate PEM `FILE` (with -key)")
+	fs.StringVar(&o.KeyFile, "key", "", "client private key PEM `FILE` (with -cert)")
+	fs.StringVar(&v.srcIPs, "src-ips", "", "spread connections over source `ADDRESSES`: a list and/or ranges, e.g. 127.0.0.2-127.0.0.20 or 127.0.0.2-20, to pass one address's ~28k ephemeral ports")
+	fs.StringVar(&o.User, "user", "", "the MQTT user `NAME`")
+	fs.StringVar(&o.Pass, "pass", "", "the MQTT `PASSWORD`")
+	fs.StringVar(&o.MQTT, "mqtt", d.MQTT, "protocol `VERSION`: 3.1.1 or 5 (3.1 also works); 5 shows refused publishes by reason code")
 	fs.BoolVar(&o.Clean, "clean", d.Clean, "clean session / clean start; -clean=false keeps subscriber sessions (default false in p2p mode)")
-	fs.DurationVar(&o.KeepAlive, "keepalive", d.KeepAlive, "MQTT keepalive; idle clients ping at half of it")
-	fs.DurationVar(&o.ConnectTimeout, "connect-timeout", d.ConnectTimeout, "limit on dial + CONNECT → CONNACK, SUBACK and the liveness PINGREQ")
-	fs.StringVar(&o.IDPrefix, "id-prefix", "", "client id `prefix` (ids are PREFIX-p0, -s0, -c0 …; default random lt######)")
+	fs.DurationVar(&o.KeepAlive, "keepalive", d.KeepAlive, "MQTT keepalive `DURATION`; idle clients ping at half of it")
+	fs.DurationVar(&o.ConnectTimeout, "connect-timeout", d.ConnectTimeout, "give dial + CONNECT → CONNACK, SUBACK and the liveness PINGREQ at most `DURATION`")
+	fs.StringVar(&o.IDPrefix, "id-prefix", "", "client id `PREFIX` (ids are PREFIX-p0, -s0, -c0 …; default random lt######)")
 	fs.StringVar(&v.mode, "mode", string(d.Mode), "what to measure: `conn|pub|pubsub|fanin|p2p` (see below)")
-	fs.StringVar(&v.levels, "levels", "1000", "conn: connection `counts`, comma-separated, one case each")
-	fs.DurationVar(&o.Hold, "hold", d.Hold, "conn: how long to hold each level before the PINGREQ liveness check")
-	fs.IntVar(&o.DialConcurrency, "dial-concurrency", d.DialConcurrency, "dials in flight at once (1000 simultaneous overflow a loopback accept queue; 200 do not)")
-	fs.Float64Var(&o.ConnRate, "conn-rate", 0, "new connections per `second` (0 = as fast as -dial-concurrency allows)")
-	fs.IntVar(&o.Pubs, "pubs", d.Pubs, "publishers (p2p: pairs)")
-	fs.IntVar(&o.Subs, "subs", d.Subs, "subscribers (pubsub, fanin)")
-	fs.IntVar(&v.qos, "qos", 0, "QoS 0, 1 or 2 of publishes and subscriptions (fanin, p2p default 1)")
-	fs.StringVar(&v.payloads, "payload", "64", "payload `bytes`; a list such as 64,256,1024 sweeps sizes, one case each (timing needs ≥16)")
-	fs.DurationVar(&o.Duration, "duration", d.Duration, "how long publishers publish, per case")
-	fs.Float64Var(&o.Rate, "rate", 0, "messages per `second` per publisher; 0 = as fast as possible (fanin, p2p default 1)")
-	fs.IntVar(&o.Inflight, "inflight", d.Inflight, "unacknowledged QoS 1/2 messages per publisher: publishing is pipelined, not one at a time")
-	fs.StringVar(&o.Topic, "topic", d.Topic, "publisher topic `pattern`; %i is the publisher's number")
-	fs.StringVar(&o.SubTopic, "sub-topic", "", "subscriber filter `pattern`; %i is the subscriber's number (default: -topic with %i levels as +; fanin: $share/loadtest/…; p2p: the pair's topic)")
+	fs.StringVar(&v.levels, "levels", "1000", "conn: connection counts `N,N,...`, one case each")
+	fs.DurationVar(&o.Hold, "hold", d.Hold, "conn: hold each level for `DURATION` before the PINGREQ liveness check")
+	fs.IntVar(&o.DialConcurrency, "dial-concurrency", d.DialConcurrency, "`N` dials in flight at once (1000 simultaneous overflow a loopback accept queue; 200 do not)")
+	fs.Float64Var(&o.ConnRate, "conn-rate", 0, "`N` new connections per second (0 = as fast as -dial-concurrency allows)")
+	fs.IntVar(&o.Pubs, "pubs", d.Pubs, "`N` publishers (p2p: pairs)")
+	fs.IntVar(&o.Subs, "subs", d.Subs, "`N` subscribers (pubsub, fanin)")
+	fs.IntVar(&v.qos, "qos", 0, "QoS `0|1|2` of publishes and subscriptions (fanin, p2p default 1)")
+	fs.StringVar(&v.payloads, "payload", "64", "payload size in `BYTES`; a list such as 64,256,1024 sweeps sizes, one case each (timing needs ≥16)")
+	fs.DurationVar(&o.Duration, "duration", d.Duration, "publish for `DURATION` per case, e.g. 30s or 5m; 0 = until Ctrl-C (then drain and report), with live progress")
+	fs.Float64Var(&o.Rate, "rate", 0, "`N` messages per second per publisher; 0 = as fast as possible (fanin, p2p default 1)")
+	fs.IntVar(&o.Inflight, "inflight", d.Inflight, "`N` unacknowledged QoS 1/2 messages per publisher: publishing is pipelined, not one at a time")
+	fs.StringVar(&o.Topic, "topic", d.Topic, "publisher topic `PATTERN`; %i is the publisher's number")
+	fs.StringVar(&o.SubTopic, "sub-topic", "", "subscriber filter `PATTERN`; %i is the subscriber's number (default: -topic with %i levels as +; fanin: $share/loadtest/…; p2p: the pair's topic)")
 	fs.BoolVar(&o.Loop, "loop", false, "p2p: each connection publishes to and subscribes to its own topic")
-	fs.DurationVar(&o.Churn, "churn", 0, "subscribers disconnect every `period` and come back a fifth of it later (persistent with -clean=false)")
-	fs.DurationVar(&o.Drain, "drain", d.Drain, "after publishing, how long to wait at most for acks and deliveries")
-	fs.StringVar(&v.scenario, "scenario", "", "run a published case by `name` (see below); later flags override its settings")
-	fs.Float64Var(&v.scale, "scale", 1, "multiply a scenario's client counts by `factor`, e.g. 0.01")
+	fs.DurationVar(&o.Churn, "churn", 0, "subscribers disconnect every `DURATION` and come back a fifth of it later (persistent with -clean=false)")
+	fs.DurationVar(&o.Drain, "drain", d.Drain, "after publishing, wait at most `DURATION` for acks and deliveries")
+	fs.StringVar(&v.scenario, "scenario", "", "run a published case by `NAME` (see below); later flags override its settings")
+	fs.Float64Var(&v.scale, "scale", 1, "multiply a scenario's client counts by `FACTOR`, e.g. 0.01")
 	fs.BoolVar(&v.jsonOut, "json", false, "print one JSON object with every figure and the environment instead of tables")
 	fs.StringVar(&v.report, "report", "", "also write a markdown report to `FILE.md`")
 	fs.StringVar(&v.htmlOut, "html", "", "also write a self-contained HTML report with SVG charts to `FILE.html`")
 	fs.StringVar(&v.metricsURL, "metrics-url", "", "sample the broker's CPU and RSS from its Prometheus `URL` (process_cpu_seconds_total, process_resident_memory_bytes)")
 	fs.IntVar(&v.brokerPID, "broker-pid", 0, "sample a local broker's CPU and RSS from /proc/`PID`")
-	fs.StringVar(&v.asserts, "assert", "", "objectives, e.g. 'p99<5ms,loss=0,delivered>=0.99': exit 1 when any case misses one (metrics below)")
-	fs.StringVar(&v.agents, "agents", "", "split the load over `host:port,...` of `loadtest agent` processes; histograms are merged")
+	fs.StringVar(&v.asserts, "assert", "", "exit 1 when a case misses one of the `OBJECTIVES`, e.g. 'p99<5ms,loss=0,delivered>=0.99' (metrics below)")
+	fs.StringVar(&v.agents, "agents", "", "split the load over `HOST:PORT,...` of `loadtest agent` processes; histograms are merged")
 	fs.BoolVar(&v.progress, "progress", true, "print a progress line on stderr every second")
 	fs.Usage = func() { usage(fs) }
 	return fs
@@ -117,6 +118,8 @@ func usage(fs *flag.FlagSet) {
 
 Usage:
   loadtest [flags]                      run a test against -addr
+  loadtest compare a.json b.json -html out.html
+                                        put -json reports side by side (tcp against ws, xmq against Mosquitto)
   loadtest agent -listen :9090          serve a controller's share of the load
   loadtest sink -listen 127.0.0.1:1999  a discard broker, to measure the generator alone
 
@@ -133,7 +136,7 @@ Flags:
 	fmt.Fprint(w, `
 Modes:
   conn    ramp each -levels count with -dial-concurrency, CONNECT→CONNACK, hold -hold, check with PINGREQ;
-          reports target, established, failed (and why), connect p50/p99
+          reports target, established, failed (and why), connect p50/p90/p99/p99.9
   pub     -pubs publishers as fast as possible (or -rate); QoS 1/2 pipelined (-inflight); msgs/s and MB/s
   pubsub  -pubs publishers, -subs subscribers each subscribed to every publisher's topic; end-to-end
           latency from timestamps in the payload; loss, duplicates and reordering per publisher
@@ -144,6 +147,9 @@ Scenarios (-scenario NAME, -scale F):
 `)
 	fmt.Fprint(w, loadtest.ScenarioHelp())
 	fmt.Fprint(w, `
+Ctrl-C stops publishing in the case in progress, drains it and reports what ran; a second Ctrl-C
+aborts. With -duration 0 publishers run until that first Ctrl-C.
+
 Objective metrics (-assert METRIC OP VALUE,...; ops < <= > >= = !=; latency is connect time in conn mode,
 publish→ack in pub mode, end to end otherwise; values: 5ms, 0.99 or 99%, 10k, 512MB):
 `)
@@ -237,10 +243,32 @@ func parseArgs(args []string, out io.Writer) (*flagValues, []string, error) {
 	return &v, scArgs, nil
 }
 
-// run is the composition root: flags → options → Run → reports → objectives.
+// run is runWith without a graceful stop: cancelling ctx aborts.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return runWith(ctx, nil, args, stdout, stderr)
+}
+
+// runWith is the composition root: flags → options → Run → reports →
+// objectives. Closing stop (the first Ctrl-C) ends the case in progress
+// as its duration would and reports; cancelling ctx aborts.
+func runWith(ctx context.Context, stop <-chan struct{}, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && (args[0] == "agent" || args[0] == "sink") {
+		// A server has nothing to drain: the first Ctrl-C ends it.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			select {
+			case <-stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
 	if len(args) > 0 {
 		switch args[0] {
+		case "compare":
+			return runCompare(args[1:], stdout)
 		case "agent":
 			return runAgent(ctx, args[1:], stdout, stderr)
 		case "sink":
@@ -262,7 +290,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usageError{err}
 	}
-	cfg := loadtest.Config{Command: append([]string{"loadtest"}, args...), BrokerPID: v.brokerPID, MetricsURL: v.metricsURL}
+	cfg := loadtest.Config{Command: append([]string{"loadtest"}, args...), BrokerPID: v.brokerPID, MetricsURL: v.metricsURL,
+		Stop: stop}
 	if v.progress {
 		cfg.Progress, cfg.ProgressTTY = stderr, isTerminal(stderr)
 	}
@@ -315,11 +344,82 @@ func writeFile(path string, rep *loadtest.Report, write func(io.Writer, *loadtes
 	return f.Close()
 }
 
+// runCompare is `loadtest compare [-html FILE] [-labels A,B] a.json b.json ...`:
+// the runs side by side, as text on stdout and optionally as a page.
+// Flags may come before or after the files.
+func runCompare(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("loadtest compare", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	htmlOut := fs.String("html", "", "also write a self-contained HTML page with the runs side by side to `FILE.html`")
+	labels := fs.String("labels", "", "column `LABELS`, comma-separated (default: the file names without .json)")
+	fs.Usage = func() {
+		fmt.Fprint(stdout, `loadtest compare puts runs side by side: tcp against ws, xmq against Mosquitto, before
+against after. Each file is the output of loadtest -json; cases are paired in order.
+
+Usage:
+  loadtest compare [-html FILE.html] [-labels A,B] a.json b.json [more.json ...]
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	var files []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil // fs.Usage has printed the help
+			}
+			return usageError{err}
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		files = append(files, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(files) < 2 {
+		return usageError{errors.New("compare: want two or more loadtest -json reports")}
+	}
+	var names []string
+	if *labels != "" {
+		names = strings.Split(*labels, ",")
+		if len(names) != len(files) {
+			return usageError{fmt.Errorf("compare: %d labels for %d reports", len(names), len(files))}
+		}
+	}
+	var runs []loadtest.Compared
+	for i, f := range files {
+		r, err := os.Open(f)
+		if err != nil {
+			return err
+		}
+		rep, err := loadtest.ReadReport(r)
+		_ = r.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		label := strings.TrimSuffix(filepath.Base(f), ".json")
+		if names != nil {
+			label = strings.TrimSpace(names[i])
+		}
+		runs = append(runs, loadtest.Compared{Label: label, Report: rep})
+	}
+	err := loadtest.WriteCompareText(stdout, runs)
+	if *htmlOut != "" {
+		f, ferr := os.Create(*htmlOut)
+		if ferr != nil {
+			return errors.Join(err, ferr)
+		}
+		err = errors.Join(err, loadtest.WriteCompareHTML(f, runs), f.Close())
+	}
+	return err
+}
+
 // runAgent serves `loadtest agent -listen ADDR` until ctx ends.
 func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("loadtest agent", flag.ContinueOnError)
 	fs.SetOutput(stdout)
-	listen := fs.String("listen", ":9090", "`address` to serve the controller on")
+	listen := fs.String("listen", ":9090", "`ADDRESS` to serve the controller on")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -333,7 +433,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 func runSink(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("loadtest sink", flag.ContinueOnError)
 	fs.SetOutput(stdout)
-	listen := fs.String("listen", "127.0.0.1:1999", "TCP `address` to accept MQTT on")
+	listen := fs.String("listen", "127.0.0.1:1999", "TCP `ADDRESS` to accept MQTT on")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil

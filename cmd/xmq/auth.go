@@ -20,21 +20,24 @@ import (
 // mean auth's defaults, as in auth.Options, so the defaults live in one
 // place: auth.
 type authConfig struct {
-	PasswordFile      string         `yaml:"password_file"`
-	ACLFile           string         `yaml:"acl_file"`
-	AllowAnonymous    auth.Anonymous `yaml:"allow_anonymous"`
-	ReloadInterval    time.Duration  `yaml:"reload_interval"`
-	ACLCacheSize      int            `yaml:"acl_cache_size"`
-	MaxFailedLogins   int            `yaml:"max_failed_logins"`
-	FailedLoginWindow time.Duration  `yaml:"failed_login_window"`
-	FailedLoginBan    time.Duration  `yaml:"failed_login_ban"`
-	ConnectionRate    float64        `yaml:"connection_rate"`
-	ConnectionBurst   int            `yaml:"connection_burst"`
-	FlapMax           int            `yaml:"flap_max"`
-	FlapWindow        time.Duration  `yaml:"flap_window"`
-	FlapBan           time.Duration  `yaml:"flap_ban"`
-	MaxHashes         int            `yaml:"max_hashes"`
-	HashWait          time.Duration  `yaml:"hash_wait"`
+	PasswordFile       string         `yaml:"password_file"`
+	ACLFile            string         `yaml:"acl_file"`
+	AllowAnonymous     auth.Anonymous `yaml:"allow_anonymous"`
+	ReloadInterval     time.Duration  `yaml:"reload_interval"`
+	ACLCacheSize       int            `yaml:"acl_cache_size"`
+	LoginCacheTTL      time.Duration  `yaml:"login_cache_ttl"`
+	MaxFailedLogins    int            `yaml:"max_failed_logins"`
+	FailedLoginWindow  time.Duration  `yaml:"failed_login_window"`
+	FailedLoginBan     time.Duration  `yaml:"failed_login_ban"`
+	ConnectionRate     float64        `yaml:"connection_rate"`
+	ConnectionBurst    int            `yaml:"connection_burst"`
+	FlapMax            int            `yaml:"flap_max"`
+	FlapWindow         time.Duration  `yaml:"flap_window"`
+	FlapBan            time.Duration  `yaml:"flap_ban"`
+	MaxHashes          int            `yaml:"max_hashes"`
+	HashWait           time.Duration  `yaml:"hash_wait"`
+	HashQueuePerSource int            `yaml:"hash_queue_per_source"`
+	HashQueue          int            `yaml:"hash_queue"`
 }
 
 // authOptions builds auth.Options from the auth section and the listeners:
@@ -45,12 +48,12 @@ func (c *config) authOptions() auth.Options {
 	o := auth.Options{
 		PasswordFile: a.PasswordFile, ACLFile: a.ACLFile, AllowAnonymous: a.AllowAnonymous,
 		ListenerAnonymous: map[string]auth.Anonymous{},
-		ReloadInterval:    a.ReloadInterval, ACLCacheSize: a.ACLCacheSize,
+		ReloadInterval:    a.ReloadInterval, ACLCacheSize: a.ACLCacheSize, LoginCacheTTL: a.LoginCacheTTL,
 		Limits: auth.Limits{
 			MaxFailedLogins: a.MaxFailedLogins, FailedLoginWindow: a.FailedLoginWindow, FailedLoginBan: a.FailedLoginBan,
 			ConnectionRate: a.ConnectionRate, ConnectionBurst: a.ConnectionBurst,
 			FlapMax: a.FlapMax, FlapWindow: a.FlapWindow, FlapBan: a.FlapBan,
-			MaxHashes: a.MaxHashes, HashWait: a.HashWait,
+			MaxHashes: a.MaxHashes, HashWait: a.HashWait, HashQueuePerSource: a.HashQueuePerSource, HashQueue: a.HashQueue,
 		},
 	}
 	for _, l := range c.Listeners {
@@ -103,11 +106,13 @@ const authUsage = `  -password-file FILE
         ACL file in Mosquitto's acl_file syntax. Overrides auth.acl_file.
 `
 
-// newAuth builds the authenticator and authorizer of a run.
-func newAuth(cfg *config, log *zap.Logger) (*auth.Auth, error) {
+// newAuth builds the authenticator and authorizer of a run; bans (nil
+// without a data directory) keeps the bans set at run time.
+func newAuth(cfg *config, bans auth.BanStore, log *zap.Logger) (*auth.Auth, error) {
 	alog := log.Named("auth")
 	opts := cfg.authOptions()
 	opts.Log = slog.New(zapHandler{log: alog})
+	opts.BanStore = bans
 	a, err := auth.New(opts)
 	if err != nil {
 		return nil, err

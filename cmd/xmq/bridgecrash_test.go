@@ -15,8 +15,8 @@ import (
 	"xmq/codec"
 )
 
-// freePort returns a loopback address nobody listens on right now.
-func freePort(t *testing.T) string {
+// freeAddr returns a loopback address nobody listens on right now.
+func freeAddr(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -42,7 +42,7 @@ func TestBridgeCrash(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, seed))
 	t.Logf("seed %d", seed)
-	rAddr := freePort(t)
+	rAddr := freeAddr(t)
 	rDir, lDir := t.TempDir(), t.TempDir()
 	queued := "broker:\n  max_queued: 1000000\n"
 	rCfg := filepath.Join(t.TempDir(), "r.yaml")

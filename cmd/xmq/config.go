@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -43,6 +44,18 @@ type config struct {
 	Bridges []bridgeConfig `yaml:"bridges"`
 	// pprof is the -pprof debug address (loopback only); a flag, not a key.
 	pprof string
+	// file is the configuration file run read, "" for none: not a
+	// setting (loadConfig leaves it empty), it only words warnings.
+	file string
+}
+
+// configFileArg is the -c/-config file named by args, "" for none.
+func configFileArg(args []string) string {
+	var f flags
+	if err := newFlagSet(&f).Parse(args); err != nil {
+		return ""
+	}
+	return f.config
 }
 
 // listenerConfig is one listener (listeners.Options with YAML names).
@@ -68,6 +81,20 @@ type listenerTLSConfig struct {
 	ClientCAFile       string `yaml:"client_ca_file"`       // CAs for client certificates; default: the development CA
 	Verify             string `yaml:"verify"`               // none, optional or required; default none
 	IdentityAsUsername string `yaml:"identity_as_username"` // "", cn or san
+	// MinVersion is the oldest TLS version accepted: 1.2 (default) or 1.3.
+	MinVersion string `yaml:"min_version"`
+	// CipherSuites are the TLS 1.2 suites offered (Go's names); none: Go's
+	// defaults. TLS 1.3 suites are not configurable.
+	CipherSuites []string `yaml:"cipher_suites"`
+	// ClientCRLFile holds revocation lists for client certificates,
+	// reloaded like the certificate files.
+	ClientCRLFile string `yaml:"client_crl_file"`
+}
+
+// isZero reports an empty tls section.
+func (t *listenerTLSConfig) isZero() bool {
+	return t.CertFile == "" && t.KeyFile == "" && t.ClientCAFile == "" && t.Verify == "" && t.IdentityAsUsername == "" &&
+		t.MinVersion == "" && len(t.CipherSuites) == 0 && t.ClientCRLFile == ""
 }
 
 // tlsConfig is the default certificate of the TLS listeners.
@@ -76,6 +103,9 @@ type tlsConfig struct {
 	KeyFile          string        `yaml:"key_file"`
 	ReloadInterval   time.Duration `yaml:"reload_interval"`   // how often the files are checked for a change
 	HandshakeTimeout time.Duration `yaml:"handshake_timeout"` // TLS, WebSocket and QUIC handshakes
+	// DevCA acknowledges that a configuration file leaves TLS listeners
+	// on the development CA: without it, xmq warns at every start.
+	DevCA bool `yaml:"dev_ca"`
 }
 
 // acmeConfig configures certificates from an ACME CA (certs.ACMEOptions).
@@ -211,6 +241,9 @@ func (c *config) setDefaults() {
 		if len(l.TrustedProxies) == 0 {
 			l.TrustedProxies = nil
 		}
+		if len(l.TLS.CipherSuites) == 0 {
+			l.TLS.CipherSuites = nil
+		}
 	}
 	if len(c.ACME.Domains) == 0 {
 		c.ACME.Domains = nil
@@ -248,8 +281,11 @@ func (c *config) validate() error {
 		if err := listeners.Supported(l.Transport); err != nil {
 			return fmt.Errorf("listener %s: %w", l.Name, err)
 		}
-		if !isTLS(l.Transport) && l.TLS != (listenerTLSConfig{}) {
+		if !isTLS(l.Transport) && !l.TLS.isZero() {
 			return fmt.Errorf("listener %s: tls settings are for the tls, wss and quic transports, not %s", l.Name, l.Transport)
+		}
+		if err := l.validateTLSProtocol(); err != nil {
+			return err
 		}
 		if (l.TLS.CertFile == "") != (l.TLS.KeyFile == "") {
 			return fmt.Errorf("listener %s: tls cert_file and key_file go together", l.Name)
@@ -304,6 +340,31 @@ func (c *config) validate() error {
 		if d.v < 0 {
 			return fmt.Errorf("broker.%s %v must not be negative", d.key, d.v)
 		}
+	}
+	return nil
+}
+
+// validateTLSProtocol checks a listener's min_version, cipher_suites and
+// client_crl_file.
+func (l *listenerConfig) validateTLSProtocol() error {
+	minV, err := certs.MinVersion(l.TLS.MinVersion)
+	if err != nil {
+		return fmt.Errorf("listener %s: %w", l.Name, err)
+	}
+	if _, err := certs.CipherSuites(l.TLS.CipherSuites); err != nil {
+		return fmt.Errorf("listener %s: %w", l.Name, err)
+	}
+	if len(l.TLS.CipherSuites) > 0 {
+		// Go offers no choice of TLS 1.3 suites (all three are secure).
+		switch {
+		case l.Transport == listeners.TransportQUIC:
+			return fmt.Errorf("listener %s: tls cipher_suites choose TLS 1.2 suites; QUIC speaks only TLS 1.3, whose suites are not configurable", l.Name)
+		case minV == tls.VersionTLS13:
+			return fmt.Errorf("listener %s: tls cipher_suites choose TLS 1.2 suites; with min_version 1.3 they would never be used", l.Name)
+		}
+	}
+	if l.TLS.ClientCRLFile != "" && (l.TLS.Verify == "" || certs.Verify(l.TLS.Verify) == certs.VerifyNone) {
+		return fmt.Errorf("listener %s: tls client_crl_file needs verify optional or required", l.Name)
 	}
 	return nil
 }
@@ -443,10 +504,15 @@ Usage:
                      the TLS ones with a development CA made on first start:
                      clients trust ./data/certs/ca.pem
   xmq certs [flags]  print the development CA's files, creating them if missing
-                     (xmq certs -h for regenerating and client certificates)
+                     (xmq certs -h for -host names, regenerating and client
+                     certificates)
   xmq passwd [-b] [-D] FILE USER [PASSWORD]
-                     add, change or delete a user of a password file
-                     (xmq passwd -h for the hash and SCRAM options)
+                     add, change or delete a user of a password file, in the
+                     hash its entries use; xmq passwd -U FILE hashes a
+                     plain-text file (xmq passwd -h for the hash and SCRAM options)
+  xmq import mosquitto.conf > xmq.yaml
+                     convert a Mosquitto configuration, with a comment for
+                     every option (xmq import -h)
   xmq store check [DATA_DIR]
                      read every record of the store, read-only, and report
                      what is damaged (default ./data)
@@ -463,10 +529,11 @@ Flags (each one given overrides the configuration file):
         (TLS, WebSocket and QUIC included) with these TCP ones.
   -data DIR
         data directory, created if missing. Default "./data". Persistent
-        sessions, their queued messages, retained messages and delayed wills
-        are stored in DIR/store and survive a restart or a crash (see the
-        store section of xmq.example.yaml for durability). -data "" keeps
-        state in memory: it is lost when xmq exits.
+        sessions, their queued messages, retained messages, delayed wills
+        and the bans set through the admin API are stored in DIR/store and
+        survive a restart or a crash (see the store section of
+        xmq.example.yaml for durability). -data "" keeps state in memory:
+        it is lost when xmq exits.
 `+authUsage+webUsage+`  -log-level LEVEL
         debug, info, warn or error. Default "info".
   -log-format FORMAT

@@ -64,6 +64,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	if len(args) > 0 && args[0] == "passwd" {
 		return runPasswd(args[1:], os.Stdin, stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "import" {
+		return runImport(args[1:], stdout, stderr)
+	}
 	cfg, err := loadConfig(args)
 	if errors.Is(err, errHelp) {
 		printUsage(stdout)
@@ -72,6 +75,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	if err != nil {
 		return err
 	}
+	cfg.file = configFileArg(args)
 
 	log, err := newLogger(stderr, cfg.Log)
 	if err != nil {
@@ -87,12 +91,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	}
 
 	// The store is closed by srv.Shutdown, or here if there is no srv.
-	st, err := openStore(&cfg, log)
+	st, bans, err := openStore(&cfg, log)
 	if err != nil {
 		return err
 	}
 
-	authn, err := newAuth(&cfg, log)
+	authn, err := newAuth(&cfg, bans, log)
 	if err != nil {
 		_ = st.Close()
 		return err
@@ -115,29 +119,38 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	bopts.Version = version
 	srv, err := core.New(bopts, core.Config{Log: log.Named("core"), Authenticator: mqttAuthn, Authorizer: mqttAuthz, Store: st})
 	if err != nil {
+		_ = authn.Close() // before the store closes: auth sweeps expired bans out of it
 		_ = st.Close()
 		return restoreHint(err, cfg.DataDir)
 	}
 	bridges := newBridges(srv, log)
 	ba.bridges = bridges // before any connection
-	defer bridges.Close()
+	// stopBroker shuts the broker down, which closes the store: the bridges
+	// first (their remote sessions end with DISCONNECT, their local ones
+	// stay), then auth stops sweeping expired bans out of the store (it
+	// still answers logins meanwhile).
+	stopBroker := func(lns []listeners.Listener) error {
+		bridges.Close()
+		_ = authn.Close()
+		return shutdown(ctx, srv, lns, log)
+	}
 
 	ts, err := newTLSSetup(&cfg, log)
 	if err != nil {
-		_ = shutdown(ctx, srv, nil, log)
+		_ = stopBroker(nil)
 		return err
 	}
 	defer ts.close()
 	// The dashboard's port is bound first: the ws and wss listeners trust its origin.
 	wr, err := bindWeb(&cfg)
 	if err != nil {
-		_ = shutdown(ctx, srv, nil, log)
+		_ = stopBroker(nil)
 		return err
 	}
 	lns, err := listen(&cfg, ts, wr.trustedOrigins(), log.Named("listeners"))
 	if err != nil {
 		wr.stop(ctx)
-		_ = shutdown(ctx, srv, nil, log)
+		_ = stopBroker(nil)
 		return err
 	}
 	// SIGHUP (or POST /api/v1/reload) reloads the certificate files, the
@@ -190,18 +203,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	}
 	if wr != nil {
 		ops := webOps{bridges: bridges, reload: func() (bridge.Changes, error) { return reload("API") }}
-		if err := wr.start(&cfg, srv, lns, ts, webAuth{authn: authn, tokens: tokens}, ops, rd.check, log, serveErr); err != nil {
+		if err := wr.start(&cfg, srv, st, lns, ts, webAuth{authn: authn, tokens: tokens}, ops, rd.check, log, serveErr); err != nil {
 			wr.stop(ctx)
-			bridges.Close()
-			_ = shutdown(ctx, srv, lns, log)
+			_ = stopBroker(lns)
 			serving.Wait()
 			return err
 		}
 	}
 	if _, err := bridges.Apply(cfg.bridgeConfigs()); err != nil {
 		wr.stop(ctx)
-		bridges.Close()
-		_ = shutdown(ctx, srv, lns, log)
+		_ = stopBroker(lns)
 		serving.Wait()
 		return err
 	}
@@ -222,8 +233,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 		log.Error("xmq stopping", zap.Error(failed))
 	}
 	wr.stop(ctx)
-	bridges.Close() // before the broker: their remote sessions end with DISCONNECT, their local ones stay
-	err = shutdown(ctx, srv, lns, log)
+	err = stopBroker(lns)
 	serving.Wait()
 	return errors.Join(failed, err)
 }

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"xmq/auth"
 	"xmq/core"
 	"xmq/store"
 )
@@ -61,16 +62,18 @@ func (c *config) validateStore() error {
 func storeDir(dataDir string) string { return filepath.Join(dataDir, "store") }
 
 // openStore opens the data directory's store, or a memory store for
-// data_dir "". Its errors say what to do.
-func openStore(cfg *config, log *zap.Logger) (core.Store, error) {
+// data_dir "". The on-disk store also keeps auth's bans (bans is nil for
+// the memory store: bans then live in auth's memory only). Its errors say
+// what to do.
+func openStore(cfg *config, log *zap.Logger) (st core.Store, bans auth.BanStore, err error) {
 	if cfg.DataDir == "" {
 		log.Info("data directory is empty: state lives in memory and is lost on exit")
-		return core.NewMemStore(), nil
+		return core.NewMemStore(), nil, nil
 	}
 	dir := storeDir(cfg.DataDir)
-	st, err := store.Open(dir, cfg.Store.options(log.Named("store")))
+	ps, err := store.Open(dir, cfg.Store.options(log.Named("store")))
 	if err != nil {
-		return nil, storeHint(err, cfg.DataDir)
+		return nil, nil, storeHint(err, cfg.DataDir)
 	}
 	sc := cfg.Store.withDefaults()
 	if sc.Durability == store.DurabilitySync && runtime.GOMAXPROCS(0) < 2 {
@@ -83,7 +86,7 @@ func openStore(cfg *config, log *zap.Logger) (core.Store, error) {
 	}
 	log.Info("store opened", zap.String("dir", dir), zap.String("durability", string(sc.Durability)),
 		zap.Duration("flush_interval", sc.FlushInterval), zap.Int64("max_disk_bytes", sc.MaxDiskBytes))
-	return st, nil
+	return ps, ps, nil
 }
 
 // storeHint adds the fix to a store error.
@@ -93,6 +96,9 @@ func storeHint(err error, dataDir string) error {
 		return fmt.Errorf("%w\n  fix: make the data directory writable by this user, choose another with -data DIR, or run with -data \"\" to keep state in memory", err)
 	case errors.Is(err, store.ErrFormat):
 		return err // says which build to run
+	case errors.Is(err, store.ErrLocked):
+		// Nothing is wrong with the data: never advise moving it aside.
+		return fmt.Errorf("%w\n  fix: stop that xmq first, or give this one its own data directory with -data DIR (or -data \"\" to keep state in memory)", err)
 	default:
 		return fmt.Errorf("the store in %s cannot be read: %w\n  fix: run `xmq store check %s` for details; to start empty, move %s aside (its sessions, queued and retained messages are then lost)",
 			dataDir, err, dataDir, storeDir(dataDir))
@@ -134,6 +140,9 @@ func runStore(args []string, stdout io.Writer) error {
 		dir = storeDir(dir)
 	}
 	st, err := store.Open(dir, store.Options{ReadOnly: true})
+	if errors.Is(err, store.ErrLocked) {
+		return fmt.Errorf("store check %s: %w\n  fix: stop it first (the store is checked while no xmq has it open), or check a copy of the directory", dir, err)
+	}
 	if err != nil {
 		return fmt.Errorf("store check %s: %w", dir, err)
 	}
@@ -149,8 +158,8 @@ func runStore(args []string, stdout io.Writer) error {
 	}
 	problems = append(problems, rep.Problems...)
 	fmt.Fprintf(stdout, "store %s (format %d)\n", dir, store.FormatVersion)
-	fmt.Fprintf(stdout, "  sessions %d, messages %d (%d owed to no session), retained %d, inbound QoS 2 states %d, pending wills %d\n",
-		keys.Sessions, keys.Messages, rep.Orphans, keys.Retained, keys.Inbound, keys.Wills)
+	fmt.Fprintf(stdout, "  sessions %d, messages %d (%d owed to no session), retained %d, inbound QoS 2 states %d, pending wills %d, bans %d\n",
+		keys.Sessions, keys.Messages, rep.Orphans, keys.Retained, keys.Inbound, keys.Wills, keys.Bans)
 	fmt.Fprintf(stdout, "  %d bytes of keys and values\n", keys.Bytes)
 	if len(problems) == 0 {
 		fmt.Fprintln(stdout, "ok")

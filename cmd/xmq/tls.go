@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,12 +72,13 @@ func newTLSSetup(cfg *config, log *zap.Logger) (*tlsSetup, error) {
 	ts.def = src
 	if dev := src.Dev(); dev != nil {
 		fields := []zap.Field{zap.String("ca_file", dev.CAFile), zap.Bool("created", dev.Created),
-			zap.Strings("names", certs.DevHosts()), zap.Time("not_after", dev.Cert.Leaf.NotAfter)}
+			zap.Strings("names", dev.Hosts), zap.Time("not_after", dev.Cert.Leaf.NotAfter)}
 		if ts.tempDir != "" {
 			clog.Warn("development CA in a temporary directory (data_dir is empty), removed at exit: clients trust its ca_file", fields...)
 		} else {
-			clog.Info("development CA: clients trust its ca_file, e.g. mosquitto_sub --cafile "+dev.CAFile+" -p 8883", fields...)
+			clog.Info("development CA: clients trust its ca_file, e.g. "+mosquittoSubHint(dev.CAFile, cfg), fields...)
 		}
+		warnDevCA(cfg, dev, clog)
 	} else if src.Kind() == certs.KindFiles {
 		leaf := src.Certificate().Leaf
 		clog.Info("certificate from files", zap.String("cert_file", cfg.TLS.CertFile), zap.Strings("names", leaf.DNSNames),
@@ -97,17 +99,87 @@ func newTLSSetup(cfg *config, log *zap.Logger) (*tlsSetup, error) {
 	return ts, nil
 }
 
+// warnDevCA warns, once per listener, when a configuration file leaves a
+// TLS listener on the development CA without tls.dev_ca: true. A bare
+// `xmq` is a development run and says nothing; a file is what production
+// runs from, and there a device that does not trust ca.pem fails with
+// nothing more than "a TLS error occurred".
+func warnDevCA(cfg *config, dev *certs.Dev, log *zap.Logger) {
+	if cfg.file == "" || cfg.TLS.DevCA {
+		return // a bare xmq is a development run
+	}
+	for i, lc := range cfg.Listeners {
+		if !isTLS(lc.Transport) || lc.TLS.CertFile != "" {
+			continue
+		}
+		log.Warn(fmt.Sprintf("listener %s (%s on %s) has no certificate in %s: it serves the development CA's, "+
+			"which only clients given %s trust. For production set tls.cert_file and tls.key_file (every TLS listener), "+
+			"listeners[%d].tls.cert_file and key_file (this one) or acme.domains; for a development setup set "+
+			"tls.dev_ca: true to keep the development CA without this warning",
+			lc.Name, lc.Transport, lc.Address, cfg.file, dev.CAFile, i),
+			zap.String("listener", lc.Name), zap.String("config", cfg.file))
+	}
+	if cfg.Web.TLS && cfg.Web.Address != "" {
+		log.Warn(fmt.Sprintf("web.tls serves the development CA's certificate (no tls.cert_file in %s); set tls.dev_ca: true if that is meant", cfg.file),
+			zap.String("config", cfg.file))
+	}
+}
+
+// tlsPort is the port of the first listener of transport, "" for none.
+func tlsPort(cfg *config, transport string) string {
+	for _, lc := range cfg.Listeners {
+		if lc.Transport == transport {
+			if _, port, err := net.SplitHostPort(lc.Address); err == nil && port != "0" {
+				return port
+			}
+			return ""
+		}
+	}
+	return ""
+}
+
+// mosquittoSubHint is a command that tries the development CA against the
+// configured TLS listener's real port.
+func mosquittoSubHint(caFile string, cfg *config) string {
+	port := tlsPort(cfg, listeners.TransportTLS)
+	if port == "" {
+		return "mosquitto_sub --cafile " + caFile + " -h localhost -p <TLS port>"
+	}
+	return "mosquitto_sub --cafile " + caFile + " -h localhost -p " + port
+}
+
 // serverConfig is the TLS configuration of one listener; nil for the
 // transports without TLS.
 func (ts *tlsSetup) serverConfig(lc listenerConfig) (*tls.Config, error) {
-	if !isTLS(lc.Transport) {
+	src := ts.source(lc)
+	if src == nil {
 		return nil, nil
 	}
-	src := ts.def
-	if lc.TLS.CertFile != "" {
-		src = ts.byFiles[[2]string{lc.TLS.CertFile, lc.TLS.KeyFile}]
+	conf, err := src.ServerConfig(certs.ClientAuth{Verify: certs.Verify(lc.TLS.Verify), CAFile: lc.TLS.ClientCAFile,
+		CRLFile: lc.TLS.ClientCRLFile})
+	if err != nil {
+		return nil, err
 	}
-	return src.ServerConfig(certs.ClientAuth{Verify: certs.Verify(lc.TLS.Verify), CAFile: lc.TLS.ClientCAFile})
+	// validate has checked both.
+	if conf.MinVersion, err = certs.MinVersion(lc.TLS.MinVersion); err != nil {
+		return nil, err
+	}
+	if conf.CipherSuites, err = certs.CipherSuites(lc.TLS.CipherSuites); err != nil {
+		return nil, err
+	}
+	return conf, nil
+}
+
+// source is the certificate source of one listener: its own files, or the
+// default one; nil for the transports without TLS.
+func (ts *tlsSetup) source(lc listenerConfig) *certs.Source {
+	if !isTLS(lc.Transport) {
+		return nil
+	}
+	if lc.TLS.CertFile != "" {
+		return ts.byFiles[[2]string{lc.TLS.CertFile, lc.TLS.KeyFile}]
+	}
+	return ts.def
 }
 
 // reload re-reads every certificate file (SIGHUP).
@@ -156,12 +228,14 @@ func runCerts(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("xmq certs", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var configFile, data, client string
+	var hosts listFlag
 	var regen bool
 	fs.StringVar(&configFile, "c", "", "configuration file (YAML): its data_dir")
 	fs.StringVar(&configFile, "config", "", "configuration file (YAML): its data_dir")
 	fs.StringVar(&data, "data", "", "data directory")
 	fs.BoolVar(&regen, "regen", false, "make a new CA and server certificate")
 	fs.StringVar(&client, "client", "", "issue a client certificate with this common name")
+	fs.Var(&hosts, "host", "names and addresses the server certificate covers besides this machine's")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printCertsUsage(stdout)
@@ -183,10 +257,17 @@ func runCerts(args []string, stdout io.Writer) error {
 	if set["data"] {
 		cfg.DataDir = data
 	}
+	cfg.setDefaults()
 	if cfg.DataDir == "" {
 		return usageError{errors.New("certs: the development CA lives in the data directory; -data \"\" has none")}
 	}
-	dev, err := certs.EnsureDev(filepath.Join(cfg.DataDir, devCertsDir), regen)
+	dir := filepath.Join(cfg.DataDir, devCertsDir)
+	if len(hosts) > 0 {
+		if _, err := certs.AddExtraHosts(dir, hosts); err != nil {
+			return usageError{fmt.Errorf("certs: -host: %w", err)}
+		}
+	}
+	dev, err := certs.EnsureDev(dir, regen)
 	if err != nil {
 		return err
 	}
@@ -199,7 +280,7 @@ func runCerts(args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "  CA certificate      %s   (clients trust this one)\n", dev.CAFile)
 	fmt.Fprintf(stdout, "  CA key              %s\n", dev.CAKeyFile)
 	fmt.Fprintf(stdout, "  server certificate  %s   for %s, until %s\n", dev.CertFile,
-		strings.Join(certs.DevHosts(), ", "), leaf.NotAfter.Format("2006-01-02"))
+		strings.Join(dev.Hosts, ", "), leaf.NotAfter.Format("2006-01-02"))
 	fmt.Fprintf(stdout, "  server key          %s\n", dev.KeyFile)
 	if client != "" {
 		certPEM, keyPEM, err := dev.CA.IssueClient(client)
@@ -223,8 +304,27 @@ func runCerts(args []string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "  client certificate  %s   (CN=%s)\n", certFile, client)
 		fmt.Fprintf(stdout, "  client key          %s\n", keyFile)
 	}
-	fmt.Fprintf(stdout, "\ntry: mosquitto_sub --cafile %s -h localhost -p 8883 -t '#' -v\n", dev.CAFile)
+	if port := tlsPort(&cfg, listeners.TransportTLS); port != "" {
+		fmt.Fprintf(stdout, "\ntry: mosquitto_sub --cafile %s -h localhost -p %s -t '#' -v\n", dev.CAFile, port)
+	}
+	if port := tlsPort(&cfg, listeners.TransportWSS); port != "" {
+		fmt.Fprintf(stdout, "     browsers and WebSocket clients: wss://localhost:%s%s with the same CA\n", port, wssPath(&cfg))
+	}
+	fmt.Fprintln(stdout, "\nA running xmq serves a certificate for new names after SIGHUP (kill -HUP <pid>).")
 	return nil
+}
+
+// wssPath is the path of the first wss listener.
+func wssPath(cfg *config) string {
+	for _, lc := range cfg.Listeners {
+		if lc.Transport == listeners.TransportWSS {
+			if lc.Path == "" {
+				return listeners.DefaultPath
+			}
+			return lc.Path
+		}
+	}
+	return listeners.DefaultPath
 }
 
 func printCertsUsage(w io.Writer) {
@@ -243,6 +343,12 @@ Flags:
   -regen
         make a new CA and server certificate (clients must trust the new
         ca.pem; restart xmq to serve the new certificate).
+  -host NAME,IP,...
+        also cover these names and addresses (repeatable or comma-separated):
+        a DNS name or address devices dial that is not this machine's own,
+        such as a router's public address. They are kept in
+        DIR/certs/hosts and in every renewal; localhost, the host name and
+        the interface addresses are always covered.
   -client NAME
         also issue a client certificate with common name NAME, signed by
         the development CA: DIR/certs/client-NAME.pem and -key.pem, for

@@ -18,6 +18,7 @@ import (
 	"xmq/certs"
 	"xmq/core"
 	"xmq/listeners"
+	"xmq/store"
 	"xmq/web"
 )
 
@@ -219,7 +220,7 @@ type webAuth struct {
 // unexpected end of serving is sent on failed, if there is room. ready
 // says whether the broker serves (listeners, store); /readyz also fails
 // once stop has begun.
-func (w *webRun) start(cfg *config, srv *core.Server, lns []listeners.Listener, ts *tlsSetup, wa webAuth, ops webOps,
+func (w *webRun) start(cfg *config, srv *core.Server, st core.Store, lns []listeners.Listener, ts *tlsSetup, wa webAuth, ops webOps,
 	ready func() error, log *zap.Logger, failed chan<- error) error {
 	wlog := log.Named("web")
 	hash, source, err := web.AdminPassword(os.Getenv(adminPasswordEnv), cfg.Web.AdminPasswordHash, cfg.DataDir, wlog)
@@ -233,7 +234,15 @@ func (w *webRun) start(cfg *config, srv *core.Server, lns []listeners.Listener, 
 	infos := make([]web.Listener, len(lns))
 	for i, l := range lns {
 		lc := cfg.Listeners[i]
-		infos[i] = web.Listener{Name: lc.Name, Transport: l.Transport(), Address: l.Addr().String(), Path: lc.Path}
+		path := lc.Path
+		if path == listeners.AnyPath {
+			path = listeners.DefaultPath // one of every path: what the dashboard dials
+		}
+		infos[i] = web.Listener{Name: lc.Name, Transport: l.Transport(), Address: l.Addr().String(), Path: path,
+			HandshakeFailures: l.HandshakeFailures}
+		if src := ts.source(lc); src != nil {
+			infos[i].CertNotAfter = src.NotAfter
+		}
 	}
 	opts := web.Options{
 		Address: cfg.Web.Address, AdminUser: cfg.Web.AdminUser, AdminPasswordHash: hash, APIKeys: keys,
@@ -258,6 +267,10 @@ func (w *webRun) start(cfg *config, srv *core.Server, lns []listeners.Listener, 
 	if a := wa.authn; a != nil {
 		opts.Bans = banList{a}
 		opts.AuthStats = func() web.AuthStats { return webAuthStats(a.Stats()) }
+	}
+	if ps, ok := st.(*store.Store); ok {
+		budget := cfg.Store.MaxDiskBytes
+		opts.Store = func() web.StoreUsage { return web.StoreUsage{DiskBytes: ps.DiskUsage(), BudgetBytes: budget} }
 	}
 	if cfg.Web.TLS {
 		if ts.def == nil {
@@ -331,7 +344,8 @@ func webAuthStats(s auth.Stats) web.AuthStats {
 // banList adapts auth's runtime banned list to the web API's.
 type banList struct{ a *auth.Auth }
 
-var banKinds = map[string]auth.BanKind{"client_id": auth.BanClientID, "username": auth.BanUsername, "ip": auth.BanAddress}
+var banKinds = map[string]auth.BanKind{"client_id": auth.BanClientID, "username": auth.BanUsername, "ip": auth.BanAddress,
+	"client_id+username": auth.BanClientUser, "client_id+ip": auth.BanClientAddress}
 
 func (b banList) Ban(kind, value, reason string, until time.Time) error {
 	k, ok := banKinds[kind]

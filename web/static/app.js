@@ -12,6 +12,14 @@ const state = {
   mqtt: null,        // the MQTT client page's connection, kept across pages
   mqttLog: [],       // messages received on it, newest first
   mqttSubs: [],      // {filter, qos}
+  range: '5m',       // the overview charts' span: a key of RANGES
+};
+
+// RANGES are the overview charts' spans, from the hour of one-second
+// samples the server keeps: points and seconds a point.
+const RANGES = {
+  '5m': { history: 300, step: 1, label: '5 minutes ago' },
+  '1h': { history: 240, step: 15, label: '1 hour ago' },
 };
 
 // ---------- helpers ----------
@@ -91,6 +99,26 @@ function fmtSince(iso) {
   return fmtDuration((Date.now() - new Date(iso).getTime()) / 1000) + ' ago';
 }
 const fmtTime = (d) => d.toLocaleTimeString('en-GB', { hour12: false });
+function fmtDate(iso) {
+  return iso ? new Date(iso).toLocaleString() : '';
+}
+
+// meter is a bar showing used against limit, coloured past 75% and 90%.
+function meter(used, limit) {
+  const f = limit > 0 ? Math.min(used / limit, 1) : 0;
+  const bar = h('div', { class: 'meter' + (f >= 0.9 ? ' err' : f >= 0.75 ? ' warn' : '') }, h('i', {}));
+  bar.firstChild.style.width = (f * 100).toFixed(1) + '%';
+  return bar;
+}
+
+// certLeft says how long a listener's certificate has left.
+function certLeft(iso) {
+  if (!iso) return null;
+  const days = (new Date(iso).getTime() - Date.now()) / 86400000;
+  const cls = days < 3 ? 'err' : days < 14 ? 'warn' : 'on';
+  const text = days < 0 ? 'expired' : days < 1 ? `${Math.max(Math.round(days * 24), 0)} h left` : `${Math.floor(days)} days left`;
+  return h('span', { class: 'badge ' + cls, title: 'certificate valid until ' + fmtDate(iso) }, text);
+}
 
 function toast(msg, isErr) {
   let box = document.querySelector('.toasts');
@@ -338,6 +366,16 @@ function setText(id, text) {
 function overviewPage() {
   const connChart = h('canvas', { class: 'chart', id: 'chart-connections' });
   const msgChart = h('canvas', { class: 'chart', id: 'chart-messages' });
+  const rangeButtons = h('div', { class: 'row range', id: 'chart-range' }, Object.entries(RANGES).map(([key, r]) =>
+    h('button', {
+      class: 'small' + (state.range === key ? ' primary' : ''), dataset: { range: key },
+      onclick: async () => {
+        state.range = key;
+        for (const b of rangeButtons.children) b.className = 'small' + (b.dataset.range === key ? ' primary' : '');
+        try { render(state.overview = await api('GET', overviewPath())); } catch (e) { toast(e.message, true); }
+      },
+    }, key === '5m' ? '5 min' : '1 hour')));
+  const nodeBody = h('dl', { class: 'kv node', id: 'node-card' });
   const listenersBody = h('tbody', {});
   const reasonsBody = h('tbody', {});
   const sysBody = h('tbody', {}, h('tr', {}, h('td', { class: 'empty', colspan: 2 }, 'Connecting to the broker over WebSocket…')));
@@ -352,6 +390,7 @@ function overviewPage() {
       statCard('bytesin', 'Bytes in/s'), statCard('bytesout', 'Bytes out/s'),
       statCard('subs', 'Subscriptions'), statCard('retained', 'Retained'),
       statCard('authfail', 'Auth failures')),
+    h('div', { class: 'chart-head charts-head' }, h('span', { class: 'muted' }, 'Charts from the broker\'s last hour, kept in memory'), rangeButtons),
     h('div', { class: 'grid charts' },
       h('div', { class: 'panel' },
         h('div', { class: 'chart-head' }, h('h2', {}, 'Connections'),
@@ -365,17 +404,21 @@ function overviewPage() {
             h('span', {}, h('i', { class: 'sw-red' }), 'dropped'))),
         msgChart)),
     h('div', { class: 'grid two' },
-      h('div', { class: 'panel' }, h('h2', {}, 'Listeners'),
-        h('div', { class: 'table-wrap' }, h('table', {},
-          h('thead', {}, h('tr', {}, h('th', {}, 'Name'), h('th', {}, 'Transport'), h('th', {}, 'Address'), h('th', { class: 'num' }, 'Connections'))),
-          listenersBody))),
+      h('div', { class: 'panel' }, h('h2', {}, 'Node'), nodeBody),
       h('div', { class: 'panel' }, h('h2', {}, 'Disconnects and drops'),
         h('div', { class: 'table-wrap' }, h('table', {},
           h('thead', {}, h('tr', {}, h('th', {}, 'Reason'), h('th', { class: 'num' }, 'Count'))),
           reasonsBody)))),
+    h('div', { class: 'panel block' }, h('h2', {}, 'Listeners'),
+      h('div', { class: 'table-wrap' }, h('table', { id: 'listeners-table' },
+        h('thead', {}, h('tr', {}, h('th', {}, 'Name'), h('th', {}, 'Transport'), h('th', {}, 'Address'), h('th', { class: 'num' }, 'Connections'),
+          h('th', { class: 'num', title: 'CONNECTs accepted since start' }, 'Connects'),
+          h('th', { class: 'num', title: 'connections given up before MQTT: TLS, WebSocket, timeouts, the connection limit' }, 'Failed handshakes'),
+          h('th', {}, 'Certificate'))),
+        listenersBody))),
     h('div', { class: 'panel' },
       h('div', { class: 'chart-head' }, h('h2', {}, '$SYS topics, live over MQTT'), sysState),
-      h('div', { class: 'table-wrap' }, h('table', {}, sysBody))),
+      h('div', { class: 'table-wrap sys' }, h('table', {}, sysBody))),
   ];
   app.replaceChildren(shell('overview', content));
   for (const [cls, color] of [['sw-accent', '#4f46e5'], ['sw-green', '#16a34a'], ['sw-red', '#dc2626']]) {
@@ -422,34 +465,44 @@ function overviewPage() {
     setAPI('hint-bytesout', `${fmtBytes(t.bytes_out)} total`);
     setAPI('stat-subs', fmtInt(t.subscriptions));
     setAPI('hint-subs', `${fmtInt(t.deliveries)} deliveries`);
-    setAPI('stat-retained', fmtInt(t.retained));
-    setAPI('hint-retained', 'messages');
+    setText('stat-retained', fmtInt(t.retained));
+    setText('hint-retained', 'messages of clients ($SYS not counted)');
     setAPI('stat-authfail', fmtInt(t.auth_failures));
     setAPI('hint-authfail', 'refused CONNECTs');
     setAPI('stat-dropped', fmtNum(r.dropped));
     setAPI('hint-dropped', `${fmtInt(t.dropped)} total`);
-    listenersBody.replaceChildren(...ov.listeners.map((l) => h('tr', {},
-      h('td', {}, l.name), h('td', {}, h('span', { class: 'badge' }, l.transport)),
-      h('td', { class: 'mono' }, l.url || l.address), h('td', { class: 'num' }, fmtInt(l.connections)))));
+    listenersBody.replaceChildren(...ov.listeners.map((l) => {
+      const fails = Object.entries(l.handshake_failures || {}).sort((a, b) => b[1] - a[1]);
+      const failed = fails.reduce((n, [, v]) => n + v, 0);
+      return h('tr', { dataset: { listener: l.name } },
+        h('td', {}, l.name), h('td', {}, h('span', { class: 'badge' }, l.transport)),
+        h('td', { class: 'mono' }, l.url || l.address), h('td', { class: 'num' }, fmtInt(l.connections)),
+        h('td', { class: 'num' }, fmtInt(l.connects)),
+        h('td', { class: 'num', title: fails.map(([k, v]) => `${k.replaceAll('_', ' ')}: ${fmtInt(v)}`).join('\n') || 'none' },
+          failed ? fmtInt(failed) : h('span', { class: 'muted' }, '0')),
+        h('td', {}, certLeft(l.certificate_not_after) || h('span', { class: 'muted' }, '—')));
+    }));
+    renderNode(nodeBody, ov.node, ov.limits);
     const rows = [
       ...Object.entries(t.disconnects_by_reason).filter(([, v]) => v > 0).map(([k, v]) => ['disconnect: ' + k.replaceAll('_', ' '), v]),
       ...Object.entries(t.dropped_by_cause).filter(([, v]) => v > 0).map(([k, v]) => ['dropped: ' + k.replaceAll('_', ' '), v]),
     ];
-    if (t.auth_failures) rows.push(['auth failures', t.auth_failures]);
     reasonsBody.replaceChildren(...(rows.length
       ? rows.sort((a, b) => b[1] - a[1]).map(([k, v]) => h('tr', {}, h('td', {}, k), h('td', { class: 'num' }, fmtInt(v))))
       : [h('tr', {}, h('td', { class: 'empty', colspan: 2 }, 'No disconnects or drops yet'))]));
     const hist = ov.history;
-    const span = '2 minutes ago';
-    drawChart(connChart, [{ values: hist.map((p) => p.connected), color: '#4f46e5', fill: 'rgba(79,70,229,.08)' }], { span, integer: true, window: 120 });
+    const rg = RANGES[state.range];
+    const span = rg.label;
+    drawChart(connChart, [{ values: hist.map((p) => p.connected), color: '#4f46e5', fill: 'rgba(79,70,229,.08)' }], { span, integer: true, window: rg.history });
     drawChart(msgChart, [
       { values: hist.map((p) => p.messages_in_rate), color: '#16a34a' },
       { values: hist.map((p) => p.messages_out_rate), color: '#4f46e5' },
       { values: hist.map((p) => p.dropped_rate), color: '#dc2626' },
-    ], { span, window: 120 });
+    ], { span, window: rg.history });
   };
-  every(1000, async () => {
-    state.overview = await api('GET', '/overview');
+  const overviewPath = () => `/overview?history=${RANGES[state.range].history}&step=${RANGES[state.range].step}`;
+  every(2000, async () => {
+    state.overview = await api('GET', overviewPath());
     render(state.overview);
   });
   const onResize = () => state.overview && render(state.overview);
@@ -466,11 +519,14 @@ function overviewPage() {
     'clients/total': ['stat-sessions', fmtInt],
     'clients/disconnected': ['hint-sessions', (n) => `${fmtInt(n)} offline`],
     'subscriptions/count': ['stat-subs', fmtInt],
-    'retained messages/count': ['stat-retained', fmtInt],
+    // Not retained messages/count: as in Mosquitto it counts the $SYS
+    // topics too; the card shows clients' messages, from the API.
   };
   const SYS_COUNTERS = {
-    'messages/received': ['msgin', fmtNum, fmtInt],
-    'messages/sent': ['msgout', fmtNum, fmtInt],
+    // messages/received and sent count packets of every type (Mosquitto's
+    // meaning); the cards are PUBLISH packets.
+    'publish/messages/received': ['msgin', fmtNum, fmtInt],
+    'publish/messages/sent': ['msgout', fmtNum, fmtInt],
     'bytes/received': ['bytesin', fmtBytes, fmtBytes],
     'bytes/sent': ['bytesout', fmtBytes, fmtBytes],
     'publish/messages/dropped': ['dropped', fmtNum, fmtInt],
@@ -498,7 +554,7 @@ function overviewPage() {
     const url = pickURL(ov);
     if (!url) {
       sysState.textContent = 'no ws listener';
-      sysBody.replaceChildren(h('tr', {}, h('td', { class: 'empty' }, 'The broker has no ws or wss listener.')));
+      sysBody.replaceChildren(h('tr', {}, h('td', { class: 'empty' }, noWebSocketText())));
       return;
     }
     const login = await dashboardLogin();
@@ -533,6 +589,32 @@ function overviewPage() {
   start().catch((e) => { sysState.textContent = e.message; });
 }
 
+// renderNode fills the node card: what the broker's process uses.
+function renderNode(dl, n, limits) {
+  if (!n) return;
+  const kv = (id, k, ...v) => [h('dt', {}, k), h('dd', { id: 'node-' + id }, ...v)];
+  const files = n.open_files !== undefined && n.max_files !== undefined;
+  dl.replaceChildren(
+    ...kv('cpu', 'CPU', n.cpu_percent !== undefined ? `${n.cpu_percent.toFixed(1)}% of a core` : 'measuring…',
+      h('span', { class: 'muted' }, ` · ${n.cpus} cores for Go`)),
+    ...kv('rss', 'Memory (RSS)', n.rss_bytes !== undefined ? fmtBytes(n.rss_bytes) : 'not reported here',
+      h('span', { class: 'muted' }, ` · Go heap ${fmtBytes(n.heap_bytes)}`),
+      n.memory_limit_bytes ? h('span', { class: 'muted' }, ` · limit ${fmtBytes(n.memory_limit_bytes)}`) : null),
+    ...kv('files', 'Open files', files ? [`${fmtInt(n.open_files)} of ${fmtInt(n.max_files)}`, meter(n.open_files, n.max_files)] : 'not reported here'),
+    ...kv('goroutines', 'Goroutines', fmtInt(n.goroutines)),
+    ...kv('store', 'Store on disk', n.store_bytes === undefined ? h('span', { class: 'muted' }, 'none: state in memory')
+      : n.store_budget_bytes ? [`${fmtBytes(n.store_bytes)} of ${fmtBytes(n.store_budget_bytes)}`, meter(n.store_bytes, n.store_budget_bytes)]
+        : [fmtBytes(n.store_bytes), h('span', { class: 'muted' }, ' · no budget')]),
+    ...kv('limit', 'Connection limit', limits?.max_connections ? fmtInt(limits.max_connections) : h('span', { class: 'muted' }, 'none')));
+}
+
+// noWebSocketText explains why the page has no MQTT connection.
+function noWebSocketText() {
+  return location.protocol === 'https:'
+    ? 'The broker has no wss listener, and this HTTPS page may not use ws. Add a listener with transport: wss to xmq.yaml to watch $SYS and use the MQTT client here.'
+    : 'The broker has no ws or wss listener. Add a listener with transport: ws (or wss) to xmq.yaml to watch $SYS and use the MQTT client here.';
+}
+
 // pickURL chooses the listener the page's MQTT client dials: wss on an
 // HTTPS page (a browser refuses ws there), else ws, else wss.
 function pickURL(ov) {
@@ -562,7 +644,8 @@ function clientsPage() {
   const listenerSel = sel('listener', [['', 'All listeners'], ...(state.overview?.listeners || []).map((l) => [l.name, l.name])]);
   const cols = [
     ['client_id', 'Client id'], ['connected', 'State'], ['username', 'User'], ['listener', 'Listener'],
-    ['remote', 'Address'], ['protocol_version', 'MQTT'], ['connected_at', 'Connected'], ['inflight', 'Inflight', true], ['queued', 'Queued', true],
+    ['remote', 'Address'], ['protocol_version', 'MQTT'], ['connected_at', 'Connected'], ['messages', 'Messages in / out', true],
+    ['inflight', 'Inflight', true], ['queued', 'Queued', true],
   ];
   // The API lists clients in client id order only (other orders would sort
   // every session on each request): the id column flips the direction.
@@ -597,7 +680,9 @@ function clientsPage() {
     for (const th of head.querySelectorAll('th[data-sort]')) {
       th.querySelector('.arrow').textContent = clientQuery.order === 'asc' ? ' ▲' : ' ▼';
     }
-    document.getElementById('clients-count').textContent = matchingText(res);
+    // The page may be gone: this answer came after a navigation.
+    const count = document.getElementById('clients-count');
+    if (count) count.textContent = matchingText(res);
     tbody.replaceChildren(...(res.items.length ? res.items.map((c) => h('tr', { dataset: { clientId: c.client_id } },
       h('td', { class: 'mono' }, h('a', { href: '#/clients/' + encodeURIComponent(c.client_id) }, c.client_id)),
       h('td', {}, h('span', { class: 'badge ' + (c.connected ? 'on' : 'off') }, c.connected ? 'online' : 'offline')),
@@ -606,17 +691,38 @@ function clientsPage() {
       h('td', { class: 'mono' }, c.remote || ''),
       h('td', {}, c.protocol),
       h('td', { title: c.connected_at || '' }, c.connected ? fmtSince(c.connected_at) : ''),
+      h('td', { class: 'num', title: c.connected ? `${fmtBytes(c.bytes_in)} in, ${fmtBytes(c.bytes_out)} out` : '' },
+        c.connected ? `${fmtInt(c.messages_in)} / ${fmtInt(c.messages_out)}` : ''),
       h('td', { class: 'num' }, fmtInt(c.inflight)),
-      h('td', { class: 'num' }, fmtInt(c.queued)),
+      h('td', { class: 'num', title: fmtBytes(c.queued_bytes) }, fmtInt(c.queued)),
       isAdmin() ? h('td', { class: 'num' }, c.connected ? h('button', {
         class: 'danger small', dataset: { disconnect: c.client_id },
         onclick: () => disconnect(c.client_id, refresh),
-      }, 'Disconnect') : null) : null))
-      : [h('tr', {}, h('td', { class: 'empty', colspan: cols.length + 1 }, res.next ? 'No match in this part of the list: Next searches on' : 'No clients match'))]));
+      }, 'Disconnect') : h('button', {
+        class: 'danger small', dataset: { remove: c.client_id },
+        onclick: () => removeSession(c.client_id, refresh),
+      }, 'Remove')) : null))
+      : [h('tr', {}, h('td', { class: 'empty', colspan: cols.length + 1 }, res.next ? 'No match in this part of the list: Next searches on'
+        : clientQuery.connected === 'false' ? 'No offline sessions: every persistent session has its client connected' : 'No clients match'))]));
     pagerFor(pager, res, clientPaging, refresh);
   }
   every(2000, () => (paused || document.querySelector('.modal-back') ? null : refresh()));
   state.cleanup.push(() => { paused = true; });
+}
+
+// removeSession ends a session, online or not: subscriptions and queued
+// messages go, and the client id is free for anyone.
+async function removeSession(id, after) {
+  if (!(await confirmModal(`Remove the session of “${id}”? Its subscriptions and queued messages are discarded; a connected client is disconnected.`, 'Remove'))) return false;
+  try {
+    await api('DELETE', '/clients/' + encodeURIComponent(id));
+    toast(`Removed the session of ${id}`);
+  } catch (e) {
+    toast(e.message, true);
+    return false;
+  }
+  if (after) await after();
+  return true;
 }
 
 async function disconnect(id, after) {
@@ -654,11 +760,32 @@ function clientPage(id) {
             kv('Connected since', c.connected ? `${new Date(c.connected_at).toLocaleString()} (${fmtSince(c.connected_at)})` : '—'),
             kv('Session expiry', c.session_expiry_seconds === 4294967295 ? 'never'
               : c.session_expiry_seconds ? fmtDuration(c.session_expiry_seconds) + ' after disconnect' : 'ends at disconnect'),
+            kv('TLS', c.tls ? h('span', { id: 'client-tls' }, `${c.tls.version}, ${c.tls.cipher_suite}`) : c.connected ? 'none' : '—'),
+            c.tls ? kv('Client certificate', h('span', { id: 'client-cert' }, c.tls.cert_subject || 'none sent',
+              c.tls.cert_identity ? h('span', { class: 'muted' }, ` · user name from it: ${c.tls.cert_identity}`) : null)) : null),
+          isAdmin() ? h('div', { class: 'row' },
+            c.connected ? h('button', { class: 'danger', id: 'client-disconnect', onclick: () => disconnect(c.client_id, load) }, 'Disconnect') : null,
+            h('button', {
+              class: 'danger', id: 'client-remove',
+              onclick: async () => { if (await removeSession(c.client_id)) location.hash = '#/clients'; },
+            }, 'Remove session')) : null),
+        h('div', { class: 'panel' }, h('h2', {}, 'Traffic and queue'),
+          h('dl', { class: 'kv', id: 'client-traffic' },
+            kv('Messages in', c.connected ? `${fmtInt(c.messages_in)} (${fmtBytes(c.bytes_in)} read)` : '—'),
+            kv('Messages out', c.connected ? `${fmtInt(c.messages_out)} (${fmtBytes(c.bytes_out)} written)` : '—'),
             kv('Inflight', fmtInt(c.inflight)),
-            kv('Queued', fmtInt(c.queued))),
-          isAdmin() && c.connected ? h('div', { class: 'row' }, h('button', {
-            class: 'danger', id: 'client-disconnect', onclick: () => disconnect(c.client_id, load),
-          }, 'Disconnect')) : null),
+            kv('Queued', `${fmtInt(c.queued)} (${fmtBytes(c.queued_bytes)} with inflight)`)),
+          h('p', { class: 'muted' }, 'PUBLISH packets and bytes of the current connection; a session keeps its queue between connections.'),
+          h('h2', {}, 'Will'),
+          h('dl', { class: 'kv', id: 'client-will' },
+            c.will ? [
+              ...kv('Topic', h('span', { class: 'mono' }, c.will.topic)),
+              ...kv('QoS, retain', `QoS ${c.will.qos}${c.will.retain ? ', retained' : ''}`),
+              ...kv('Payload', fmtBytes(c.will.size)),
+              ...kv('Delay', c.will.delay_seconds ? fmtDuration(c.will.delay_seconds) : 'none: published at once'),
+              c.will.expiry_seconds ? kv('Expiry', fmtDuration(c.will.expiry_seconds) + ' after it is published') : null,
+            ] : kv('Message', c.will_pending ? 'pending: waiting for its delay' : c.connected ? 'none' : '—')))),
+      h('div', { class: 'grid two' },
         h('div', { class: 'panel' }, h('h2', {}, `Subscriptions (${(c.subscriptions || []).length})`),
           h('div', { class: 'table-wrap' }, h('table', {},
             h('thead', {}, h('tr', {}, h('th', {}, 'Filter'), h('th', {}, 'QoS'), h('th', {}, 'Options'))),
@@ -722,7 +849,8 @@ function subscriptionsPage() {
       err.textContent = e.message;
       return;
     }
-    document.getElementById('subs-count').textContent = matchingText(res);
+    const count = document.getElementById('subs-count');
+    if (count) count.textContent = matchingText(res);
     tbody.replaceChildren(...(res.items.length ? res.items.map((s) => h('tr', {},
       h('td', { class: 'mono' }, h('a', { href: '#/clients/' + encodeURIComponent(s.client_id) }, s.client_id)),
       h('td', { class: 'mono wrap' }, s.filter),
@@ -774,10 +902,11 @@ function retainedPage() {
     h('div', { class: 'panel' },
       h('div', { class: 'toolbar' },
         h('input', { type: 'search', class: 'grow', id: 'retained-filter', placeholder: 'Topic filter, e.g. sensors/+/temp or #', oninput: (e) => { q.filter = e.target.value; resetPaging(paging); refresh(); } }),
-        h('input', { type: 'search', class: 'grow', id: 'retained-prefix', placeholder: 'Topic starts with…', oninput: (e) => { q.prefix = e.target.value; resetPaging(paging); refresh(); } })),
+        h('input', { type: 'search', class: 'grow', id: 'retained-prefix', placeholder: 'Topic starts with… ($SYS/ for the broker\'s own)', oninput: (e) => { q.prefix = e.target.value; resetPaging(paging); refresh(); } })),
+      h('p', { class: 'muted hint' }, 'Clients\' retained messages; the broker\'s $SYS topics are listed only when the filter or prefix starts with $SYS.'),
       err,
       h('div', { class: 'table-wrap' }, h('table', {},
-        h('thead', {}, h('tr', {}, h('th', {}, 'Topic'), h('th', {}, 'QoS'), h('th', { class: 'num' }, 'Size'), h('th', {}, 'Payload'), isAdmin() ? h('th', {}) : null)),
+        h('thead', {}, h('tr', {}, h('th', {}, 'Topic'), h('th', {}, 'QoS'), h('th', { class: 'num' }, 'Size'), h('th', {}, 'Stored'), h('th', {}, 'Payload'), isAdmin() ? h('th', {}) : null)),
         tbody)),
       pager),
   ]));
@@ -786,13 +915,21 @@ function retainedPage() {
     try {
       const m = await api('GET', '/retained/' + encodeURIComponent(topic).replaceAll('%2F', '/'));
       detail.classList.remove('hidden');
+      const kv = (k, v) => [h('dt', {}, k), h('dd', {}, v)];
       detail.replaceChildren(
         h('div', { class: 'chart-head' }, h('h2', { class: 'mono' }, m.topic), h('button', { class: 'small', onclick: () => detail.classList.add('hidden') }, 'Close')),
-        h('dl', { class: 'kv' },
-          h('dt', {}, 'QoS'), h('dd', {}, m.qos),
-          h('dt', {}, 'Size'), h('dd', {}, fmtBytes(m.size)),
-          m.content_type ? [h('dt', {}, 'Content type'), h('dd', {}, m.content_type)] : null,
-          m.expires_at ? [h('dt', {}, 'Expires'), h('dd', {}, new Date(m.expires_at).toLocaleString())] : null),
+        h('dl', { class: 'kv', id: 'retained-props' },
+          kv('Stored', h('span', { id: 'retained-stored' }, m.stored_at ? `${fmtDate(m.stored_at)} (${fmtSince(m.stored_at)})` : 'before the broker kept the time')),
+          kv('Published by', m.from ? h('a', { href: '#/clients/' + encodeURIComponent(m.from), class: 'mono' }, m.from) : 'the broker (API, $SYS or a will)'),
+          kv('QoS', m.qos),
+          kv('Size', fmtBytes(m.size)),
+          m.content_type ? kv('Content type', m.content_type) : null,
+          m.payload_format !== undefined ? kv('Payload format', m.payload_format === 1 ? 'UTF-8 text' : 'bytes') : null,
+          m.response_topic ? kv('Response topic', h('span', { class: 'mono' }, m.response_topic)) : null,
+          m.correlation_data_base64 ? kv('Correlation data', h('span', { class: 'mono' }, 'base64: ' + m.correlation_data_base64)) : null,
+          m.expires_at ? kv('Expires', fmtDate(m.expires_at)) : null,
+          (m.user_properties || []).length ? kv('User properties', h('span', { class: 'mono', id: 'retained-user-props' },
+            m.user_properties.map((u) => `${u.key}=${u.value}`).join(', '))) : null),
         h('pre', { class: 'mono panel' }, m.payload ?? ('base64: ' + m.payload_base64)));
     } catch (e) {
       toast(e.message, true);
@@ -811,11 +948,13 @@ function retainedPage() {
       err.textContent = e.message;
       return;
     }
-    document.getElementById('retained-count').textContent = matchingText(res);
+    const count = document.getElementById('retained-count');
+    if (count) count.textContent = matchingText(res);
     tbody.replaceChildren(...(res.items.length ? res.items.map((m) => h('tr', { dataset: { topic: m.topic } },
       h('td', { class: 'mono' }, h('a', { href: '#', onclick: (e) => { e.preventDefault(); show(m.topic); } }, m.topic)),
       h('td', {}, m.qos),
       h('td', { class: 'num' }, fmtBytes(m.size)),
+      h('td', { title: m.stored_at ? fmtDate(m.stored_at) : '' }, m.stored_at ? fmtSince(m.stored_at) : h('span', { class: 'muted' }, '—')),
       h('td', { class: 'mono wrap' }, m.payload ?? h('span', { class: 'muted' }, 'binary')),
       isAdmin() ? h('td', { class: 'num' }, h('button', {
         class: 'danger small',
@@ -828,7 +967,7 @@ function retainedPage() {
           refresh();
         },
       }, 'Delete')) : null))
-      : [h('tr', {}, h('td', { class: 'empty', colspan: 5 }, res.next ? 'No match in this part of the list: Next searches on' : 'No retained messages match'))]));
+      : [h('tr', {}, h('td', { class: 'empty', colspan: 6 }, res.next ? 'No match in this part of the list: Next searches on' : 'No retained messages match'))]));
     pagerFor(pager, res, paging, refresh);
   }
   every(5000, refresh);
@@ -985,24 +1124,51 @@ function mqttPage() {
   const urls = (ov?.listeners || []).filter((l) => l.url).map((l) => l.url);
   const saved = JSON.parse(sessionStorage.getItem('xmq-mqtt') || '{}');
   const url = h('input', { id: 'mq-url', list: 'mq-urls', value: saved.url || (ov ? pickURL(ov) : ''), placeholder: 'ws://host:8083/mqtt' });
-  const clientId = h('input', { id: 'mq-client-id', value: saved.clientId || 'xmq-web-' + Math.random().toString(16).slice(2, 8) });
+  const clientId = h('input', { id: 'mq-client-id', value: saved.clientId || 'xmq-web-' + Math.random().toString(16).slice(2, 8), placeholder: 'empty: the broker assigns one (MQTT 5)' });
+  const version = h('select', { id: 'mq-version' }, [['5', 'MQTT 5.0'], ['4', 'MQTT 3.1.1']].map(([v, l]) =>
+    h('option', { value: v, selected: String(saved.version || 5) === v }, l)));
   const user = h('input', { id: 'mq-user', value: saved.user || '', autocomplete: 'off', placeholder: 'empty: your dashboard login' });
-  const pass = h('input', { id: 'mq-pass', type: 'password', autocomplete: 'new-password' });
+  const pass = h('input', { id: 'mq-pass', type: 'password', autocomplete: 'new-password', placeholder: 'empty with your login' });
   const status = h('span', { id: 'mq-status', class: 'badge off' }, 'disconnected');
   const connectBtn = h('button', { id: 'mq-connect', class: 'primary' }, 'Connect');
-  const subFilter = h('input', { id: 'mq-sub-filter', value: saved.subFilter || '#', placeholder: 'sensors/+/temp' });
+  const subFilter = h('input', { id: 'mq-sub-filter', value: saved.subFilter ?? '#', placeholder: 'e.g. sensors/+/temp or #' });
   const subQoS = h('select', { id: 'mq-sub-qos' }, [0, 1, 2].map((q) => h('option', { value: q }, 'QoS ' + q)));
   const subList = h('ul', { class: 'subs', id: 'mq-subs' });
-  const pubTopic = h('input', { id: 'mq-pub-topic', value: saved.pubTopic || 'test/hello' });
-  const pubPayload = h('textarea', { id: 'mq-pub-payload', rows: 4 }, saved.pubPayload ?? '{"hello": "world"}');
+  const pubTopic = h('input', { id: 'mq-pub-topic', value: saved.pubTopic ?? 'test/hello', placeholder: 'e.g. sensors/1/temp' });
+  const pubPayload = h('textarea', { id: 'mq-pub-payload', rows: 4, placeholder: 'the message, e.g. {"temp": 21.5}; empty is an empty payload' }, saved.pubPayload ?? '{"hello": "world"}');
   const pubQoS = h('select', { id: 'mq-pub-qos' }, [0, 1, 2].map((q) => h('option', { value: q }, 'QoS ' + q)));
   const pubRetain = h('input', { id: 'mq-pub-retain', type: 'checkbox' });
+  // MQTT 5 properties of the PUBLISH; empty ones are not sent.
+  const pubContentType = h('input', { id: 'mq-pub-content-type', placeholder: 'e.g. application/json' });
+  const pubResponseTopic = h('input', { id: 'mq-pub-response-topic', placeholder: 'e.g. replies/web' });
+  const pubExpiry = h('input', { id: 'mq-pub-expiry', type: 'number', min: 0, placeholder: 'seconds; empty: never' });
+  const pubUserProps = h('textarea', { id: 'mq-pub-user-props', rows: 2, placeholder: 'key=value, one a line' });
+  const v5Fields = h('div', { class: 'v5', id: 'mq-v5' },
+    h('div', { class: 'row' },
+      h('div', { class: 'field' }, h('label', { for: 'mq-pub-content-type' }, 'Content type'), pubContentType),
+      h('div', { class: 'field' }, h('label', { for: 'mq-pub-response-topic' }, 'Response topic'), pubResponseTopic)),
+    h('div', { class: 'row' },
+      h('div', { class: 'field narrow' }, h('label', { for: 'mq-pub-expiry' }, 'Message expiry'), pubExpiry),
+      h('div', { class: 'field' }, h('label', { for: 'mq-pub-user-props' }, 'User properties'), pubUserProps)));
+  const noWS = h('div', { class: 'notice hidden', id: 'mq-no-ws' });
   const stream = h('ul', { class: 'stream', id: 'mq-messages' });
   const count = h('span', { class: 'muted', id: 'mq-count' });
 
   const save = () => sessionStorage.setItem('xmq-mqtt', JSON.stringify({
     url: url.value, clientId: clientId.value, user: user.value, subFilter: subFilter.value, pubTopic: pubTopic.value, pubPayload: pubPayload.value,
+    version: Number(version.value),
   }));
+  // The MQTT 5 fields show while the connection (or the choice, when
+  // disconnected) is MQTT 5.
+  const renderVersion = () => {
+    const v = m.mqtt && m.mqtt.state !== 'closed' ? m.mqtt.version : Number(version.value);
+    v5Fields.classList.toggle('hidden', v !== 5);
+  };
+  version.addEventListener('change', renderVersion);
+  if (ov && !urls.length) {
+    noWS.textContent = noWebSocketText();
+    noWS.classList.remove('hidden');
+  }
 
   const renderState = () => {
     const s = m.mqtt?.state || 'closed';
@@ -1010,8 +1176,9 @@ function mqttPage() {
     status.textContent = s === 'closed' ? 'disconnected' : s;
     connectBtn.textContent = s === 'closed' ? 'Connect' : 'Disconnect';
     connectBtn.className = s === 'closed' ? 'primary' : 'danger';
-    for (const el of [url, clientId, user, pass]) el.disabled = s !== 'closed';
+    for (const el of [url, clientId, user, pass, version]) el.disabled = s !== 'closed';
     for (const el of document.querySelectorAll('.needs-conn')) el.disabled = s !== 'connected';
+    renderVersion();
   };
   const renderSubs = () => subList.replaceChildren(...m.mqttSubs.map((s) => h('li', {}, s.filter, h('span', { class: 'muted' }, ' q' + s.qos),
     h('button', {
@@ -1024,9 +1191,18 @@ function mqttPage() {
   const renderMsg = (msg, fresh) => {
     let text = new TextDecoder('utf-8', { fatal: false }).decode(msg.payload);
     if (/[\u0000-\u0008\u000e-\u001f\ufffd]/.test(text)) text = 'hex: ' + Array.from(msg.payload, (b) => b.toString(16).padStart(2, '0')).join(' ');
+    const p = msg.props || {};
+    const props = [];
+    if (p.contentType) props.push(['content type', p.contentType]);
+    if (p.payloadFormat !== undefined) props.push(['payload format', p.payloadFormat === 1 ? 'UTF-8' : 'bytes']);
+    if (p.responseTopic) props.push(['response topic', p.responseTopic]);
+    if (p.correlationData) props.push(['correlation data', 'hex ' + Array.from(p.correlationData, (b) => b.toString(16).padStart(2, '0')).join('')]);
+    if (p.messageExpiry !== undefined) props.push(['expires in', fmtDuration(p.messageExpiry)]);
+    for (const [k, v] of p.userProperties || []) props.push([k, v]);
     return h('li', { class: fresh ? 'fresh' : '' },
       h('div', { class: 'meta' }, h('span', { class: 'topic' }, msg.topic), h('span', { class: 'badge' }, 'QoS ' + msg.qos),
         msg.retain ? h('span', { class: 'badge warn' }, 'retained') : null, h('span', {}, fmtTime(msg.time)), h('span', {}, fmtBytes(msg.payload.length))),
+      props.length ? h('div', { class: 'props' }, props.map(([k, v]) => h('span', { class: 'prop' }, h('b', {}, k), ' ', v))) : null,
       h('pre', {}, text || h('span', { class: 'muted' }, '(empty)')));
   };
   const renderCount = () => { count.textContent = m.mqttLog.length ? `${m.mqttLog.length} received` : ''; };
@@ -1064,7 +1240,7 @@ function mqttPage() {
       toast('MQTT: ' + e.message, true);
       return;
     }
-    const c = new MQTTClient(url.value.trim(), { clientId: clientId.value.trim(), ...login, keepalive: 30 });
+    const c = new MQTTClient(url.value.trim(), { clientId: clientId.value.trim(), ...login, keepalive: 30, version: Number(version.value) });
     m.mqtt = c;
     attach(c);
     try {
@@ -1096,12 +1272,24 @@ function mqttPage() {
       e.preventDefault();
       save();
       try {
-        await m.mqtt.publish(pubTopic.value, pubPayload.value, { qos: Number(pubQoS.value), retain: pubRetain.checked });
+        const userProperties = [];
+        for (const line of pubUserProps.value.split('\n')) {
+          if (!line.trim()) continue;
+          const i = line.indexOf('=');
+          if (i < 1) throw new Error(`user property “${line}”: write key=value`);
+          userProperties.push([line.slice(0, i).trim(), line.slice(i + 1).trim()]);
+        }
+        const props = {
+          contentType: pubContentType.value.trim(), responseTopic: pubResponseTopic.value.trim(),
+          messageExpiry: pubExpiry.value ? Number(pubExpiry.value) : 0, userProperties,
+        };
+        await m.mqtt.publish(pubTopic.value, pubPayload.value, { qos: Number(pubQoS.value), retain: pubRetain.checked, props });
         toast('Published to ' + pubTopic.value);
       } catch (ex) { toast(ex.message, true); }
     },
   }, h('div', { class: 'field' }, h('label', { for: 'mq-pub-topic' }, 'Topic'), pubTopic),
   h('div', { class: 'field' }, h('label', { for: 'mq-pub-payload' }, 'Payload'), pubPayload),
+  v5Fields,
   h('div', { class: 'row' },
     h('div', { class: 'field narrow' }, h('label', {}, 'QoS'), pubQoS),
     h('label', { class: 'check' }, pubRetain, 'Retain'),
@@ -1110,7 +1298,8 @@ function mqttPage() {
   for (const el of [subForm, pubForm]) el.style.gap = '12px';
 
   app.replaceChildren(shell('mqtt', [
-    pageHead('MQTT client', 'MQTT 3.1.1 over WebSocket, from this browser to the broker'),
+    pageHead('MQTT client', 'MQTT 5.0 or 3.1.1 over WebSocket, from this browser to the broker'),
+    noWS,
     h('div', { class: 'grid mqtt' },
       h('div', {},
         h('div', { class: 'panel' },
@@ -1118,7 +1307,8 @@ function mqttPage() {
           h('div', { class: 'field' }, h('label', { for: 'mq-url' }, 'Broker URL'), url,
             h('datalist', { id: 'mq-urls' }, urls.map((u) => h('option', { value: u })))),
           h('div', { class: 'row' },
-            h('div', { class: 'field' }, h('label', { for: 'mq-client-id' }, 'Client id'), clientId)),
+            h('div', { class: 'field' }, h('label', { for: 'mq-client-id' }, 'Client id'), clientId),
+            h('div', { class: 'field narrow' }, h('label', { for: 'mq-version' }, 'Protocol'), version)),
           h('div', { class: 'row' },
             h('div', { class: 'field' }, h('label', { for: 'mq-user' }, 'User name'), user),
             h('div', { class: 'field' }, h('label', { for: 'mq-pass' }, 'Password'), pass)),
@@ -1131,6 +1321,7 @@ function mqttPage() {
         stream)),
   ]));
   for (const el of app.querySelectorAll('.mqtt .field, .mqtt .row')) el.style.marginBottom = '12px';
+  for (const el of v5Fields.querySelectorAll('.row')) el.style.marginBottom = '0';
   if (m.mqtt) attach(m.mqtt);
   renderState();
   renderSubs();

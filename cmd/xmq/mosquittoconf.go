@@ -1,0 +1,353 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// This file reads a Mosquitto configuration (mosquitto.conf(5), Mosquitto
+// 2.0) into the shape Mosquitto itself gives it: global options, the
+// default listener, the listeners, the security options (global, or per
+// listener with per_listener_settings true) and the bridges. import.go
+// turns that into xmq's configuration.
+
+// mosqLine is one option line of a Mosquitto configuration file.
+type mosqLine struct {
+	file  string
+	n     int
+	key   string
+	value string // the rest of the line, blanks trimmed
+}
+
+// where is "file:line" for comments.
+func (l mosqLine) where() string { return fmt.Sprintf("%s:%d", filepath.Base(l.file), l.n) }
+
+// shown is the line as a comment quotes it, with secrets left out.
+func (l mosqLine) shown() string {
+	if l.value == "" {
+		return l.key
+	}
+	if mosqSecret(l.key) {
+		return l.key + " <redacted>"
+	}
+	return l.key + " " + l.value
+}
+
+// mosqSecret reports the options whose value must not be copied into the
+// generated file's comments: passwords, keys and plugin options (which
+// often hold database credentials).
+func mosqSecret(key string) bool {
+	switch key {
+	case "remote_password", "password", "local_password", "bridge_psk", "tls_engine_kpass_sha1":
+		return true
+	}
+	return strings.HasPrefix(key, "auth_opt_") || strings.HasPrefix(key, "plugin_opt_")
+}
+
+// Kinds of Mosquitto options: where an option line applies.
+type mosqKind int
+
+const (
+	mosqGlobal   mosqKind = iota // the whole broker
+	mosqListener                 // the current listener (the default listener before the first `listener`)
+	mosqSecurity                 // global, or the current listener with per_listener_settings true
+	mosqBridge                   // the current bridge (after `connection`)
+)
+
+// mosqOptions is every option of Mosquitto 2.0's mosquitto.conf(5) and
+// src/conf.c, with where it applies. docs/migrating-from-mosquitto.md
+// covers each one; a test keeps the two in step.
+var mosqOptions = map[string]mosqKind{
+	// General options.
+	"acl_file": mosqSecurity, "allow_anonymous": mosqSecurity, "allow_duplicate_messages": mosqGlobal,
+	"allow_zero_length_clientid": mosqSecurity, "auth_opt_*": mosqSecurity, "auth_plugin": mosqSecurity,
+	"auth_plugin_deny_special_chars": mosqSecurity, "auto_id_prefix": mosqSecurity,
+	"autosave_interval": mosqGlobal, "autosave_on_changes": mosqGlobal, "check_retain_source": mosqGlobal,
+	"clientid_prefixes": mosqGlobal, "connection_messages": mosqGlobal, "include_dir": mosqGlobal,
+	"log_dest": mosqGlobal, "log_facility": mosqGlobal, "log_timestamp": mosqGlobal,
+	"log_timestamp_format": mosqGlobal, "log_type": mosqGlobal, "max_inflight_bytes": mosqGlobal,
+	"max_inflight_messages": mosqGlobal, "max_keepalive": mosqGlobal, "max_packet_size": mosqGlobal,
+	"max_queued_bytes": mosqGlobal, "max_queued_messages": mosqGlobal, "memory_limit": mosqGlobal,
+	"message_size_limit": mosqGlobal, "password_file": mosqSecurity, "per_listener_settings": mosqGlobal,
+	"persistence": mosqGlobal, "persistence_file": mosqGlobal, "persistence_location": mosqGlobal,
+	"persistent_client_expiration": mosqGlobal, "pid_file": mosqGlobal, "plugin": mosqSecurity,
+	"plugin_opt_*": mosqSecurity, "psk_file": mosqSecurity, "queue_qos0_messages": mosqGlobal,
+	"retain_available": mosqGlobal, "retained_persistence": mosqGlobal, "retry_interval": mosqGlobal,
+	"set_tcp_nodelay": mosqGlobal, "sys_interval": mosqGlobal, "upgrade_outgoing_qos": mosqGlobal,
+	"user": mosqGlobal, "websockets_headers_size": mosqGlobal, "websockets_log_level": mosqGlobal,
+	// Listeners.
+	"bind_address": mosqListener, "bind_interface": mosqListener, "http_dir": mosqListener,
+	"listener": mosqListener, "max_connections": mosqListener, "max_qos": mosqListener,
+	"maximum_qos": mosqListener, "max_topic_alias": mosqListener, "mount_point": mosqListener,
+	"port": mosqListener, "protocol": mosqListener, "socket_domain": mosqListener,
+	"use_username_as_clientid": mosqListener,
+	// Listener TLS.
+	"cafile": mosqListener, "capath": mosqListener, "certfile": mosqListener, "ciphers": mosqListener,
+	"ciphers_tls1.3": mosqListener, "crlfile": mosqListener, "dhparamfile": mosqListener,
+	"keyfile": mosqListener, "require_certificate": mosqListener, "tls_engine": mosqListener,
+	"tls_engine_kpass_sha1": mosqListener, "tls_keyform": mosqListener, "tls_version": mosqListener,
+	"use_identity_as_username": mosqListener, "use_subject_as_username": mosqListener,
+	"psk_hint": mosqListener,
+	// Bridges.
+	"connection": mosqBridge, "address": mosqBridge, "addresses": mosqBridge,
+	"bridge_attempt_unsubscribe": mosqBridge, "bridge_bind_address": mosqBridge,
+	"bridge_max_packet_size": mosqBridge, "bridge_outgoing_retain": mosqBridge,
+	"bridge_protocol_version": mosqBridge, "cleansession": mosqBridge, "local_cleansession": mosqBridge,
+	"keepalive_interval": mosqBridge, "idle_timeout": mosqBridge, "local_clientid": mosqBridge,
+	"local_password": mosqBridge, "local_username": mosqBridge, "notifications": mosqBridge,
+	"notifications_local_only": mosqBridge, "notification_topic": mosqBridge, "remote_clientid": mosqBridge,
+	"clientid": mosqBridge, "remote_password": mosqBridge, "password": mosqBridge,
+	"remote_username": mosqBridge, "username": mosqBridge, "restart_timeout": mosqBridge,
+	"round_robin": mosqBridge, "start_type": mosqBridge, "threshold": mosqBridge, "topic": mosqBridge,
+	"try_private": mosqBridge, "bridge_alpn": mosqBridge, "bridge_cafile": mosqBridge,
+	"bridge_capath": mosqBridge, "bridge_certfile": mosqBridge, "bridge_identity": mosqBridge,
+	"bridge_insecure": mosqBridge, "bridge_keyfile": mosqBridge, "bridge_psk": mosqBridge,
+	"bridge_require_ocsp": mosqBridge, "bridge_tls_version": mosqBridge,
+}
+
+// mosqKindOf is the kind of an option; ok is false for an unknown one.
+func mosqKindOf(key string) (mosqKind, bool) {
+	switch {
+	case strings.HasPrefix(key, "auth_opt_"):
+		key = "auth_opt_*"
+	case strings.HasPrefix(key, "plugin_opt_"):
+		key = "plugin_opt_*"
+	}
+	k, ok := mosqOptions[key]
+	return k, ok
+}
+
+// mosqListenerConf is a Mosquitto listener: its `listener` line (none for
+// the default listener) and its options, the last line of each.
+type mosqListenerConf struct {
+	at    *mosqLine
+	opts  map[string]mosqLine
+	order []string // option keys, first use first
+	sec   mosqSecurityConf
+}
+
+func (l *mosqListenerConf) set(line mosqLine) {
+	if l.opts == nil {
+		l.opts = map[string]mosqLine{}
+	}
+	if _, ok := l.opts[line.key]; !ok {
+		l.order = append(l.order, line.key)
+	}
+	l.opts[line.key] = line
+}
+
+func (l *mosqListenerConf) opt(key string) (mosqLine, bool) {
+	v, ok := l.opts[key]
+	return v, ok
+}
+
+// mosqSecurityConf holds the security options of one scope.
+type mosqSecurityConf struct {
+	opts  map[string]mosqLine
+	other []mosqLine // plugins and their options, in order
+}
+
+func (s *mosqSecurityConf) set(line mosqLine) {
+	switch line.key {
+	case "password_file", "acl_file", "allow_anonymous", "psk_file", "allow_zero_length_clientid", "auto_id_prefix":
+		if s.opts == nil {
+			s.opts = map[string]mosqLine{}
+		}
+		s.opts[line.key] = line
+	default:
+		s.other = append(s.other, line)
+	}
+}
+
+func (s *mosqSecurityConf) opt(key string) (mosqLine, bool) {
+	v, ok := s.opts[key]
+	return v, ok
+}
+
+// mosqBridgeConf is a `connection` and the bridge options after it.
+type mosqBridgeConf struct {
+	name  mosqLine
+	lines []mosqLine
+}
+
+// mosqConf is a whole Mosquitto configuration as Mosquitto reads it.
+type mosqConf struct {
+	global      map[string]mosqLine // the last line of each global option
+	globalOrder []mosqLine          // every global line, in order (log_dest and log_type repeat)
+	perListener bool
+	security    mosqSecurityConf // per_listener_settings false
+	def         mosqListenerConf // options before the first `listener`
+	listeners   []*mosqListenerConf
+	bridges     []*mosqBridgeConf
+	// localOnly: no listener, port or bind_address line, so Mosquitto
+	// listens on the loopback interface only and allows anonymous clients.
+	localOnly bool
+	unknown   []mosqLine
+	misplaced []mosqLine // a bridge option before any `connection`
+	includes  []string   // files read through include_dir
+}
+
+// readMosquittoConf reads path, and the files of its include_dir lines,
+// the way Mosquitto does.
+func readMosquittoConf(path string) (*mosqConf, error) {
+	c := &mosqConf{global: map[string]mosqLine{}, localOnly: true}
+	var cur *mosqListenerConf = &c.def
+	var bridge *mosqBridgeConf
+	var read func(path string, top bool) error
+	read = func(path string, top bool) error {
+		lines, err := readMosqLines(path)
+		if err != nil {
+			return err
+		}
+		for _, l := range lines {
+			kind, ok := mosqKindOf(l.key)
+			if !ok {
+				c.unknown = append(c.unknown, l)
+				continue
+			}
+			switch {
+			case l.key == "include_dir":
+				c.global[l.key] = l
+				c.globalOrder = append(c.globalOrder, l)
+				if !top {
+					continue // Mosquitto reads include_dir only in the main file
+				}
+				files, err := mosqIncludeFiles(l.value)
+				if err != nil && !filepath.IsAbs(l.value) {
+					// Mosquitto resolves a relative directory from its
+					// working directory; the import may run elsewhere.
+					files, err = mosqIncludeFiles(filepath.Join(filepath.Dir(path), l.value))
+				}
+				if err != nil {
+					return fmt.Errorf("%s: include_dir: %w", l.where(), err)
+				}
+				for _, f := range files {
+					c.includes = append(c.includes, f)
+					if err := read(f, false); err != nil {
+						return err
+					}
+				}
+			case l.key == "per_listener_settings":
+				c.global[l.key] = l
+				c.globalOrder = append(c.globalOrder, l)
+				c.perListener = mosqBool(l.value)
+			case l.key == "listener":
+				c.localOnly = false
+				at := l
+				cur = &mosqListenerConf{at: &at}
+				c.listeners = append(c.listeners, cur)
+			case l.key == "port" || l.key == "bind_address":
+				c.localOnly = false
+				c.def.set(l) // they configure the default listener wherever they are
+			case kind == mosqListener:
+				cur.set(l)
+			case kind == mosqSecurity:
+				if c.perListener {
+					cur.sec.set(l)
+				} else {
+					c.security.set(l)
+				}
+			case l.key == "connection":
+				bridge = &mosqBridgeConf{name: l}
+				c.bridges = append(c.bridges, bridge)
+			case kind == mosqBridge:
+				if bridge == nil {
+					c.misplaced = append(c.misplaced, l)
+				} else {
+					bridge.lines = append(bridge.lines, l)
+				}
+			default:
+				c.global[l.key] = l
+				c.globalOrder = append(c.globalOrder, l)
+			}
+		}
+		return nil
+	}
+	if err := read(path, true); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// readMosqLines splits a file into option lines. As in Mosquitto, a line
+// whose first character is '#' is a comment, the option name ends at the
+// first blank and the value is the rest of the line.
+func readMosqLines(path string) ([]mosqLine, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []mosqLine
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	n := 0
+	for sc.Scan() {
+		n++
+		t := strings.TrimRight(sc.Text(), "\r")
+		if strings.HasPrefix(t, "#") {
+			continue
+		}
+		t = strings.TrimSpace(t)
+		if t == "" {
+			continue
+		}
+		key, value, _ := strings.Cut(t, " ")
+		if i := strings.IndexAny(key, "\t"); i >= 0 {
+			key, value = t[:i], t[i+1:]
+		}
+		out = append(out, mosqLine{file: path, n: n, key: key, value: strings.TrimSpace(value)})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return out, nil
+}
+
+// mosqIncludeFiles lists the *.conf files of dir in Mosquitto's order:
+// alphabetical, an upper-case letter before the same letter in lower case.
+func mosqIncludeFiles(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		if !e.IsDir() && strings.HasSuffix(e.Name(), ".conf") {
+			names = append(names, e.Name())
+		}
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		if c := strings.Compare(strings.ToLower(a), strings.ToLower(b)); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b) // 'A' < 'a'
+	})
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = filepath.Join(dir, n)
+	}
+	return out, nil
+}
+
+// mosqBool parses a Mosquitto boolean: true or 1.
+func mosqBool(v string) bool { return v == "true" || v == "1" }
+
+// errNotBool is a boolean option with another value.
+var errNotBool = errors.New("not true or false")
+
+// mosqBoolStrict parses a boolean and rejects anything else.
+func mosqBoolStrict(v string) (bool, error) {
+	switch v {
+	case "true", "1":
+		return true, nil
+	case "false", "0":
+		return false, nil
+	}
+	return false, errNotBool
+}

@@ -1,0 +1,144 @@
+//go:build linux
+
+package core_test
+
+import (
+	"net"
+	"runtime"
+	"testing"
+	"time"
+
+	"xmq/codec"
+	"xmq/core"
+)
+
+// tcpClient connects a client over loopback TCP, whatever XMQ_CORE_TCP
+// says: parking needs a real socket.
+func tcpClient(t *testing.T, srv *core.Server, v byte, id string, mods ...func(*codec.Connect)) *tconn {
+	t.Helper()
+	was := overTCP
+	overTCP = true
+	defer func() { overTCP = was }()
+	return client(t, srv, v, id, mods...)
+}
+
+// goroutinesSettle waits until the goroutine count stops falling and
+// returns it.
+func goroutinesSettle() int {
+	n := runtime.NumGoroutine()
+	for range 50 {
+		time.Sleep(10 * time.Millisecond)
+		m := runtime.NumGoroutine()
+		if m >= n {
+			return m
+		}
+		n = m
+	}
+	return n
+}
+
+// TestIdleTCPHoldsNoGoroutine: a connected TCP client that sends nothing
+// keeps no goroutine in the broker, and wakes one when it does send.
+func TestIdleTCPHoldsNoGoroutine(t *testing.T) {
+	srv := newServer(t, core.Options{}, core.Config{})
+	base := goroutinesSettle()
+	const n = 50
+	var cs []*tconn
+	for i := range n {
+		cs = append(cs, tcpClient(t, srv, codec.V311, "idle-"+string(rune('a'+i%26))+string(rune('a'+i/26))))
+	}
+	// Each test client runs one reader goroutine of its own.
+	if got := goroutinesSettle() - base; got > n+5 {
+		t.Fatalf("%d idle TCP connections: %d more goroutines, want about %d (the test clients' own)", n, got, n)
+	}
+	cs[0].subscribe(1, "t")
+	cs[1].pub("t", "wake", 1)
+	wantPayloads(t, cs[0].recv(1), "wake")
+}
+
+// TestParkedKeepAlive: a parked connection that stays silent is closed
+// after 1.5 × its keepalive, and its will goes out; pings keep it.
+func TestParkedKeepAlive(t *testing.T) {
+	srv := newServer(t, core.Options{}, core.Config{})
+	watch := tcpClient(t, srv, codec.V5, "watch")
+	watch.subscribe(0, "will/#")
+	quiet := tcpClient(t, srv, codec.V5, "quiet", func(p *codec.Connect) {
+		p.KeepAlive = 1
+		p.WillFlag, p.WillTopic, p.WillPayload = true, []byte("will/quiet"), []byte("gone")
+	})
+	pinging := tcpClient(t, srv, codec.V5, "pinging", func(p *codec.Connect) { p.KeepAlive = 1 })
+	start := time.Now()
+	for time.Since(start) < 2500*time.Millisecond {
+		pinging.send(&codec.Pingreq{})
+		expect[*codec.Pingresp](pinging)
+		time.Sleep(400 * time.Millisecond)
+	}
+	quiet.expectDisconnect(codec.KeepAliveTimeout)
+	if d := time.Since(start); d < time.Second {
+		t.Errorf("closed after %v, before 1.5 × keepalive", d)
+	}
+	wantPayloads(t, watch.recv(1), "gone")
+	pinging.send(&codec.Pingreq{})
+	expect[*codec.Pingresp](pinging)
+}
+
+// TestParkedTakeoverAndShutdown: closing a parked connection (a takeover,
+// an operator, the server stopping) finishes it though no goroutine of its
+// own runs.
+func TestParkedTakeoverAndShutdown(t *testing.T) {
+	srv := newServer(t, core.Options{}, core.Config{})
+	old := tcpClient(t, srv, codec.V5, "dev", persistent)
+	time.Sleep(20 * time.Millisecond) // parked
+	tcpClient(t, srv, codec.V5, "dev", persistent)
+	old.expectDisconnect(codec.SessionTakenOver)
+
+	admin := tcpClient(t, srv, codec.V5, "kicked")
+	time.Sleep(20 * time.Millisecond)
+	if !srv.Disconnect("kicked") {
+		t.Fatal("Disconnect found nothing")
+	}
+	admin.expectDisconnect(codec.AdministrativeAction)
+
+	last := tcpClient(t, srv, codec.V5, "last")
+	time.Sleep(20 * time.Millisecond)
+	shutdown(t, srv)
+	last.expectDisconnect(codec.ServerShuttingDown)
+	waitFor(t, "every connection finished", func() bool { return srv.Stats().Connected == 0 })
+}
+
+// TestParkedPartialPacket: a packet that arrives in pieces, with the
+// connection parked in between (and a large one, past the read buffer), is
+// read whole.
+func TestParkedPartialPacket(t *testing.T) {
+	srv := newServer(t, core.Options{ReadBufferSize: 256}, core.Config{})
+	sub := tcpClient(t, srv, codec.V311, "sub")
+	sub.subscribe(1, "t")
+	pub := tcpClient(t, srv, codec.V311, "pub")
+	for _, size := range []int{10, 5000} {
+		raw := (&codec.Publish{Topic: []byte("t"), Payload: make([]byte, size), QoS: 1, PacketID: 9}).Append(nil, codec.V311)
+		for i := 0; i < len(raw); i += 700 {
+			if err := pub.write(raw[i:min(i+700, len(raw))]); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(15 * time.Millisecond) // long enough to park
+		}
+		pub.expectAck(codec.PUBACK, 9)
+		if got := sub.recv(1)[0]; len(got.Payload) != size {
+			t.Fatalf("got a %d-byte payload, want %d", len(got.Payload), size)
+		}
+	}
+}
+
+// TestParkedPeerGone: a parked connection whose peer goes away finishes
+// at once (EPOLLRDHUP) and publishes its will.
+func TestParkedPeerGone(t *testing.T) {
+	srv := newServer(t, core.Options{}, core.Config{})
+	watch := tcpClient(t, srv, codec.V311, "watch")
+	watch.subscribe(0, "will/#")
+	c := tcpClient(t, srv, codec.V311, "gone", func(p *codec.Connect) {
+		p.WillFlag, p.WillTopic, p.WillPayload = true, []byte("will/gone"), []byte("bye")
+	})
+	time.Sleep(20 * time.Millisecond)
+	_ = c.conn.(*net.TCPConn).Close()
+	wantPayloads(t, watch.recv(1), "bye")
+}
