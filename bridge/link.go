@@ -302,13 +302,18 @@ func forwardProps(dst, src *codec.Properties) {
 }
 
 // ackRemote acknowledges a message from the remote that is not forwarded.
-func (l *link) ackRemote(p *codec.Publish) error {
+func (l *link) ackRemote(p *codec.Publish) error { return l.ackHere(l.rs, l.in, inDropped, inHeld, p) }
+
+// ackHere acknowledges on s a message that goes no further: PUBACK, or
+// PUBREC with state set (and clear cleared) in states, so that its PUBREL
+// is answered here too.
+func (l *link) ackHere(s *sender, states []uint8, set, clear uint8, p *codec.Publish) error {
 	switch p.QoS {
 	case 1:
-		return l.rs.ack(codec.PUBACK, p.PacketID, codec.Success)
+		return s.ack(codec.PUBACK, p.PacketID, codec.Success)
 	case 2:
-		l.flowState(l.in, p.PacketID, inDropped, inHeld)
-		return l.rs.ack(codec.PUBREC, p.PacketID, codec.Success)
+		l.flowState(states, p.PacketID, set, clear)
+		return s.ack(codec.PUBREC, p.PacketID, codec.Success)
 	}
 	return nil
 }
@@ -443,14 +448,7 @@ func (l *link) fromLocal(p *codec.Publish) error {
 // ackLocal acknowledges a message from the local broker that does not go
 // to the remote (or goes at QoS 0).
 func (l *link) ackLocal(p *codec.Publish) error {
-	switch p.QoS {
-	case 1:
-		return l.ls.ack(codec.PUBACK, p.PacketID, codec.Success)
-	case 2:
-		l.flowState(l.out, p.PacketID, outLocalOnly, outDowngraded)
-		return l.ls.ack(codec.PUBREC, p.PacketID, codec.Success)
-	}
-	return nil
+	return l.ackHere(l.ls, l.out, outLocalOnly, outDowngraded, p)
 }
 
 // localAck handles the local broker's acknowledgements of messages in

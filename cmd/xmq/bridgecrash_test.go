@@ -110,10 +110,7 @@ func TestBridgeCrash(t *testing.T) {
 	}
 	waitUntil(t, "subscriptions", func() bool {
 		for _, f := range flows {
-			f.sub.mu.Lock()
-			ok := f.sub.subscribed
-			f.sub.mu.Unlock()
-			if !ok {
+			if !allSubscribed(f.sub) {
 				return false
 			}
 		}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -27,16 +26,7 @@ bridges:
 
 func postJSON(t *testing.T, url, user, pass string) (int, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", url, nil)
-	req.SetBasicAuth(user, pass)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	var m map[string]any
-	_ = json.NewDecoder(res.Body).Decode(&m)
-	return res.StatusCode, m
+	return requestJSON(t, "POST", url, user, pass)
 }
 
 // TestRunBridge: a run with a bridge to another run forwards both ways;

@@ -414,6 +414,19 @@ func (s *crashSub) run(addr string, stop <-chan struct{}) error {
 	}
 }
 
+// allSubscribed reports whether every subscriber has its SUBACK.
+func allSubscribed(subs ...*crashSub) bool {
+	for _, s := range subs {
+		s.mu.Lock()
+		ok := s.subscribed
+		s.mu.Unlock()
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
 func (s *crashSub) quietFor() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -448,17 +461,7 @@ func TestCrashPersistentDelivery(t *testing.T) {
 	for _, s := range subs {
 		wg.Go(func() { _ = s.run(b.addr, stop) })
 	}
-	waitUntil(t, "subscriptions", func() bool {
-		for _, s := range subs {
-			s.mu.Lock()
-			ok := s.subscribed
-			s.mu.Unlock()
-			if !ok {
-				return false
-			}
-		}
-		return true
-	})
+	waitUntil(t, "subscriptions", func() bool { return allSubscribed(subs...) })
 	close(stop)
 	wg.Wait()
 	b.stop(t)
