@@ -7,13 +7,23 @@ var (
 	nameMQIsdp = []byte("MQIsdp")
 )
 
+// BridgeBit is the bit Mosquitto's bridges add to the protocol level of an
+// MQTT 3.1 or 3.1.1 CONNECT (levels 0x83 and 0x84, its try_private
+// option): the client is a bridge, and the server should not send it back
+// what it published and should keep the retain flag of what it forwards —
+// what No Local and Retain As Published ask for in MQTT 5.
+const BridgeBit = 0x80
+
 // Connect is the CONNECT packet (3.1).
 type Connect struct {
 	ProtocolVersion byte // V31, V311 or V5
-	CleanStart      bool // Clean Session in 3.1 / 3.1.1
-	KeepAlive       uint16
-	Props           Properties
-	ClientID        []byte
+	// Bridge is set when the protocol level carries BridgeBit (3.1 and
+	// 3.1.1 only); ProtocolVersion is then the level without it.
+	Bridge     bool
+	CleanStart bool // Clean Session in 3.1 / 3.1.1
+	KeepAlive  uint16
+	Props      Properties
+	ClientID   []byte
 
 	WillFlag    bool
 	WillQoS     byte
@@ -84,7 +94,11 @@ func (c *Connect) Append(dst []byte, _ byte) []byte {
 	if c.UsernameFlag {
 		flags |= 0x80
 	}
-	dst = appendUint16(append(dst, c.ProtocolVersion, flags), c.KeepAlive)
+	level := c.ProtocolVersion
+	if c.Bridge && level != V5 {
+		level |= BridgeBit
+	}
+	dst = appendUint16(append(dst, level, flags), c.KeepAlive)
 	v5 := c.ProtocolVersion == V5
 	if v5 {
 		dst = c.Props.appendTo(dst)
@@ -116,6 +130,12 @@ func (c *Connect) decode(flags byte, d *decoder, _ byte) error {
 	level, err := d.byte()
 	if err != nil {
 		return err
+	}
+	// Mosquitto's bridges mark 3.1 and 3.1.1 CONNECTs with BridgeBit; MQTT
+	// 5 has No Local instead, so 0x85 stays an unknown level.
+	c.Bridge = level&BridgeBit != 0 && level&^BridgeBit != V5
+	if c.Bridge {
+		level &^= BridgeBit
 	}
 	switch {
 	case bytes.Equal(name, nameMQTT):

@@ -59,7 +59,7 @@ func (s *Server) mayRead(sess *session, a *subACL, topic string, gen uint64) boo
 	if s.authz.CanRead(sess.id, ownerName(owner), topic) {
 		return true
 	}
-	s.stats.dropped(dropNotReadable)
+	sess.dropped(dropNotReadable)
 	return false
 }
 

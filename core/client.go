@@ -49,6 +49,10 @@ type client struct {
 	aliasMaxOut uint16 // client's Topic Alias Maximum
 	version     byte
 	willStored  bool // the will is in the store while connected (attach)
+	// bridge marks a 3.1/3.1.1 client that set Mosquitto's bridge bit
+	// (codec.BridgeBit): its subscriptions get No Local and Retain As
+	// Published, as an MQTT 5 bridge asks for them.
+	bridge bool
 
 	// Reader-owned: by whoever holds the reading state (pstate, park.go).
 	peek      [1]byte      // waitReadable's MSG_PEEK target
@@ -86,15 +90,15 @@ type client struct {
 
 	// Flags rather than channels: three channels were 288 bytes of every
 	// idle connection.
-	pending     atomic.Bool // the writer has work (wake)
-	flushQueued atomic.Bool // a reader will write or wake for c at its burst's end (inline.go)
-	closing atomic.Bool   // set by close: the writer flushes and shuts the conn
-	done    chan struct{} // made by close, closed when the last writer has exited
-	writing atomic.Bool   // a writer goroutine runs (startWriter)
-	pstate  atomic.Int32  // reading or parked (park.go)
-	kaDue   atomic.Int64  // the keepalive wheel's tick after which a parked connection is closed
-	kaSlot  int32         // the wheel slot holding c, -1 none; guarded by the wheel's mu
-	kaPos   int32         // c's index in that slot; guarded by the wheel's mu
+	pending     atomic.Bool   // the writer has work (wake)
+	flushQueued atomic.Bool   // a reader will write or wake for c at its burst's end (inline.go)
+	closing     atomic.Bool   // set by close: the writer flushes and shuts the conn
+	done        chan struct{} // made by close, closed when the last writer has exited
+	writing     atomic.Bool   // a writer goroutine runs (startWriter)
+	pstate      atomic.Int32  // reading or parked (park.go)
+	kaDue       atomic.Int64  // the keepalive wheel's tick after which a parked connection is closed
+	kaSlot      int32         // the wheel slot holding c, -1 none; guarded by the wheel's mu
+	kaPos       int32         // c's index in that slot; guarded by the wheel's mu
 
 	mu        sync.Mutex // guards ctrl, reason and connected
 	reason    CloseReason
@@ -692,7 +696,7 @@ func (c *client) encode(buf []byte, m *outMsg, now time.Time) []byte {
 		if m.qos > 0 {
 			c.sess.dropInflight(m.id)
 		}
-		c.srv.stats.dropped(dropTooLarge)
+		c.sess.dropped(dropTooLarge)
 		return buf
 	}
 	c.msgsOut.Add(1)

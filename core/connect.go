@@ -65,6 +65,7 @@ func (c *client) handshake() bool {
 	srv.stats.connectsIn.Add(1)
 	c.version = cp.ProtocolVersion
 	c.r.Version = cp.ProtocolVersion
+	c.bridge = cp.Bridge
 	v5 := c.version == codec.V5
 
 	// cp aliases the read buffer, which an enhanced-auth exchange reuses:
@@ -126,13 +127,22 @@ func (c *client) handshake() bool {
 	}
 
 	// Will message.
-	if cp.WillFlag {
+	willOK := cp.WillFlag
+	if cp.WillFlag && brokerTopic(string(cp.WillTopic)) {
+		srv.stats.willRefused.Add(1)
+		if !cp.Bridge {
+			return refuse(codec.NotAuthorized, CloseNotAuthorized, "will topic "+string(cp.WillTopic)+" is the broker's")
+		}
+		// A Mosquitto bridge announces its state on
+		// $SYS/broker/connection/… (its notifications, on by default): it
+		// connects, without that will, rather than not at all.
+		c.log(zap.InfoLevel, "bridge connects without its will: the will topic is the broker's",
+			zap.String("client_id", logID), zap.ByteString("will_topic", cp.WillTopic))
+		willOK = false
+	}
+	if willOK {
 		if cp.WillRetain && srv.opts.RetainDisabled {
 			return refuse(codec.RetainNotSupported, CloseRefused, "will retain with retain disabled")
-		}
-		if brokerTopic(string(cp.WillTopic)) {
-			srv.stats.willRefused.Add(1)
-			return refuse(codec.NotAuthorized, CloseNotAuthorized, "will topic "+string(cp.WillTopic)+" is the broker's")
 		}
 		wp := codec.Publish{QoS: cp.WillQoS, Retain: cp.WillRetain, Payload: cp.WillPayload, Props: cp.WillProps}
 		c.will = newMessage(&wp, cp.WillTopic, c.id)
@@ -227,7 +237,7 @@ func (c *client) handshake() bool {
 	c.wake()
 	c.log(zap.InfoLevel, "client connected", zap.String("username", c.username), zap.Uint8("protocol", c.version),
 		zap.Bool("clean_start", cleanStart), zap.Bool("session_present", ack.SessionPresent),
-		zap.Duration("keepalive", c.keepAlive))
+		zap.Duration("keepalive", c.keepAlive), zap.Bool("bridge", c.bridge))
 	return true
 }
 

@@ -45,6 +45,7 @@ type session struct {
 	id  string
 
 	load     atomic.Int32 // queued + inflight, for least_inflight dispatch
+	drops    atomic.Int64 // messages this session did not get (dropped): ClientInfo.Dropped
 	routes   atomic.Int32 // subscriptions in the router, to skip overlap checks
 	isOnline atomic.Bool
 	// owner is the user name (or certificate identity) the session belongs
@@ -124,7 +125,7 @@ func (s *session) enqueueFrom(d delivery, from *client) enqueueResult {
 	c := s.c
 	if c == nil && (d.qos == 0 || !s.persistent()) {
 		s.mu.Unlock()
-		srv.stats.dropped(dropOffline)
+		s.dropped(dropOffline)
 		return enqDropped
 	}
 	size := d.msg.size()
@@ -141,9 +142,9 @@ func (s *session) enqueueFrom(d delivery, from *client) enqueueResult {
 		s.mu.Unlock()
 		res := enqDropped
 		if d.qos == 0 {
-			srv.stats.dropped(dropQueueFull)
+			s.dropped(dropQueueFull)
 		} else {
-			srv.stats.dropped(dropQuotaExceeded)
+			s.dropped(dropQuotaExceeded)
 			res = enqRefused
 		}
 		if warn {
@@ -164,10 +165,10 @@ func (s *session) enqueueFrom(d delivery, from *client) enqueueResult {
 			s.seq--
 			s.mu.Unlock()
 			if isNoSpace(err) {
-				srv.stats.dropped(dropQuotaExceeded)
+				s.dropped(dropQuotaExceeded)
 				return enqNoSpace
 			}
-			srv.stats.dropped(dropStoreError)
+			s.dropped(dropStoreError)
 			return enqStoreErr
 		}
 		res = enqStored
@@ -224,7 +225,7 @@ func (s *session) dropOldestQoS0(size int64) bool {
 		*d = delivery{}
 		s.holes++
 		s.addLoad(-1)
-		s.srv.stats.dropped(dropQueueFull)
+		s.dropped(dropQueueFull)
 	}
 	s.dropAt = i
 	return !s.full(size)
@@ -276,7 +277,7 @@ func (s *session) take(c *client, out []outMsg, window int, now time.Time) (_ []
 		s.qhead++
 		if d.msg.expired(now) {
 			s.done(&d)
-			s.srv.stats.dropped(dropExpired)
+			s.dropped(dropExpired)
 			continue
 		}
 		m := outMsg{delivery: d}
@@ -462,6 +463,12 @@ func (s *session) setOwner(username string) {
 func (s *session) ownedBy(username string) bool {
 	o := s.owner.Load()
 	return o == nil || *o == username
+}
+
+// dropped counts a message this session did not get, for it and the server.
+func (s *session) dropped(c dropCause) {
+	s.drops.Add(1)
+	s.srv.stats.dropped(c)
 }
 
 // addLoad changes the session's queued + inflight count and the server's gauge.

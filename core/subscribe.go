@@ -45,7 +45,10 @@ func (c *client) handleSubscribe(p *codec.Subscribe) bool {
 		}
 		o := subOpts{qos: sub.QoS, noLocal: sub.NoLocal, rap: sub.RetainAsPublished, rh: sub.RetainHandling, subID: subID, v5: true}
 		if c.version != codec.V5 {
-			o = subOpts{qos: sub.QoS}
+			// A Mosquitto bridge (codec.BridgeBit) is not sent back what it
+			// published and gets the retain flag as published, like Mosquitto
+			// does for it.
+			o = subOpts{qos: sub.QoS, noLocal: c.bridge, rap: c.bridge}
 		}
 		o.acl = newSubACL(srv, full)
 		existed := srv.router.subscribe(s, string(filter), string(group), o)

@@ -2,6 +2,7 @@ package core
 
 import (
 	"crypto/tls"
+	"slices"
 	"sort"
 	"time"
 
@@ -39,6 +40,13 @@ type ClientInfo struct {
 	SessionExpiry   uint32        `json:"session_expiry"` // seconds; 4294967295 never
 	Inflight        int           `json:"inflight"`
 	Queued          int           `json:"queued"`
+	// Dropped counts the messages the session did not get since the broker
+	// started: queue full, offline, expired, too large, not readable
+	// (the causes of Stats' Dropped that concern one subscriber).
+	Dropped int64 `json:"dropped"`
+	// AwaitingRelease are the packet ids of the QoS 2 messages received
+	// from the client and not yet released by its PUBREL.
+	AwaitingRelease []uint16 `json:"awaiting_release,omitempty"`
 	// QueuedBytes is the topic and payload bytes the session holds,
 	// queued or in flight (what MaxQueuedBytes bounds).
 	QueuedBytes int64 `json:"queued_bytes"`
@@ -111,7 +119,12 @@ func (sess *session) info(withSubs bool) ClientInfo {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	ci := ClientInfo{ClientID: sess.id, ProtocolVersion: sess.version, SessionExpiry: sess.expiry,
-		Inflight: len(sess.inflight), Queued: sess.queued(), QueuedBytes: sess.qbytes, WillPending: sess.willTimer != nil}
+		Inflight: len(sess.inflight), Queued: sess.queued(), QueuedBytes: sess.qbytes, WillPending: sess.willTimer != nil,
+		Dropped: sess.drops.Load()}
+	for id := range sess.qos2in {
+		ci.AwaitingRelease = append(ci.AwaitingRelease, id)
+	}
+	slices.Sort(ci.AwaitingRelease)
 	if o := sess.owner.Load(); o != nil {
 		ci.Username = *o // who the session belongs to, while its client is away too
 	}

@@ -31,7 +31,7 @@ import (
 // TLS handshake, WebSocket upgrade (subprotocol mqtt) or QUIC handshake and
 // stream done. ctx bounds all of it.
 func Dial(ctx context.Context, rawURL string, tlsConfig *tls.Config) (net.Conn, error) {
-	transport, addr, path, err := parseURL(rawURL)
+	transport, addr, path, err := ParseURL(rawURL)
 	if err != nil {
 		return nil, err
 	}
@@ -139,9 +139,11 @@ var schemes = map[string]string{
 	"ws": TransportWS, "wss": TransportWSS, "quic": TransportQUIC,
 }
 
-// parseURL splits a dial URL into its transport, host:port (the
-// transport's default port filled in) and, for ws and wss, the path.
-func parseURL(rawURL string) (transport, addr, path string, err error) {
+// ParseURL splits a dial URL, in the grammar Dial reads, into its
+// transport, host:port (the transport's default port filled in) and, for
+// ws and wss, the path; configuration checks it with ParseURL before
+// anything is dialled.
+func ParseURL(rawURL string) (transport, addr, path string, err error) {
 	if !strings.Contains(rawURL, "://") {
 		// A bare host:port is plain TCP.
 		if _, _, err := net.SplitHostPort(rawURL); err != nil {

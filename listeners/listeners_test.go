@@ -93,18 +93,18 @@ func TestParseURL(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.url, func(t *testing.T) {
-			transport, addr, path, err := parseURL(tt.url)
+			transport, addr, path, err := ParseURL(tt.url)
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
-					t.Fatalf("parseURL(%q) error = %v, want one containing %q", tt.url, err, tt.err)
+					t.Fatalf("ParseURL(%q) error = %v, want one containing %q", tt.url, err, tt.err)
 				}
 				return
 			}
 			if err != nil {
-				t.Fatalf("parseURL(%q): %v", tt.url, err)
+				t.Fatalf("ParseURL(%q): %v", tt.url, err)
 			}
 			if transport != tt.transport || addr != tt.addr || path != tt.path {
-				t.Errorf("parseURL(%q) = %q, %q, %q; want %q, %q, %q", tt.url, transport, addr, path, tt.transport, tt.addr, tt.path)
+				t.Errorf("ParseURL(%q) = %q, %q, %q; want %q, %q, %q", tt.url, transport, addr, path, tt.transport, tt.addr, tt.path)
 			}
 		})
 	}

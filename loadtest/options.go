@@ -44,7 +44,10 @@ var defaultPorts = map[string]string{"tcp": "1883", "tls": "8883", "ws": "8083",
 // is plain data; durations are nanoseconds in JSON.
 type Options struct {
 	// Target.
-	Addr      string   `json:"addr"`      // host:port, or a URL whose scheme names the transport
+	Addr string `json:"addr"` // host:port, or a URL whose scheme names the transport
+	// SubAddr is where subscribers connect when it is not Addr (same form,
+	// same transport): what reaches them goes through a bridge or a cluster.
+	SubAddr   string   `json:"sub_addr,omitempty"`
 	Transport string   `json:"transport"` // tcp, tls, ws, wss, quic; "" = from Addr, else tcp
 	WSPath    string   `json:"ws_path"`   // path of ws/wss URLs built from host:port
 	Insecure  bool     `json:"insecure,omitempty"`
@@ -121,21 +124,38 @@ func (o *Options) Version() (byte, error) {
 // URL returns the URL to dial and its transport. A bare host:port gets the
 // scheme of o.Transport (tcp when empty) and, for ws and wss, o.WSPath; a
 // URL keeps its own, and a -transport that disagrees with it is an error.
-func (o *Options) URL() (rawURL, transport string, err error) {
-	if strings.Contains(o.Addr, "://") {
-		u, err := url.Parse(o.Addr)
+func (o *Options) URL() (rawURL, transport string, err error) { return o.urlOf("-addr", o.Addr) }
+
+// SubURL is URL for the subscribers: SubAddr's, or Addr's without one.
+func (o *Options) SubURL() (rawURL, transport string, err error) {
+	if o.SubAddr == "" {
+		return o.URL()
+	}
+	u, t, err := o.urlOf("-sub-addr", o.SubAddr)
+	if err != nil {
+		return "", "", err
+	}
+	if _, at, aerr := o.URL(); aerr == nil && at != t {
+		return "", "", fmt.Errorf("loadtest: -sub-addr %s: want the transport of -addr (%s), not %s", o.SubAddr, at, t)
+	}
+	return u, t, nil
+}
+
+func (o *Options) urlOf(flag, addr string) (rawURL, transport string, err error) {
+	if strings.Contains(addr, "://") {
+		u, err := url.Parse(addr)
 		if err != nil {
-			return "", "", fmt.Errorf("loadtest: -addr: %w", err)
+			return "", "", fmt.Errorf("loadtest: %s: %w", flag, err)
 		}
 		t, ok := schemeTransports[strings.ToLower(u.Scheme)]
 		if !ok {
-			return "", "", fmt.Errorf("loadtest: -addr %q: unknown scheme %q (mqtt, mqtts, ws, wss, quic)", o.Addr, u.Scheme)
+			return "", "", fmt.Errorf("loadtest: %s %q: unknown scheme %q (mqtt, mqtts, ws, wss, quic)", flag, addr, u.Scheme)
 		}
 		if o.Transport != "" && o.Transport != t {
-			return "", "", fmt.Errorf("loadtest: -transport %s disagrees with -addr %s", o.Transport, o.Addr)
+			return "", "", fmt.Errorf("loadtest: -transport %s disagrees with %s %s", o.Transport, flag, addr)
 		}
 		if u.Hostname() == "" {
-			return "", "", fmt.Errorf("loadtest: -addr %q has no host", o.Addr)
+			return "", "", fmt.Errorf("loadtest: %s %q has no host", flag, addr)
 		}
 		if (t == "ws" || t == "wss") && (u.Path == "" || u.Path == "/") && o.WSPath != "" {
 			u.Path = o.WSPath
@@ -150,12 +170,12 @@ func (o *Options) URL() (rawURL, transport string, err error) {
 	if !ok {
 		return "", "", fmt.Errorf("loadtest: -transport %q: want tcp, tls, ws, wss or quic", t)
 	}
-	host, port, err := net.SplitHostPort(o.Addr)
+	host, port, err := net.SplitHostPort(addr)
 	if err != nil { // no port: the transport's default
-		host, port = strings.Trim(o.Addr, "[]"), defaultPorts[t]
+		host, port = strings.Trim(addr, "[]"), defaultPorts[t]
 	}
 	if host == "" {
-		return "", "", fmt.Errorf("loadtest: -addr %q has no host", o.Addr)
+		return "", "", fmt.Errorf("loadtest: %s %q has no host", flag, addr)
 	}
 	u := scheme + "://" + net.JoinHostPort(host, port)
 	if t == "ws" || t == "wss" {
@@ -264,7 +284,7 @@ func (o *Options) Validate() error {
 	if _, err := o.Version(); err != nil {
 		return err
 	}
-	if _, _, err := o.URL(); err != nil {
+	if _, _, err := o.SubURL(); err != nil {
 		return err
 	}
 	if o.Mode == "" {

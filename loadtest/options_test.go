@@ -43,6 +43,15 @@ func TestOptionsURL(t *testing.T) {
 		if err != nil || u != tt.url || tr != tt.got {
 			t.Errorf("URL(%q, %q) = %q, %q, %v; want %q, %q", tt.addr, tt.transport, u, tr, err, tt.url, tt.got)
 		}
+		// Without -sub-addr the subscribers go where the publishers do.
+		if su, st, err := o.SubURL(); su != u || st != tr || err != nil {
+			t.Errorf("SubURL(%q) = %q, %q, %v; want URL's", tt.addr, su, st, err)
+		}
+	}
+	o := DefaultOptions()
+	o.SubAddr = "127.0.0.1:1884"
+	if su, _, err := o.SubURL(); su != "mqtt://127.0.0.1:1884" || err != nil {
+		t.Errorf("SubURL with -sub-addr: %q %v", su, err)
 	}
 }
 
@@ -53,6 +62,9 @@ func TestOptionsValidate(t *testing.T) {
 		err  string
 	}{
 		{"defaults", func(o *Options) {}, ""},
+		{"sub-addr", func(o *Options) { o.Mode, o.SubAddr = ModePubSub, "127.0.0.1:1884" }, ""},
+		{"sub-addr on another transport", func(o *Options) { o.SubAddr = "ws://127.0.0.1:8083" }, "transport of -addr"},
+		{"bad sub-addr", func(o *Options) { o.SubAddr = ":1" }, "-sub-addr"},
 		{"unknown mode", func(o *Options) { o.Mode = "storm" }, "-mode"},
 		{"bad mqtt", func(o *Options) { o.MQTT = "4.0" }, "-mqtt"},
 		{"qos 3", func(o *Options) { o.QoS = 3 }, "-qos"},

@@ -71,6 +71,7 @@ type Worker struct {
 	o         Options
 	log       *zap.Logger
 	d         *dialer
+	sd        *dialer // the subscribers' dialer: d, or Options.SubAddr's
 	version   byte
 	keepAlive time.Duration
 
@@ -165,6 +166,14 @@ func newWorker(ctx context.Context, job Job, log *zap.Logger) (*Worker, error) {
 		lat: NewRecorder(shards()), ack: NewRecorder(shards()), connRec: NewRecorder(shards()),
 		startCh: make(chan struct{}), stopCh: make(chan struct{}), stopReq: make(chan struct{}), closing: make(chan struct{}),
 		notBefore: job.NotBefore, begin: time.Now(),
+	}
+	w.sd = w.d
+	if o.SubAddr != "" {
+		su, _, err := o.SubURL()
+		if err != nil {
+			return nil, err
+		}
+		w.sd = &dialer{url: su, tls: tc, src: src}
 	}
 	w.ctx, w.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	w.phase.Store("connecting")
@@ -367,7 +376,11 @@ func (w *Worker) start(ctx context.Context, c *client) error {
 
 func (w *Worker) connect(ctx context.Context, c *client) (*mconn, time.Duration, error) {
 	rb, wb := w.bufSizes(c)
-	return connectMQTT(ctx, w.d, c.slot+w.job.PubLo+w.job.SubLo, connectSpec{
+	d := w.d
+	if c.pub == nil {
+		d = w.sd
+	}
+	return connectMQTT(ctx, d, c.slot+w.job.PubLo+w.job.SubLo, connectSpec{
 		id: c.id, clean: c.clean, version: w.version, keepAlive: w.keepAlive, user: w.o.User, pass: w.o.Pass,
 		timeout: w.o.ConnectTimeout, rbuf: rb, wbuf: wb,
 	})

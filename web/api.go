@@ -62,6 +62,10 @@ func (s *Server) apiRoutes() *apiRouter {
 		{"POST", p("/banned"), RoleAdmin, s.addBan},
 		{"DELETE", p("/banned/"), RoleAdmin, s.removeBan},
 		{"POST", p("/publish"), RoleAdmin, s.publish},
+		{"GET", p("/bridges"), RoleViewer, s.listBridges},
+		{"GET", p("/bridges/"), RoleViewer, s.getBridge},
+		{"POST", p("/bridges/"), RoleAdmin, s.bridgeAction},
+		{"POST", p("/reload"), RoleAdmin, s.reload},
 	}}
 }
 

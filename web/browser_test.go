@@ -29,8 +29,37 @@ type dashboard struct {
 	srv     *core.Server
 	tcpAddr string
 	url     string
+	bridges *fakeBridges
 	noWSURL string // the same broker's dashboard, told of no ws or wss listener
 }
+
+// fakeBridges is one bridge that Stop and Start switch.
+type fakeBridges struct {
+	mu    sync.Mutex
+	state string
+}
+
+func (f *fakeBridges) Bridges() []web.Bridge {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return []web.Bridge{{Name: "cloud", State: f.state, Address: "mqtts://cloud.example:8883", Addresses: []string{"mqtts://cloud.example:8883"},
+		Protocol: "5", LoopPrevention: "no_local", MessagesOut: 1234, MessagesIn: 56, Queued: 7,
+		Dropped: map[string]int64{"local_queue": 2}, Failures: map[string]int64{},
+		Topics: []web.BridgeRule{{Topic: "sensors/#", Direction: "out", QoS: 1, RemotePrefix: "site1/"}}}}
+}
+
+func (f *fakeBridges) set(name, state string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if name != "cloud" {
+		return false, nil
+	}
+	f.state = state
+	return true, nil
+}
+
+func (f *fakeBridges) StartBridge(name string) (bool, error) { return f.set(name, "connected") }
+func (f *fakeBridges) StopBridge(name string) (bool, error)  { return f.set(name, "stopped") }
 
 const (
 	browserPassword = "browser-test-password"
@@ -84,9 +113,11 @@ func startDashboard(t *testing.T) *dashboard {
 	if err != nil {
 		t.Fatal(err)
 	}
+	fb := &fakeBridges{state: "connected"}
 	s, err := web.New(srv, web.Options{
 		AdminPasswordHash: hash,
 		MQTTTokens:        tokens,
+		Bridges:           fb,
 		Version:           "browser-test",
 		Listeners: []web.Listener{
 			{Name: "tcp", Transport: "tcp", Address: tcp.Addr().String()},
@@ -111,7 +142,7 @@ func startDashboard(t *testing.T) *dashboard {
 	}
 	go func() { _ = bare.Serve(bareL) }()
 	t.Cleanup(func() { _ = bare.Shutdown(context.Background()) })
-	return &dashboard{srv: srv, tcpAddr: tcp.Addr().String(), url: origin + "/", noWSURL: "http://" + bareL.Addr().String() + "/"}
+	return &dashboard{srv: srv, tcpAddr: tcp.Addr().String(), url: origin + "/", bridges: fb, noWSURL: "http://" + bareL.Addr().String() + "/"}
 }
 
 // consoleErrors collects the page's console errors, uncaught exceptions
@@ -492,6 +523,20 @@ func TestDashboardInBrowser(t *testing.T) {
 		return /Stored.*\d+s ago/.test(d) && d.includes('Published by%s') && d.includes('Content typeapplication/json') &&
 			d.includes('Response topicbrowser/replies') && document.querySelector('#retained-user-props')?.textContent === 'unit=C, site=lab' })()`, pageClient))
 	shoot(t, ctx, shots, "retained-detail.png")
+
+	// The bridges page: a bridge, its counters, and Stop.
+	if err := chromedp.Do(ctx, chromedp.Navigate(d.url+"#/bridges")); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the bridge in the table", `!!document.querySelector('tr[data-bridge="cloud"]')?.textContent.includes('1,234')`)
+	shoot(t, ctx, shots, "bridges.png")
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`[...document.querySelectorAll('tr[data-bridge="cloud"] button')].find((b) => b.textContent === 'Stop').click(); true`)); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the bridge stopped", `document.querySelector('tr[data-bridge="cloud"]')?.textContent.includes('stopped')`)
+	if st := d.bridges.Bridges()[0].State; st != "stopped" {
+		t.Errorf("after Stop in the page the bridge is %s", st)
+	}
 
 	// A phone-sized overview.
 	if err := chromedp.Do(ctx,

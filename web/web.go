@@ -154,6 +154,14 @@ type Options struct {
 	// AuthStats reads the MQTT authentication counters for /metrics; nil:
 	// no xmq_auth_* series.
 	AuthStats func() AuthStats
+	// Bridges are the broker's bridges to other brokers (the bridges API,
+	// the xmq_bridge_* metrics and the dashboard's Bridges page); nil:
+	// none.
+	Bridges Bridges
+	// Reload does what SIGHUP does (POST /api/v1/reload): certificates,
+	// password and ACL files, and the bridges of the configuration file;
+	// nil: the endpoint answers 501.
+	Reload func() (Reloaded, error)
 	// Store reads the on-disk store's usage for /metrics and the
 	// overview; nil: the broker keeps its state in memory.
 	Store func() StoreUsage
@@ -252,6 +260,9 @@ func New(b Broker, opts Options) (*Server, error) {
 	s.reg = prometheus.NewRegistry()
 	s.reg.MustRegister(newCollector(b, &s.opts),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if opts.Bridges != nil {
+		s.reg.MustRegister(newBridgeCollector(opts.Bridges))
+	}
 	s.node = newNodeStats()
 	s.sampler = newSampler(b, time.Second, historySamples)
 	s.handler = s.routes()

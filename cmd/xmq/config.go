@@ -41,6 +41,8 @@ type config struct {
 	Web webConfig `yaml:"web"`
 	// Store is the on-disk store's durability and disk budget (store.go).
 	Store storeConfig `yaml:"store"`
+	// Bridges are links to other brokers (bridges.go).
+	Bridges []bridgeConfig `yaml:"bridges"`
 	// pprof is the -pprof debug address (loopback only); a flag, not a key.
 	pprof string
 	// file is the configuration file run read, "" for none: not a
@@ -247,6 +249,9 @@ func (c *config) setDefaults() {
 	if len(c.ACME.Domains) == 0 {
 		c.ACME.Domains = nil
 	}
+	if len(c.Bridges) == 0 {
+		c.Bridges = nil
+	}
 	c.Web.setDefaults()
 }
 
@@ -311,6 +316,9 @@ func (c *config) validate() error {
 		return err
 	}
 	if err := c.validateStore(); err != nil {
+		return err
+	}
+	if err := c.validateBridges(); err != nil {
 		return err
 	}
 	if c.TLS.HandshakeTimeout < 0 {
@@ -608,6 +616,8 @@ Environment:
 Signals:
   SIGINT or SIGTERM shuts down gracefully (up to 10s for clients to go);
   SIGHUP reloads the certificate files (they are also checked every 10s), the
-  password file and the ACL file (checked every 2s); connections stay up.
+  password file and the ACL file (checked every 2s), and the bridges section
+  of the configuration file (added, changed and removed bridges); connections
+  stay up. POST /api/v1/reload does the same.
 `)
 }

@@ -13,6 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"xmq/bridge"
 	"xmq/core"
 )
 
@@ -67,6 +68,20 @@ func TestExampleIsDefault(t *testing.T) {
 	}
 	if opts, def := got.Broker.options(), coreDefaults(t); opts != def {
 		t.Errorf("example broker section gives\n  %+v\nwant core's defaults\n  %+v", opts, def)
+	}
+	// The example shows a bridge with every key, disabled: like a bare
+	// xmq, the example starts none. Its settings are bridge's defaults.
+	bcs := got.bridgeConfigs()
+	for i := range bcs {
+		if !bcs[i].Disabled {
+			t.Errorf("example bridge %s is enabled", bcs[i].Name)
+		}
+		withDefaults := bcs[i]
+		withDefaults.SetDefaults()
+		bcs[i].ClientID = withDefaults.ClientID // HOSTNAME.NAME: "" in the file
+		if !reflect.DeepEqual(bcs[i], withDefaults) {
+			t.Errorf("example bridge gives\n  %+v\nwant bridge's defaults\n  %+v", bcs[i], withDefaults)
+		}
 	}
 }
 
@@ -324,6 +339,12 @@ func TestConfigErrors(t *testing.T) {
 		{name: "missing file", args: []string{"-c", "/nonexistent/xmq.yaml"}, err: "no such file"},
 		{name: "unknown flag", args: []string{"-bogus"}, err: "flag provided but not defined"},
 		{name: "stray argument", args: []string{"serve"}, err: `unexpected argument "serve"`},
+		{name: "bridge without topics", file: "bridges:\n  - name: b\n    addresses: [mqtt://h]\n", err: "no topics"},
+		{name: "bridge address", file: "bridges:\n  - name: b\n    addresses: [http://h]\n    topics: [{topic: '#'}]\n", err: "unknown scheme"},
+		{name: "bridge direction", file: "bridges:\n  - name: b\n    addresses: [h:1]\n    topics: [{topic: '#', direction: up}]\n", err: `direction "up"`},
+		{name: "bridge names twice", file: "bridges:\n  - {name: b, addresses: [h:1], topics: [{topic: a}]}\n  - {name: b, addresses: [h:1], topics: [{topic: a}]}\n", err: "used twice"},
+		{name: "unknown bridge key", file: "bridges:\n  - name: b\n    adress: h:1\n", err: "field adress not found"},
+		{name: "listener named like a bridge", file: "listeners:\n  - name: bridge:x\n", err: "are the bridges'"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -336,5 +357,37 @@ func TestConfigErrors(t *testing.T) {
 				t.Errorf("loadConfig(%q) error = %v, want one containing %q", args, err, tt.err)
 			}
 		})
+	}
+}
+
+// TestBridgesConfig: the bridges section in Mosquitto's terms, as YAML,
+// and what it gives bridge.
+func TestBridgesConfig(t *testing.T) {
+	cfg := mustLoad(t, "-c", writeFile(t, `
+bridges:
+  - name: cloud
+    addresses: [mqtts://a.example:8883, "wss://b.example"]
+    protocol: 3.1.1
+    username: u
+    password: p
+    try_private: false
+    tls: {ca_file: ca.pem, server_name: mqtt.example}
+    keepalive: 30s
+    topics:
+      - {topic: "sensors/#", direction: out, qos: 1, remote_prefix: site1/}
+      - {topic: "cmd/#", direction: in, qos: 2, local_prefix: cloud/}
+      - {topic: "#", direction: both}
+`))
+	got := cfg.bridgeConfigs()
+	want := []bridge.Config{{Name: "cloud", Addresses: []string{"mqtts://a.example:8883", "wss://b.example"},
+		Protocol: "3.1.1", Username: "u", Password: "p", PlainProtocol: true,
+		TLS: bridge.TLS{CAFile: "ca.pem", ServerName: "mqtt.example"}, KeepAlive: 30 * time.Second,
+		Topics: []bridge.Rule{{Topic: "sensors/#", Direction: bridge.Out, QoS: 1, RemotePrefix: "site1/"},
+			{Topic: "cmd/#", Direction: bridge.In, QoS: 2, LocalPrefix: "cloud/"}, {Topic: "#", Direction: bridge.Both}}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("bridges\n  %+v\nwant\n  %+v", got, want)
+	}
+	if p := mustLoad(t, "-c", writeFile(t, "bridges:\n  - {name: b, addresses: [h:1], protocol: 5, topics: [{topic: a}]}\n")); p.bridgeConfigs()[0].Protocol != "5" {
+		t.Errorf("protocol: 5 gives %q", p.bridgeConfigs()[0].Protocol)
 	}
 }

@@ -877,18 +877,6 @@ func (im *importer) securityOther(s *mosqSecurityConf) {
 	}
 }
 
-// bridges converts the `connection` sections. xmq's configuration has no
-// bridges yet, so every line says so; when it has, this is the one place
-// to map them.
-func (im *importer) bridges(bs []*mosqBridgeConf) {
-	for _, b := range bs {
-		im.skip(b.name, "bridges are not in xmq's configuration yet: this bridge is not carried over")
-		for _, l := range b.lines {
-			im.skip(l, "an option of bridge "+b.name.value+", which is not carried over")
-		}
-	}
-}
-
 func anonymous(v bool) auth.Anonymous {
 	if v {
 		return auth.AnonymousAllow
@@ -1154,7 +1142,9 @@ func pruneNode(n, def *yaml.Node, path string, keep map[string]bool) {
 				continue
 			}
 		case yaml.SequenceNode:
-			if k.Value == "listeners" && path == "" {
+			if len(v.Content) > 0 && v.Content[0].Kind == yaml.MappingNode {
+				// Listeners, bridges and their topics: an item has no
+				// default, its empty keys go.
 				for j, item := range v.Content {
 					pruneNode(item, nil, fmt.Sprintf("%s[%d]", p, j), keep)
 				}

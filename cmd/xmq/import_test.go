@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"xmq/auth"
+	"xmq/bridge"
 	"xmq/codec"
 	"xmq/listeners"
 )
@@ -176,13 +177,22 @@ func TestImportRealistic(t *testing.T) {
 			}
 		}},
 		{"bridge.conf", []string{"bridge.conf"}, func(t *testing.T, c config, out string) {
-			if strings.Contains(out, "s3cret-do-not-leak") || strings.Contains(out, "dynamic-security.json") {
-				t.Error("a secret or plugin option value was copied into the output")
+			// The password is the bridge's setting, as in mosquitto.conf;
+			// no comment repeats it, nor a plugin option's value.
+			if strings.Count(out, "s3cret-do-not-leak") != 1 || strings.Contains(out, "dynamic-security.json") {
+				t.Error("a secret or plugin option value was copied into a comment")
 			}
-			for _, want := range []string{"connection cloud", "bridges are not in xmq's configuration yet", "remote_password <redacted>", "xmq loads no plugins"} {
+			for _, want := range []string{"connection cloud", "remote_password <redacted>", "xmq loads no plugins"} {
 				if !strings.Contains(out, want) {
 					t.Errorf("output lacks %q", want)
 				}
+			}
+			want := []bridge.Config{{Name: "cloud", Addresses: []string{"mqtts://mqtt.example.com:8883"}, Protocol: "3.1.1",
+				Username: "site-42", Password: "s3cret-do-not-leak", TLS: bridge.TLS{CAFile: "/etc/mosquitto/certs/cloud-ca.pem"},
+				Topics: []bridge.Rule{{Topic: "telemetry/#", Direction: bridge.Out, QoS: 1, RemotePrefix: "site-42/"},
+					{Topic: "commands/#", Direction: bridge.In, QoS: 1, RemotePrefix: "site-42/"}}}}
+			if got := c.bridgeConfigs(); !reflect.DeepEqual(got, want) {
+				t.Errorf("bridges\n  %+v\nwant\n  %+v", got, want)
 			}
 		}},
 	}
@@ -380,6 +390,40 @@ func TestImportedConfigServes(t *testing.T) {
 	for _, path := range []string{"/", "/mqtt"} {
 		if status, rc := wsConnack(t, fmt.Sprintf("ws://127.0.0.1:%d%s", ws, path), "", "bob", "hunter2"); status != http.StatusSwitchingProtocols || rc != codec.Success {
 			t.Errorf("bob over WebSocket at %s: HTTP %d, %v", path, status, rc)
+		}
+	}
+}
+
+// TestImportBridges: Mosquitto's defaults where a connection leaves things
+// out (MQTT 3.1.1, port 1883), start_type manual, restart_timeout, a name
+// xmq does not take as it is, and a connection that cannot run.
+func TestImportBridges(t *testing.T) {
+	path := writeFile(t, `listener 1883
+connection site a/b
+addresses broker.example.com other.example.com:1884
+topic # both 2
+start_type manual
+restart_timeout 5 60
+try_private false
+keepalive_interval 30
+
+connection empty
+address nowhere.example.com
+`)
+	out, im := importFile(t, path)
+	c := roundTrip(t, out, im)
+	accountedFor(t, out, path)
+	f := false
+	want := []bridgeConfig{{Name: "site-a-b", Enabled: &f, Addresses: []string{"mqtt://broker.example.com:1883", "mqtt://other.example.com:1884"},
+		Protocol: "3.1.1", KeepAlive: 30 * time.Second, TryPrivate: &f, BackoffMin: 5 * time.Second, BackoffMax: time.Minute,
+		Topics: []bridgeTopicRule{{Topic: "#", Direction: "both", QoS: 2}}}}
+	if !reflect.DeepEqual(c.Bridges, want) {
+		t.Errorf("bridges\n  %+v\nwant\n  %+v", c.Bridges, want)
+	}
+	for _, w := range []string{"bridge site-a-b speaks MQTT 3.1.1, Mosquitto's default", "letters, digits",
+		"connection empty\n#     this bridge is not carried over: bridge empty: no topics"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("output lacks %q:\n%s", w, out)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"xmq/bridge"
 	"xmq/core"
 	"xmq/listeners"
 	"xmq/web"
@@ -110,14 +111,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	}
 	defer authn.Close()
 
-	// With the dashboard on, its sessions' MQTT passwords are checked in
-	// front of auth (web.MQTTTokens.Wrap).
-	var mqttAuthn core.Authenticator = authn
-	var mqttAuthz core.Authorizer = authn
+	// The bridges' local sessions are checked in front of auth
+	// (bridgeAuth); with the dashboard on, its sessions' MQTT passwords in
+	// front of both (web.MQTTTokens.Wrap).
+	ba := &bridgeAuth{Auth: authn}
+	var mqttAuthn core.Authenticator = ba
+	var mqttAuthz core.Authorizer = ba
 	var tokens *web.MQTTTokens
 	if cfg.Web.Address != "" {
 		tokens = web.NewMQTTTokens()
-		mqttAuthn, mqttAuthz = tokens.Wrap(authn, authn)
+		mqttAuthn, mqttAuthz = tokens.Wrap(ba, ba)
 	}
 
 	bopts := cfg.Broker.options()
@@ -128,10 +131,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 		_ = st.Close()
 		return restoreHint(err, cfg.DataDir)
 	}
-	// stopBroker shuts the broker down, which closes the store; auth stops
-	// sweeping expired bans out of the store first (it still answers
-	// logins meanwhile).
+	bridges := newBridges(srv, log)
+	ba.bridges = bridges // before any connection
+	// stopBroker shuts the broker down, which closes the store: the bridges
+	// first (their remote sessions end with DISCONNECT, their local ones
+	// stay), then auth stops sweeping expired bans out of the store (it
+	// still answers logins meanwhile).
 	stopBroker := func(lns []listeners.Listener) error {
+		bridges.Close()
 		_ = authn.Close()
 		return shutdown(ctx, srv, lns, log)
 	}
@@ -154,17 +161,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 		_ = stopBroker(nil)
 		return err
 	}
-	// SIGHUP reloads the certificate files, the password file and the ACL file.
+	// SIGHUP (or POST /api/v1/reload) reloads the certificate files, the
+	// password file, the ACL file and the bridges of the configuration file.
+	var reloading sync.Mutex
+	reload := func(by string) (bridge.Changes, error) {
+		reloading.Lock()
+		defer reloading.Unlock()
+		log.Info(by + ": reloading certificates, password and ACL files, bridges")
+		ts.reload(log.Named("certs"))
+		if err := authn.Reload(); err != nil {
+			log.Named("auth").Error("reload failed; the previous version stays in force", zap.Error(err))
+		}
+		next, err := loadConfig(args)
+		if err != nil {
+			log.Named("bridge").Error("reload: the configuration is not valid; the bridges stay as they are", zap.Error(err))
+			return bridge.Changes{}, err
+		}
+		return bridges.Apply(next.bridgeConfigs())
+	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer func() { signal.Stop(hup); close(hup) }()
 	go func() {
 		for range hup {
-			log.Info("SIGHUP: reloading certificates, password and ACL files")
-			ts.reload(log.Named("certs"))
-			if err := authn.Reload(); err != nil {
-				log.Named("auth").Error("reload failed; the previous version stays in force", zap.Error(err))
-			}
+			_, _ = reload("SIGHUP")
 		}
 	}()
 	addrs := make([]net.Addr, len(lns))
@@ -190,15 +210,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 		})
 	}
 	if wr != nil {
-		if err := wr.start(&cfg, srv, st, lns, ts, webAuth{authn: authn, tokens: tokens}, rd.check, log, serveErr); err != nil {
+		ops := webOps{bridges: bridges, reload: func() (bridge.Changes, error) { return reload("API") }}
+		if err := wr.start(&cfg, srv, st, lns, ts, webAuth{authn: authn, tokens: tokens}, ops, rd.check, log, serveErr); err != nil {
 			wr.stop(ctx)
 			_ = stopBroker(lns)
 			serving.Wait()
 			return err
 		}
 	}
+	if _, err := bridges.Apply(cfg.bridgeConfigs()); err != nil {
+		wr.stop(ctx)
+		_ = stopBroker(lns)
+		serving.Wait()
+		return err
+	}
 	log.Info("xmq started", zap.String("version", build().Version), zap.Int("listeners", len(lns)),
-		zap.String("data_dir", cfg.DataDir))
+		zap.String("data_dir", cfg.DataDir), zap.Int("bridges", len(cfg.Bridges)))
 	// Every listener is bound, so connections are accepted from now on:
 	// tell systemd (Type=notify), whose `systemctl start` returns now.
 	if err := sdNotify(os.Getenv("NOTIFY_SOCKET"), "READY=1\nSTATUS=serving MQTT"); err != nil {

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"xmq/auth"
+	"xmq/bridge"
 	"xmq/certs"
 	"xmq/core"
 	"xmq/listeners"
@@ -219,7 +220,7 @@ type webAuth struct {
 // unexpected end of serving is sent on failed, if there is room. ready
 // says whether the broker serves (listeners, store); /readyz also fails
 // once stop has begun.
-func (w *webRun) start(cfg *config, srv *core.Server, st core.Store, lns []listeners.Listener, ts *tlsSetup, wa webAuth,
+func (w *webRun) start(cfg *config, srv *core.Server, st core.Store, lns []listeners.Listener, ts *tlsSetup, wa webAuth, ops webOps,
 	ready func() error, log *zap.Logger, failed chan<- error) error {
 	wlog := log.Named("web")
 	hash, source, err := web.AdminPassword(os.Getenv(adminPasswordEnv), cfg.Web.AdminPasswordHash, cfg.DataDir, wlog)
@@ -253,6 +254,15 @@ func (w *webRun) start(cfg *config, srv *core.Server, st core.Store, lns []liste
 			}
 			return ready()
 		},
+	}
+	if ops.bridges != nil {
+		opts.Bridges = webBridges{ops.bridges}
+	}
+	if ops.reload != nil {
+		opts.Reload = func() (web.Reloaded, error) {
+			ch, err := ops.reload()
+			return web.Reloaded{Added: ch.Added, Changed: ch.Changed, Removed: ch.Removed}, err
+		}
 	}
 	if a := wa.authn; a != nil {
 		opts.Bans = banList{a}
@@ -365,4 +375,45 @@ func (b banList) Bans() []web.Ban {
 		out = append(out, web.Ban{Kind: kind, Value: x.Value, Reason: x.Reason, Until: x.Until, Created: x.At})
 	}
 	return out
+}
+
+// webOps are the operations of a run the web server offers beyond the
+// broker's: the bridges, and the reload SIGHUP does.
+type webOps struct {
+	bridges *bridge.Manager
+	reload  func() (bridge.Changes, error)
+}
+
+// webBridges adapts the bridge manager to the web API's Bridges.
+type webBridges struct{ m *bridge.Manager }
+
+func (b webBridges) Bridges() []web.Bridge {
+	sts := b.m.Status()
+	out := make([]web.Bridge, len(sts))
+	for i, st := range sts {
+		wb := web.Bridge{Name: st.Name, State: string(st.State), Address: st.Address, Addresses: st.Addresses,
+			Protocol: st.Protocol, ClientID: st.ClientID, LocalID: st.LocalID, LoopPrevention: st.LoopPrevention,
+			ConnectedSince: st.ConnectedSince, BackoffSeconds: st.Backoff.Seconds(), LastError: st.LastError,
+			LastErrorAt: st.LastErrorAt, MessagesOut: st.MessagesOut, MessagesIn: st.MessagesIn,
+			BytesOut: st.BytesOut, BytesIn: st.BytesIn, Links: st.Links, Reconnects: st.Reconnects,
+			Failures: st.Failures, Dropped: st.Dropped, LoopsPrevented: st.LoopsPrevented,
+			SubscriptionsRefused: st.SubscriptionsRefused, Queued: st.Queued, Inflight: st.Inflight,
+			Topics: make([]web.BridgeRule, len(st.Topics))}
+		for j, r := range st.Topics {
+			wb.Topics[j] = web.BridgeRule{Topic: r.Topic, Direction: string(r.Direction), QoS: r.QoS,
+				LocalPrefix: r.LocalPrefix, RemotePrefix: r.RemotePrefix}
+		}
+		out[i] = wb
+	}
+	return out
+}
+
+func (b webBridges) StartBridge(name string) (bool, error) { return bridgeOp(b.m.Start(name)) }
+func (b webBridges) StopBridge(name string) (bool, error)  { return bridgeOp(b.m.Stop(name)) }
+
+func bridgeOp(err error) (found bool, _ error) {
+	if errors.Is(err, bridge.ErrUnknown) {
+		return false, nil
+	}
+	return true, err
 }

@@ -98,7 +98,14 @@ func startWebRun(t *testing.T, args ...string) (*broker, string) {
 
 func getJSON(t *testing.T, url, user, pass string) (int, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest("GET", url, nil)
+	return requestJSON(t, "GET", url, user, pass)
+}
+
+// requestJSON makes a request without a body, with HTTP Basic credentials
+// when user is set, and decodes the JSON answer.
+func requestJSON(t *testing.T, method, url, user, pass string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, nil)
 	if user != "" {
 		req.SetBasicAuth(user, pass)
 	}

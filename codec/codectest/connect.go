@@ -94,6 +94,26 @@ func connectCases() []Case {
 				UsernameFlag: true, Username: s("user")},
 		},
 		{
+			Name: "connect/v4/bridge", Version: codec.V311, Spec: "Mosquitto bridge protocol (try_private)",
+			Raw: []byte{
+				0x10, 16,
+				0, 4, 'M', 'Q', 'T', 'T', 0x84, // level 4 with the bridge bit
+				0x00, 0, 60,
+				0, 4, 'z', 'e', 'n', '3',
+			},
+			Packet: &codec.Connect{ProtocolVersion: codec.V311, Bridge: true, KeepAlive: 60, ClientID: s("zen3")},
+		},
+		{
+			Name: "connect/v3/bridge", Version: codec.V31, Spec: "Mosquitto bridge protocol (try_private)",
+			Raw: []byte{
+				0x10, 16,
+				0, 6, 'M', 'Q', 'I', 's', 'd', 'p', 0x83,
+				0x02, 0, 30,
+				0, 2, 'c', '1',
+			},
+			Packet: &codec.Connect{ProtocolVersion: codec.V31, Bridge: true, CleanStart: true, KeepAlive: 30, ClientID: s("c1")},
+		},
+		{
 			Name: "connect/v5/minimal", Version: codec.V5, Spec: "MQTT 5.0 §3.1",
 			Raw: []byte{
 				0x10, 17,
@@ -236,6 +256,14 @@ func connectCases() []Case {
 		{
 			Name: "connect/v5/mqtt-level-6", Version: codec.V5, Err: codec.ErrBadProtocolVersion, Spec: "[MQTT-3.1.2-2]",
 			Raw: []byte{0x10, 17, 0, 4, 'M', 'Q', 'T', 'T', 6, 0x02, 0, 60, 0, 0, 4, 'z', 'e', 'n', '3'},
+		},
+		{
+			Name: "connect/v5/bridge-bit", Version: codec.V5, Err: codec.ErrBadProtocolVersion, Spec: "[MQTT-3.1.2-2]: MQTT 5 has No Local, not the bridge bit",
+			Raw: []byte{0x10, 17, 0, 4, 'M', 'Q', 'T', 'T', 0x85, 0x02, 0, 60, 0, 0, 4, 'z', 'e', 'n', '3'},
+		},
+		{
+			Name: "connect/v4/mqtt-bridge-level-3", Version: codec.V311, Err: codec.ErrBadProtocolVersion, Spec: "[MQTT-3.1.2-2]",
+			Raw: []byte{0x10, 16, 0, 4, 'M', 'Q', 'T', 'T', 0x83, 0x02, 0, 60, 0, 4, 'z', 'e', 'n', '3'},
 		},
 		{
 			Name: "connect/v3/mqisdp-level-4", Version: codec.V31, Err: codec.ErrBadProtocolVersion, Spec: "[MQTT-3.1.2-2]",

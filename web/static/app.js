@@ -66,6 +66,7 @@ const ICONS = {
   subscriptions: 'M4 11a9 9 0 0 1 9 9|M4 4a16 16 0 0 1 16 16|M5 19h.01',
   retained: 'M19 21l-7-5-7 5V5a2 2 0 0 1 2-2h10a2 2 0 0 1 2 2z',
   banned: 'M12 22a10 10 0 1 0 0-20 10 10 0 0 0 0 20|M4.93 4.93l14.14 14.14',
+  bridges: 'M4 18V9|M20 18V9|M2 9h20|M4 13c4 0 5-4 8-4s4 4 8 4',
   mqtt: 'M22 2L11 13|M22 2l-7 20-4-9-9-4 20-7z',
 };
 
@@ -215,6 +216,7 @@ const PAGES = [
   ['subscriptions', 'Subscriptions'],
   ['retained', 'Retained'],
   ['banned', 'Banned'],
+  ['bridges', 'Bridges'],
   ['mqtt', 'MQTT client'],
 ];
 
@@ -678,7 +680,9 @@ function clientsPage() {
     for (const th of head.querySelectorAll('th[data-sort]')) {
       th.querySelector('.arrow').textContent = clientQuery.order === 'asc' ? ' ▲' : ' ▼';
     }
-    document.getElementById('clients-count').textContent = matchingText(res);
+    // The page may be gone: this answer came after a navigation.
+    const count = document.getElementById('clients-count');
+    if (count) count.textContent = matchingText(res);
     tbody.replaceChildren(...(res.items.length ? res.items.map((c) => h('tr', { dataset: { clientId: c.client_id } },
       h('td', { class: 'mono' }, h('a', { href: '#/clients/' + encodeURIComponent(c.client_id) }, c.client_id)),
       h('td', {}, h('span', { class: 'badge ' + (c.connected ? 'on' : 'off') }, c.connected ? 'online' : 'offline')),
@@ -845,7 +849,8 @@ function subscriptionsPage() {
       err.textContent = e.message;
       return;
     }
-    document.getElementById('subs-count').textContent = matchingText(res);
+    const count = document.getElementById('subs-count');
+    if (count) count.textContent = matchingText(res);
     tbody.replaceChildren(...(res.items.length ? res.items.map((s) => h('tr', {},
       h('td', { class: 'mono' }, h('a', { href: '#/clients/' + encodeURIComponent(s.client_id) }, s.client_id)),
       h('td', { class: 'mono wrap' }, s.filter),
@@ -943,7 +948,8 @@ function retainedPage() {
       err.textContent = e.message;
       return;
     }
-    document.getElementById('retained-count').textContent = matchingText(res);
+    const count = document.getElementById('retained-count');
+    if (count) count.textContent = matchingText(res);
     tbody.replaceChildren(...(res.items.length ? res.items.map((m) => h('tr', { dataset: { topic: m.topic } },
       h('td', { class: 'mono' }, h('a', { href: '#', onclick: (e) => { e.preventDefault(); show(m.topic); } }, m.topic)),
       h('td', {}, m.qos),
@@ -1032,6 +1038,80 @@ function bannedPage() {
         },
       }, 'Remove')) : null))
       : [h('tr', {}, h('td', { class: 'empty', colspan: 5 }, 'Nobody is banned'))]));
+  }
+  every(5000, refresh);
+}
+
+// ---------- bridges ----------
+
+// bridgeBadge shows a bridge's state: connected is good, backoff and
+// connecting (a link that does not come up) are warnings.
+function bridgeBadge(b) {
+  const cls = { connected: 'on', stopped: 'off', backoff: 'err', connecting: 'warn' }[b.state] || 'off';
+  const label = b.state === 'backoff' ? `retry in ${fmtNum(b.backoff_seconds)}s` : b.state;
+  return h('span', { class: 'badge ' + cls }, label);
+}
+
+function bridgesPage() {
+  const tbody = h('tbody', { id: 'bridges-body' });
+  const notice = h('div', { class: 'notice hidden' });
+  const reload = isAdmin() ? h('button', {
+    id: 'bridges-reload', title: 'Read the bridges section of the configuration file again (as SIGHUP does)',
+    onclick: async () => {
+      try {
+        const res = await api('POST', '/reload');
+        const b = res.bridges;
+        toast(`Reloaded: ${b.added.length} added, ${b.changed.length} changed, ${b.removed.length} removed`);
+      } catch (e) { toast(e.message, true); }
+      refresh();
+    },
+  }, 'Reload configuration') : null;
+  app.replaceChildren(shell('bridges', [
+    pageHead('Bridges', 'Links to other brokers, from the bridges section of the configuration', reload),
+    notice,
+    h('div', { class: 'panel' }, h('div', { class: 'table-wrap' }, h('table', {},
+      h('thead', {}, h('tr', {},
+        h('th', {}, 'Name'), h('th', {}, 'State'), h('th', {}, 'Remote'), h('th', {}, 'Topics'),
+        h('th', { class: 'num' }, 'Out'), h('th', { class: 'num' }, 'In'), h('th', { class: 'num' }, 'Queued'),
+        h('th', { class: 'num' }, 'Dropped'), isAdmin() ? h('th', {}) : null)),
+      tbody))),
+  ]));
+  async function act(b, action) {
+    try {
+      await api('POST', `/bridges/${encodeURIComponent(b.name)}/${action}`);
+      toast(action === 'stop' ? 'Stopped: its local session queues what it would forward' : 'Started');
+    } catch (e) { toast(e.message, true); }
+    refresh();
+  }
+  async function refresh() {
+    let res;
+    try {
+      res = await api('GET', '/bridges?limit=1000');
+    } catch (e) {
+      if (e.status === 501) {
+        notice.textContent = e.message;
+        notice.classList.remove('hidden');
+        tbody.replaceChildren(h('tr', {}, h('td', { class: 'empty', colspan: 9 }, 'Bridges unavailable')));
+        return;
+      }
+      throw e;
+    }
+    const dropped = (b) => Object.values(b.dropped || {}).reduce((a, n) => a + n, 0);
+    tbody.replaceChildren(...(res.items.length ? res.items.map((b) => h('tr', { dataset: { bridge: b.name } },
+      h('td', {}, h('strong', {}, b.name), h('div', { class: 'muted' }, 'MQTT ' + b.protocol + (b.loop_prevention ? ' · ' + b.loop_prevention.replace('_', ' ') : ''))),
+      h('td', { class: 'soft' }, bridgeBadge(b),
+        b.connected_since ? h('div', { class: 'muted' }, 'up ' + fmtSince(b.connected_since).replace(' ago', '')) : null,
+        b.reconnects ? h('div', { class: 'muted' }, `${fmtInt(b.reconnects)} reconnects`) : null,
+        b.state !== 'connected' && b.last_error ? h('div', { class: 'error-text' }, b.last_error) : null),
+      h('td', { class: 'mono soft' }, b.address, b.addresses.length > 1 ? h('div', { class: 'muted' }, `${b.addresses.length} addresses`) : null),
+      h('td', { class: 'mono soft' }, b.topics.map((r) => h('div', {}, `${r.direction} ${r.qos} ${r.local_prefix || ''}${r.topic}` +
+        (r.local_prefix !== r.remote_prefix ? ` ⇄ ${r.remote_prefix || ''}${r.topic}` : '')))),
+      h('td', { class: 'num' }, fmtInt(b.messages_out)), h('td', { class: 'num' }, fmtInt(b.messages_in)),
+      h('td', { class: 'num' }, fmtInt(b.queued)), h('td', { class: 'num' }, fmtInt(dropped(b))),
+      isAdmin() ? h('td', { class: 'num' }, b.state === 'stopped'
+        ? h('button', { class: 'small', onclick: () => act(b, 'start') }, 'Start')
+        : h('button', { class: 'small', onclick: () => act(b, 'stop') }, 'Stop')) : null))
+      : [h('tr', {}, h('td', { class: 'empty', colspan: 9 }, 'No bridges: add them to the bridges section of the configuration file'))]));
   }
   every(5000, refresh);
 }
@@ -1270,6 +1350,7 @@ async function route() {
     case 'subscriptions': subscriptionsPage(); break;
     case 'retained': retainedPage(); break;
     case 'banned': bannedPage(); break;
+    case 'bridges': bridgesPage(); break;
     case 'mqtt':
       if (!state.overview) {
         try { state.overview = await api('GET', '/overview?history=0'); } catch { /* the page still works with a typed URL */ }

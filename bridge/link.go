@@ -1,0 +1,697 @@
+package bridge
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"xmq/codec"
+)
+
+// A link is one connected period of a bridge: a connection to the remote
+// and an in-process connection to the local broker, each a client
+// session, with the messages relayed between them.
+//
+// Packet identifiers are not translated: a PUBLISH keeps its packet id
+// from one side to the other, and acknowledgements are relayed back with
+// it. The local broker assigns the ids of what goes out, the remote those
+// of what comes in, and each side's ids are unique among its unacknowledged
+// messages, which are exactly those the bridge has in flight on the other
+// side, since it acknowledges a message only once the other side has. So a
+// QoS 2 message redelivered after a crash of either broker or of the link
+// (DUP, same id) meets the receiver's record of that id and is not
+// delivered twice, without the bridge keeping any state of its own.
+//
+// Goroutines: remoteLoop reads the remote (messages in, acknowledgements
+// of messages out), localLoop reads the local broker (messages out,
+// acknowledgements of messages in), each side has a sender that alone
+// writes to it, and keepAlive pings the remote. mu guards the per-id flow
+// states that both readers touch.
+
+// Flow states by packet id, for the cases where an acknowledgement is not
+// simply relayed.
+const (
+	// inHeld: a message in holds a slot of the local broker's Receive
+	// Maximum until its flow ends.
+	inHeld uint8 = 1 << iota
+	// inDropped: a QoS 2 message in was not forwarded; its PUBREL is
+	// answered here.
+	inDropped
+	// outDowngraded: a QoS 2 message out went at QoS 1 (the remote's
+	// Maximum QoS); its PUBACK becomes the local PUBREC.
+	outDowngraded
+	// outLocalOnly: a QoS 2 message out is done with at the remote (or
+	// never went there); the local PUBREL is answered here.
+	outLocalOnly
+)
+
+// maxHeldQoS0 bounds the QoS 0 messages the remote may send while the
+// bridge subscribes, before the local side is connected; more are dropped.
+const maxHeldQoS0 = 1000
+
+// maxHeld bounds all the packets held then: an MQTT 5 remote sends at
+// most the bridge's Receive Maximum of QoS 1/2 messages unacknowledged.
+const maxHeld = 65535 + maxHeldQoS0
+
+type link struct {
+	b     *Bridge
+	cfg   *Config
+	rules *rules
+	addr  string
+	log   *zap.Logger
+
+	remote net.Conn
+	rr     *codec.Reader
+	rs     *sender
+	rv     byte // protocol level spoken to the remote
+	local  net.Conn
+	lr     *codec.Reader
+	ls     *sender
+
+	// What the remote accepts, from its CONNACK.
+	maxQoS    byte
+	retainOK  bool
+	maxPacket int  // 0: no limit
+	subIDs    bool // it sends the Subscription Identifiers of its deliveries
+	recvMax   int  // what it accepts unacknowledged
+	bridgeBit bool // a 3.1.1 remote took Mosquitto's bridge bit
+	// remoteSession and localSession are the CONNACKs' Session Present.
+	remoteSession, localSession bool
+	origin                      *originTracker // nil: the remote stops loops itself
+
+	// slots holds one token per message in flight to the local broker:
+	// its Receive Maximum, which a 3.1.1 remote knows nothing of.
+	slots chan struct{}
+
+	mu  sync.Mutex
+	in  []uint8 // flow states of messages in, by packet id
+	out []uint8 // of messages out
+
+	held       []heldPacket  // read from the remote before the local side was ready
+	localReady chan struct{} // closed once the local subscriptions are acknowledged
+
+	// Reader-owned counters and buffers.
+	localAcks  int // local SUBACK and UNSUBACK still awaited (localLoop)
+	skipLocal  int // local PUBCOMPs answering a sweep (localLoop)
+	skipRemote int // remote PUBCOMPs answering a sweep (remoteLoop)
+	pubOut     codec.Publish
+	topicOut   []byte
+	pubIn      codec.Publish
+	topicIn    []byte
+
+	reads  atomic.Uint64 // remote packets read, for the keepalive
+	closed chan struct{}
+	once   sync.Once
+	err    error // why the link ended; set before closed is closed
+	wg     sync.WaitGroup
+}
+
+// heldPacket is a PUBLISH or PUBREL from the remote kept, copied, until
+// the local side is ready.
+type heldPacket struct {
+	pub *codec.Publish // nil: a PUBREL
+	id  uint16
+}
+
+// serve runs the link until it fails or stop closes; then it closes both
+// connections and returns why the link ended.
+func (l *link) serve(stop <-chan struct{}) error {
+	l.wg.Add(3)
+	go func() { defer l.wg.Done(); l.fail(l.remoteLoop()) }()
+	go func() { defer l.wg.Done(); l.fail(l.localLoop()) }()
+	go func() { defer l.wg.Done(); l.keepAlive() }()
+	select {
+	case <-l.closed:
+	case <-stop:
+		// A normal DISCONNECT on both sides: the sessions stay, and what
+		// is in flight is resent when the bridge comes back.
+		_ = l.rs.send(&codec.Disconnect{})
+		_ = l.ls.send(&codec.Disconnect{})
+		l.rs.finish(time.Second)
+		l.ls.finish(time.Second)
+		l.fail(errStopped)
+	}
+	l.wg.Wait()
+	l.rs.wait()
+	l.ls.wait()
+	return l.err
+}
+
+var errStopped = errors.New("bridge: stopped")
+
+// fail ends the link for err: the first reason counts.
+func (l *link) fail(err error) {
+	l.once.Do(func() {
+		l.err = err
+		close(l.closed)
+		_ = l.remote.Close()
+		_ = l.local.Close()
+		l.rs.stop(errClosed)
+		l.ls.stop(errClosed)
+	})
+}
+
+// flowState reads and changes a packet id's flow state.
+func (l *link) flowState(states []uint8, id uint16, set, clear uint8) uint8 {
+	l.mu.Lock()
+	st := states[id]
+	states[id] = st&^clear | set
+	l.mu.Unlock()
+	return st
+}
+
+// ---- remote → local ----
+
+// remoteLoop reads the remote: messages in, and the acknowledgements of
+// messages out. It starts once the local subscriptions are acknowledged,
+// with the packets held while they were made.
+func (l *link) remoteLoop() error {
+	select {
+	case <-l.localReady:
+	case <-l.closed:
+		return errClosed
+	}
+	for i, h := range l.held {
+		var err error
+		if h.pub != nil {
+			err = l.fromRemote(h.pub)
+		} else {
+			err = l.remotePubrel(h.id)
+		}
+		l.held[i] = heldPacket{}
+		if err != nil {
+			return err
+		}
+	}
+	l.held = nil
+	ka := l.cfg.KeepAlive
+	for {
+		if ka > 0 && l.rr.Buffered() == 0 {
+			_ = l.remote.SetReadDeadline(time.Now().Add(ka + ka/2))
+		}
+		p, err := l.rr.ReadPacket()
+		if err != nil {
+			return remoteReadError(err)
+		}
+		l.reads.Add(1)
+		if err := l.remotePacket(p); err != nil {
+			return err
+		}
+	}
+}
+
+// remoteReadError says why reading the remote failed.
+func remoteReadError(err error) error {
+	if isTimeout(err) {
+		return fmt.Errorf("remote silent for 1.5 × keepalive: %w", err)
+	}
+	return fmt.Errorf("reading the remote: %w", err)
+}
+
+func (l *link) remotePacket(p codec.Packet) error {
+	switch p := p.(type) {
+	case *codec.Publish:
+		return l.fromRemote(p)
+	case *codec.Ack:
+		switch p.Kind {
+		case codec.PUBREL:
+			return l.remotePubrel(p.PacketID)
+		case codec.PUBCOMP:
+			if l.skipRemote > 0 {
+				l.skipRemote--
+				return nil
+			}
+		}
+		return l.remoteAck(p)
+	case *codec.Pingresp:
+		return nil
+	case *codec.Suback, *codec.Unsuback:
+		return nil // late answers of a resubscription: none is sent after setup
+	case *codec.Disconnect:
+		return fmt.Errorf("the remote disconnected the bridge: %s%s", p.ReasonCode, reasonString(&p.Props))
+	default:
+		return fmt.Errorf("the remote sent %s", p.Type())
+	}
+}
+
+func reasonString(p *codec.Properties) string {
+	if len(p.ReasonString) > 0 {
+		return " (" + string(p.ReasonString) + ")"
+	}
+	return ""
+}
+
+// fromRemote forwards a message from the remote to the local broker, or
+// drops it (acknowledged at once) when no rule forwards it or it is the
+// bridge's own message come back.
+func (l *link) fromRemote(p *codec.Publish) error {
+	if len(p.Topic) == 0 {
+		return errors.New("the remote used a topic alias, which the bridge does not accept")
+	}
+	var ids []uint32
+	if l.subIDs {
+		ids = p.Props.SubscriptionIDs
+	}
+	r, ok := l.rules.pickIn(p.Topic, ids)
+	if !ok {
+		l.b.c.drops[dropNoRule].Add(1)
+		return l.ackRemote(p)
+	}
+	if l.origin != nil && l.origin.echo(p.Topic, p.Payload, time.Now()) {
+		l.b.c.loops.Add(1)
+		return l.ackRemote(p)
+	}
+	q := &l.pubIn
+	*q = codec.Publish{Dup: p.Dup, QoS: p.QoS, Retain: p.Retain, Topic: p.Topic, PacketID: p.PacketID, Payload: p.Payload}
+	if !r.sameMapping() {
+		l.topicIn = r.localTopic(l.topicIn[:0], p.Topic)
+		q.Topic = l.topicIn
+	}
+	if l.rv == codec.V5 {
+		forwardProps(&q.Props, &p.Props)
+	}
+	if q.QoS > 0 {
+		select {
+		case l.slots <- struct{}{}:
+		case <-l.closed:
+			return errClosed
+		}
+		l.flowState(l.in, q.PacketID, inHeld, inDropped)
+	}
+	if err := l.ls.publish(q); err != nil {
+		return err
+	}
+	l.b.c.msgsIn.Add(1)
+	return nil
+}
+
+// forwardProps copies the properties a message keeps across the bridge:
+// all but the Topic Alias and the Subscription Identifiers, which belong
+// to one connection.
+func forwardProps(dst, src *codec.Properties) {
+	*dst = *src
+	dst.SubscriptionIDs = nil
+	dst.Clear(codec.PropTopicAlias)
+	dst.TopicAlias = 0
+}
+
+// ackRemote acknowledges a message from the remote that is not forwarded.
+func (l *link) ackRemote(p *codec.Publish) error { return l.ackHere(l.rs, l.in, inDropped, inHeld, p) }
+
+// ackHere acknowledges on s a message that goes no further: PUBACK, or
+// PUBREC with state set (and clear cleared) in states, so that its PUBREL
+// is answered here too.
+func (l *link) ackHere(s *sender, states []uint8, set, clear uint8, p *codec.Publish) error {
+	switch p.QoS {
+	case 1:
+		return s.ack(codec.PUBACK, p.PacketID, codec.Success)
+	case 2:
+		l.flowState(states, p.PacketID, set, clear)
+		return s.ack(codec.PUBREC, p.PacketID, codec.Success)
+	}
+	return nil
+}
+
+// remotePubrel continues a QoS 2 message in.
+func (l *link) remotePubrel(id uint16) error {
+	if l.flowState(l.in, id, 0, inDropped)&inDropped != 0 {
+		return l.rs.ack(codec.PUBCOMP, id, codec.Success)
+	}
+	// Relayed, known or not: after a reconnection the local broker knows
+	// the flow from before, and answers PUBCOMP either way.
+	return l.ls.ack(codec.PUBREL, id, codec.Success)
+}
+
+// remoteAck relays the remote's acknowledgement of a message out to the
+// local broker, which then counts the message delivered.
+func (l *link) remoteAck(a *codec.Ack) error {
+	if a.ReasonCode.IsError() {
+		l.b.c.drops[dropRemoteRefused].Add(1)
+		l.b.warnRarely("the remote refused a message", zap.Stringer("ack", a.Kind), zap.Stringer("reason_code", a.ReasonCode))
+	}
+	switch a.Kind {
+	case codec.PUBACK:
+		if l.flowState(l.out, a.PacketID, 0, outDowngraded)&outDowngraded != 0 {
+			// A QoS 2 message the remote took at QoS 1: done there; the
+			// local flow goes on to PUBREL, answered by localPubrel.
+			l.flowState(l.out, a.PacketID, outLocalOnly, 0)
+			return l.ls.ack(codec.PUBREC, a.PacketID, codec.Success)
+		}
+		return l.ls.ack(codec.PUBACK, a.PacketID, a.ReasonCode)
+	case codec.PUBREC, codec.PUBCOMP:
+		return l.ls.ack(a.Kind, a.PacketID, a.ReasonCode)
+	}
+	return nil
+}
+
+// ---- local → remote ----
+
+// localLoop reads the local broker: messages out, and the
+// acknowledgements of messages in.
+func (l *link) localLoop() error {
+	for {
+		p, err := l.lr.ReadPacket()
+		if err != nil {
+			return fmt.Errorf("reading the local broker: %w", err)
+		}
+		switch p := p.(type) {
+		case *codec.Publish:
+			err = l.fromLocal(p)
+		case *codec.Ack:
+			err = l.localAck(p)
+		case *codec.Suback:
+			l.subscribed("local", p.PacketID, p.ReasonCodes)
+		case *codec.Unsuback:
+			l.subscribed("local", p.PacketID, nil)
+		case *codec.Disconnect:
+			return fmt.Errorf("the local broker disconnected the bridge: %s%s", p.ReasonCode, reasonString(&p.Props))
+		case *codec.Pingresp:
+		default:
+			return fmt.Errorf("the local broker sent %s", p.Type())
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// subscribed counts a local SUBACK or UNSUBACK; the last one opens the
+// remote side.
+func (l *link) subscribed(side string, id uint16, codes []codec.ReasonCode) {
+	l.logRefusedFilters(side, id, codes)
+	if l.localAcks > 0 {
+		if l.localAcks--; l.localAcks == 0 {
+			close(l.localReady)
+		}
+	}
+}
+
+// fromLocal forwards a message from the local broker to the remote, or
+// acknowledges it at once when it does not go (no rule, an overlapping
+// rule's copy, too large for the remote).
+func (l *link) fromLocal(p *codec.Publish) error {
+	r, ok := l.rules.pickOut(p.Topic, p.Props.SubscriptionIDs)
+	if !ok {
+		l.b.c.drops[dropNoRule].Add(1)
+		return l.ackLocal(p)
+	}
+	q := &l.pubOut
+	*q = codec.Publish{Dup: p.Dup, QoS: min(p.QoS, l.maxQoS), Retain: p.Retain && l.retainOK, Topic: p.Topic,
+		PacketID: p.PacketID, Payload: p.Payload}
+	if q.QoS == 0 {
+		q.PacketID, q.Dup = 0, false
+	}
+	if !r.sameMapping() {
+		l.topicOut = r.remoteTopic(l.topicOut[:0], p.Topic)
+		q.Topic = l.topicOut
+	}
+	if l.rv == codec.V5 {
+		forwardProps(&q.Props, &p.Props)
+	}
+	if l.maxPacket > 0 && q.Len(l.rv) > l.maxPacket {
+		l.b.c.drops[dropTooLarge].Add(1)
+		l.b.warnRarely("a message is larger than the remote's Maximum Packet Size: dropped",
+			zap.ByteString("topic", q.Topic), zap.Int("maximum_packet_size", l.maxPacket))
+		return l.ackLocal(p)
+	}
+	if l.origin != nil && l.rules.echoes(q.Topic) {
+		l.origin.sent(q.Topic, q.Payload, time.Now())
+	}
+	switch {
+	case p.QoS == 0:
+	case q.QoS == 0:
+		// Sent at most once, as the remote's Maximum QoS says: the local
+		// flow ends when it is on its way.
+		if err := l.rs.publish(q); err != nil {
+			return err
+		}
+		l.b.c.msgsOut.Add(1)
+		return l.ackLocal(p)
+	case p.QoS == 2 && q.QoS == 1:
+		l.flowState(l.out, p.PacketID, outDowngraded, outLocalOnly)
+	default:
+		l.flowState(l.out, p.PacketID, 0, outDowngraded|outLocalOnly)
+	}
+	if err := l.rs.publish(q); err != nil {
+		return err
+	}
+	l.b.c.msgsOut.Add(1)
+	return nil
+}
+
+// ackLocal acknowledges a message from the local broker that does not go
+// to the remote (or goes at QoS 0).
+func (l *link) ackLocal(p *codec.Publish) error {
+	return l.ackHere(l.ls, l.out, outLocalOnly, outDowngraded, p)
+}
+
+// localAck handles the local broker's acknowledgements of messages in
+// (relayed to the remote) and its PUBREL of a QoS 2 message out.
+func (l *link) localAck(a *codec.Ack) error {
+	id := a.PacketID
+	switch a.Kind {
+	case codec.PUBREL:
+		if l.flowState(l.out, id, 0, outLocalOnly)&outLocalOnly != 0 {
+			return l.ls.ack(codec.PUBCOMP, id, codec.Success)
+		}
+		return l.rs.ack(codec.PUBREL, id, codec.Success)
+	case codec.PUBCOMP:
+		if l.skipLocal > 0 {
+			l.skipLocal--
+			return nil
+		}
+	}
+	if a.ReasonCode == codec.UnspecifiedError || a.ReasonCode == codec.ImplementationSpecificError {
+		// The local store failed to keep the message: no acknowledgement,
+		// so the remote sends it again when the link comes back.
+		return fmt.Errorf("the local broker could not keep a message (%s): reconnecting so the remote sends it again", a.ReasonCode)
+	}
+	if a.ReasonCode.IsError() {
+		l.b.c.drops[dropLocalRefused].Add(1)
+	}
+	// A slot is free when the flow ends here: PUBACK, PUBCOMP, or a
+	// PUBREC that refuses.
+	if a.Kind == codec.PUBACK || a.Kind == codec.PUBCOMP || a.ReasonCode.IsError() {
+		if l.flowState(l.in, id, 0, inHeld)&inHeld != 0 {
+			<-l.slots
+		}
+	}
+	return l.rs.ack(a.Kind, id, a.ReasonCode)
+}
+
+// ---- keepalive ----
+
+// keepAlive pings the remote when half a keepalive passed without a write
+// or without a read, so a remote that only receives still answers, and a
+// dead one is found by the read deadline.
+func (l *link) keepAlive() {
+	ka := l.cfg.KeepAlive
+	if ka <= 0 {
+		return
+	}
+	t := time.NewTicker(ka / 2)
+	defer t.Stop()
+	lastR, lastW := l.reads.Load(), l.rs.writes.Load()
+	for {
+		select {
+		case <-t.C:
+		case <-l.closed:
+			return
+		}
+		r, w := l.reads.Load(), l.rs.writes.Load()
+		if r == lastR || w == lastW {
+			if l.rs.send(&codec.Pingreq{}) != nil {
+				return
+			}
+		}
+		lastR, lastW = r, w
+	}
+}
+
+// ---- setup ----
+
+// subscribeRemote sends the remote subscriptions of the in rules (and
+// unsubscribes stale filters) and reads until they are acknowledged,
+// holding what else the remote sends meanwhile. The local side is not
+// connected yet, so no message out can use a packet id the subscriptions
+// use.
+func (l *link) subscribeRemote(stale []string, deadline time.Time) error {
+	var id uint16
+	awaited := map[uint16]bool{}
+	current := l.rules.inFilters()
+	var unsub [][]byte
+	for _, f := range stale {
+		if !slices.Contains(current, f) {
+			unsub = append(unsub, []byte(f))
+		}
+	}
+	if len(unsub) > 0 {
+		id++
+		awaited[id] = true
+		if err := l.rs.send(&codec.Unsubscribe{PacketID: id, Filters: unsub}); err != nil {
+			return err
+		}
+	}
+	if len(l.rules.in) > 0 {
+		if l.rv == codec.V5 {
+			// One SUBSCRIBE per rule: a Subscription Identifier is per packet.
+			for _, r := range l.rules.in {
+				id++
+				awaited[id] = true
+				s := &codec.Subscribe{PacketID: id, Subscriptions: []codec.Subscription{{Filter: r.remote, QoS: r.QoS,
+					NoLocal: true, RetainAsPublished: true, RetainHandling: 1}}}
+				if l.subIDs {
+					s.Props.SubscriptionIDs = []uint32{r.subID}
+				}
+				if err := l.rs.send(s); err != nil {
+					return err
+				}
+			}
+		} else {
+			id++
+			awaited[id] = true
+			s := &codec.Subscribe{PacketID: id}
+			for _, r := range l.rules.in {
+				s.Subscriptions = append(s.Subscriptions, codec.Subscription{Filter: r.remote, QoS: r.QoS})
+			}
+			if err := l.rs.send(s); err != nil {
+				return err
+			}
+		}
+	}
+	_ = l.remote.SetReadDeadline(deadline)
+	defer func() { _ = l.remote.SetReadDeadline(time.Time{}) }()
+	for len(awaited) > 0 {
+		p, err := l.rr.ReadPacket()
+		if err != nil {
+			return fmt.Errorf("subscribing at the remote: %w", err)
+		}
+		switch p := p.(type) {
+		case *codec.Suback:
+			delete(awaited, p.PacketID)
+			l.logRefusedFilters("remote", p.PacketID, p.ReasonCodes)
+		case *codec.Unsuback:
+			delete(awaited, p.PacketID)
+		case *codec.Publish:
+			if len(l.held) >= maxHeld {
+				return errors.New("the remote sent more unacknowledged messages than the bridge's Receive Maximum")
+			}
+			if p.QoS == 0 && l.heldQoS0() >= maxHeldQoS0 {
+				l.b.c.drops[dropSetup].Add(1)
+				continue
+			}
+			l.held = append(l.held, heldPacket{pub: copyPublish(p)})
+		case *codec.Ack:
+			if p.Kind == codec.PUBREL {
+				l.held = append(l.held, heldPacket{id: p.PacketID})
+			}
+		case *codec.Pingresp:
+		case *codec.Disconnect:
+			return fmt.Errorf("the remote disconnected the bridge: %s%s", p.ReasonCode, reasonString(&p.Props))
+		default:
+			return fmt.Errorf("the remote sent %s while the bridge subscribed", p.Type())
+		}
+	}
+	return nil
+}
+
+func (l *link) heldQoS0() int {
+	n := 0
+	for _, h := range l.held {
+		if h.pub != nil && h.pub.QoS == 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// copyPublish copies a PUBLISH out of a reader's buffer.
+func copyPublish(p *codec.Publish) *codec.Publish {
+	q := *p
+	q.Topic = clone(p.Topic)
+	q.Payload = clone(p.Payload)
+	q.Props.ContentType = clone(p.Props.ContentType)
+	q.Props.ResponseTopic = clone(p.Props.ResponseTopic)
+	q.Props.CorrelationData = clone(p.Props.CorrelationData)
+	q.Props.SubscriptionIDs = slices.Clone(p.Props.SubscriptionIDs)
+	q.Props.User = nil
+	for _, u := range p.Props.User {
+		q.Props.User = append(q.Props.User, codec.UserProperty{Key: clone(u.Key), Value: clone(u.Value)})
+	}
+	return &q
+}
+
+// subscribeLocal sends the local subscriptions of the out rules (and
+// unsubscribes filters the local session holds from an older
+// configuration); localLoop counts their acknowledgements.
+func (l *link) subscribeLocal(stale []string) error {
+	var id uint16
+	current := l.rules.outFilters()
+	var unsub [][]byte
+	for _, f := range stale {
+		if !slices.Contains(current, f) {
+			unsub = append(unsub, []byte(f))
+		}
+	}
+	if len(unsub) > 0 {
+		id++
+		l.localAcks++
+		if err := l.ls.send(&codec.Unsubscribe{PacketID: id, Filters: unsub}); err != nil {
+			return err
+		}
+	}
+	for _, r := range l.rules.out {
+		id++
+		l.localAcks++
+		// No Local: what the bridge publishes here (messages in) does not
+		// go back out. Retain As Published: the remote gets the retain
+		// flag as published. Retain Handling 1: the retained messages go
+		// out once, when the rule is new, not at every reconnection.
+		s := &codec.Subscribe{PacketID: id, Subscriptions: []codec.Subscription{{Filter: r.local, QoS: r.QoS,
+			NoLocal: true, RetainAsPublished: true, RetainHandling: 1}}}
+		s.Props.SubscriptionIDs = []uint32{r.subID}
+		if err := l.ls.send(s); err != nil {
+			return err
+		}
+	}
+	if l.localAcks == 0 {
+		close(l.localReady)
+	}
+	return nil
+}
+
+// logRefusedFilters logs the filters a SUBACK refused.
+func (l *link) logRefusedFilters(side string, id uint16, codes []codec.ReasonCode) {
+	for i, rc := range codes {
+		if rc.IsError() || l.rv != codec.V5 && side == "remote" && rc == 0x80 {
+			l.b.c.subRefused.Add(1)
+			l.log.Error("bridge subscription refused: its messages are not forwarded",
+				zap.String("side", side), zap.Uint16("packet_id", id), zap.Int("filter_index", i), zap.Stringer("reason_code", rc))
+		}
+	}
+}
+
+// sweep sends PUBREL for every packet id, so that the receiving side
+// forgets the QoS 2 receipts of a session whose other half is gone (the
+// ids will be used again for new messages, which it would take for
+// redeliveries and drop). Each PUBREL is answered with a PUBCOMP, which
+// the reader of that side skips. 65,535 PUBRELs are 256 KiB.
+func sweep(s *sender) error {
+	for id := 1; id <= 65535; id++ {
+		if err := s.ack(codec.PUBREL, uint16(id), codec.Success); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"xmq/auth"
+	"xmq/bridge"
+	"xmq/core"
+	"xmq/internal/bridgelocal"
+)
+
+// bridgeConfig is one entry of the bridges section (bridge.Config with
+// YAML names). Zero values mean bridge's defaults, so the defaults live in
+// one place: bridge.
+type bridgeConfig struct {
+	Name string `yaml:"name"`
+	// Enabled false configures the bridge without starting it (the admin
+	// API starts it); nil: true.
+	Enabled        *bool             `yaml:"enabled"`
+	Addresses      []string          `yaml:"addresses"`
+	Protocol       string            `yaml:"protocol"` // "5" or "3.1.1"
+	ClientID       string            `yaml:"client_id"`
+	Username       string            `yaml:"username"`
+	Password       string            `yaml:"password"`
+	TLS            bridgeTLSConfig   `yaml:"tls"`
+	KeepAlive      time.Duration     `yaml:"keepalive"`
+	CleanStart     bool              `yaml:"clean_start"`
+	SessionExpiry  time.Duration     `yaml:"session_expiry"`
+	TryPrivate     *bool             `yaml:"try_private"` // nil: true (Mosquitto's default)
+	MaxInflight    int               `yaml:"max_inflight"`
+	ConnectTimeout time.Duration     `yaml:"connect_timeout"`
+	BackoffMin     time.Duration     `yaml:"backoff_min"`
+	BackoffMax     time.Duration     `yaml:"backoff_max"`
+	Topics         []bridgeTopicRule `yaml:"topics"`
+}
+
+// bridgeTLSConfig is the client side of TLS towards the remote.
+type bridgeTLSConfig struct {
+	CAFile     string `yaml:"ca_file"`
+	CertFile   string `yaml:"cert_file"`
+	KeyFile    string `yaml:"key_file"`
+	ServerName string `yaml:"server_name"`
+}
+
+// bridgeTopicRule is Mosquitto's `topic PATTERN DIRECTION QOS LOCAL_PREFIX
+// REMOTE_PREFIX` as YAML fields.
+type bridgeTopicRule struct {
+	Topic        string `yaml:"topic"`
+	Direction    string `yaml:"direction"` // out (default), in or both
+	QoS          byte   `yaml:"qos"`
+	LocalPrefix  string `yaml:"local_prefix"`
+	RemotePrefix string `yaml:"remote_prefix"`
+}
+
+// bridgeConfigs converts the bridges section.
+func (c *config) bridgeConfigs() []bridge.Config {
+	out := make([]bridge.Config, 0, len(c.Bridges))
+	for _, b := range c.Bridges {
+		bc := bridge.Config{
+			Name: b.Name, Addresses: b.Addresses, Protocol: b.Protocol, ClientID: b.ClientID,
+			Username: b.Username, Password: b.Password,
+			TLS:       bridge.TLS{CAFile: b.TLS.CAFile, CertFile: b.TLS.CertFile, KeyFile: b.TLS.KeyFile, ServerName: b.TLS.ServerName},
+			KeepAlive: b.KeepAlive, CleanStart: b.CleanStart, SessionExpiry: b.SessionExpiry,
+			PlainProtocol: b.TryPrivate != nil && !*b.TryPrivate, MaxInflight: b.MaxInflight,
+			ConnectTimeout: b.ConnectTimeout, BackoffMin: b.BackoffMin, BackoffMax: b.BackoffMax,
+			Disabled: b.Enabled != nil && !*b.Enabled,
+		}
+		for _, r := range b.Topics {
+			bc.Topics = append(bc.Topics, bridge.Rule{Topic: r.Topic, Direction: bridge.Direction(r.Direction), QoS: r.QoS,
+				LocalPrefix: r.LocalPrefix, RemotePrefix: r.RemotePrefix})
+		}
+		out = append(out, bc)
+	}
+	return out
+}
+
+// validateBridges checks the bridges section, and that no listener takes
+// a name the bridges' in-process connections use.
+func (c *config) validateBridges() error {
+	for _, l := range c.Listeners {
+		if strings.HasPrefix(l.Name, bridge.ListenerPrefix) {
+			return fmt.Errorf("listener %s: names starting with %q are the bridges'", l.Name, bridge.ListenerPrefix)
+		}
+	}
+	return bridge.ValidateAll(c.bridgeConfigs())
+}
+
+// newBridges makes the bridge manager of a run over srv; Apply starts the
+// configured bridges.
+func newBridges(srv *core.Server, log *zap.Logger) *bridge.Manager {
+	o := srv.Options()
+	return bridge.NewManager(bridge.Options{Local: bridgelocal.Local{Server: srv}, ReceiveMaximum: o.ReceiveMaximum,
+		MaxPacketSize: o.MaxPacketSize, Log: log.Named("bridge")})
+}
+
+// bridgeAuth puts the bridges' reserved logins in front of auth: a
+// CONNECT whose client id or user name starts with bridge.UserPrefix is
+// decided by the bridge manager (a bridge of this process, on its
+// in-process connection, with the process's secret) and never reaches
+// auth; such a session may publish and subscribe to anything, as
+// Mosquitto's bridges may. Everything else goes to auth unchanged.
+// Embedding *auth.Auth keeps its optional interfaces (enhanced
+// authentication, the disconnect observer), which bridgeAuth overrides
+// only to keep reserved names out of them.
+type bridgeAuth struct {
+	*auth.Auth
+	// bridges is set once the broker exists, before any connection.
+	bridges *bridge.Manager
+}
+
+var (
+	_ core.Authenticator         = (*bridgeAuth)(nil)
+	_ core.Authorizer            = (*bridgeAuth)(nil)
+	_ core.EnhancedAuthenticator = (*bridgeAuth)(nil)
+	_ core.ConnectionObserver    = (*bridgeAuth)(nil)
+)
+
+// Authenticate implements core.Authenticator.
+func (b *bridgeAuth) Authenticate(clientID, username string, password []byte, remote net.Addr, listener, crossOrigin string) error {
+	if bridge.Reserved(clientID, username) {
+		if b.bridges == nil {
+			return bridge.ErrReservedName
+		}
+		return b.bridges.CheckLogin(clientID, username, password, listener)
+	}
+	return b.Auth.Authenticate(clientID, username, password, remote, listener, crossOrigin)
+}
+
+// AuthStep implements core.EnhancedAuthenticator: no enhanced exchange
+// gets a bridge's name.
+func (b *bridgeAuth) AuthStep(method, clientID string, state any, data []byte, remote net.Addr, listener string) (
+	[]byte, any, bool, string, error) {
+	if bridge.Reserved(clientID, "") {
+		return nil, nil, false, "", bridge.ErrReservedName
+	}
+	reply, next, done, user, err := b.Auth.AuthStep(method, clientID, state, data, remote, listener)
+	if err == nil && done && bridge.Reserved("", user) {
+		return nil, nil, false, "", bridge.ErrReservedName
+	}
+	return reply, next, done, user, err
+}
+
+// ClientDisconnected implements core.ConnectionObserver: a bridge's local
+// connection is none of auth's business (flapping bans).
+func (b *bridgeAuth) ClientDisconnected(clientID, username string, remote net.Addr, listener string, connectedFor time.Duration, reason string) {
+	if bridge.Reserved(clientID, username) {
+		return
+	}
+	b.Auth.ClientDisconnected(clientID, username, remote, listener, connectedFor, reason)
+}
+
+// isBridge reports a session of a bridge: only CheckLogin lets its name in.
+func isBridge(username string) bool { return strings.HasPrefix(username, bridge.UserPrefix) }
+
+// CanPublish implements core.Authorizer.
+func (b *bridgeAuth) CanPublish(clientID, username, topic string) bool {
+	return isBridge(username) || b.Auth.CanPublish(clientID, username, topic)
+}
+
+// CanWill implements core.Authorizer; a bridge sets no will.
+func (b *bridgeAuth) CanWill(clientID, username, topic string) bool {
+	return !isBridge(username) && b.Auth.CanWill(clientID, username, topic)
+}
+
+// CanSubscribe implements core.Authorizer.
+func (b *bridgeAuth) CanSubscribe(clientID, username, filter string) bool {
+	return isBridge(username) || b.Auth.CanSubscribe(clientID, username, filter)
+}
+
+// ReadsAll implements core.Authorizer.
+func (b *bridgeAuth) ReadsAll(clientID, username, filter string) bool {
+	return isBridge(username) || b.Auth.ReadsAll(clientID, username, filter)
+}
+
+// CanRead implements core.Authorizer.
+func (b *bridgeAuth) CanRead(clientID, username, topic string) bool {
+	return isBridge(username) || b.Auth.CanRead(clientID, username, topic)
+}

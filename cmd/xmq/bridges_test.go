@@ -1,0 +1,148 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+
+	"xmq/codec"
+)
+
+// bridgeYAML is a bridge to the broker at %s: sensors out under site1/,
+// commands in under cloud/.
+const bridgeYAML = `
+bridges:
+  - name: up
+    addresses: [mqtt://%s]
+    backoff_min: 20ms
+    backoff_max: 200ms
+    topics:
+      - {topic: "sensors/#", direction: out, qos: 1, remote_prefix: site1/}
+      - {topic: "cmd/#", direction: in, qos: 1, local_prefix: cloud/}
+`
+
+func postJSON(t *testing.T, url, user, pass string) (int, map[string]any) {
+	t.Helper()
+	return requestJSON(t, "POST", url, user, pass)
+}
+
+// TestRunBridge: a run with a bridge to another run forwards both ways;
+// nobody outside can log in with a bridge's reserved names; the admin API
+// lists, stops and starts it, /metrics shows it, and POST /api/v1/reload
+// applies an edited bridges section (a removed bridge's session goes).
+func TestRunBridge(t *testing.T) {
+	t.Setenv(adminPasswordEnv, "pw")
+	remote := startRun(t, "-listen", "127.0.0.1:0", "-data", "", "-web", "")
+	raddr := remote.addrs[0].String()
+	cfgPath := writeFile(t, webRunConfig+fmt.Sprintf(bridgeYAML, raddr))
+	local, base := startWebRun(t, "-data", t.TempDir(), "-c", cfgPath)
+	laddr := local.addrs[0].String()
+	state := func(name string) any {
+		_, m := getJSON(t, base+"/api/v1/bridges/"+name, "admin", "pw")
+		return m["state"]
+	}
+	waitUntil(t, "the bridge to connect", func() bool { return state("up") == "connected" })
+
+	rsub, _, err := dialMQTT(raddr, "rsub", codec.V5, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSend(t, rsub, &codec.Subscribe{PacketID: 1, Subscriptions: []codec.Subscription{{Filter: []byte("site1/#"), QoS: 1}}})
+	expectPacket[*codec.Suback](t, rsub)
+	lsub, _, err := dialMQTT(laddr, "lsub", codec.V5, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSend(t, lsub, &codec.Subscribe{PacketID: 1, Subscriptions: []codec.Subscription{{Filter: []byte("cloud/#"), QoS: 1}}})
+	expectPacket[*codec.Suback](t, lsub)
+	lpub, _, err := dialMQTT(laddr, "lpub", codec.V5, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSend(t, lpub, &codec.Publish{QoS: 1, PacketID: 1, Topic: []byte("sensors/t"), Payload: []byte("21.5")})
+	if p := expectPacket[*codec.Publish](t, rsub); string(p.Topic) != "site1/sensors/t" || string(p.Payload) != "21.5" {
+		t.Errorf("out: got %q %q", p.Topic, p.Payload)
+	}
+	rpub, _, err := dialMQTT(raddr, "rpub", codec.V5, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSend(t, rpub, &codec.Publish{QoS: 1, PacketID: 1, Topic: []byte("cmd/reboot"), Payload: []byte("now")})
+	if p := expectPacket[*codec.Publish](t, lsub); string(p.Topic) != "cloud/cmd/reboot" {
+		t.Errorf("in: got %q", p.Topic)
+	}
+
+	// The bridge's reserved names are refused from outside, whatever the
+	// anonymous policy.
+	if rc := connack(t, laddr, "$bridge:up", "guess"); rc != codec.NotAuthorized {
+		t.Errorf("CONNACK %s for user $bridge:up from outside, want Not authorized", rc)
+	}
+	if c, _, err := dialMQTT(laddr, "$bridge:up", codec.V5, false); err == nil {
+		c.conn.Close()
+		t.Error("an outside client took the bridge's client id")
+	}
+
+	res, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	for _, want := range []string{
+		`xmq_bridge_connected{bridge="up"} 1`,
+		`xmq_bridge_messages_total{bridge="up",direction="out"} 1`,
+		`xmq_bridge_messages_total{bridge="up",direction="in"} 1`,
+		`xmq_bridge_queued_messages{bridge="up"} 0`,
+		`xmq_bridge_dropped_total{bridge="up",cause="local_queue"} 0`,
+		`xmq_bridge_reconnects_total{bridge="up"} 0`,
+		`xmq_bridge_backoff_seconds{bridge="up"} 0`,
+		`xmq_bridge_connect_failures_total{bridge="up",cause="auth"} 0`,
+	} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
+	if code, m := postJSON(t, base+"/api/v1/bridges/up/stop", "admin", "pw"); code != 200 {
+		t.Errorf("stop: %d %v", code, m)
+	}
+	if s := state("up"); s != "stopped" {
+		t.Errorf("state %v after stop", s)
+	}
+	if code, _ := postJSON(t, base+"/api/v1/bridges/nope/stop", "admin", "pw"); code != 404 {
+		t.Errorf("stop of an unknown bridge: %d, want 404", code)
+	}
+	if code, _ := postJSON(t, base+"/api/v1/bridges/up/start", "admin", "pw"); code != 200 {
+		t.Errorf("start: %d", code)
+	}
+	waitUntil(t, "the bridge to come back", func() bool { return state("up") == "connected" })
+
+	// Edit the file: a second bridge, disabled; then no bridges at all.
+	edited := webRunConfig + fmt.Sprintf(bridgeYAML, raddr) +
+		"  - {name: two, enabled: false, addresses: [mqtt://" + raddr + "], topics: [{topic: x}]}\n"
+	if err := os.WriteFile(cfgPath, []byte(edited), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, m := postJSON(t, base+"/api/v1/reload", "admin", "pw")
+	if added, _ := m["bridges"].(map[string]any)["added"].([]any); code != 200 || len(added) != 1 || added[0] != "two" {
+		t.Errorf("reload: %d %v", code, m)
+	}
+	if s := state("two"); s != "stopped" {
+		t.Errorf("a disabled bridge is %v", s)
+	}
+	if err := os.WriteFile(cfgPath, []byte(webRunConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, m := postJSON(t, base+"/api/v1/reload", "admin", "pw"); code != 200 {
+		t.Errorf("reload: %d %v", code, m)
+	}
+	if code, _ := getJSON(t, base+"/api/v1/clients/$bridge:up", "admin", "pw"); code != 404 {
+		t.Errorf("a removed bridge's local session: %d, want 404", code)
+	}
+	if code, m := getJSON(t, base+"/api/v1/bridges", "viewer-less", "pw"); code != 401 {
+		t.Errorf("bridges without credentials: %d %v", code, m)
+	}
+}
