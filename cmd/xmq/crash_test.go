@@ -597,17 +597,6 @@ func isConnErr(err error) bool {
 		strings.Contains(err.Error(), "EOF")
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestRestartKeepsRetainedAndSubscriptions: after kill -9, a persistent
 // session keeps its subscription and the retained message is still there;
 // a client that starts clean with the same id finds nothing of its session.

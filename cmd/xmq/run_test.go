@@ -270,3 +270,15 @@ func TestRunHelp(t *testing.T) {
 		})
 	}
 }
+
+// waitUntil polls cond until it holds, failing the test after 15 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
