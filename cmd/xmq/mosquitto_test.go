@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 // Bridges against a real Mosquitto (Debian's mosquitto, started here on
