@@ -1,4 +1,4 @@
-module xmq
+module github.com/xmq-io/xmq
 
 go 1.26.0
 

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // The ACL file uses Mosquitto's acl_file syntax:

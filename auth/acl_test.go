@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 const testACL = `# Mosquitto-style ACL file used by the tests.

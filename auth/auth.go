@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // Auth authenticates clients at CONNECT, authorizes PUBLISH and SUBSCRIBE,

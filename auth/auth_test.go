@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // newAuth builds an Auth closed when the test ends. Unless the test says

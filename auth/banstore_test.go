@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // memBans is a BanStore in memory that outlives the Auths using it, as a

@@ -235,7 +235,7 @@ func TestMosquittoReadsXmqFile(t *testing.T) {
 	}
 	login := func(user, pass string) error {
 		return exec.CommandContext(ctx, pub, "-h", "127.0.0.1", "-p", fmt.Sprint(port), "-u", user, "-P", pass,
-			"-t", "xmq/test", "-m", "hi").Run()
+			"-t", "github.com/xmq-io/xmq/test", "-m", "hi").Run()
 	}
 	if err := login("dave", "d4ve"); err != nil {
 		t.Errorf("mosquitto refused the user xmq passwd added: %v\n%s", err, log.String())

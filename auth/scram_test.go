@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // The test vectors of RFC 5802 section 5 (SCRAM-SHA-1) and RFC 7677

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // writeUsers makes a password file of bcrypt users at the given cost.

@@ -18,8 +18,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"xmq/codec"
-	"xmq/listeners"
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/listeners"
 )
 
 // State is what a bridge is doing.

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // readBufferSize is the read buffer of each of a link's two connections:

@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"xmq/bridge"
-	"xmq/certs/certstest"
-	"xmq/codec"
-	"xmq/core"
-	"xmq/internal/mqtttest"
-	"xmq/listeners"
+	"github.com/xmq-io/xmq/bridge"
+	"github.com/xmq-io/xmq/certs/certstest"
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/core"
+	"github.com/xmq-io/xmq/internal/mqtttest"
+	"github.com/xmq-io/xmq/listeners"
 )
 
 // rules of the forwarding tests: out with a remote prefix, in with a
@@ -247,12 +247,12 @@ func TestOverlappingRules(t *testing.T) {
 // TestImports keeps the package off core (DESIGN.md): the composition root
 // adapts the broker to bridge.Local.
 func TestImports(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "xmq/bridge").Output()
+	out, err := exec.Command("go", "list", "-deps", "github.com/xmq-io/xmq/bridge").Output()
 	if err != nil {
 		t.Skipf("go list: %v", err)
 	}
 	for _, dep := range strings.Fields(string(out)) {
-		if dep == "xmq/core" || dep == "xmq/store" || dep == "xmq/web" {
+		if dep == "github.com/xmq-io/xmq/core" || dep == "github.com/xmq-io/xmq/store" || dep == "github.com/xmq-io/xmq/web" {
 			t.Errorf("bridge imports %s", dep)
 		}
 	}

@@ -13,12 +13,12 @@ import (
 
 	"go.uber.org/zap"
 
-	"xmq/bridge"
-	"xmq/codec"
-	"xmq/core"
-	"xmq/internal/bridgelocal"
-	"xmq/internal/mqtttest"
-	"xmq/listeners"
+	"github.com/xmq-io/xmq/bridge"
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/core"
+	"github.com/xmq-io/xmq/internal/bridgelocal"
+	"github.com/xmq-io/xmq/internal/mqtttest"
+	"github.com/xmq-io/xmq/listeners"
 )
 
 // waitTimeout bounds every wait in these tests.

@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // A link is one connected period of a bridge: a connection to the remote

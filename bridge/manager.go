@@ -15,7 +15,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // UserPrefix starts the user name and client id of every bridge's local

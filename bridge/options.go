@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"xmq/codec"
-	"xmq/listeners"
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/listeners"
 )
 
 // Direction says which way a topic rule forwards.

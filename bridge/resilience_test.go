@@ -15,13 +15,13 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"xmq/bridge"
-	"xmq/certs/certstest"
-	"xmq/codec"
-	"xmq/core"
-	"xmq/internal/bridgelocal"
-	"xmq/listeners"
-	"xmq/store"
+	"github.com/xmq-io/xmq/bridge"
+	"github.com/xmq-io/xmq/certs/certstest"
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/core"
+	"github.com/xmq-io/xmq/internal/bridgelocal"
+	"github.com/xmq-io/xmq/listeners"
+	"github.com/xmq-io/xmq/store"
 )
 
 // storeBroker is a TCP broker on addr (free port: "") with an on-disk
@@ -418,7 +418,7 @@ func bridgeGoroutines() int {
 	buf = buf[:runtime.Stack(buf, true)]
 	n := 0
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "xmq/bridge.") {
+		if strings.Contains(g, "github.com/xmq-io/xmq/bridge.") {
 			n++
 		}
 	}

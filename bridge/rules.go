@@ -3,7 +3,7 @@ package bridge
 import (
 	"strings"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // rule is a Rule with its two filters worked out.

@@ -20,8 +20,8 @@ import (
 	"github.com/letsencrypt/pebble/v2/wfe"
 	"golang.org/x/net/dns/dnsmessage"
 
-	"xmq/certs"
-	"xmq/certs/certstest"
+	"github.com/xmq-io/xmq/certs"
+	"github.com/xmq-io/xmq/certs/certstest"
 )
 
 // acmeDomain is the name certificates are requested for; the test's DNS

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"xmq/certs"
-	"xmq/certs/certstest"
+	"github.com/xmq-io/xmq/certs"
+	"github.com/xmq-io/xmq/certs/certstest"
 )
 
 func containsStr(s, sub string) bool { return strings.Contains(s, sub) }

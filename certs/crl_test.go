@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"xmq/certs"
-	"xmq/certs/certstest"
+	"github.com/xmq-io/xmq/certs"
+	"github.com/xmq-io/xmq/certs/certstest"
 )
 
 // writeCRL writes a PEM revocation list of ca revoking the given client

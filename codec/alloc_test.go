@@ -4,8 +4,8 @@ import (
 	"bufio"
 	"testing"
 
-	"xmq/codec"
-	"xmq/codec/codectest"
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/codec/codectest"
 )
 
 // allocsPerRead reads packets from raw repeated forever, after a warm-up,

@@ -4,8 +4,8 @@ import (
 	"bufio"
 	"testing"
 
-	"xmq/codec"
-	"xmq/codec/codectest"
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/codec/codectest"
 )
 
 // benchRead reads raw over and over through a Reader on a bufio.Reader of the

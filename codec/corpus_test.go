@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"xmq/codec/codectest"
+	"github.com/xmq-io/xmq/codec/codectest"
 )
 
 // updateCorpus names the environment variable that makes TestFuzzCorpus

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"testing/iotest"
 
-	"xmq/codec"
-	"xmq/codec/codectest"
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/codec/codectest"
 )
 
 func TestDecodeFixtures(t *testing.T) {

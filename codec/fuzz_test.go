@@ -8,8 +8,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"xmq/codec"
-	"xmq/codec/codectest"
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/codec/codectest"
 )
 
 // The seed corpus of each target is in testdata/fuzz/<target>, written from

@@ -8,8 +8,8 @@ import (
 	"io"
 	"testing"
 
-	"xmq/codec"
-	"xmq/codec/codectest"
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/codec/codectest"
 )
 
 // Every test in this package reports failures the same way: "what: got X,

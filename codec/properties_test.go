@@ -5,7 +5,7 @@ import (
 	"math"
 	"testing"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // numProps is every numeric property with the packet that may carry it (a

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"testing/iotest"
 
-	"xmq/codec"
-	"xmq/codec/codectest"
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/codec/codectest"
 )
 
 var errReadPastHeader = errors.New("test: the Reader asked for bytes past the fixed header")

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"testing"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 func TestConnackCodeV3(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 func TestValidUTF8(t *testing.T) {

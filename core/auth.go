@@ -7,7 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // The interfaces in this file are optional extensions an Authenticator may

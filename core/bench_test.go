@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // BenchmarkRouterMatch measures one match against a tree of n

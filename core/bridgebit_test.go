@@ -4,8 +4,8 @@ import (
 	"slices"
 	"testing"
 
-	"xmq/codec"
-	"xmq/core"
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/core"
 )
 
 // A 3.1/3.1.1 client with Mosquitto's bridge bit (codec.BridgeBit) gets

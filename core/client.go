@@ -14,7 +14,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // client is one network connection speaking MQTT. The reader goroutine runs

@@ -8,7 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // handshake reads and answers CONNECT. It returns false when the

@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"xmq/codec"
-	"xmq/core"
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/core"
 )
 
 // waitTimeout bounds every wait for the broker.

@@ -15,7 +15,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // maxPendingAcks bounds the acknowledgements a reader holds for one Sync.

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"xmq/core"
+	"github.com/xmq-io/xmq/core"
 )
 
 func TestStoreHealthy(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // kaWheel enforces the keepalive of parked connections, which have no

@@ -5,7 +5,7 @@ import (
 	"time"
 	"unsafe"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // Message is an application message as the broker keeps it: immutable once

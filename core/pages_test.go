@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 func newPagesServer(tb testing.TB) *Server {

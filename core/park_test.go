@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"xmq/codec"
-	"xmq/core"
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/core"
 )
 
 // tcpClient connects a client over loopback TCP, whatever XMQ_CORE_TCP

@@ -8,7 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // unsafeBytes views an immutable string as bytes for encoding.

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"unsafe"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // On Linux, socket I/O on plain TCP connections is made with raw system calls

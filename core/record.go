@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // recordVersion is the format of every record core gives its Store. A

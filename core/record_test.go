@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 func TestSessionRecordRoundTrip(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // retainedStore holds the last retained message of each topic. A map

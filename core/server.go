@@ -13,7 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // Authenticator decides whether a client may connect. A refusal returns an

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"xmq/codec"
-	"xmq/core"
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/core"
 )
 
 // [MQTT-4.3.3-10] (3.1.1 4.3.3 method B): a QoS 2 PUBLISH sent again with

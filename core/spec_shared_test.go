@@ -6,8 +6,8 @@ import (
 	"slices"
 	"testing"
 
-	"xmq/codec"
-	"xmq/core"
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/core"
 )
 
 // collect takes PUBLISH packets, acknowledging them, until none arrives for

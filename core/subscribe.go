@@ -3,7 +3,7 @@ package core
 import (
 	"time"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 func (c *client) handleSubscribe(p *codec.Subscribe) bool {

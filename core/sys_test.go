@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"xmq/codec"
-	"xmq/core"
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/core"
 )
 
 // mosquittoSysTopics reads the topic list captured from Mosquitto 2.0.

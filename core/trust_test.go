@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"xmq/codec"
-	"xmq/core"
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/core"
 )
 
 // ruleAuthz is an Authorizer whose rules a test changes: each user name

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"time"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // The read-only views below serve the admin API, the dashboard and

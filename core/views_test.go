@@ -5,8 +5,8 @@ import (
 	"slices"
 	"testing"
 
-	"xmq/codec"
-	"xmq/core"
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/core"
 )
 
 func TestViews(t *testing.T) {

@@ -19,8 +19,8 @@ import (
 	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
 
-	"xmq/core"
-	"xmq/web"
+	"github.com/xmq-io/xmq/core"
+	"github.com/xmq-io/xmq/web"
 )
 
 // exported returns the name of every series xmq's /metrics serves with

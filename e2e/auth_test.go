@@ -23,10 +23,10 @@ import (
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 	"github.com/eclipse/paho.mqtt.golang/packets"
 
-	"xmq/auth"
-	"xmq/certs/certstest"
-	"xmq/core"
-	"xmq/listeners"
+	"github.com/xmq-io/xmq/auth"
+	"github.com/xmq-io/xmq/certs/certstest"
+	"github.com/xmq-io/xmq/core"
+	"github.com/xmq-io/xmq/listeners"
 )
 
 // The password file and ACL of the auth tests. alice and bob have

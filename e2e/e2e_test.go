@@ -15,8 +15,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"xmq/codec"
-	"xmq/core"
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/core"
 )
 
 // timeout bounds every wait in these tests.

@@ -11,7 +11,7 @@ import (
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 
-	"xmq/core"
+	"github.com/xmq-io/xmq/core"
 )
 
 // v3Client is an eclipse/paho.mqtt.golang client speaking MQTT 3.1.1.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/eclipse/paho.golang/paho"
 
-	"xmq/core"
+	"github.com/xmq-io/xmq/core"
 )
 
 // v5Client is an eclipse/paho.golang client over its own TCP connection.

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"xmq/codec"
-	"xmq/listeners"
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/listeners"
 )
 
 // Transport benchmarks: the same load over tcp, tls, ws, wss and quic, on

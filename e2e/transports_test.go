@@ -21,11 +21,11 @@ import (
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 
-	"xmq/certs"
-	"xmq/certs/certstest"
-	"xmq/codec"
-	"xmq/core"
-	"xmq/listeners"
+	"github.com/xmq-io/xmq/certs"
+	"github.com/xmq-io/xmq/certs/certstest"
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/core"
+	"github.com/xmq-io/xmq/listeners"
 )
 
 // endpoint is one listener of a transport broker and how a client reaches it.

@@ -3,8 +3,8 @@ package e2e_test
 import (
 	"testing"
 
-	"xmq/codec"
-	"xmq/core"
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/core"
 )
 
 // Byte-level cases over real TCP, written and read with the codec.

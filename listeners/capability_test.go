@@ -13,7 +13,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"xmq/certs/certstest"
+	"github.com/xmq-io/xmq/certs/certstest"
 )
 
 // proxyV1 is the PROXY header the capability tests send: the client

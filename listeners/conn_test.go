@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/net/nettest"
 
-	"xmq/certs/certstest"
+	"github.com/xmq-io/xmq/certs/certstest"
 )
 
 // transportCase is one transport under test: how to listen and how to dial.

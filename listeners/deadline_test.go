@@ -10,7 +10,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"xmq/certs/certstest"
+	"github.com/xmq-io/xmq/certs/certstest"
 )
 
 // TestWebSocketPingFloodKeepsReadDeadline floods a ws and a wss conn with

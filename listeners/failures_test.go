@@ -12,7 +12,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
-	"xmq/certs/certstest"
+	"github.com/xmq-io/xmq/certs/certstest"
 )
 
 // waitFailure waits until l has counted one more failure for reason than

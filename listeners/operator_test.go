@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"xmq/certs/certstest"
+	"github.com/xmq-io/xmq/certs/certstest"
 )
 
 // TestWebSocketAnyPath: with Path "*" a ws listener answers MQTT on every

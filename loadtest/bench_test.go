@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // newTestWorker builds a worker for one publisher and one subscriber of a

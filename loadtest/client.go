@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // client is one simulated MQTT client: a publisher, a subscriber, or both

@@ -3,7 +3,7 @@ package loadtest
 import (
 	"strings"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // fanout says how many receivers each publisher's messages should reach:

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"xmq/loadtest"
+	"github.com/xmq-io/xmq/loadtest"
 )
 
 // The broker's CPU and RSS are sampled from /proc/PID (-broker-pid), which

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"xmq/core"
-	"xmq/listeners"
-	"xmq/loadtest"
+	"github.com/xmq-io/xmq/core"
+	"github.com/xmq-io/xmq/listeners"
+	"github.com/xmq-io/xmq/loadtest"
 )
 
 // broker is an in-process xmq serving one listener.

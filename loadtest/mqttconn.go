@@ -13,8 +13,8 @@ import (
 	"syscall"
 	"time"
 
-	"xmq/codec"
-	"xmq/listeners"
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/listeners"
 )
 
 // dialer opens transport connections through listeners.Dial, the one

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"xmq/certs/certstest"
-	"xmq/core"
-	"xmq/listeners"
-	"xmq/loadtest"
+	"github.com/xmq-io/xmq/certs/certstest"
+	"github.com/xmq-io/xmq/core"
+	"github.com/xmq-io/xmq/listeners"
+	"github.com/xmq-io/xmq/loadtest"
 )
 
 // TestTLSHints: a run whose clients do not accept the broker's

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // Mode is what a run measures.

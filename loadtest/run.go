@@ -16,7 +16,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // Config is what Run needs besides the Options: where to print progress,

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // Sink is a discard server: it speaks just enough MQTT for a publisher

@@ -4,7 +4,7 @@ import (
 	"context"
 	"net"
 
-	"xmq/listeners"
+	"github.com/xmq-io/xmq/listeners"
 )
 
 // errNoSrcIPs is returned for -src-ips when the dialer cannot bind source

@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"xmq/certs/certstest"
-	"xmq/listeners"
-	"xmq/loadtest"
+	"github.com/xmq-io/xmq/certs/certstest"
+	"github.com/xmq-io/xmq/listeners"
+	"github.com/xmq-io/xmq/loadtest"
 )
 
 // startListener serves an in-process xmq on a fresh listener of transport.

@@ -13,7 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // Job is one worker's share of one case: the whole Options, which case, and

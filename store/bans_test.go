@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"xmq/auth"
-	"xmq/store"
+	"github.com/xmq-io/xmq/auth"
+	"github.com/xmq-io/xmq/store"
 )
 
 var _ auth.BanStore = (*store.Store)(nil)

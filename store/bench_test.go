@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"xmq/store"
+	"github.com/xmq-io/xmq/store"
 )
 
 // BenchmarkPutDelete is the store's work for one QoS 1 message to a

@@ -6,8 +6,8 @@ import (
 	"sync"
 	"testing"
 
-	"xmq/core"
-	"xmq/store"
+	"github.com/xmq-io/xmq/core"
+	"github.com/xmq-io/xmq/store"
 )
 
 var _ core.Store = (*store.Store)(nil)

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"xmq/store"
+	"github.com/xmq-io/xmq/store"
 )
 
 // holdEnv makes the test binary a helper that opens the store in the named

@@ -15,8 +15,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"xmq/core"
-	"xmq/store"
+	"github.com/xmq-io/xmq/core"
+	"github.com/xmq-io/xmq/store"
 )
 
 // rawSet writes a key into a closed store's directory behind its back.

@@ -18,8 +18,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"xmq/codec"
-	"xmq/core"
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/core"
 )
 
 const apiPrefix = "/api/v1"

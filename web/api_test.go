@@ -21,8 +21,8 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"xmq/codec"
-	"xmq/core"
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/core"
 )
 
 // fakeBroker is a Broker whose state the test sets.

@@ -17,11 +17,11 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 	"golang.org/x/crypto/bcrypt"
 
-	"xmq/auth"
-	"xmq/core"
-	"xmq/internal/testbrowser"
-	"xmq/listeners"
-	"xmq/web"
+	"github.com/xmq-io/xmq/auth"
+	"github.com/xmq-io/xmq/core"
+	"github.com/xmq-io/xmq/internal/testbrowser"
+	"github.com/xmq-io/xmq/listeners"
+	"github.com/xmq-io/xmq/web"
 )
 
 // dashboard is a broker with tcp and ws listeners and its web server.

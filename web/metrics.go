@@ -7,7 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"xmq/core"
+	"github.com/xmq-io/xmq/core"
 )
 
 // AuthStats are the MQTT authentication counters (auth.Stats, which the

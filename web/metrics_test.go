@@ -20,8 +20,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"xmq/codec"
-	"xmq/core"
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/core"
 )
 
 // countingConn counts the bytes a test client writes and reads.

@@ -12,8 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"xmq/codec"
-	"xmq/core"
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/core"
 )
 
 // The dashboard's own MQTT connections (the overview's $SYS feed and the

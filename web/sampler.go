@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"xmq/core"
+	"github.com/xmq-io/xmq/core"
 )
 
 // History is what the overview's charts can show: one sample a second for

@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
 
-	"xmq/core"
+	"github.com/xmq-io/xmq/core"
 )
 
 // DefaultAddress is where the dashboard listens unless told otherwise:

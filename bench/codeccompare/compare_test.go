@@ -10,8 +10,8 @@ import (
 	paho "github.com/eclipse/paho.golang/packets"
 	mochi "github.com/mochi-mqtt/server/v2/packets"
 
-	"xmq/codec"
-	"xmq/codec/codectest"
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/codec/codectest"
 )
 
 // repeatReader returns data over and over, forever, without allocating.

@@ -27,7 +27,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/mochi-mqtt/server/v2/listeners"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 func main() {

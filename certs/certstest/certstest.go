@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"xmq/certs"
+	"github.com/xmq-io/xmq/certs"
 )
 
 // CA is a test certificate authority.

@@ -17,7 +17,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"xmq/internal/buildinfo"
+	"github.com/xmq-io/xmq/internal/buildinfo"
 )
 
 // version, commit and date are stamped by make from git, as xmq's are;

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"xmq/loadtest"
+	"github.com/xmq-io/xmq/loadtest"
 )
 
 // TestFlagPlaceholders: the help shows what each flag takes in words a

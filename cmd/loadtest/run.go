@@ -15,8 +15,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"xmq/listeners"
-	"xmq/loadtest"
+	"github.com/xmq-io/xmq/listeners"
+	"github.com/xmq-io/xmq/loadtest"
 )
 
 // usageError is a command line that cannot run; main exits 2 for it.

@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"xmq/core"
-	"xmq/listeners"
-	"xmq/loadtest"
+	"github.com/xmq-io/xmq/core"
+	"github.com/xmq-io/xmq/listeners"
+	"github.com/xmq-io/xmq/loadtest"
 )
 
 func TestPublishedCommandsParse(t *testing.T) {

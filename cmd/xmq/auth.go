@@ -12,7 +12,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"xmq/auth"
+	"github.com/xmq-io/xmq/auth"
 )
 
 // authConfig is the auth section: password and ACL files, the anonymous

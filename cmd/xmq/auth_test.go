@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"xmq/auth"
-	"xmq/codec"
+	"github.com/xmq-io/xmq/auth"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // TestExampleAuthIsDefault: the auth section of xmq.example.yaml spells

@@ -8,8 +8,8 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"xmq/codec"
-	"xmq/web"
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/web"
 )
 
 // TestRunBansSurviveRestart: a ban set through the admin API is in force

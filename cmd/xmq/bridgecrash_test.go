@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // freeAddr returns a loopback address nobody listens on right now.

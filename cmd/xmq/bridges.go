@@ -8,10 +8,10 @@ import (
 
 	"go.uber.org/zap"
 
-	"xmq/auth"
-	"xmq/bridge"
-	"xmq/core"
-	"xmq/internal/bridgelocal"
+	"github.com/xmq-io/xmq/auth"
+	"github.com/xmq-io/xmq/bridge"
+	"github.com/xmq-io/xmq/core"
+	"github.com/xmq-io/xmq/internal/bridgelocal"
 )
 
 // bridgeConfig is one entry of the bridges section (bridge.Config with

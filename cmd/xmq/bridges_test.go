@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // bridgeYAML is a bridge to the broker at %s: sensors out under site1/,

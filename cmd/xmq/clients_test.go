@@ -19,7 +19,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"xmq/internal/testbrowser"
+	"github.com/xmq-io/xmq/internal/testbrowser"
 )
 
 // need finds a tool a test runs; it skips without it, except in CI

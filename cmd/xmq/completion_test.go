@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"xmq/auth"
+	"github.com/xmq-io/xmq/auth"
 )
 
 // completionScript writes `xmq completion SHELL` to a file.

@@ -14,10 +14,10 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"xmq/auth"
-	"xmq/certs"
-	"xmq/core"
-	"xmq/listeners"
+	"github.com/xmq-io/xmq/auth"
+	"github.com/xmq-io/xmq/certs"
+	"github.com/xmq-io/xmq/core"
+	"github.com/xmq-io/xmq/listeners"
 )
 
 // config is the whole configuration: defaults, then the YAML file, then

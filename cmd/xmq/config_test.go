@@ -13,8 +13,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"xmq/bridge"
-	"xmq/core"
+	"github.com/xmq-io/xmq/bridge"
+	"github.com/xmq-io/xmq/core"
 )
 
 const examplePath = "../../xmq.example.yaml"

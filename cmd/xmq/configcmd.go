@@ -11,8 +11,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"xmq/auth"
-	"xmq/core"
+	"github.com/xmq-io/xmq/auth"
+	"github.com/xmq-io/xmq/core"
 )
 
 // runConfig is `xmq config print [flags]` and `xmq config env`.

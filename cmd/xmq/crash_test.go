@@ -27,8 +27,8 @@ import (
 	"testing"
 	"time"
 
-	"xmq/codec"
-	"xmq/store"
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/store"
 )
 
 // xmqBinary builds the broker once per test binary.

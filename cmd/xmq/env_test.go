@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"xmq/auth"
+	"github.com/xmq-io/xmq/auth"
 )
 
 // loadEnv loads the configuration from args and env (KEY=VALUE strings).

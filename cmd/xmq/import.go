@@ -16,9 +16,9 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"xmq/auth"
-	"xmq/certs"
-	"xmq/listeners"
+	"github.com/xmq-io/xmq/auth"
+	"github.com/xmq-io/xmq/certs"
+	"github.com/xmq-io/xmq/listeners"
 )
 
 // runImport is `xmq import [-o FILE] mosquitto.conf`: it converts a

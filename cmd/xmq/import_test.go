@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"xmq/auth"
-	"xmq/bridge"
-	"xmq/codec"
-	"xmq/listeners"
+	"github.com/xmq-io/xmq/auth"
+	"github.com/xmq-io/xmq/bridge"
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/listeners"
 )
 
 // importFile runs the importer on path and returns its output and the

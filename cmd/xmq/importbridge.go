@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"xmq/bridge"
+	"github.com/xmq-io/xmq/bridge"
 )
 
 // bridges converts the `connection` sections into bridges, each line to

@@ -18,9 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"xmq/certs/certstest"
-	"xmq/codec"
-	"xmq/internal/mqtttest"
+	"github.com/xmq-io/xmq/certs/certstest"
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
 // mosquittoProc is a Mosquitto broker listening on loopback: plain TCP

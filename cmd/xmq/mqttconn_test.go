@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // mqttConn is a minimal client over the codec.

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // rssKiB reads a VmRSS-style field of a process, in KiB.

@@ -15,10 +15,10 @@ import (
 
 	"go.uber.org/zap"
 
-	"xmq/bridge"
-	"xmq/core"
-	"xmq/listeners"
-	"xmq/web"
+	"github.com/xmq-io/xmq/bridge"
+	"github.com/xmq-io/xmq/core"
+	"github.com/xmq-io/xmq/listeners"
+	"github.com/xmq-io/xmq/web"
 )
 
 // shutdownTimeout bounds how long a graceful shutdown waits for clients.

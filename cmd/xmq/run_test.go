@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // syncBuffer is a bytes.Buffer that run's logger and the test may share.

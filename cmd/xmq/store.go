@@ -12,9 +12,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"xmq/auth"
-	"xmq/core"
-	"xmq/store"
+	"github.com/xmq-io/xmq/auth"
+	"github.com/xmq-io/xmq/core"
+	"github.com/xmq-io/xmq/store"
 )
 
 // storeConfig is the store section (store.Options with YAML names). Zero

@@ -13,8 +13,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"xmq/certs"
-	"xmq/listeners"
+	"github.com/xmq-io/xmq/certs"
+	"github.com/xmq-io/xmq/listeners"
 )
 
 // devCertsDir is where the development CA lives inside the data directory.

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"xmq/certs"
-	"xmq/certs/certstest"
+	"github.com/xmq-io/xmq/certs"
+	"github.com/xmq-io/xmq/certs/certstest"
 )
 
 // TestListenerTLSOptionErrors: min_version, cipher_suites and

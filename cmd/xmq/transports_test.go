@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"xmq/certs"
-	"xmq/codec"
-	"xmq/listeners"
+	"github.com/xmq-io/xmq/certs"
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/listeners"
 )
 
 // allTransportsConfig listens on every transport on free loopback ports.

@@ -13,13 +13,13 @@ import (
 
 	"go.uber.org/zap"
 
-	"xmq/auth"
-	"xmq/bridge"
-	"xmq/certs"
-	"xmq/core"
-	"xmq/listeners"
-	"xmq/store"
-	"xmq/web"
+	"github.com/xmq-io/xmq/auth"
+	"github.com/xmq-io/xmq/bridge"
+	"github.com/xmq-io/xmq/certs"
+	"github.com/xmq-io/xmq/core"
+	"github.com/xmq-io/xmq/listeners"
+	"github.com/xmq-io/xmq/store"
+	"github.com/xmq-io/xmq/web"
 )
 
 // webConfig is the web section: the dashboard, admin API and metrics

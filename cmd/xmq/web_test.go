@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"xmq/codec"
-	"xmq/web"
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/web"
 )
 
 func TestExampleWebIsDefault(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // wsRunConfig serves ws and wss on free loopback ports, everything else

@@ -1,6 +1,6 @@
 package codectest
 
-import "xmq/codec"
+import "github.com/xmq-io/xmq/codec"
 
 // ackKinds are PUBACK, PUBREC, PUBREL and PUBCOMP with their fixed-header
 // first byte (PUBREL's flags are 0010 [MQTT-3.6.1-1]).

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"fmt"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // BenchTopic is the topic of the benchmark PUBLISH packets: a realistic

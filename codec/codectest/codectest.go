@@ -19,7 +19,7 @@ import (
 	"reflect"
 	"strings"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 // Versions lists the protocol levels the fixtures cover, oldest first.

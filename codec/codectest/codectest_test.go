@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"xmq/codec"
-	"xmq/codec/codectest"
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/codec/codectest"
 )
 
 // remainingLength decodes the fixed header by hand, independently of the

@@ -1,6 +1,6 @@
 package codectest
 
-import "xmq/codec"
+import "github.com/xmq-io/xmq/codec"
 
 func connectCases() []Case {
 	return []Case{

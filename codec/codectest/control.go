@@ -1,6 +1,6 @@
 package codectest
 
-import "xmq/codec"
+import "github.com/xmq-io/xmq/codec"
 
 func controlCases() []Case {
 	var cases []Case

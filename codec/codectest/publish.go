@@ -3,7 +3,7 @@ package codectest
 import (
 	"bytes"
 
-	"xmq/codec"
+	"github.com/xmq-io/xmq/codec"
 )
 
 func publishCases() []Case {

@@ -4,8 +4,8 @@
 package bridgelocal
 
 import (
-	"xmq/bridge"
-	"xmq/core"
+	"github.com/xmq-io/xmq/bridge"
+	"github.com/xmq-io/xmq/core"
 )
 
 // Local is a *core.Server as bridge.Local.

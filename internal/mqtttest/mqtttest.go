@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"xmq/codec"
-	"xmq/listeners"
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/listeners"
 )
 
 // Timeout bounds every wait of a Client.
