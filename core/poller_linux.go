@@ -73,11 +73,12 @@ func newPoller() (*poller, error) {
 	return p, nil
 }
 
-// wait collects ready events without blocking; false asks Go's poller to
-// wait until the set is readable.
+// wait collects ready events without blocking (epoll_pwait with no signal
+// mask is epoll_wait, which arm64 lacks); false asks Go's poller to wait
+// until the set is readable.
 func (p *poller) wait(fd uintptr) bool {
 	for {
-		r, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_WAIT, fd, uintptr(unsafe.Pointer(&p.events[0])),
+		r, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, fd, uintptr(unsafe.Pointer(&p.events[0])),
 			uintptr(len(p.events)), 0, 0, 0)
 		switch e {
 		case 0:
