@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# bench-lowrate.sh — the many-connections, low-rate shapes (issue 13): idle
+# connections over tcp, ws and tls (peak RSS, connects per broker
+# CPU-second), 10 publishers × 100 msg/s → 10 subscribers over tcp and ws,
+# 1,000 persistent pairs × 1 msg/s, 19,000 publishers → 10 shared
+# subscribers, 19,000 WebSocket subscribers of their own topics, and the
+# high-rate rows as a regression check. Each broker runs alone on CPU 0
+# (GOMAXPROCS=1 for xmq), loadtest on CPU 1; runs alternate between the
+# brokers, RUNS times, and the table gives medians with the range.
+#
+#   scripts/bench-lowrate.sh                           (make bench-lowrate)
+#   BROKERS="xmq mosquitto" CASES="fan p2p" RUNS=3 scripts/bench-lowrate.sh
+#   BASE=/path/to/older/xmq BROKERS="xmq base" ...     (an older build as "base")
+#
+# Needs: go, python3, taskset, mosquitto (skipped when missing), 2 CPUs and a
+# file limit of 20,000 (the 19,000-connection cases).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+RUNS=${RUNS:-3}
+BROKERS=${BROKERS:-"xmq mosquitto"}
+CASES=${CASES:-"idle-tcp idle-ws idle-tls fan fan-ws p2p fanin19k ws19k qos0 qos1 fanout"}
+WORK=${WORK:-$(mktemp -d /tmp/bench-lowrate.XXXXXX)}
+OUT=${OUT:-$WORK/table.md}
+mkdir -p "$WORK/res"
+ulimit -n 20000 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+
+go build -o "$WORK/xmq" ./cmd/xmq
+go build -o "$WORK/loadtest" ./cmd/loadtest
+BIN_xmq=$WORK/xmq
+BIN_base=${BASE:-}
+"$BIN_xmq" certs -data "$WORK/certs" >/dev/null # a certificate for the tls listener
+CERT=$WORK/certs/certs/server.pem KEY=$WORK/certs/certs/server-key.pem
+
+pid=""
+stop_broker() {
+	if [ -n "$pid" ]; then
+		kill "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+		pid=""
+	fi
+}
+trap stop_broker EXIT
+
+wait_port() {
+	for _ in $(seq 100); do
+		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+		sleep 0.1
+	done
+	echo "bench-lowrate: nothing listens on $1" >&2
+	return 1
+}
+
+# start_broker NAME: tcp on 21883, ws on 21884, tls on 21885.
+start_broker() {
+	local b=$1 log="$WORK/$1.log"
+	case $b in
+	xmq | base)
+		local bin=$BIN_xmq
+		[ "$b" = base ] && bin=$BIN_base
+		# State in memory, as Mosquitto's default (persistence false).
+		cat >"$WORK/xmq.yaml" <<YAML
+data_dir: ""
+listeners:
+  - {transport: tcp, address: "127.0.0.1:21883"}
+  - {transport: ws, address: "127.0.0.1:21884"}
+  - {transport: tls, address: "127.0.0.1:21885", tls: {cert_file: "$CERT", key_file: "$KEY"}}
+web: {address: ""}
+log: {level: warn}
+broker: {max_queued: 100000}
+YAML
+		GOMAXPROCS=1 taskset -c 0 "$bin" -c "$WORK/xmq.yaml" >"$log" 2>&1 &
+		;;
+	mosquitto)
+		cat >"$WORK/mosquitto.conf" <<CONF
+per_listener_settings false
+allow_anonymous true
+set_tcp_nodelay true
+max_queued_messages 100000
+listener 21883 127.0.0.1
+listener 21884
+protocol websockets
+CONF
+		taskset -c 0 mosquitto -c "$WORK/mosquitto.conf" >"$log" 2>&1 &
+		;;
+	esac
+	pid=$!
+	wait_port 21883
+	sleep 0.3
+}
+
+# args CASE: transport address and loadtest flags.
+args() {
+	case $1 in
+	idle-tcp) echo "-addr 127.0.0.1:21883 -mode conn -levels 10000 -hold 5s -dial-concurrency 200" ;;
+	idle-ws) echo "-addr ws://127.0.0.1:21884/mqtt -mode conn -levels 10000 -hold 5s -dial-concurrency 200" ;;
+	idle-tls) echo "-addr mqtts://127.0.0.1:21885 -insecure -mode conn -levels 10000 -hold 5s -dial-concurrency 200" ;;
+	fan) echo "-addr 127.0.0.1:21883 -mode pubsub -pubs 10 -subs 10 -qos 0 -rate 100 -payload 64 -duration 5s" ;;
+	fan-ws) echo "-addr ws://127.0.0.1:21884/mqtt -mode pubsub -pubs 10 -subs 10 -qos 0 -rate 100 -payload 64 -duration 5s" ;;
+	p2p) echo "-addr 127.0.0.1:21883 -mode p2p -pubs 1000 -qos 1 -rate 1 -payload 62 -duration 10s" ;;
+	fanin19k) echo "-addr 127.0.0.1:21883 -mode fanin -pubs 19000 -subs 10 -qos 1 -rate 1 -payload 64 -topic bench/%i -sub-topic \$share/g/bench/# -duration 20s -dial-concurrency 200" ;;
+	ws19k) echo "-addr ws://127.0.0.1:21884/mqtt -mode p2p -loop -pubs 19000 -qos 1 -rate 0.1 -payload 256 -topic t/%i -duration 30s -dial-concurrency 200" ;;
+	qos0) echo "-addr 127.0.0.1:21883 -mode pub -pubs 10 -qos 0 -payload 64 -duration 4s" ;;
+	qos1) echo "-addr 127.0.0.1:21883 -mode pub -pubs 10 -qos 1 -inflight 64 -payload 64 -duration 4s" ;;
+	fanout) echo "-addr 127.0.0.1:21883 -mode pubsub -pubs 10 -subs 100 -qos 0 -rate 0 -payload 64 -topic bench/fanout -sub-topic bench/fanout -duration 4s -drain 3s" ;;
+	esac
+}
+
+ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
+
+for c in $CASES; do
+	for i in $(seq "$RUNS"); do
+		for b in $BROKERS; do
+			case $b in
+			mosquitto) command -v mosquitto >/dev/null || continue ;;
+			base) [ -n "$BIN_base" ] || continue ;;
+			esac
+			[ "$b" = mosquitto ] && [ "$c" = idle-tls ] && continue # no TLS listener configured for it
+			start_broker "$b"
+			f="$WORK/res/$c.$b.$i"
+			t0=$(ticks "$pid")
+			# shellcheck disable=SC2046 # args is a word list
+			taskset -c 1 "$WORK/loadtest" -progress=false -json -broker-pid "$pid" $(args "$c") >"$f.json" 2>"$f.err" || true
+			echo "$(($(ticks "$pid") - t0)) $(getconf CLK_TCK) $(awk '/^VmHWM/{print $2*1024}' "/proc/$pid/status")" >"$f.cpu"
+			stop_broker
+			echo "bench-lowrate: $c $b $i" >&2
+		done
+	done
+done
+
+python3 - "$WORK/res" "$OUT" <<'PY'
+import glob, json, os, statistics, sys
+res, out = sys.argv[1], sys.argv[2]
+rows = {}
+for f in sorted(glob.glob(os.path.join(res, "*.json"))):
+    base = f[:-5]
+    case, broker, run = os.path.basename(base).split(".")
+    try:
+        d = json.load(open(f))
+        ticks, hz, hwm = open(base + ".cpu").read().split()
+    except Exception:
+        continue
+    cpu = int(ticks) / int(hz)
+    cs = d.get("cases") or []
+    if not cs:
+        continue
+    c = cs[-1]
+    l = c.get("latency_summary") or {}
+    n = c.get("delivered") or c.get("established") or c.get("published") or 0
+    rows.setdefault((case, broker), []).append({
+        "p50": l.get("p50_ns", 0) / 1000, "p99": l.get("p99_ns", 0) / 1000,
+        "n": n, "per_cpu_s": n / cpu if cpu else 0, "rss": int(hwm) / 2**20,
+        "rate": c.get("delivered_per_s") or c.get("published_per_s") or 0,
+        "lost": c.get("lost", 0),
+    })
+def med(vals):
+    vals = sorted(vals)
+    m = statistics.median(vals)
+    return m, vals[0], vals[-1]
+def fmt(t, unit=""):
+    m, lo, hi = t
+    if m >= 1000:
+        return f"{m:,.0f}{unit} ({lo:,.0f}–{hi:,.0f})"
+    return f"{m:.0f}{unit} ({lo:.0f}–{hi:.0f})"
+with open(out, "w") as o:
+    o.write("| case | broker | runs | p50 µs | p99 µs | per broker CPU-second | rate/s | peak RSS MiB | lost |\n")
+    o.write("|---|---|---|---|---|---|---|---|---|\n")
+    for (case, broker), rs in sorted(rows.items()):
+        o.write(f"| {case} | {broker} | {len(rs)} | {fmt(med([r['p50'] for r in rs]))} | {fmt(med([r['p99'] for r in rs]))} | "
+                f"{fmt(med([r['per_cpu_s'] for r in rs]))} | {fmt(med([r['rate'] for r in rs]))} | "
+                f"{fmt(med([r['rss'] for r in rs]))} | {sum(r['lost'] for r in rs)} |\n")
+print(open(out).read())
+PY
+echo "bench-lowrate: table in $OUT (raw results in $WORK/res)" >&2
