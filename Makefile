@@ -15,7 +15,7 @@ ARGS     ?=
 ADDR     ?= 127.0.0.1:1883
 
 .DEFAULT_GOAL := help
-.PHONY: build run test test-short bench fuzz cover lint fmt vet vet-cross tidy-check certs-dev loadtest bench-peers bench-bridge soak deps \
+.PHONY: build run test test-short bench fuzz cover lint fmt vet vet-cross tidy-check certs-dev loadtest bench-peers bench-lowrate bench-bridge soak deps \
 	licenses man release release-check image image-test deb deb-test deb-systemd-test clean help
 
 build: ## build bin/xmq, stamped with VERSION
@@ -63,6 +63,9 @@ loadtest: ## build bin/loadtest and load test the broker at ADDR (127.0.0.1:1883
 
 bench-peers: ## xmq vs Mosquitto, mochi-mqtt and NATS on one broker core (~10 min): docs/benchmarks.md
 	scripts/bench-peers.sh
+
+bench-lowrate: ## xmq vs Mosquitto in the many-connections, low-rate shapes (idle RSS, 1 msg/s, 19,000 connections; ~25 min)
+	scripts/bench-lowrate.sh
 
 bench-bridge: ## one bridge's throughput and added latency: xmq→Mosquitto, xmq→xmq, Mosquitto→Mosquitto (~10 min)
 	scripts/bench-bridge.sh
