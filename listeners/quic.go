@@ -176,7 +176,8 @@ type quicConn struct {
 	wmu    sync.Mutex // guards closed; held by Write, which quic-go forbids beside Close
 	closed bool
 
-	rmu sync.Mutex // held by Read; Close's drain takes it after the last Read
+	rmu  sync.Mutex // held by Read; Close's drain takes it after the last Read
+	peek peeker     // guarded by rmu
 
 	// peerDone is set once the peer ended the stream (FIN or reset): it
 	// needs nothing more from us, so Close closes the connection at once.
@@ -192,9 +193,28 @@ func newQUICConn(qc *quic.Conn, st *quic.Stream, release func()) *quicConn {
 	return &quicConn{qc: qc, st: st, release: release}
 }
 
+// WaitReadable waits until the peer sends something, without the caller
+// holding a buffer meanwhile (core.ReadWaiter): it reads one byte, which the
+// next Read returns.
+func (c *quicConn) WaitReadable() error {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	return c.peek.wait(quicStreamReader{c})
+}
+
+// quicStreamReader reads c's stream with Read's error handling; rmu is held.
+type quicStreamReader struct{ c *quicConn }
+
+func (r quicStreamReader) Read(p []byte) (int, error) { return r.c.read(p) }
+
 func (c *quicConn) Read(p []byte) (int, error) {
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
+	return c.peek.read(quicStreamReader{c}, p)
+}
+
+// read reads the stream; c.rmu is held.
+func (c *quicConn) read(p []byte) (int, error) {
 	n, err := c.st.Read(p)
 	if err != nil {
 		err = quicError(err)

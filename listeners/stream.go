@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -344,7 +345,15 @@ type tlsConn struct {
 	sock     *tlsSocket
 	identity string
 	meta     connMeta
+	peek     peeker
 }
+
+// WaitReadable waits until the peer sends something, without the caller
+// holding a buffer meanwhile (core.ReadWaiter): crypto/tls cannot wait
+// without reading, so it reads one byte, which the next Read returns.
+func (c *tlsConn) WaitReadable() error { return c.peek.wait(c.Conn) }
+
+func (c *tlsConn) Read(p []byte) (int, error) { return c.peek.read(c.Conn, p) }
 
 func (c *tlsConn) RemoteAddr() net.Addr { return c.meta.addr(c.Conn.RemoteAddr(), c.meta.remote) }
 func (c *tlsConn) LocalAddr() net.Addr  { return c.meta.addr(c.Conn.LocalAddr(), c.meta.local) }
@@ -388,6 +397,37 @@ func (s *tlsSocket) SetWriteDeadline(t time.Time) error {
 		}
 	}
 	return s.TCPConn.SetWriteDeadline(t)
+}
+
+// peeker lets a conn wait for bytes by reading one, for a reader that
+// gives its buffer back while it waits (core.ReadWaiter). Its methods are
+// the conn's reader's only: one reader at a time, as net.Conn allows.
+type peeker struct {
+	b    [1]byte
+	have bool
+}
+
+// wait reads one byte from r into the peeker, unless it holds one.
+func (k *peeker) wait(r io.Reader) error {
+	if k.have {
+		return nil
+	}
+	n, err := r.Read(k.b[:])
+	k.have = n == 1
+	if k.have {
+		return nil
+	}
+	return err
+}
+
+// read returns the byte wait read, if any, else reads from r. It does not
+// read on after the byte: that could wait while the byte is held back.
+func (k *peeker) read(r io.Reader, p []byte) (int, error) {
+	if k.have && len(p) > 0 {
+		p[0], k.have = k.b[0], false
+		return 1, nil
+	}
+	return r.Read(p)
 }
 
 // isTemporary reports accept errors that pass: timeouts and running out of
