@@ -89,29 +89,28 @@ func sortedNames[V any](m map[string]V) []string {
 }
 
 // validateWeb checks the web section.
-func (c *config) validateWeb() error {
+func (c *config) validateWeb(ps *problems) {
 	w := &c.Web
+	wp := path("web")
 	if w.Address == "" {
-		return nil
+		return
 	}
 	if _, _, err := net.SplitHostPort(w.Address); err != nil {
-		return fmt.Errorf("web.address %q: want host:port: %w", w.Address, err)
+		ps.add(wp.with("address"), "%q is not host:port (127.0.0.1:18083 for this machine only, :18083 for every interface, \"\" for no web server)", w.Address)
 	}
 	if w.AdminUser == "" {
-		return errors.New("web.admin_user must not be empty")
+		ps.add(wp.with("admin_user"), "must not be empty")
 	}
 	keys, err := w.apiKeys()
 	if err != nil {
-		return err
+		ps.addErr(nil, err) // names web.api_keys.NAME itself
+		return
 	}
 	o := web.Options{SessionTTL: w.SessionTTL, APIKeys: keys}
 	if w.AdminPasswordHash != "" {
 		o.AdminPasswordHash = []byte(w.AdminPasswordHash)
 	}
-	if err := o.Validate(); err != nil {
-		return err
-	}
-	return nil
+	ps.addErr(wp, o.Validate())
 }
 
 // webFlags are the command-line flags of the web section.

@@ -49,7 +49,7 @@ func TestWebConfig(t *testing.T) {
 		{"short session", "web:\n  session_ttl: 1s\n", "session ttl"},
 		{"not bcrypt", "web:\n  admin_password_hash: secret\n", "admin password hash"},
 		{"no admin", "web:\n  admin_user: ''\n", "admin_user"},
-		{"unknown key", "web:\n  adress: x\n", "field adress not found"},
+		{"unknown key", "web:\n  adress: x\n", `web.adress: unknown key (did you mean "address"?)`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := loadConfig([]string{"-c", writeFile(t, tt.file)})
