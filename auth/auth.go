@@ -733,3 +733,29 @@ func (a *Auth) Stats() Stats {
 	}
 	return s
 }
+
+// CheckFiles reads and parses a password file and an ACL file ("" for
+// none) as New would, without starting anything (xmq check-config). The
+// errors name the files.
+func CheckFiles(passwordFile, aclFile string) error {
+	var errs []error
+	if passwordFile != "" {
+		data, err := os.ReadFile(passwordFile)
+		if err == nil {
+			_, err = parsePasswordFile(data)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("auth: password file %s: %w", passwordFile, err))
+		}
+	}
+	if aclFile != "" {
+		data, err := os.ReadFile(aclFile)
+		if err == nil {
+			_, err = parseACL(data)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("auth: acl file %s: %w", aclFile, err))
+		}
+	}
+	return errors.Join(errs...)
+}

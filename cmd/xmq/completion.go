@@ -52,7 +52,9 @@ var passwdFlags = []compFlag{
 	{name: "b", help: "password on the command line"},
 	{name: "c", help: "empty the file first"},
 	{name: "D", help: "delete the user"},
+	{name: "U", help: "hash every plain-text password of the file"},
 	{name: "H", help: "hash", arg: argWord, values: []string{"bcrypt", "sha512-pbkdf2", "sha512"}},
+	{name: "hash", help: "hash", arg: argWord, values: []string{"bcrypt", "sha512-pbkdf2", "sha512"}},
 	{name: "cost", help: "bcrypt cost or PBKDF2 iterations", arg: argWord},
 	{name: "scram", help: "SCRAM credentials stored besides the hash", arg: argWord, values: []string{"sha-256,sha-1", "sha-256", "none"}},
 }
@@ -88,6 +90,9 @@ func xmqCommands() compCmd {
 			{name: "env", help: "list the environment variable of every key"},
 		}},
 		{name: "health", help: "ask a running broker's /healthz", flags: compFlags(newHealthFlagSet(&healthFlags{}))},
+		{name: "check-config", help: "check a configuration without serving", flags: serve},
+		{name: "import", help: "convert a Mosquitto configuration", flags: []compFlag{
+			{name: "o", help: "write the configuration to FILE", arg: argFile}, {name: "h", help: "print the help and exit"}}, args: argFile},
 		{name: "completion", help: "print a shell completion script", sub: []compCmd{
 			{name: "bash", help: "bash completion"}, {name: "zsh", help: "zsh completion"}, {name: "fish", help: "fish completion"},
 		}},

@@ -529,6 +529,7 @@ func loadConfigEnv(args, env []string) (config, configSources, error) {
 	if err != nil {
 		return config{}, nil, err
 	}
+	cfg.file = "" // run sets it; config print and the tests compare settings
 	return cfg, src, nil
 }
 
@@ -537,19 +538,26 @@ func loadConfigEnv(args, env []string) (config, configSources, error) {
 // environment or the flags), still returns what it could make of it, for
 // check-config to check further.
 func loadConfigAll(args, env []string) (config, configSources, error) {
+	cfg, o, err := loadConfigOrigin(args, env)
+	return cfg, o.src, err
+}
+
+// loadConfigOrigin is loadConfigAll that returns where every key came
+// from, to locate the problems found later (check-config).
+func loadConfigOrigin(args, env []string) (config, origin, error) {
 	var f flags
 	fs := newFlagSet(&f)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return config{}, nil, errHelp
+			return config{}, origin{}, errHelp
 		}
-		return config{}, nil, usageError{fmt.Errorf("%w (xmq -h lists the flags)", err)}
+		return config{}, origin{}, usageError{fmt.Errorf("%w (xmq -h lists the flags)", err)}
 	}
 	if f.version {
-		return config{}, nil, errVersion
+		return config{}, origin{}, errVersion
 	}
 	if fs.NArg() > 0 {
-		return config{}, nil, usageError{fmt.Errorf("unexpected argument %q (xmq -h lists the flags)", fs.Arg(0))}
+		return config{}, origin{}, usageError{fmt.Errorf("unexpected argument %q (xmq -h lists the flags)", fs.Arg(0))}
 	}
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
@@ -562,7 +570,7 @@ func loadConfigAll(args, env []string) (config, configSources, error) {
 		if ce, ok := asConfigErrors(err); ok {
 			all = append(all, ce...)
 		} else if err != nil {
-			return config{}, nil, err
+			return config{}, origin{}, err
 		}
 		o.lines = lines
 	}
@@ -570,7 +578,7 @@ func loadConfigAll(args, env []string) (config, configSources, error) {
 	if ce, ok := asConfigErrors(err); ok {
 		all = append(all, ce...)
 	} else if err != nil {
-		return config{}, nil, err
+		return config{}, origin{}, err
 	}
 	src := configSources{}
 	for _, s := range envSet {
@@ -611,11 +619,13 @@ func loadConfigAll(args, env []string) (config, configSources, error) {
 		o.locate(ce)
 		all = append(all, ce...)
 	}
+	o.src = src
+	cfg.file = f.config
 	if len(all) > 0 {
 		sortProblems(all)
-		return cfg, src, all
+		return cfg, o, all
 	}
-	return cfg, src, nil
+	return cfg, o, nil
 }
 
 // printUsage documents every flag; a test checks none is missing. It is
@@ -650,6 +660,11 @@ Usage:
                      print the configuration in effect with these flags (the
                      file, the XMQ_ environment, the flags), secrets masked
   xmq config env     list the environment variable of every configuration key
+  xmq check-config [-c FILE] [flags]
+                     check a configuration without serving: keys and values,
+                     the files it names, certificates against their keys,
+                     the data directory and the ports; every problem listed,
+                     exit status 1 if there is any (xmq check-config -h)
   xmq health [-c FILE]
                      ask the running broker's /healthz: exit 0 when healthy
                      (the container image's HEALTHCHECK)

@@ -67,6 +67,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 			return runHealth(ctx, args[1:], os.Environ(), stdout)
 		case "completion":
 			return runCompletion(args[1:], stdout)
+		case "check-config":
+			return runCheckConfig(args[1:], os.Environ(), stdout)
 		}
 	}
 	if len(args) > 0 && args[0] == "import" {
@@ -98,15 +100,43 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 		defer stop()
 	}
 
+	// The ports are bound before anything else starts, so that a port in
+	// use (or a certificate that does not load) is found before the store
+	// is opened and restored. Nothing is accepted until Serve; connections
+	// wait in the listen backlog meanwhile.
+	ts, err := newTLSSetup(&cfg, log)
+	if err != nil {
+		return err
+	}
+	defer ts.close()
+	// The dashboard's port is bound first: the ws and wss listeners trust its origin.
+	wr, err := bindWeb(&cfg)
+	if err != nil {
+		return err
+	}
+	lns, err := listen(&cfg, ts, wr.trustedOrigins(), log.Named("listeners"))
+	if err != nil {
+		wr.stop(ctx)
+		return err
+	}
+	unbind := func() {
+		for _, l := range lns {
+			_ = l.Close()
+		}
+		wr.stop(ctx)
+	}
+
 	// The store is closed by srv.Shutdown, or here if there is no srv.
 	st, bans, err := openStore(&cfg, log)
 	if err != nil {
+		unbind()
 		return err
 	}
 
 	authn, err := newAuth(&cfg, bans, log)
 	if err != nil {
 		_ = st.Close()
+		unbind()
 		return err
 	}
 	defer authn.Close()
@@ -129,6 +159,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	if err != nil {
 		_ = authn.Close() // before the store closes: auth sweeps expired bans out of it
 		_ = st.Close()
+		unbind()
 		return restoreHint(err, cfg.DataDir)
 	}
 	bridges := newBridges(srv, log)
@@ -141,25 +172,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 		bridges.Close()
 		_ = authn.Close()
 		return shutdown(ctx, srv, lns, log)
-	}
-
-	ts, err := newTLSSetup(&cfg, log)
-	if err != nil {
-		_ = stopBroker(nil)
-		return err
-	}
-	defer ts.close()
-	// The dashboard's port is bound first: the ws and wss listeners trust its origin.
-	wr, err := bindWeb(&cfg)
-	if err != nil {
-		_ = stopBroker(nil)
-		return err
-	}
-	lns, err := listen(&cfg, ts, wr.trustedOrigins(), log.Named("listeners"))
-	if err != nil {
-		wr.stop(ctx)
-		_ = stopBroker(nil)
-		return err
 	}
 	// SIGHUP (or POST /api/v1/reload) reloads the certificate files, the
 	// password file, the ACL file and the bridges of the configuration file.
@@ -296,7 +308,11 @@ func listen(cfg *config, ts *tlsSetup, trustedOrigins []string, log *zap.Logger)
 			for _, l := range lns {
 				_ = l.Close()
 			}
-			return nil, fmt.Errorf("listener %s: %w", lc.Name, err)
+			network := "tcp"
+			if lc.Transport == listeners.TransportQUIC {
+				network = "udp"
+			}
+			return nil, fmt.Errorf("listener %s: %w", lc.Name, explainBind(err, network, lc.Address))
 		}
 		lns = append(lns, l)
 	}

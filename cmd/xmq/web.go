@@ -154,7 +154,7 @@ func bindWeb(cfg *config) (*webRun, error) {
 	}
 	l, err := net.Listen("tcp", cfg.Web.Address)
 	if err != nil {
-		return nil, fmt.Errorf("web: %w", err)
+		return nil, fmt.Errorf("web: %w", explainBind(err, "tcp", cfg.Web.Address))
 	}
 	return &webRun{l: l, origins: dashboardOrigins(l.Addr().(*net.TCPAddr), cfg.Web.TLS)}, nil
 }
