@@ -145,6 +145,44 @@ func (a *Auth) Reload() error {
 	return errors.Join(a.loadPasswordsLocked(), a.loadACLLocked())
 }
 
+// SetFiles changes the password file and the ACL file ("" for none) while
+// the Auth runs (a reload of the configuration) and loads them; new logins
+// and decisions use them at once. A file that fails to load leaves both
+// as they were, and the error says why.
+func (a *Auth) SetFiles(passwordFile, aclFile string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	oldPW, oldACL := a.opts.PasswordFile, a.opts.ACLFile
+	if passwordFile == oldPW && aclFile == oldACL {
+		return nil
+	}
+	if err := CheckFiles(passwordFile, aclFile); err != nil {
+		return err
+	}
+	a.opts.PasswordFile, a.opts.ACLFile = passwordFile, aclFile
+	var errs []error
+	if passwordFile != oldPW {
+		if passwordFile == "" {
+			a.users.Store(nil)
+			a.pwStamp, a.pwErr = fileStamp{}, ""
+			a.log.Info("password file removed: user names are not checked; anonymous access per allow_anonymous")
+		} else {
+			errs = append(errs, a.loadPasswordsLocked())
+		}
+	}
+	if aclFile != oldACL {
+		if aclFile == "" {
+			a.aclStamp, a.aclErr = fileStamp{}, ""
+			a.gen.Add(1)
+			a.acl.Store(nil)
+			a.log.Info("acl file removed: every client may publish and subscribe to everything")
+		} else {
+			errs = append(errs, a.loadACLLocked())
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // loadPasswordsLocked (re)loads the password file; a.mu is held.
 func (a *Auth) loadPasswordsLocked() error {
 	path := a.opts.PasswordFile

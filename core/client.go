@@ -615,7 +615,7 @@ func (c *client) writeOut(buf []byte, final, now bool) bool {
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			c.log(zap.WarnLevel, "closing connection: slow consumer", zap.String("client_id", c.id),
-				zap.Duration("write_timeout", c.srv.opts.WriteTimeout))
+				zap.Duration("write_timeout", time.Duration(c.srv.live.writeTimeout.Load())))
 			c.close(CloseSlowConsumer, 0)
 		} else {
 			c.close(ClosePeerGone, 0)
@@ -635,7 +635,7 @@ func (c *client) setWriteDeadline(final bool) {
 	}
 	c.mu.Lock()
 	if !c.closing.Load() {
-		_ = c.conn.SetWriteDeadline(time.Now().Add(c.srv.opts.WriteTimeout))
+		_ = c.conn.SetWriteDeadline(time.Now().Add(time.Duration(c.srv.live.writeTimeout.Load())))
 	}
 	c.mu.Unlock()
 }

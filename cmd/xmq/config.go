@@ -119,12 +119,6 @@ type acmeConfig struct {
 	HTTPAddress  string   `yaml:"http_address"`
 }
 
-// logConfig configures the logger.
-type logConfig struct {
-	Level  string `yaml:"level"`  // debug, info, warn, error
-	Format string `yaml:"format"` // auto, console, json
-}
-
 // brokerConfig mirrors core.Options (all but Version, which is the build's
 // version) with YAML names. Zero values mean core's default, as in
 // core.Options, so the defaults live in one place: core.
@@ -206,7 +200,7 @@ func defaultConfig() config {
 		},
 		TLS:     tlsConfig{ReloadInterval: defaultReloadInterval, HandshakeTimeout: defaultHandshakeTimeout},
 		DataDir: defaultDataDir,
-		Log:     logConfig{Level: "info", Format: "auto"},
+		Log:     logConfig{Level: "info", Format: "auto", MaxSizeMB: defaultLogMaxSizeMB, MaxBackups: defaultLogMaxBackups},
 		Web:     defaultWebConfig(),
 	}
 }
@@ -351,6 +345,7 @@ func (c *config) validateListeners(ps *problems) {
 func (c *config) validateLog(ps *problems) {
 	oneOf(ps, path("log", "level"), c.Log.Level, "a log level", "debug", "info", "warn", "error")
 	oneOf(ps, path("log", "format"), c.Log.Format, "a log format", "auto", "console", "json")
+	c.validateLogOutputs(ps)
 }
 
 // validateBroker checks the broker section with core's own rules, each

@@ -15,7 +15,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/xmq-io/xmq/bridge"
 	"github.com/xmq-io/xmq/core"
 	"github.com/xmq-io/xmq/listeners"
 	"github.com/xmq-io/xmq/web"
@@ -87,11 +86,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	}
 	cfg.file = configFileArg(args)
 
-	log, err := newLogger(stderr, cfg.Log)
+	lg, err := newLogger(stderr, cfg.Log)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = log.Sync() }()
+	defer lg.close()
+	log := lg.Logger
 	if cfg.pprof != "" {
 		stop, err := startPprof(cfg.pprof, log.Named("pprof"))
 		if err != nil {
@@ -173,24 +173,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 		_ = authn.Close()
 		return shutdown(ctx, srv, lns, log)
 	}
-	// SIGHUP (or POST /api/v1/reload) reloads the certificate files, the
-	// password file, the ACL file and the bridges of the configuration file.
-	var reloading sync.Mutex
-	reload := func(by string) (bridge.Changes, error) {
-		reloading.Lock()
-		defer reloading.Unlock()
-		log.Info(by + ": reloading certificates, password and ACL files, bridges")
-		ts.reload(log.Named("certs"))
-		if err := authn.Reload(); err != nil {
-			log.Named("auth").Error("reload failed; the previous version stays in force", zap.Error(err))
-		}
-		next, err := loadConfig(args)
-		if err != nil {
-			log.Named("bridge").Error("reload: the configuration is not valid; the bridges stay as they are", zap.Error(err))
-			return bridge.Changes{}, err
-		}
-		return bridges.Apply(next.bridgeConfigs())
-	}
+	// SIGHUP (or POST /api/v1/reload) applies the configuration again
+	// (reload.go).
+	rl := &reloader{args: args, cur: cfg, lg: lg, srv: srv, authn: authn, ts: ts, bridges: bridges, log: log}
+	reload := rl.reload
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer func() { signal.Stop(hup); close(hup) }()
@@ -222,7 +208,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 		})
 	}
 	if wr != nil {
-		ops := webOps{bridges: bridges, reload: func() (bridge.Changes, error) { return reload("API") }}
+		ops := webOps{bridges: bridges, reload: func() (reloadResult, error) { return reload("API") }}
 		if err := wr.start(&cfg, srv, st, lns, ts, webAuth{authn: authn, tokens: tokens}, ops, rd.check, log, serveErr); err != nil {
 			wr.stop(ctx)
 			_ = stopBroker(lns)

@@ -239,9 +239,7 @@ func (w *webRun) start(cfg *config, srv *core.Server, st core.Store, lns []liste
 		}
 		infos[i] = web.Listener{Name: lc.Name, Transport: l.Transport(), Address: l.Addr().String(), Path: path,
 			HandshakeFailures: l.HandshakeFailures}
-		if src := ts.source(lc); src != nil {
-			infos[i].CertNotAfter = src.NotAfter
-		}
+		infos[i].CertNotAfter = ts.certNotAfter(lc)
 	}
 	opts := web.Options{
 		Address: cfg.Web.Address, AdminUser: cfg.Web.AdminUser, AdminPasswordHash: hash, APIKeys: keys,
@@ -259,8 +257,10 @@ func (w *webRun) start(cfg *config, srv *core.Server, st core.Store, lns []liste
 	}
 	if ops.reload != nil {
 		opts.Reload = func() (web.Reloaded, error) {
-			ch, err := ops.reload()
-			return web.Reloaded{Added: ch.Added, Changed: ch.Changed, Removed: ch.Removed}, err
+			res, err := ops.reload()
+			ch := res.bridges
+			return web.Reloaded{Added: ch.Added, Changed: ch.Changed, Removed: ch.Removed,
+				Keys: res.changed, NeedsRestart: res.needsRestart}, err
 		}
 	}
 	if a := wa.authn; a != nil {
@@ -277,6 +277,9 @@ func (w *webRun) start(cfg *config, srv *core.Server, st core.Store, lns []liste
 		}
 		if opts.TLS, err = ts.def.ServerConfig(certs.ClientAuth{Verify: certs.VerifyNone}); err != nil {
 			return fmt.Errorf("web.tls: %w", err)
+		}
+		if ts.def.Kind() != certs.KindACME {
+			opts.TLS.GetCertificate = ts.slot("", ts.def).getCertificate // follows the top-level files on reload
 		}
 	}
 	w.srv, err = web.New(srv, opts)
@@ -380,7 +383,7 @@ func (b banList) Bans() []web.Ban {
 // broker's: the bridges, and the reload SIGHUP does.
 type webOps struct {
 	bridges *bridge.Manager
-	reload  func() (bridge.Changes, error)
+	reload  func() (reloadResult, error)
 }
 
 // webBridges adapts the bridge manager to the web API's Bridges.
