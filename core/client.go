@@ -96,6 +96,9 @@ type client struct {
 	done        chan struct{} // made by close, closed when the last writer has exited
 	writing     atomic.Bool   // a writer goroutine runs (startWriter)
 	pstate      atomic.Int32  // reading or parked (park.go)
+	// trace is nil unless a running trace follows this connection
+	// (trace.go); set at CONNECT and when a trace starts or stops.
+	trace atomic.Pointer[tracer]
 	kaDue       atomic.Int64  // the keepalive wheel's tick after which a parked connection is closed
 	kaSlot      int32         // the wheel slot holding c, -1 none; guarded by the wheel's mu
 	kaPos       int32         // c's index in that slot; guarded by the wheel's mu
@@ -343,6 +346,9 @@ func (c *client) readLoop() bool {
 			}
 		}
 		p, err := c.r.ReadPacket()
+		if t := c.trace.Load(); t != nil && err == nil {
+			t.in(c, p)
+		}
 		if err != nil {
 			if c.parkable && errors.Is(err, codec.ErrWouldBlock) {
 				switch c.park() {
@@ -581,6 +587,9 @@ func (c *client) collect(final bool) []byte {
 	for i := range ws.batch {
 		buf = c.encode(buf, &ws.batch[i], now)
 		ws.batch[i] = outMsg{}
+	}
+	if t := c.trace.Load(); t != nil && len(buf) > 0 {
+		t.out(c, buf)
 	}
 	ws.buf = buf[:0] // kept while the writer runs (putScratch)
 	return buf

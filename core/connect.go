@@ -110,6 +110,10 @@ func (c *client) handshake() bool {
 	if id, ok := transportUsername(c.conn); ok {
 		c.username = id // the client certificate's identity, not what CONNECT says
 	}
+	traces := c.matchTrace(c.id, c.username)
+	if t := c.trace.Load(); t != nil {
+		t.in(c, cp)
+	}
 
 	// connected already counts this connection (ServeConn added it).
 	if max := srv.live.maxConnections.Load(); max > 0 && srv.stats.connected.Load() > max {
@@ -232,6 +236,9 @@ func (c *client) handshake() bool {
 	c.connected = true
 	c.ctrl = ack.Append(c.ctrl, c.version)
 	c.mu.Unlock()
+	if srv.traces.Load() != traces {
+		c.matchTrace(c.id, c.username) // a trace started or stopped meanwhile: retraceLocked skipped c
+	}
 	srv.stats.ctrlOut.Add(1)
 	srv.stats.connects.Add(1) // before the writer can send CONNACK
 	srv.byListener.connected(c.listener)

@@ -75,6 +75,12 @@ type Server struct {
 	byListener listenerStats
 	started    time.Time
 
+	// traces are the running traces (trace.go), nil almost always: the
+	// hot path tests only the connection's own tracer. traceMu orders
+	// starting and stopping them.
+	traces  atomic.Pointer[traceSet]
+	traceMu sync.Mutex
+
 	// transports maps a listener's name to its transport (Serve learns it
 	// from a listener that says, as listeners.Listener does), for the log.
 	transports sync.Map
