@@ -98,10 +98,10 @@ type client struct {
 	pstate      atomic.Int32  // reading or parked (park.go)
 	// trace is nil unless a running trace follows this connection
 	// (trace.go); set at CONNECT and when a trace starts or stops.
-	trace atomic.Pointer[tracer]
-	kaDue       atomic.Int64  // the keepalive wheel's tick after which a parked connection is closed
-	kaSlot      int32         // the wheel slot holding c, -1 none; guarded by the wheel's mu
-	kaPos       int32         // c's index in that slot; guarded by the wheel's mu
+	trace  atomic.Pointer[tracer]
+	kaDue  atomic.Int64 // the keepalive wheel's tick after which a parked connection is closed
+	kaSlot int32        // the wheel slot holding c, -1 none; guarded by the wheel's mu
+	kaPos  int32        // c's index in that slot; guarded by the wheel's mu
 
 	mu        sync.Mutex // guards ctrl, reason and connected
 	reason    CloseReason
