@@ -96,18 +96,19 @@ type client struct {
 	done        chan struct{} // made by close, closed when the last writer has exited
 	writing     atomic.Bool   // a writer goroutine runs (startWriter)
 	pstate      atomic.Int32  // reading or parked (park.go)
-	// trace is nil unless a running trace follows this connection
-	// (trace.go); set at CONNECT and when a trace starts or stops.
-	trace  atomic.Pointer[tracer]
-	kaDue  atomic.Int64 // the keepalive wheel's tick after which a parked connection is closed
-	kaSlot int32        // the wheel slot holding c, -1 none; guarded by the wheel's mu
-	kaPos  int32        // c's index in that slot; guarded by the wheel's mu
+	kaDue       atomic.Int64  // the keepalive wheel's tick after which a parked connection is closed
+	kaSlot      int32         // the wheel slot holding c, -1 none; guarded by the wheel's mu
+	kaPos       int32         // c's index in that slot; guarded by the wheel's mu
 
 	mu        sync.Mutex // guards ctrl, reason and connected
 	reason    CloseReason
 	connected bool
 	ctrl      []byte // encoded control packets waiting for the writer
 	closeOnce sync.Once
+
+	// trace is nil unless a running trace follows this connection
+	// (trace.go); set at CONNECT and when a trace starts or stops.
+	trace atomic.Pointer[tracer]
 }
 
 func newClient(srv *Server, conn net.Conn, listener string) *client {
