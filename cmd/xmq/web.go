@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -140,6 +141,7 @@ const webUsage = `  -web ADDR
 // they are bound.
 type webRun struct {
 	l        net.Listener
+	traceTmp string // the traces' temporary directory (data_dir ""), removed at stop
 	origins  []string // the dashboard's page, as browsers name its origin
 	srv      *web.Server
 	stopping atomic.Bool
@@ -267,6 +269,15 @@ func (w *webRun) start(cfg *config, srv *core.Server, st core.Store, lns []liste
 		opts.Bans = banList{a}
 		opts.AuthStats = func() web.AuthStats { return webAuthStats(a.Stats()) }
 	}
+	// Traces live in the data directory, or in a temporary one without.
+	if cfg.DataDir != "" {
+		opts.TraceDir = filepath.Join(cfg.DataDir, "traces")
+	} else {
+		if w.traceTmp, err = os.MkdirTemp("", "xmq-traces-"); err != nil {
+			return fmt.Errorf("traces: %w", err)
+		}
+		opts.TraceDir = w.traceTmp
+	}
 	if ps, ok := st.(*store.Store); ok {
 		budget := cfg.Store.MaxDiskBytes
 		opts.Store = func() web.StoreUsage { return web.StoreUsage{DiskBytes: ps.DiskUsage(), BudgetBytes: budget} }
@@ -322,6 +333,9 @@ func (w *webRun) stop(ctx context.Context) {
 	defer cancel()
 	_ = w.srv.Shutdown(sctx)
 	<-w.done
+	if w.traceTmp != "" {
+		_ = os.RemoveAll(w.traceTmp)
+	}
 }
 
 // addr is where the web server listens; nil when it is off.
