@@ -141,7 +141,7 @@ const webUsage = `  -web ADDR
 // they are bound.
 type webRun struct {
 	l        net.Listener
-	traceTmp string // the traces' temporary directory (data_dir ""), removed at stop
+	traceTmp string   // the traces' temporary directory (data_dir ""), removed at stop
 	origins  []string // the dashboard's page, as browsers name its origin
 	srv      *web.Server
 	stopping atomic.Bool
