@@ -158,9 +158,9 @@ type Options struct {
 	// the xmq_bridge_* metrics and the dashboard's Bridges page); nil:
 	// none.
 	Bridges Bridges
-	// Reload does what SIGHUP does (POST /api/v1/reload): certificates,
-	// password and ACL files, and the bridges of the configuration file;
-	// nil: the endpoint answers 501.
+	// Reload does what SIGHUP does (POST /api/v1/reload): the
+	// configuration file's live keys, certificates, password and ACL files,
+	// and the bridges; nil: the endpoint answers 501.
 	Reload func() (Reloaded, error)
 	// TraceDir holds the trace files of the traces API (NAME.log, and
 	// NAME.json with its facts); "" answers the traces API with 501. The

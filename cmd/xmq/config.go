@@ -712,9 +712,16 @@ Environment:
 
 Signals:
   SIGINT or SIGTERM shuts down gracefully (up to 10s for clients to go);
-  SIGHUP reloads the certificate files (they are also checked every 10s), the
-  password file and the ACL file (checked every 2s), and the bridges section
-  of the configuration file (added, changed and removed bridges); connections
-  stay up. POST /api/v1/reload does the same.
+  SIGHUP reads the configuration file again (with the environment and flags
+  of the start) and applies what can change live: the broker's limits
+  (max_connections, max_keep_alive, max_session_expiry, connect_timeout,
+  write_timeout, max_inflight, max_queued, max_queued_bytes, queue_overflow,
+  max_subscriptions_per_client, max_message_rate, max_byte_rate), log.level,
+  auth.password_file and auth.acl_file, the TLS certificate files
+  (tls.cert_file, key_file and each listener's) and the bridges; any other
+  key that changed is logged as needing a restart. It also reloads the
+  certificate files (checked every 10s too), the password file and the ACL
+  file (checked every 2s). Connections stay up. POST /api/v1/reload does the
+  same.
 `)
 }

@@ -1058,12 +1058,13 @@ function bridgesPage() {
   const tbody = h('tbody', { id: 'bridges-body' });
   const notice = h('div', { class: 'notice hidden' });
   const reload = isAdmin() ? h('button', {
-    id: 'bridges-reload', title: 'Read the bridges section of the configuration file again (as SIGHUP does)',
+    id: 'bridges-reload', title: 'Read the configuration file again and apply what can change live (as SIGHUP does)',
     onclick: async () => {
       try {
         const res = await api('POST', '/reload');
         const b = res.bridges;
-        toast(`Reloaded: ${b.added.length} added, ${b.changed.length} changed, ${b.removed.length} removed`);
+        const restart = res.needs_restart?.length ? ` · needs a restart: ${res.needs_restart.join(', ')}` : '';
+        toast(`Reloaded: bridges ${b.added.length} added, ${b.changed.length} changed, ${b.removed.length} removed; ${res.changed?.length || 0} keys changed${restart}`);
       } catch (e) { toast(e.message, true); }
       refresh();
     },
