@@ -164,6 +164,7 @@ func (m *traceManager) start(body startTraceBody, by string) (traceInfo, error) 
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if len(m.running) >= MaxRunningTraces {
+		m.log.Info("trace refused: too many running", zap.Int("running", len(m.running)), zap.String("by", by))
 		return traceInfo{}, errorf(http.StatusTooManyRequests, "too_many_traces",
 			fmt.Sprintf("%d traces are running already: stop one first", MaxRunningTraces))
 	}

@@ -56,11 +56,11 @@ func runCheckConfig(args, env []string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "%s: ok (%d listeners, data_dir %q)\n", name, len(cfg.Listeners), cfg.DataDir)
 		return nil
 	}
-	fmt.Fprintf(stdout, "%s: %d problems\n", name, len(all))
+	fmt.Fprintf(stdout, "%s: %s\n", name, countProblems(len(all)))
 	for _, p := range all {
 		fmt.Fprintln(stdout, "  "+p.Error())
 	}
-	return fmt.Errorf("check-config: %d problems in %s", len(all), name)
+	return fmt.Errorf("check-config: %s in %s", countProblems(len(all)), name)
 }
 
 func printCheckConfigUsage(w io.Writer) {

@@ -75,7 +75,7 @@ web:
 	}{
 		{name: "good", file: good, want: []string{"FILE: ok (3 listeners"}},
 		{name: "port in use", file: fmt.Sprintf("data_dir: %s\nlisteners:\n  - address: %s\nweb: {address: ''}\n", data, busyPort(t)),
-			want: []string{"FILE: 1 problems", "FILE:3: listeners[0].address: tcp port", "is in use"}},
+			want: []string{"FILE: 1 problem\n", "FILE:3: listeners[0].address: tcp port", "is in use"}},
 		{name: "two listeners on one port", file: fmt.Sprintf("data_dir: %s\nlisteners:\n  - {name: a, address: '%[2]s'}\n  - {name: b, address: '%[2]s'}\nweb: {address: ''}\n", data, freeAddr(t)),
 			want: []string{"FILE:4: listeners[1].address: tcp port", "is in use"}},
 		{name: "bad port", file: "listeners:\n  - address: 127.0.0.1:99999\nweb: {address: ''}\n",

@@ -305,39 +305,66 @@ func (c *config) validateListeners(ps *problems) {
 	names := map[string]int{}
 	for i, l := range c.Listeners {
 		lp := path("listeners", i)
-		if first, dup := names[l.Name]; dup {
-			ps.add(lp.with("name"), "%q is the name of listeners[%d] already: give each listener its own", l.Name, first)
-		} else {
-			names[l.Name] = i
+		before := len(ps.list)
+		c.validateListener(l, lp, names, i, ps)
+		if len(ps.list) == before {
+			l.validateOptions(c, lp, ps) // what only the listeners package checks, if nothing else is wrong
 		}
-		if !oneOf(ps, lp.with("transport"), l.Transport, "a transport", listeners.TransportTCP, listeners.TransportTLS,
-			listeners.TransportWS, listeners.TransportWSS, listeners.TransportQUIC) {
-			continue
+	}
+}
+
+// validateListener checks listener i, l, at lp; names maps the names of the
+// listeners before it to their numbers.
+func (c *config) validateListener(l listenerConfig, lp keyPath, names map[string]int, i int, ps *problems) {
+	if first, dup := names[l.Name]; dup {
+		ps.add(lp.with("name"), "%q is the name of listeners[%d] already: give each listener its own", l.Name, first)
+	} else {
+		names[l.Name] = i
+	}
+	if !oneOf(ps, lp.with("transport"), l.Transport, "a transport", listeners.TransportTCP, listeners.TransportTLS,
+		listeners.TransportWS, listeners.TransportWSS, listeners.TransportQUIC) {
+		return
+	}
+	if _, port, err := net.SplitHostPort(l.Address); err != nil {
+		ps.add(lp.with("address"), "%q is not host:port (write :1883 for every interface, 127.0.0.1:1883 for this machine only)", l.Address)
+	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		ps.add(lp.with("address"), "port %q is not a number from 0 to 65535", port)
+	}
+	if !isTLS(l.Transport) && !l.TLS.isZero() {
+		ps.add(lp.with("tls"), "tls settings are for the tls, wss and quic transports, not %s", l.Transport)
+		return
+	}
+	l.validateTLSProtocol(lp, ps)
+	if (l.TLS.CertFile == "") != (l.TLS.KeyFile == "") {
+		ps.add(lp.with("tls", missingOf(l.TLS.CertFile, "cert_file", "key_file")), "cert_file and key_file go together: set both or neither")
+	}
+	oneOf(ps, lp.with("tls", "verify"), certs.Verify(l.TLS.Verify), "a client-certificate policy", "", certs.VerifyNone, certs.VerifyOptional, certs.VerifyRequired)
+	oneOf(ps, lp.with("tls", "identity_as_username"), l.TLS.IdentityAsUsername, "an identity", "", listeners.IdentityCN, listeners.IdentitySAN)
+	if l.TLS.IdentityAsUsername != "" && certs.Verify(l.TLS.Verify) == certs.VerifyNone {
+		ps.add(lp.with("tls", "identity_as_username"), "needs tls.verify optional or required (a client certificate to take the identity from)")
+	}
+	if l.MaxConnections < 0 {
+		ps.add(lp.with("max_connections"), "%d must not be negative (0 is no limit)", l.MaxConnections)
+	}
+	if l.AllowAnonymous != "" {
+		oneOf(ps, lp.with("allow_anonymous"), l.AllowAnonymous, "an anonymous policy", "", auth.AnonymousAllow, auth.AnonymousDeny, auth.AnonymousLoopback)
+	}
+}
+
+// validateOptions checks what listeners.Options.Validate checks beyond
+// validateListeners (origins, proxies, paths), so that check-config finds
+// it and not only the start.
+func (l *listenerConfig) validateOptions(c *config, lp keyPath, ps *problems) {
+	var tlsConf *tls.Config
+	if isTLS(l.Transport) {
+		tlsConf = &tls.Config{ClientAuth: tls.NoClientCert}
+		if certs.Verify(l.TLS.Verify) != certs.VerifyNone && l.TLS.Verify != "" {
+			tlsConf.ClientAuth = tls.VerifyClientCertIfGiven
 		}
-		if _, port, err := net.SplitHostPort(l.Address); err != nil {
-			ps.add(lp.with("address"), "%q is not host:port (write :1883 for every interface, 127.0.0.1:1883 for this machine only)", l.Address)
-		} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-			ps.add(lp.with("address"), "port %q is not a number from 0 to 65535", port)
-		}
-		if !isTLS(l.Transport) && !l.TLS.isZero() {
-			ps.add(lp.with("tls"), "tls settings are for the tls, wss and quic transports, not %s", l.Transport)
-			continue
-		}
-		l.validateTLSProtocol(lp, ps)
-		if (l.TLS.CertFile == "") != (l.TLS.KeyFile == "") {
-			ps.add(lp.with("tls", missingOf(l.TLS.CertFile, "cert_file", "key_file")), "cert_file and key_file go together: set both or neither")
-		}
-		oneOf(ps, lp.with("tls", "verify"), certs.Verify(l.TLS.Verify), "a client-certificate policy", "", certs.VerifyNone, certs.VerifyOptional, certs.VerifyRequired)
-		oneOf(ps, lp.with("tls", "identity_as_username"), l.TLS.IdentityAsUsername, "an identity", "", listeners.IdentityCN, listeners.IdentitySAN)
-		if l.TLS.IdentityAsUsername != "" && certs.Verify(l.TLS.Verify) == certs.VerifyNone {
-			ps.add(lp.with("tls", "identity_as_username"), "needs tls.verify optional or required (a client certificate to take the identity from)")
-		}
-		if l.MaxConnections < 0 {
-			ps.add(lp.with("max_connections"), "%d must not be negative (0 is no limit)", l.MaxConnections)
-		}
-		if l.AllowAnonymous != "" {
-			oneOf(ps, lp.with("allow_anonymous"), l.AllowAnonymous, "an anonymous policy", "", auth.AnonymousAllow, auth.AnonymousDeny, auth.AnonymousLoopback)
-		}
+	}
+	o := listenerOptions(*l, tlsConf, c, nil)
+	if err := o.Validate(); err != nil {
+		ps.addErr(lp, err)
 	}
 }
 

@@ -424,6 +424,9 @@ func TestConfigErrorsNameKeyAndFix(t *testing.T) {
 				"  FILE:5: listeners[0].transport: \"tpc\" is not a transport: want tcp, tls, ws, wss or quic (did you mean tcp?)\n" +
 				"  FILE:7: listeners[1].tls: tls settings are for the tls, wss and quic transports, not tcp\n" +
 				"  FILE:9: broker.write_timeout: \"soon\" is not a duration (write it with a unit: 500ms, 10s, 1m30s, 24h)"},
+		{name: "what only the listeners check", file: "listeners:\n  - transport: ws\n    allowed_origins: [foo]\n  - name: b\n    proxy_protocol: true\n",
+			want: "2 problems in the configuration:\n  FILE:2: listeners[0]: allowed origin \"foo\": want scheme://host[:port] or *\n" +
+				"  FILE:4: listeners[1]: proxy protocol needs trusted proxies: the sources allowed to send the header"},
 		{name: "key set twice", file: "broker:\n  max_queued: 5\n  max_queued: 6\n",
 			want: "FILE:3: broker.max_queued: set twice (first on line 2)"},
 		{name: "section where a value goes", file: "data_dir: {a: b}\n",

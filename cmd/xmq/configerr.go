@@ -83,7 +83,7 @@ func (e configErrors) Error() string {
 		return e[0].Error()
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d problems in the configuration:", len(e))
+	fmt.Fprintf(&b, "%s in the configuration:", countProblems(len(e)))
 	for _, p := range e {
 		b.WriteString("\n  " + p.Error())
 	}
@@ -402,4 +402,12 @@ func asConfigErrors(err error) (configErrors, bool) {
 	var ce configErrors
 	ok := errors.As(err, &ce)
 	return ce, ok
+}
+
+// countProblems is "1 problem" or "N problems".
+func countProblems(n int) string {
+	if n == 1 {
+		return "1 problem"
+	}
+	return strconv.Itoa(n) + " problems"
 }
