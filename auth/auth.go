@@ -145,6 +145,44 @@ func (a *Auth) Reload() error {
 	return errors.Join(a.loadPasswordsLocked(), a.loadACLLocked())
 }
 
+// SetFiles changes the password file and the ACL file ("" for none) while
+// the Auth runs (a reload of the configuration) and loads them; new logins
+// and decisions use them at once. A file that fails to load leaves both
+// as they were, and the error says why.
+func (a *Auth) SetFiles(passwordFile, aclFile string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	oldPW, oldACL := a.opts.PasswordFile, a.opts.ACLFile
+	if passwordFile == oldPW && aclFile == oldACL {
+		return nil
+	}
+	if err := CheckFiles(passwordFile, aclFile); err != nil {
+		return err
+	}
+	a.opts.PasswordFile, a.opts.ACLFile = passwordFile, aclFile
+	var errs []error
+	if passwordFile != oldPW {
+		if passwordFile == "" {
+			a.users.Store(nil)
+			a.pwStamp, a.pwErr = fileStamp{}, ""
+			a.log.Info("password file removed: user names are not checked; anonymous access per allow_anonymous")
+		} else {
+			errs = append(errs, a.loadPasswordsLocked())
+		}
+	}
+	if aclFile != oldACL {
+		if aclFile == "" {
+			a.aclStamp, a.aclErr = fileStamp{}, ""
+			a.gen.Add(1)
+			a.acl.Store(nil)
+			a.log.Info("acl file removed: every client may publish and subscribe to everything")
+		} else {
+			errs = append(errs, a.loadACLLocked())
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // loadPasswordsLocked (re)loads the password file; a.mu is held.
 func (a *Auth) loadPasswordsLocked() error {
 	path := a.opts.PasswordFile
@@ -732,4 +770,30 @@ func (a *Auth) Stats() Stats {
 		s.ACLGeneration, s.ACLRules, s.ACLCached = st.gen, st.set.rules, st.cache.len()
 	}
 	return s
+}
+
+// CheckFiles reads and parses a password file and an ACL file ("" for
+// none) as New would, without starting anything (xmq check-config). The
+// errors name the files.
+func CheckFiles(passwordFile, aclFile string) error {
+	var errs []error
+	if passwordFile != "" {
+		data, err := os.ReadFile(passwordFile)
+		if err == nil {
+			_, err = parsePasswordFile(data)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("auth: password file %s: %w", passwordFile, err))
+		}
+	}
+	if aclFile != "" {
+		data, err := os.ReadFile(aclFile)
+		if err == nil {
+			_, err = parseACL(data)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("auth: acl file %s: %w", aclFile, err))
+		}
+	}
+	return errors.Join(errs...)
 }

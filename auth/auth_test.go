@@ -562,3 +562,51 @@ func TestAuthorizer(t *testing.T) {
 		t.Error("no ACL file should allow everything")
 	}
 }
+
+// TestSetFiles: the password and ACL files change while the Auth runs (a
+// configuration reload); a file that does not load changes nothing, and
+// "" removes a file.
+func TestSetFiles(t *testing.T) {
+	dir := t.TempDir()
+	pw1, pw2, acl := filepath.Join(dir, "pw1"), filepath.Join(dir, "pw2"), filepath.Join(dir, "acl")
+	for file, pass := range map[string]string{pw1: "one", pw2: "two"} {
+		if _, err := passwd(t, "", "-b", "-cost", "4", "-scram", "none", file, "u", pass); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(acl, []byte("user u\ntopic write a/#\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(dir, "bad-acl")
+	if err := os.WriteFile(bad, []byte("topic scribble a\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := newAuth(t, Options{PasswordFile: pw1, AllowAnonymous: AnonymousAllow})
+	login := func(pass string) error {
+		return a.Authenticate("c", "u", []byte(pass), tcpAddr("192.0.2.1:1"), "tcp", "")
+	}
+	if login("one") != nil || login("two") == nil {
+		t.Fatal("the first password file is not in force")
+	}
+	if err := a.SetFiles(pw2, acl); err != nil {
+		t.Fatal(err)
+	}
+	if login("two") != nil || login("one") == nil {
+		t.Error("the new password file is not in force")
+	}
+	if !a.CanPublish("c", "u", "a/1") || a.CanPublish("c", "u", "b/1") {
+		t.Error("the new ACL file is not in force")
+	}
+	if err := a.SetFiles(pw1, bad); err == nil || !strings.Contains(err.Error(), bad) {
+		t.Errorf("SetFiles with a bad ACL: %v, want an error naming it", err)
+	}
+	if login("two") != nil || a.CanPublish("c", "u", "b/1") {
+		t.Error("a refused SetFiles changed the files in force")
+	}
+	if err := a.SetFiles("", ""); err != nil {
+		t.Fatal(err)
+	}
+	if login("anything") != nil || !a.CanPublish("c", "u", "b/1") {
+		t.Error("without files every login and topic should pass (allow_anonymous true)")
+	}
+}

@@ -224,3 +224,16 @@ func (c *crlFile) check(leaf, issuer *x509.Certificate, lists []*crl) error {
 	}
 	return nil
 }
+
+// CheckCRLFile reads and parses a client_crl_file as a listener would,
+// without loading it into any Source (xmq check-config).
+func CheckCRLFile(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("certs: %w", err)
+	}
+	if _, err := parseCRLs(data); err != nil {
+		return fmt.Errorf("certs: %s: %w", path, err)
+	}
+	return nil
+}

@@ -105,6 +105,10 @@ type client struct {
 	connected bool
 	ctrl      []byte // encoded control packets waiting for the writer
 	closeOnce sync.Once
+
+	// trace is nil unless a running trace follows this connection
+	// (trace.go); set at CONNECT and when a trace starts or stops.
+	trace atomic.Pointer[tracer]
 }
 
 func newClient(srv *Server, conn net.Conn, listener string) *client {
@@ -343,6 +347,9 @@ func (c *client) readLoop() bool {
 			}
 		}
 		p, err := c.r.ReadPacket()
+		if t := c.trace.Load(); t != nil && err == nil {
+			t.in(c, p)
+		}
 		if err != nil {
 			if c.parkable && errors.Is(err, codec.ErrWouldBlock) {
 				switch c.park() {
@@ -582,6 +589,9 @@ func (c *client) collect(final bool) []byte {
 		buf = c.encode(buf, &ws.batch[i], now)
 		ws.batch[i] = outMsg{}
 	}
+	if t := c.trace.Load(); t != nil && len(buf) > 0 {
+		t.out(c, buf)
+	}
 	ws.buf = buf[:0] // kept while the writer runs (putScratch)
 	return buf
 }
@@ -615,7 +625,7 @@ func (c *client) writeOut(buf []byte, final, now bool) bool {
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			c.log(zap.WarnLevel, "closing connection: slow consumer", zap.String("client_id", c.id),
-				zap.Duration("write_timeout", c.srv.opts.WriteTimeout))
+				zap.Duration("write_timeout", time.Duration(c.srv.live.writeTimeout.Load())))
 			c.close(CloseSlowConsumer, 0)
 		} else {
 			c.close(ClosePeerGone, 0)
@@ -635,7 +645,7 @@ func (c *client) setWriteDeadline(final bool) {
 	}
 	c.mu.Lock()
 	if !c.closing.Load() {
-		_ = c.conn.SetWriteDeadline(time.Now().Add(c.srv.opts.WriteTimeout))
+		_ = c.conn.SetWriteDeadline(time.Now().Add(time.Duration(c.srv.live.writeTimeout.Load())))
 	}
 	c.mu.Unlock()
 }

@@ -15,7 +15,8 @@ import (
 // connection was refused or lost.
 func (c *client) handshake() bool {
 	srv := c.srv
-	_ = c.conn.SetReadDeadline(time.Now().Add(srv.opts.ConnectTimeout))
+	connectTimeout := time.Duration(srv.live.connectTimeout.Load())
+	_ = c.conn.SetReadDeadline(time.Now().Add(connectTimeout))
 	// Until CONNACK the client is nobody: its packets are bounded by
 	// MaxConnectSize, and what they need beyond the read buffer comes from
 	// the budget all such connections share.
@@ -49,7 +50,7 @@ func (c *client) handshake() bool {
 			return false
 		}
 		if isTimeout(err) {
-			c.log(zap.InfoLevel, "closing connection: no CONNECT in time", zap.Duration("timeout", srv.opts.ConnectTimeout))
+			c.log(zap.InfoLevel, "closing connection: no CONNECT in time", zap.Duration("timeout", connectTimeout))
 			c.close(CloseConnectTimeout, 0)
 			return false
 		}
@@ -90,7 +91,7 @@ func (c *client) handshake() bool {
 	c.keepAlive = time.Duration(cp.KeepAlive) * time.Second
 	serverKA := -1
 	// Only MQTT 5 can tell a client its keepalive changed (Server Keep Alive).
-	if m := srv.opts.MaxKeepAlive; m > 0 && v5 && (cp.KeepAlive == 0 || cp.KeepAlive > m) {
+	if m := uint16(srv.live.maxKeepAlive.Load()); m > 0 && v5 && (cp.KeepAlive == 0 || cp.KeepAlive > m) {
 		c.keepAlive = time.Duration(m) * time.Second
 		serverKA = int(m)
 	}
@@ -109,9 +110,13 @@ func (c *client) handshake() bool {
 	if id, ok := transportUsername(c.conn); ok {
 		c.username = id // the client certificate's identity, not what CONNECT says
 	}
+	traces := c.matchTrace(c.id, c.username)
+	if t := c.trace.Load(); t != nil {
+		t.in(c, cp)
+	}
 
 	// connected already counts this connection (ServeConn added it).
-	if max := srv.opts.MaxConnections; max > 0 && int(srv.stats.connected.Load()) > max {
+	if max := srv.live.maxConnections.Load(); max > 0 && srv.stats.connected.Load() > max {
 		return refuse(codec.ServerBusy, CloseRefused, "max connections reached")
 	}
 	authMethod := string(cp.Props.AuthMethod)
@@ -155,12 +160,12 @@ func (c *client) handshake() bool {
 		}
 	}
 
-	if srv.opts.MaxMessageRate > 0 || srv.opts.MaxByteRate > 0 {
+	if msgRate, byteRate := srv.live.maxMessageRate.Load(), srv.live.maxByteRate.Load(); msgRate > 0 || byteRate > 0 {
 		c.limiter = new(rateLimiter) // most brokers set no limit: 56 B not held per connection
-		c.limiter.init(srv.opts.MaxMessageRate, srv.opts.MaxByteRate)
+		c.limiter.init(int(msgRate), int(byteRate))
 	}
 	// What the client accepts from us.
-	c.window = srv.opts.MaxInflight
+	c.window = int(srv.live.maxInflight.Load())
 	if v5 {
 		if rm, ok := cp.Props.Num(codec.PropReceiveMaximum); ok && int(rm) < c.window {
 			c.window = int(rm)
@@ -231,11 +236,18 @@ func (c *client) handshake() bool {
 	c.connected = true
 	c.ctrl = ack.Append(c.ctrl, c.version)
 	c.mu.Unlock()
+	if srv.traces.Load() != traces {
+		c.matchTrace(c.id, c.username) // a trace started or stopped meanwhile: retraceLocked skipped c
+	}
 	srv.stats.ctrlOut.Add(1)
 	srv.stats.connects.Add(1) // before the writer can send CONNACK
 	srv.byListener.connected(c.listener)
 	c.wake()
-	c.log(zap.InfoLevel, "client connected", zap.String("username", c.username), zap.Uint8("protocol", c.version),
+	transport := zap.Skip() // ServeConn without Serve: not known
+	if t, ok := srv.transports.Load(c.listener); ok {
+		transport = zap.String("transport", t.(string))
+	}
+	c.log(zap.InfoLevel, "client connected", zap.String("username", c.username), zap.Uint8("protocol", c.version), transport,
 		zap.Bool("clean_start", cleanStart), zap.Bool("session_present", ack.SessionPresent),
 		zap.Duration("keepalive", c.keepAlive), zap.Bool("bridge", c.bridge))
 	return true

@@ -22,4 +22,11 @@
 // Mosquitto 2's $SYS/broker topics; views.go and pages.go serve them to
 // the admin API. Gauges that would cost the message path (queued bytes)
 // are summed over the sessions when read.
+//
+// Operating: live.go holds the Limits a reload may change (SetLimits),
+// read from atomics at each use; trace.go writes packet traces, matched
+// per connection at CONNECT and when a trace starts or stops, so that an
+// untraced connection's read and write paths test one nil pointer. The
+// trace lock (Server.traceMu) is taken before Server.mu, and a Trace's own
+// lock is never held while either is taken.
 package core

@@ -3,6 +3,8 @@ package core
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -18,6 +20,9 @@ const (
 	SharedHashTopic     SharedStrategy = "hash_topic"
 )
 
+// SharedStrategies lists every SharedStrategy, the default first.
+var SharedStrategies = []SharedStrategy{SharedRoundRobin, SharedRandom, SharedLeastInflight, SharedHashClient, SharedHashTopic}
+
 // OverflowPolicy says what happens to a QoS 1/2 message for a session whose queue is full.
 type OverflowPolicy string
 
@@ -26,6 +31,9 @@ const (
 	OverflowDropNew    OverflowPolicy = "drop_new"   // drop the new message, count it
 	OverflowDisconnect OverflowPolicy = "disconnect" // disconnect the slow client
 )
+
+// OverflowPolicies lists every OverflowPolicy, the default first.
+var OverflowPolicies = []OverflowPolicy{OverflowDropNew, OverflowDisconnect}
 
 // Options configures a Server. The zero value is usable: setDefaults fills
 // every unset field with the default documented on it.
@@ -171,38 +179,80 @@ func (o *Options) setDefaults() {
 	}
 }
 
-// Validate reports the first option that is out of range.
+// SetDefaults fills every unset field with its default, as New does.
+func (o *Options) SetDefaults() { o.setDefaults() }
+
+// OptionError is an option that is out of range: Option is the field's
+// name, Msg says what is wrong and what is allowed.
+type OptionError struct {
+	Option string
+	Msg    string
+}
+
+func (e *OptionError) Error() string { return "core: " + e.Msg }
+
+// Validate reports every option that is out of range, each an
+// *OptionError (joined with errors.Join). Call it after SetDefaults.
 func (o *Options) Validate() error {
-	switch {
-	case o.MaxConnections < 0:
-		return errors.New("core: max connections must not be negative")
-	case o.MaxPacketSize < 64 || o.MaxPacketSize > 268435460:
-		return fmt.Errorf("core: max packet size %d out of range 64..268435460", o.MaxPacketSize)
-	case o.MaxInflight < 1 || o.MaxInflight > 65535:
-		return fmt.Errorf("core: max inflight %d out of range 1..65535", o.MaxInflight)
-	case o.MaxSubscriptionsPerClient < 0 || o.MaxMessageRate < 0 || o.MaxByteRate < 0:
-		return errors.New("core: client limits must not be negative")
-	case o.MaxQueued < 1:
-		return errors.New("core: max queued must be at least 1")
-	case o.MaxQueuedBytes < 0:
-		return errors.New("core: max queued bytes must not be negative")
-	case o.ConnectTimeout < 0 || o.WriteTimeout < 0:
-		return errors.New("core: connect and write timeouts must be positive")
-	case o.ReadBufferSize < 64:
-		return errors.New("core: read buffer size must be at least 64")
-	case o.MaxConnectSize < 64 || o.MaxUserProperties < 0 || o.PreLoginMemory < int64(o.MaxConnectSize):
-		return fmt.Errorf("core: max connect size %d must be at least 64, and pre-login memory %d at least the max connect size",
-			o.MaxConnectSize, o.PreLoginMemory)
+	var errs []error
+	bad := func(option, format string, a ...any) {
+		errs = append(errs, &OptionError{Option: option, Msg: fmt.Sprintf(format, a...)})
 	}
-	switch o.QueueOverflow {
-	case OverflowDropNew, OverflowDisconnect:
-	default:
-		return fmt.Errorf("core: unknown queue overflow policy %q (drop_new, disconnect)", o.QueueOverflow)
+	if o.MaxConnections < 0 {
+		bad("MaxConnections", "max connections %d must not be negative (0 is no limit)", o.MaxConnections)
 	}
-	switch o.SharedStrategy {
-	case SharedRoundRobin, SharedRandom, SharedLeastInflight, SharedHashClient, SharedHashTopic:
-	default:
-		return fmt.Errorf("core: unknown shared subscription strategy %q", o.SharedStrategy)
+	if o.MaxPacketSize < 64 || o.MaxPacketSize > 268435460 {
+		bad("MaxPacketSize", "max packet size %d out of range 64..268435460", o.MaxPacketSize)
 	}
-	return nil
+	if o.MaxInflight < 1 || o.MaxInflight > 65535 {
+		bad("MaxInflight", "max inflight %d out of range 1..65535", o.MaxInflight)
+	}
+	for _, l := range []struct {
+		option string
+		v      int
+	}{{"MaxSubscriptionsPerClient", o.MaxSubscriptionsPerClient}, {"MaxMessageRate", o.MaxMessageRate}, {"MaxByteRate", o.MaxByteRate}} {
+		if l.v < 0 {
+			bad(l.option, "%d must not be negative (0 is no limit)", l.v)
+		}
+	}
+	if o.MaxQueued < 1 {
+		bad("MaxQueued", "max queued %d must be at least 1", o.MaxQueued)
+	}
+	if o.MaxQueuedBytes < 0 {
+		bad("MaxQueuedBytes", "max queued bytes %d must not be negative (0 is no limit)", o.MaxQueuedBytes)
+	}
+	if o.ConnectTimeout < 0 {
+		bad("ConnectTimeout", "connect timeout %v must not be negative", o.ConnectTimeout)
+	}
+	if o.WriteTimeout < 0 {
+		bad("WriteTimeout", "write timeout %v must not be negative", o.WriteTimeout)
+	}
+	if o.ReadBufferSize < 64 {
+		bad("ReadBufferSize", "read buffer size %d must be at least 64", o.ReadBufferSize)
+	}
+	if o.MaxConnectSize < 64 {
+		bad("MaxConnectSize", "max connect size %d must be at least 64", o.MaxConnectSize)
+	}
+	if o.MaxUserProperties < 0 {
+		bad("MaxUserProperties", "max user properties %d must not be negative", o.MaxUserProperties)
+	}
+	if o.PreLoginMemory < int64(o.MaxConnectSize) {
+		bad("PreLoginMemory", "pre-login memory %d must be at least the max connect size, %d", o.PreLoginMemory, o.MaxConnectSize)
+	}
+	if !slices.Contains(OverflowPolicies, o.QueueOverflow) {
+		bad("QueueOverflow", "unknown queue overflow policy %q (want %s)", o.QueueOverflow, joinNames(OverflowPolicies))
+	}
+	if !slices.Contains(SharedStrategies, o.SharedStrategy) {
+		bad("SharedStrategy", "unknown shared subscription strategy %q (want %s)", o.SharedStrategy, joinNames(SharedStrategies))
+	}
+	return errors.Join(errs...)
+}
+
+// joinNames lists values for an error message: "a, b, c".
+func joinNames[T ~string](vs []T) string {
+	s := make([]string, len(vs))
+	for i, v := range vs {
+		s[i] = string(v)
+	}
+	return strings.Join(s, ", ")
 }

@@ -58,7 +58,12 @@ var ErrServerClosed = errors.New("core: server closed")
 
 // Server is the MQTT broker.
 type Server struct {
-	opts     Options
+	opts Options
+	// live holds the Limits part of opts, which SetLimits may change:
+	// their uses read live, never opts (live.go). liveMu serializes
+	// SetLimits.
+	live     liveLimits
+	liveMu   sync.Mutex
 	log      *zap.Logger
 	auth     Authenticator
 	authz    Authorizer
@@ -69,6 +74,16 @@ type Server struct {
 	// byListener counts accepted CONNECTs per listener name.
 	byListener listenerStats
 	started    time.Time
+
+	// traces are the running traces (trace.go), nil almost always: the
+	// hot path tests only the connection's own tracer. traceMu orders
+	// starting and stopping them.
+	traces  atomic.Pointer[traceSet]
+	traceMu sync.Mutex
+
+	// transports maps a listener's name to its transport (Serve learns it
+	// from a listener that says, as listeners.Listener does), for the log.
+	transports sync.Map
 
 	mu        sync.Mutex // guards sessions, clients, listeners, closed
 	sessions  map[string]*session
@@ -137,6 +152,7 @@ func New(opts Options, cfg Config) (*Server, error) {
 		sessions: map[string]*session{}, clients: map[*client]struct{}{}, listeners: map[net.Listener]struct{}{},
 		stopSys: make(chan struct{}), sysDone: make(chan struct{}),
 	}
+	s.live.store(&opts)
 	s.preLogin.max = opts.PreLoginMemory
 	s.readBufs.New = func() any { return bufio.NewReaderSize(nil, opts.ReadBufferSize) }
 	s.writeBufs.New = func() any { return &writeScratch{buf: make([]byte, 0, 512)} } // grows with the bursts that use it
@@ -156,8 +172,13 @@ func New(opts Options, cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Options returns the options in force, defaults filled in.
-func (s *Server) Options() Options { return s.opts }
+// Options returns the options in force, defaults filled in, with the
+// Limits SetLimits last put in force.
+func (s *Server) Options() Options {
+	o := s.opts
+	s.live.load(&o)
+	return o
+}
 
 // restore loads persistent sessions, their queues and inflight messages,
 // their inbound QoS 2 state, pending wills and retained messages, and
@@ -182,7 +203,7 @@ func (s *Server) restore() (err error) {
 
 // capExpiry applies MaxSessionExpiry to a requested session expiry.
 func (s *Server) capExpiry(e uint32) uint32 {
-	if m := s.opts.MaxSessionExpiry; m > 0 && e > m {
+	if m := s.live.maxSessionExpiry.Load(); m > 0 && e > m {
 		return m
 	}
 	return e
@@ -200,6 +221,9 @@ func (s *Server) Serve(l net.Listener, name string) error {
 	}
 	s.listeners[l] = struct{}{}
 	s.mu.Unlock()
+	if t, ok := l.(interface{ Transport() string }); ok {
+		s.transports.Store(name, t.Transport())
+	}
 	defer func() {
 		s.mu.Lock()
 		delete(s.listeners, l)

@@ -134,7 +134,7 @@ func (s *session) enqueueFrom(d delivery, from *client) enqueueResult {
 		lagging = enqLagging
 	}
 	if lagging != 0 && !s.dropOldestQoS0(size) {
-		disconnect := d.qos > 0 && srv.opts.QueueOverflow == OverflowDisconnect && c != nil
+		disconnect := d.qos > 0 && srv.live.overflowDisc.Load() && c != nil
 		warn := time.Since(s.droppedWarn) > 10*time.Second
 		if warn {
 			s.droppedWarn = time.Now()
@@ -149,7 +149,7 @@ func (s *session) enqueueFrom(d delivery, from *client) enqueueResult {
 		}
 		if warn {
 			srv.log.Warn("session queue full: dropping messages", zap.String("client_id", s.id),
-				zap.Int("max_queued", srv.opts.MaxQueued), zap.Int64("max_queued_bytes", srv.opts.MaxQueuedBytes),
+				zap.Int64("max_queued", srv.live.maxQueued.Load()), zap.Int64("max_queued_bytes", srv.live.maxQueuedBytes.Load()),
 				zap.Uint8("qos", d.qos))
 		}
 		if disconnect {
@@ -205,8 +205,9 @@ func (s *session) enqueueFrom(d delivery, from *client) enqueueResult {
 
 // full reports whether a message of size bytes does not fit; s.mu is held.
 func (s *session) full(size int64) bool {
-	o := &s.srv.opts
-	return s.queued() >= o.MaxQueued || o.MaxQueuedBytes > 0 && s.qbytes+size > o.MaxQueuedBytes
+	l := &s.srv.live
+	maxBytes := l.maxQueuedBytes.Load()
+	return int64(s.queued()) >= l.maxQueued.Load() || maxBytes > 0 && s.qbytes+size > maxBytes
 }
 
 // dropOldestQoS0 drops queued QoS 0 messages, oldest first, until a message

@@ -35,7 +35,7 @@ func (c *client) handleSubscribe(p *codec.Subscribe) bool {
 			ack.ReasonCodes[i] = codec.TopicFilterInvalid
 			continue
 		}
-		if max := srv.opts.MaxSubscriptionsPerClient; max > 0 && c.subscriptionCount(full) >= max {
+		if max := int(srv.live.maxSubs.Load()); max > 0 && c.subscriptionCount(full) >= max {
 			ack.ReasonCodes[i] = codec.QuotaExceeded // 0x80 in 3.1.1
 			continue
 		}

@@ -66,6 +66,11 @@ func (s *Server) apiRoutes() *apiRouter {
 		{"GET", p("/bridges/"), RoleViewer, s.getBridge},
 		{"POST", p("/bridges/"), RoleAdmin, s.bridgeAction},
 		{"POST", p("/reload"), RoleAdmin, s.reload},
+		{"GET", p("/traces"), RoleViewer, s.listTraces},
+		{"POST", p("/traces"), RoleAdmin, s.startTrace},
+		{"GET", p("/traces/"), RoleViewer, s.getTrace},
+		{"POST", p("/traces/"), RoleAdmin, s.traceAction},
+		{"DELETE", p("/traces/"), RoleAdmin, s.deleteTrace},
 	}}
 }
 

@@ -63,11 +63,15 @@ type Bridges interface {
 	StopBridge(name string) (found bool, err error)
 }
 
-// Reloaded is what a reload changed among the bridges.
+// Reloaded is what a reload changed: among the bridges, and the keys of
+// the configuration changed live (Keys) or changed but in force only after
+// a restart (NeedsRestart).
 type Reloaded struct {
-	Added   []string `json:"added"`
-	Changed []string `json:"changed"`
-	Removed []string `json:"removed"`
+	Added        []string `json:"added"`
+	Changed      []string `json:"changed"`
+	Removed      []string `json:"removed"`
+	Keys         []string `json:"-"`
+	NeedsRestart []string `json:"-"`
 }
 
 var (
@@ -138,13 +142,13 @@ func (s *Server) reload(w http.ResponseWriter, _ *http.Request, p principal, _ s
 	if err != nil {
 		return badRequest("reload: " + err.Error())
 	}
-	for _, l := range []*[]string{&res.Added, &res.Changed, &res.Removed} {
+	for _, l := range []*[]string{&res.Added, &res.Changed, &res.Removed, &res.Keys, &res.NeedsRestart} {
 		if *l == nil {
 			*l = []string{}
 		}
 	}
 	s.log.Info("configuration reloaded", zap.String("by", p.User))
-	writeJSON(w, http.StatusOK, map[string]any{"bridges": res})
+	writeJSON(w, http.StatusOK, map[string]any{"bridges": res, "changed": res.Keys, "needs_restart": res.NeedsRestart})
 	return nil
 }
 

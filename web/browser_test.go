@@ -118,6 +118,7 @@ func startDashboard(t *testing.T) *dashboard {
 		AdminPasswordHash: hash,
 		MQTTTokens:        tokens,
 		Bridges:           fb,
+		TraceDir:          t.TempDir(),
 		Version:           "browser-test",
 		Listeners: []web.Listener{
 			{Name: "tcp", Transport: "tcp", Address: tcp.Addr().String()},
@@ -537,6 +538,39 @@ func TestDashboardInBrowser(t *testing.T) {
 	if st := d.bridges.Bridges()[0].State; st != "stopped" {
 		t.Errorf("after Stop in the page the bridge is %s", st)
 	}
+
+	// The traces page: start a trace of a client, see its packets counted,
+	// download its file, stop it.
+	if err := chromedp.Do(ctx, chromedp.Navigate(d.url+"#/traces"), chromedp.WaitVisible(chromedp.CSS("#trace-start")),
+		choose("#trace-kind", "client_id"), setValue("#trace-value", "traced-1"),
+		chromedp.Click(chromedp.CSS("#trace-start"))); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the running trace", `!!document.querySelector('#traces-body tr[data-trace] .badge.on')`)
+	traced := paho.NewClient(paho.NewClientOptions().AddBroker("tcp://" + d.tcpAddr).SetClientID("traced-1").
+		SetUsername("probe").SetPassword(probePassword).SetAutoReconnect(false).SetConnectRetry(false))
+	if tok := traced.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("traced client: %v", tok.Error())
+	}
+	if tok := traced.Publish("browser/traced", 1, false, "t"); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("traced publish: %v", tok.Error())
+	}
+	traced.Disconnect(100)
+	waitJS(t, ctx, "the trace's packets", `Number(document.querySelector('#traces-body tr[data-trace] td.num')?.textContent.replace(/,/g, '')) >= 5`)
+	file, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(async () => {
+		const a = [...document.querySelectorAll('#traces-body a')].find((x) => x.textContent === 'Download');
+		return (await fetch(a.href)).text(); })()`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(file, `"traced-1"`) || !strings.Contains(file, `in PUBLISH topic="browser/traced" qos=1`) {
+		t.Errorf("the downloaded trace:\n%s", file)
+	}
+	shoot(t, ctx, shots, "traces.png")
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`[...document.querySelectorAll('#traces-body button')].find((b) => b.textContent === 'Stop').click(); true`)); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the trace stopped", `document.querySelector('#traces-body tr[data-trace]')?.textContent.includes('stopped')`)
 
 	// A phone-sized overview.
 	if err := chromedp.Do(ctx,

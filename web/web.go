@@ -158,10 +158,14 @@ type Options struct {
 	// the xmq_bridge_* metrics and the dashboard's Bridges page); nil:
 	// none.
 	Bridges Bridges
-	// Reload does what SIGHUP does (POST /api/v1/reload): certificates,
-	// password and ACL files, and the bridges of the configuration file;
-	// nil: the endpoint answers 501.
+	// Reload does what SIGHUP does (POST /api/v1/reload): the
+	// configuration file's live keys, certificates, password and ACL files,
+	// and the bridges; nil: the endpoint answers 501.
 	Reload func() (Reloaded, error)
+	// TraceDir holds the trace files of the traces API (NAME.log, and
+	// NAME.json with its facts); "" answers the traces API with 501. The
+	// broker must implement Tracer.
+	TraceDir string
 	// Store reads the on-disk store's usage for /metrics and the
 	// overview; nil: the broker keeps its state in memory.
 	Store func() StoreUsage
@@ -242,7 +246,8 @@ type Server struct {
 	auth    *authenticator
 	sampler *sampler
 	reg     *prometheus.Registry
-	node    *nodeStats // the overview's node card
+	node    *nodeStats    // the overview's node card
+	traces  *traceManager // nil: no trace directory
 
 	mu     sync.Mutex // guards http and closed
 	http   *http.Server
@@ -264,6 +269,9 @@ func New(b Broker, opts Options) (*Server, error) {
 		s.reg.MustRegister(newBridgeCollector(opts.Bridges))
 	}
 	s.node = newNodeStats()
+	if tr, ok := b.(Tracer); ok && opts.TraceDir != "" {
+		s.traces = newTraceManager(opts.TraceDir, tr, s.log.Named("trace"))
+	}
 	s.sampler = newSampler(b, time.Second, historySamples)
 	s.handler = s.routes()
 	return s, nil
@@ -337,5 +345,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return hs.Shutdown(ctx)
 }
 
-// Close stops the sampler; the handler keeps working without rates.
-func (s *Server) Close() { s.sampler.stop() }
+// Close stops the sampler and the running traces; the handler keeps
+// working without rates.
+func (s *Server) Close() {
+	s.sampler.stop()
+	if s.traces != nil {
+		s.traces.close()
+	}
+}

@@ -68,13 +68,13 @@ func (c *config) authOptions() auth.Options {
 }
 
 // validateAuth checks the auth section and the listeners' allow_anonymous.
-func (c *config) validateAuth() error {
+func (c *config) validateAuth(ps *problems) {
+	ap := path("auth")
+	oneOf(ps, ap.with("allow_anonymous"), c.Auth.AllowAnonymous, "an anonymous policy", "", auth.AnonymousAllow, auth.AnonymousDeny, auth.AnonymousLoopback)
 	o := c.authOptions()
 	o.SetDefaults()
-	if err := o.Validate(); err != nil {
-		return err
-	}
-	return nil
+	o.AllowAnonymous, o.ListenerAnonymous = auth.AnonymousLoopback, nil // checked with their keys
+	ps.addErr(ap, o.Validate())
 }
 
 // authFlags are the command-line flags of the auth section.

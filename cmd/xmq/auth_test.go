@@ -66,9 +66,9 @@ auth:
 
 	for _, tt := range []struct{ name, file, err string }{
 		{"bad allow_anonymous", "auth:\n  allow_anonymous: sometimes\n", "want true, false or loopback"},
-		{"bad listener allow_anonymous", "listeners:\n  - allow_anonymous: yes\n", "listener tcp"},
+		{"bad listener allow_anonymous", "listeners:\n  - allow_anonymous: yes\n", `listeners[0].allow_anonymous: "yes" is not an anonymous policy: want true, false or loopback`},
 		{"negative duration", "auth:\n  flap_ban: -1m\n", "flap_ban"},
-		{"unknown key", "auth:\n  password: x\n", "field password not found"},
+		{"unknown key", "auth:\n  password: x\n", `auth.password: unknown key (did you mean "password_file"?)`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := loadConfig([]string{"-c", writeFile(t, tt.file)})

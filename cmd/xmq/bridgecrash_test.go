@@ -5,7 +5,6 @@ package main
 import (
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,17 +15,6 @@ import (
 
 	"github.com/xmq-io/xmq/codec"
 )
-
-// freeAddr returns a loopback address nobody listens on right now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // TestBridgeCrash: two xmq processes, L bridged to R, with persistent QoS 1
 // and QoS 2 traffic both ways (publishers on one broker, subscribers on

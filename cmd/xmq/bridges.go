@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"net"
 	"strings"
 	"time"
@@ -81,13 +80,24 @@ func (c *config) bridgeConfigs() []bridge.Config {
 
 // validateBridges checks the bridges section, and that no listener takes
 // a name the bridges' in-process connections use.
-func (c *config) validateBridges() error {
-	for _, l := range c.Listeners {
+func (c *config) validateBridges(ps *problems) {
+	for i, l := range c.Listeners {
 		if strings.HasPrefix(l.Name, bridge.ListenerPrefix) {
-			return fmt.Errorf("listener %s: names starting with %q are the bridges'", l.Name, bridge.ListenerPrefix)
+			ps.add(path("listeners", i, "name"), "names starting with %q are the bridges'", bridge.ListenerPrefix)
 		}
 	}
-	return bridge.ValidateAll(c.bridgeConfigs())
+	seen := map[string]int{}
+	for i, bc := range c.bridgeConfigs() {
+		bc.SetDefaults()
+		if err := bc.Validate(); err != nil {
+			ps.add(path("bridges", i), "%s", strings.TrimPrefix(strings.TrimPrefix(err.Error(), "bridge "+bc.Name+": "), "bridge: "))
+		}
+		if first, dup := seen[bc.Name]; dup {
+			ps.add(path("bridges", i, "name"), "%q is the name of bridges[%d] already: the name is used twice", bc.Name, first)
+		} else {
+			seen[bc.Name] = i
+		}
+	}
 }
 
 // newBridges makes the bridge manager of a run over srv; Apply starts the

@@ -90,6 +90,7 @@ func xmqCommands() compCmd {
 			{name: "env", help: "list the environment variable of every key"},
 		}},
 		{name: "health", help: "ask a running broker's /healthz", flags: compFlags(newHealthFlagSet(&healthFlags{}))},
+		{name: "check-config", help: "check a configuration without serving", flags: serve},
 		{name: "import", help: "convert a Mosquitto configuration file", flags: []compFlag{
 			{name: "o", help: "write the configuration to FILE", arg: argFile},
 			{name: "h", help: "print the help and exit"},

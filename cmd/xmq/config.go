@@ -1,18 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"os"
+	"reflect"
+	"strconv"
 	"strings"
 	"time"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/xmq-io/xmq/auth"
 	"github.com/xmq-io/xmq/certs"
@@ -119,12 +119,6 @@ type acmeConfig struct {
 	HTTPAddress  string   `yaml:"http_address"`
 }
 
-// logConfig configures the logger.
-type logConfig struct {
-	Level  string `yaml:"level"`  // debug, info, warn, error
-	Format string `yaml:"format"` // auto, console, json
-}
-
 // brokerConfig mirrors core.Options (all but Version, which is the build's
 // version) with YAML names. Zero values mean core's default, as in
 // core.Options, so the defaults live in one place: core.
@@ -206,7 +200,7 @@ func defaultConfig() config {
 		},
 		TLS:     tlsConfig{ReloadInterval: defaultReloadInterval, HandshakeTimeout: defaultHandshakeTimeout},
 		DataDir: defaultDataDir,
-		Log:     logConfig{Level: "info", Format: "auto"},
+		Log:     logConfig{Level: "info", Format: "auto", MaxSizeMB: defaultLogMaxSizeMB, MaxBackups: defaultLogMaxBackups},
 		Web:     defaultWebConfig(),
 	}
 }
@@ -268,122 +262,210 @@ func (c *config) needsTLS() bool {
 	return false
 }
 
-// validate checks what core does not: listeners, logging and durations.
+// validate checks the whole configuration and returns every problem, each
+// under its key (configErrors), or nil.
 func (c *config) validate() error {
-	if len(c.Listeners) == 0 {
-		return errors.New("no listeners configured")
-	}
-	names := map[string]bool{}
-	for _, l := range c.Listeners {
-		if names[l.Name] {
-			return fmt.Errorf("listener name %q is used twice", l.Name)
-		}
-		names[l.Name] = true
-		if err := listeners.Supported(l.Transport); err != nil {
-			return fmt.Errorf("listener %s: %w", l.Name, err)
-		}
-		if !isTLS(l.Transport) && !l.TLS.isZero() {
-			return fmt.Errorf("listener %s: tls settings are for the tls, wss and quic transports, not %s", l.Name, l.Transport)
-		}
-		if err := l.validateTLSProtocol(); err != nil {
-			return err
-		}
-		if (l.TLS.CertFile == "") != (l.TLS.KeyFile == "") {
-			return fmt.Errorf("listener %s: tls cert_file and key_file go together", l.Name)
-		}
-		switch certs.Verify(l.TLS.Verify) {
-		case "", certs.VerifyNone, certs.VerifyOptional, certs.VerifyRequired:
-		default:
-			return fmt.Errorf("listener %s: tls verify %q: want none, optional or required", l.Name, l.TLS.Verify)
-		}
-		if l.TLS.IdentityAsUsername != "" && certs.Verify(l.TLS.Verify) == certs.VerifyNone {
-			return fmt.Errorf("listener %s: tls identity_as_username needs verify optional or required", l.Name)
-		}
-		if l.MaxConnections < 0 {
-			return fmt.Errorf("listener %s: max_connections must not be negative", l.Name)
-		}
-	}
+	var ps problems
+	c.validateListeners(&ps)
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
-		return errors.New("tls cert_file and key_file go together")
+		ps.add(path("tls", missingOf(c.TLS.CertFile, "cert_file", "key_file")), "cert_file and key_file go together: set both or neither")
 	}
 	if len(c.ACME.Domains) > 0 && c.TLS.CertFile != "" {
-		return errors.New("acme and tls cert_file exclude each other: pick one source for the certificate")
-	}
-	if err := c.validateAuth(); err != nil {
-		return err
-	}
-	if err := c.validateWeb(); err != nil {
-		return err
-	}
-	if err := c.validateStore(); err != nil {
-		return err
-	}
-	if err := c.validateBridges(); err != nil {
-		return err
+		ps.add(path("acme", "domains"), "acme and tls.cert_file exclude each other: pick one source for the certificate")
 	}
 	if c.TLS.HandshakeTimeout < 0 {
-		return fmt.Errorf("tls.handshake_timeout %v must not be negative", c.TLS.HandshakeTimeout)
+		ps.add(path("tls", "handshake_timeout"), "%v must not be negative", c.TLS.HandshakeTimeout)
 	}
-	switch c.Log.Level {
-	case "debug", "info", "warn", "error":
-	default:
-		return fmt.Errorf("log level %q: want debug, info, warn or error", c.Log.Level)
+	c.validateLog(&ps)
+	c.validateBroker(&ps)
+	c.validateAuth(&ps)
+	c.validateWeb(&ps)
+	c.validateStore(&ps)
+	c.validateBridges(&ps)
+	if len(ps.list) > 0 {
+		return ps.list
 	}
-	switch c.Log.Format {
-	case "auto", "console", "json":
-	default:
-		return fmt.Errorf("log format %q: want auto, console or json", c.Log.Format)
+	return nil
+}
+
+// missingOf names the key of a pair that is empty.
+func missingOf(a, aKey, bKey string) string {
+	if a == "" {
+		return aKey
 	}
+	return bKey
+}
+
+// validateListeners checks the listeners section.
+func (c *config) validateListeners(ps *problems) {
+	if len(c.Listeners) == 0 {
+		ps.add(path("listeners"), "no listeners configured: xmq would accept no connection")
+		return
+	}
+	names := map[string]int{}
+	for i, l := range c.Listeners {
+		lp := path("listeners", i)
+		before := len(ps.list)
+		c.validateListener(l, lp, names, i, ps)
+		if len(ps.list) == before {
+			l.validateOptions(c, lp, ps) // what only the listeners package checks, if nothing else is wrong
+		}
+	}
+}
+
+// validateListener checks listener i, l, at lp; names maps the names of the
+// listeners before it to their numbers.
+func (c *config) validateListener(l listenerConfig, lp keyPath, names map[string]int, i int, ps *problems) {
+	if first, dup := names[l.Name]; dup {
+		ps.add(lp.with("name"), "%q is the name of listeners[%d] already: give each listener its own", l.Name, first)
+	} else {
+		names[l.Name] = i
+	}
+	if !oneOf(ps, lp.with("transport"), l.Transport, "a transport", listeners.TransportTCP, listeners.TransportTLS,
+		listeners.TransportWS, listeners.TransportWSS, listeners.TransportQUIC) {
+		return
+	}
+	if _, port, err := net.SplitHostPort(l.Address); err != nil {
+		ps.add(lp.with("address"), "%q is not host:port (write :1883 for every interface, 127.0.0.1:1883 for this machine only)", l.Address)
+	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		ps.add(lp.with("address"), "port %q is not a number from 0 to 65535", port)
+	}
+	if !isTLS(l.Transport) && !l.TLS.isZero() {
+		ps.add(lp.with("tls"), "tls settings are for the tls, wss and quic transports, not %s", l.Transport)
+		return
+	}
+	l.validateTLSProtocol(lp, ps)
+	if (l.TLS.CertFile == "") != (l.TLS.KeyFile == "") {
+		ps.add(lp.with("tls", missingOf(l.TLS.CertFile, "cert_file", "key_file")), "cert_file and key_file go together: set both or neither")
+	}
+	oneOf(ps, lp.with("tls", "verify"), certs.Verify(l.TLS.Verify), "a client-certificate policy", "", certs.VerifyNone, certs.VerifyOptional, certs.VerifyRequired)
+	oneOf(ps, lp.with("tls", "identity_as_username"), l.TLS.IdentityAsUsername, "an identity", "", listeners.IdentityCN, listeners.IdentitySAN)
+	if l.TLS.IdentityAsUsername != "" && certs.Verify(l.TLS.Verify) == certs.VerifyNone {
+		ps.add(lp.with("tls", "identity_as_username"), "needs tls.verify optional or required (a client certificate to take the identity from)")
+	}
+	if l.MaxConnections < 0 {
+		ps.add(lp.with("max_connections"), "%d must not be negative (0 is no limit)", l.MaxConnections)
+	}
+	if l.AllowAnonymous != "" {
+		oneOf(ps, lp.with("allow_anonymous"), l.AllowAnonymous, "an anonymous policy", "", auth.AnonymousAllow, auth.AnonymousDeny, auth.AnonymousLoopback)
+	}
+}
+
+// validateOptions checks what listeners.Options.Validate checks beyond
+// validateListeners (origins, proxies, paths), so that check-config finds
+// it and not only the start.
+func (l *listenerConfig) validateOptions(c *config, lp keyPath, ps *problems) {
+	var tlsConf *tls.Config
+	if isTLS(l.Transport) {
+		tlsConf = &tls.Config{ClientAuth: tls.NoClientCert}
+		if certs.Verify(l.TLS.Verify) != certs.VerifyNone && l.TLS.Verify != "" {
+			tlsConf.ClientAuth = tls.VerifyClientCertIfGiven
+		}
+	}
+	o := listenerOptions(*l, tlsConf, c, nil)
+	if err := o.Validate(); err != nil {
+		ps.addErr(lp, err)
+	}
+}
+
+// validateLog checks the log section.
+func (c *config) validateLog(ps *problems) {
+	oneOf(ps, path("log", "level"), c.Log.Level, "a log level", "debug", "info", "warn", "error")
+	oneOf(ps, path("log", "format"), c.Log.Format, "a log format", "auto", "console", "json")
+	c.validateLogOutputs(ps)
+}
+
+// validateBroker checks the broker section with core's own rules, each
+// under its key.
+func (c *config) validateBroker(ps *problems) {
+	bp := path("broker")
+	oneOf(ps, bp.with("shared_strategy"), c.Broker.SharedStrategy, "a shared subscription strategy", append([]core.SharedStrategy{""}, core.SharedStrategies...)...)
+	oneOf(ps, bp.with("queue_overflow"), c.Broker.QueueOverflow, "an overflow policy", append([]core.OverflowPolicy{""}, core.OverflowPolicies...)...)
 	for _, d := range []struct {
 		key string
 		v   time.Duration
 	}{{"connect_timeout", c.Broker.ConnectTimeout}, {"write_timeout", c.Broker.WriteTimeout}} {
 		if d.v < 0 {
-			return fmt.Errorf("broker.%s %v must not be negative", d.key, d.v)
+			ps.add(bp.with(d.key), "%v must not be negative", d.v)
 		}
 	}
-	return nil
+	opts := c.Broker.options()
+	opts.SetDefaults()
+	for _, err := range unjoin(opts.Validate()) {
+		var oe *core.OptionError
+		if !errors.As(err, &oe) {
+			ps.addErr(bp, err)
+			continue
+		}
+		if oe.Option == "SharedStrategy" || oe.Option == "QueueOverflow" || oe.Option == "ConnectTimeout" || oe.Option == "WriteTimeout" {
+			continue // reported above, with the valid values
+		}
+		ps.add(bp.with(brokerKey(oe.Option)), "%s", oe.Msg)
+	}
+}
+
+// brokerKey is the broker section's key of a core.Options field (the
+// names match, as TestBrokerConfigCoversOptions keeps true).
+func brokerKey(option string) string {
+	if option == "AnySessionOwner" {
+		return "session_owner_check"
+	}
+	if f, ok := reflect.TypeFor[brokerConfig]().FieldByName(option); ok {
+		key, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		return key
+	}
+	return option
 }
 
 // validateTLSProtocol checks a listener's min_version, cipher_suites and
 // client_crl_file.
-func (l *listenerConfig) validateTLSProtocol() error {
+func (l *listenerConfig) validateTLSProtocol(lp keyPath, ps *problems) {
 	minV, err := certs.MinVersion(l.TLS.MinVersion)
 	if err != nil {
-		return fmt.Errorf("listener %s: %w", l.Name, err)
+		ps.addErr(lp.with("tls", "min_version"), err)
 	}
 	if _, err := certs.CipherSuites(l.TLS.CipherSuites); err != nil {
-		return fmt.Errorf("listener %s: %w", l.Name, err)
+		ps.addErr(lp.with("tls", "cipher_suites"), err)
 	}
 	if len(l.TLS.CipherSuites) > 0 {
 		// Go offers no choice of TLS 1.3 suites (all three are secure).
 		switch {
 		case l.Transport == listeners.TransportQUIC:
-			return fmt.Errorf("listener %s: tls cipher_suites choose TLS 1.2 suites; QUIC speaks only TLS 1.3, whose suites are not configurable", l.Name)
-		case minV == tls.VersionTLS13:
-			return fmt.Errorf("listener %s: tls cipher_suites choose TLS 1.2 suites; with min_version 1.3 they would never be used", l.Name)
+			ps.add(lp.with("tls", "cipher_suites"), "cipher_suites choose TLS 1.2 suites; QUIC speaks only TLS 1.3, whose suites are not configurable: remove them")
+		case err == nil && minV == tls.VersionTLS13:
+			ps.add(lp.with("tls", "cipher_suites"), "cipher_suites choose TLS 1.2 suites; with min_version 1.3 they would never be used: remove them")
 		}
 	}
 	if l.TLS.ClientCRLFile != "" && (l.TLS.Verify == "" || certs.Verify(l.TLS.Verify) == certs.VerifyNone) {
-		return fmt.Errorf("listener %s: tls client_crl_file needs verify optional or required", l.Name)
+		ps.add(lp.with("tls", "client_crl_file"), "needs tls.verify optional or required (there is no client certificate to check otherwise)")
 	}
-	return nil
 }
 
 // readConfigFile decodes the YAML file at path over cfg: keys present in
 // the file replace the values in cfg, absent keys keep them. Unknown keys
-// are errors, so a typo never passes silently.
+// are errors, so a typo never passes silently; every mistake is reported
+// at once with its line (configErrors).
 func readConfigFile(path string, cfg *config) error {
+	_, err := readConfigFileLines(path, cfg)
+	return err
+}
+
+// readConfigFileLines is readConfigFile that also returns the line of
+// each key in the file, for the errors found later.
+func readConfigFileLines(path string, cfg *config) (map[string]int, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Errorf("config: %w", err)
+		return nil, fmt.Errorf("config: %w", err)
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) { // EOF: an empty file
-		return fmt.Errorf("config %s: %w", path, err)
+	lines := map[string]int{}
+	ps := decodeFile(data, cfg, lines)
+	if len(ps) > 0 {
+		o := origin{file: path, lines: lines}
+		o.locate(ps)
+		sortProblems(ps)
+		return lines, ps
 	}
-	return nil
+	return lines, nil
 }
 
 // usageError is a mistake on the command line; main exits 2 for it.
@@ -465,32 +547,60 @@ var flagKeys = map[string]string{
 // loadConfigEnv is loadConfig with the environment given (os.Environ's
 // form); it also says which keys the environment and the flags set.
 func loadConfigEnv(args, env []string) (config, configSources, error) {
+	cfg, src, err := loadConfigAll(args, env)
+	if err != nil {
+		return config{}, nil, err
+	}
+	cfg.file = "" // run sets it; config print and the tests compare settings
+	return cfg, src, nil
+}
+
+// loadConfigAll is loadConfigEnv that, when the configuration has
+// mistakes (configErrors: every one, each located in the file, the
+// environment or the flags), still returns what it could make of it, for
+// check-config to check further.
+func loadConfigAll(args, env []string) (config, configSources, error) {
+	cfg, o, err := loadConfigOrigin(args, env)
+	return cfg, o.src, err
+}
+
+// loadConfigOrigin is loadConfigAll that returns where every key came
+// from, to locate the problems found later (check-config).
+func loadConfigOrigin(args, env []string) (config, origin, error) {
 	var f flags
 	fs := newFlagSet(&f)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return config{}, nil, errHelp
+			return config{}, origin{}, errHelp
 		}
-		return config{}, nil, usageError{fmt.Errorf("%w (xmq -h lists the flags)", err)}
+		return config{}, origin{}, usageError{fmt.Errorf("%w (xmq -h lists the flags)", err)}
 	}
 	if f.version {
-		return config{}, nil, errVersion
+		return config{}, origin{}, errVersion
 	}
 	if fs.NArg() > 0 {
-		return config{}, nil, usageError{fmt.Errorf("unexpected argument %q (xmq -h lists the flags)", fs.Arg(0))}
+		return config{}, origin{}, usageError{fmt.Errorf("unexpected argument %q (xmq -h lists the flags)", fs.Arg(0))}
 	}
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 
 	cfg := defaultConfig()
+	o := origin{file: f.config}
+	var all configErrors
 	if f.config != "" {
-		if err := readConfigFile(f.config, &cfg); err != nil {
-			return config{}, nil, err
+		lines, err := readConfigFileLines(f.config, &cfg)
+		if ce, ok := asConfigErrors(err); ok {
+			all = append(all, ce...)
+		} else if err != nil {
+			return config{}, origin{}, err
 		}
+		o.lines = lines
 	}
 	envSet, err := applyEnv(&cfg, env) // env.go
-	if err != nil {
-		return config{}, nil, err
+	if ce, ok := asConfigErrors(err); ok {
+		all = append(all, ce...)
+	} else if err != nil {
+		return config{}, origin{}, err
 	}
 	src := configSources{}
 	for _, s := range envSet {
@@ -526,9 +636,18 @@ func loadConfigEnv(args, env []string) (config, configSources, error) {
 	f.web.apply(&cfg, set)
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
-		return config{}, nil, err
+		ce, _ := asConfigErrors(err)
+		o.src = src
+		o.locate(ce)
+		all = append(all, ce...)
 	}
-	return cfg, src, nil
+	o.src = src
+	cfg.file = f.config
+	if len(all) > 0 {
+		sortProblems(all)
+		return cfg, o, all
+	}
+	return cfg, o, nil
 }
 
 // printUsage documents every flag; a test checks none is missing. It is
@@ -563,6 +682,11 @@ Usage:
                      print the configuration in effect with these flags (the
                      file, the XMQ_ environment, the flags), secrets masked
   xmq config env     list the environment variable of every configuration key
+  xmq check-config [-c FILE] [flags]
+                     check a configuration without serving: keys and values,
+                     the files it names, certificates against their keys,
+                     the data directory and the ports; every problem listed,
+                     exit status 1 if there is any (xmq check-config -h)
   xmq health [-c FILE]
                      ask the running broker's /healthz: exit 0 when healthy
                      (the container image's HEALTHCHECK)
@@ -615,9 +739,16 @@ Environment:
 
 Signals:
   SIGINT or SIGTERM shuts down gracefully (up to 10s for clients to go);
-  SIGHUP reloads the certificate files (they are also checked every 10s), the
-  password file and the ACL file (checked every 2s), and the bridges section
-  of the configuration file (added, changed and removed bridges); connections
-  stay up. POST /api/v1/reload does the same.
+  SIGHUP reads the configuration file again (with the environment and flags
+  of the start) and applies what can change live: the broker's limits
+  (max_connections, max_keep_alive, max_session_expiry, connect_timeout,
+  write_timeout, max_inflight, max_queued, max_queued_bytes, queue_overflow,
+  max_subscriptions_per_client, max_message_rate, max_byte_rate), log.level,
+  auth.password_file and auth.acl_file, the TLS certificate files
+  (tls.cert_file, key_file and each listener's) and the bridges; any other
+  key that changed is logged as needing a restart. It also reloads the
+  certificate files (checked every 10s too), the password file and the ACL
+  file (checked every 2s). Connections stay up. POST /api/v1/reload does the
+  same.
 `)
 }

@@ -244,7 +244,7 @@ broker:
 				Listeners: []listenerConfig{{Name: "lan", Transport: "tcp", Address: "10.0.0.1:1883"}},
 				TLS:       tlsDefaults,
 				DataDir:   "/var/lib/xmq",
-				Log:       logConfig{Level: "debug", Format: "json"},
+				Log:       logConfig{Level: "debug", Format: "json", MaxSizeMB: defaultLogMaxSizeMB, MaxBackups: defaultLogMaxBackups},
 				Broker:    brokerConfig{ConnectTimeout: 3 * time.Second, SharedStrategy: core.SharedHashTopic},
 				Web:       defaultWebConfig(),
 			},
@@ -261,7 +261,7 @@ broker:
 				},
 				TLS:     tlsDefaults,
 				DataDir: "",
-				Log:     logConfig{Level: "warn", Format: "json"},
+				Log:     logConfig{Level: "warn", Format: "json", MaxSizeMB: defaultLogMaxSizeMB, MaxBackups: defaultLogMaxBackups},
 				Broker:  brokerConfig{ConnectTimeout: 3 * time.Second, SharedStrategy: core.SharedHashTopic},
 				Web:     defaultWebConfig(),
 			},
@@ -273,7 +273,7 @@ broker:
 				Listeners: allListeners.Listeners,
 				TLS:       tlsDefaults,
 				DataDir:   "/tmp/x",
-				Log:       logConfig{Level: "info", Format: "console"},
+				Log:       logConfig{Level: "info", Format: "console", MaxSizeMB: defaultLogMaxSizeMB, MaxBackups: defaultLogMaxBackups},
 				Web:       defaultWebConfig(),
 			},
 		},
@@ -289,7 +289,7 @@ broker:
 				},
 				TLS:     tlsDefaults,
 				DataDir: "./data",
-				Log:     logConfig{Level: "info", Format: "auto"},
+				Log:     logConfig{Level: "info", Format: "auto", MaxSizeMB: defaultLogMaxSizeMB, MaxBackups: defaultLogMaxBackups},
 				Web:     defaultWebConfig(),
 			},
 		},
@@ -317,25 +317,25 @@ func TestConfigErrors(t *testing.T) {
 		args []string // extra flags
 		err  string   // substring of the error
 	}{
-		{name: "unknown key", file: "listen: [':1883']\n", err: "field listen not found"},
-		{name: "unknown nested key", file: "broker:\n  max_conections: 5\n", err: "field max_conections not found"},
-		{name: "unknown listener key", file: "listeners:\n  - adress: ':1883'\n", err: "field adress not found"},
-		{name: "bad duration", file: "broker:\n  connect_timeout: 10x\n", err: "time.Duration"},
-		{name: "duration without unit", file: "broker:\n  write_timeout: 10\n", err: "time.Duration"},
+		{name: "unknown key", file: "listen: [':1883']\n", err: `listen: unknown key (did you mean "listeners"?)`},
+		{name: "unknown nested key", file: "broker:\n  max_conections: 5\n", err: `broker.max_conections: unknown key (did you mean "max_connections"?)`},
+		{name: "unknown listener key", file: "listeners:\n  - adress: ':1883'\n", err: `listeners[0].adress: unknown key (did you mean "address"?)`},
+		{name: "bad duration", file: "broker:\n  connect_timeout: 10x\n", err: `broker.connect_timeout: "10x" is not a duration (write it with a unit`},
+		{name: "duration without unit", file: "broker:\n  write_timeout: 10\n", err: "broker.write_timeout: 10 is not a duration (write 10s)"},
 		{name: "negative timeout", file: "broker:\n  connect_timeout: -1s\n", err: "must not be negative"},
-		{name: "number out of range", file: "broker:\n  receive_maximum: 70000\n", err: "uint16"},
-		{name: "wrong type", file: "broker:\n  retain_disabled: maybe\n", err: "bool"},
+		{name: "number out of range", file: "broker:\n  receive_maximum: 70000\n", err: "broker.receive_maximum: 70000 is not a whole number from 0 to 65535"},
+		{name: "wrong type", file: "broker:\n  retain_disabled: maybe\n", err: `broker.retain_disabled: "maybe" is not true or false`},
 		{name: "tls settings on tcp", file: "listeners:\n  - transport: tcp\n    tls:\n      verify: required\n", err: "tls settings are for"},
-		{name: "bad verify", file: "listeners:\n  - transport: tls\n    tls:\n      verify: always\n", err: `verify "always"`},
-		{name: "identity without verify", file: "listeners:\n  - transport: tls\n    tls:\n      identity_as_username: cn\n", err: "needs verify optional or required"},
+		{name: "bad verify", file: "listeners:\n  - transport: tls\n    tls:\n      verify: always\n", err: `listeners[0].tls.verify: "always" is not a client-certificate policy: want none, optional or required`},
+		{name: "identity without verify", file: "listeners:\n  - transport: tls\n    tls:\n      identity_as_username: cn\n", err: "listeners[0].tls.identity_as_username: needs tls.verify optional or required"},
 		{name: "cert without key", file: "listeners:\n  - transport: wss\n    tls:\n      cert_file: a.pem\n", err: "go together"},
 		{name: "acme and files", file: "tls:\n  cert_file: a.pem\n  key_file: b.pem\nacme:\n  domains: [mqtt.example.com]\n", err: "exclude each other"},
-		{name: "unknown tls key", file: "tls:\n  certfile: a.pem\n", err: "field certfile not found"},
-		{name: "unknown transport", file: "listeners:\n  - transport: udp\n", err: "unknown transport"},
-		{name: "duplicate names", file: "listeners:\n  - address: ':1'\n  - address: ':2'\n", err: `"tcp" is used twice`},
+		{name: "unknown tls key", file: "tls:\n  certfile: a.pem\n", err: `tls.certfile: unknown key (did you mean "cert_file"?)`},
+		{name: "unknown transport", file: "listeners:\n  - transport: udp\n", err: `listeners[0].transport: "udp" is not a transport: want tcp, tls, ws, wss or quic`},
+		{name: "duplicate names", file: "listeners:\n  - address: ':1'\n  - address: ':2'\n", err: `listeners[1].name: "tcp" is the name of listeners[0] already`},
 		{name: "no listeners", file: "listeners: []\n", err: "no listeners"},
-		{name: "bad log level", args: []string{"-log-level", "loud"}, err: "log level"},
-		{name: "bad log format", file: "log:\n  format: xml\n", err: "log format"},
+		{name: "bad log level", args: []string{"-log-level", "loud"}, err: `flag -log-level: log.level: "loud" is not a log level: want debug, info, warn or error`},
+		{name: "bad log format", file: "log:\n  format: xml\n", err: `log.format: "xml" is not a log format: want auto, console or json`},
 		{name: "missing file", args: []string{"-c", "/nonexistent/xmq.yaml"}, err: "no such file"},
 		{name: "unknown flag", args: []string{"-bogus"}, err: "flag provided but not defined"},
 		{name: "stray argument", args: []string{"serve"}, err: `unexpected argument "serve"`},
@@ -343,7 +343,7 @@ func TestConfigErrors(t *testing.T) {
 		{name: "bridge address", file: "bridges:\n  - name: b\n    addresses: [http://h]\n    topics: [{topic: '#'}]\n", err: "unknown scheme"},
 		{name: "bridge direction", file: "bridges:\n  - name: b\n    addresses: [h:1]\n    topics: [{topic: '#', direction: up}]\n", err: `direction "up"`},
 		{name: "bridge names twice", file: "bridges:\n  - {name: b, addresses: [h:1], topics: [{topic: a}]}\n  - {name: b, addresses: [h:1], topics: [{topic: a}]}\n", err: "used twice"},
-		{name: "unknown bridge key", file: "bridges:\n  - name: b\n    adress: h:1\n", err: "field adress not found"},
+		{name: "unknown bridge key", file: "bridges:\n  - name: b\n    adress: h:1\n", err: `bridges[0].adress: unknown key (did you mean "addresses"?)`},
 		{name: "listener named like a bridge", file: "listeners:\n  - name: bridge:x\n", err: "are the bridges'"},
 	}
 	for _, tt := range tests {
@@ -389,5 +389,72 @@ bridges:
 	}
 	if p := mustLoad(t, "-c", writeFile(t, "bridges:\n  - {name: b, addresses: [h:1], protocol: 5, topics: [{topic: a}]}\n")); p.bridgeConfigs()[0].Protocol != "5" {
 		t.Errorf("protocol: 5 gives %q", p.bridgeConfigs()[0].Protocol)
+	}
+}
+
+// TestConfigErrorsNameKeyAndFix: the errors of issue 17, which named Go
+// types and no fix, name the key path, the line or variable, and the fix,
+// whether the value comes from the file or from the environment; a file
+// with several mistakes gets them all, in line order.
+func TestConfigErrorsNameKeyAndFix(t *testing.T) {
+	tests := []struct {
+		name string
+		file string
+		env  []string
+		want string // the whole error, FILE standing for the file's path
+	}{
+		{name: "unknown listener key", file: "listeners:\n  - adress: ':1883'\n",
+			want: `FILE:2: listeners[0].adress: unknown key (did you mean "address"?)`},
+		{name: "duration without unit", file: "broker:\n  connect_timeout: 10\n",
+			want: `FILE:2: broker.connect_timeout: 10 is not a duration (write 10s)`},
+		{name: "unknown strategy", file: "broker:\n  shared_strategy: roundrobin\n",
+			want: `FILE:2: broker.shared_strategy: "roundrobin" is not a shared subscription strategy: want round_robin, random, least_inflight, hash_clientid or hash_topic (did you mean round_robin?)`},
+		{name: "unknown key from the environment", env: []string{"XMQ_LISTENERS=[{adress: ':1883'}]"},
+			want: `environment XMQ_LISTENERS: listeners[0].adress: unknown key (did you mean "address"?)`},
+		{name: "duration from the environment", env: []string{"XMQ_BROKER_CONNECT_TIMEOUT=10"},
+			want: `environment XMQ_BROKER_CONNECT_TIMEOUT: broker.connect_timeout: 10 is not a duration (write 10s)`},
+		{name: "strategy from the environment", env: []string{"XMQ_BROKER_SHARED_STRATEGY=roundrobin"},
+			want: `environment XMQ_BROKER_SHARED_STRATEGY: broker.shared_strategy: "roundrobin" is not a shared subscription strategy: want round_robin, random, least_inflight, hash_clientid or hash_topic (did you mean round_robin?)`},
+		{name: "core's range under its key", file: "broker:\n  max_inflight: 70000\n  max_queued: -1\n",
+			want: "2 problems in the configuration:\n  FILE:2: broker.max_inflight: max inflight 70000 out of range 1..65535\n" +
+				"  FILE:3: broker.max_queued: max queued -1 must be at least 1"},
+		{name: "every problem at once, in line order", file: "log:\n  level: loud\nlisteners:\n  - address: nowhere\n    transport: tpc\n  - name: x\n    tls: {verify: none}\nbroker:\n  write_timeout: soon\n",
+			want: "4 problems in the configuration:\n" +
+				"  FILE:2: log.level: \"loud\" is not a log level: want debug, info, warn or error\n" +
+				"  FILE:5: listeners[0].transport: \"tpc\" is not a transport: want tcp, tls, ws, wss or quic (did you mean tcp?)\n" +
+				"  FILE:7: listeners[1].tls: tls settings are for the tls, wss and quic transports, not tcp\n" +
+				"  FILE:9: broker.write_timeout: \"soon\" is not a duration (write it with a unit: 500ms, 10s, 1m30s, 24h)"},
+		{name: "what only the listeners check", file: "listeners:\n  - transport: ws\n    allowed_origins: [foo]\n  - name: b\n    proxy_protocol: true\n",
+			want: "2 problems in the configuration:\n  FILE:2: listeners[0]: allowed origin \"foo\": want scheme://host[:port] or *\n" +
+				"  FILE:4: listeners[1]: proxy protocol needs trusted proxies: the sources allowed to send the header"},
+		{name: "key set twice", file: "broker:\n  max_queued: 5\n  max_queued: 6\n",
+			want: "FILE:3: broker.max_queued: set twice (first on line 2)"},
+		{name: "section where a value goes", file: "data_dir: {a: b}\n",
+			want: "FILE:1: data_dir: want a single value, not a section"},
+		{name: "not YAML", file: "broker: [\n", want: "FILE:1: not valid YAML: did not find expected node content"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var args []string
+			file := ""
+			if tt.file != "" {
+				file = writeFile(t, tt.file)
+				args = []string{"-c", file}
+			}
+			_, _, err := loadConfigEnv(args, tt.env)
+			if err == nil {
+				t.Fatalf("no error, want %s", tt.want)
+			}
+			got := err.Error()
+			if file != "" {
+				got = strings.ReplaceAll(got, file, "FILE")
+			}
+			if got != tt.want {
+				t.Errorf("error\n  %s\nwant\n  %s", got, tt.want)
+			}
+			if strings.Contains(got, "time.Duration") || strings.Contains(got, "main.") || strings.Contains(got, "!!") {
+				t.Errorf("the error names a Go type: %s", got)
+			}
+		})
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -55,12 +54,13 @@ type envSetting struct {
 func (s envSetting) key() string { return strings.Join(s.path, ".") }
 
 // applyEnv sets the keys named by the XMQ_ variables of env (os.Environ's
-// form) over cfg. It returns what it applied, in order, and every error at
-// once: malformed values and unknown variables that look like keys.
+// form) over cfg. It returns what it applied, in order, and every mistake
+// at once (configErrors): malformed values, each under its key and
+// variable, and unknown variables that look like keys.
 func applyEnv(cfg *config, env []string) ([]envSetting, error) {
 	root := reflect.TypeFor[config]()
 	var sets []envSetting
-	var errs []error
+	var errs configErrors
 	for _, kv := range env {
 		name, value, ok := strings.Cut(kv, "=")
 		if !ok || !strings.HasPrefix(name, envPrefix) || slices.Contains(envNotKeys, name) {
@@ -69,7 +69,8 @@ func applyEnv(cfg *config, env []string) ([]envSetting, error) {
 		path, ok := resolveEnv(root, strings.TrimPrefix(name, envPrefix))
 		if !ok {
 			if hint, looks := closestEnv(name); looks {
-				errs = append(errs, fmt.Errorf("environment: %s is not a configuration variable; closest: %s (xmq config env lists them)", name, hint))
+				errs = append(errs, &configProblem{where: "environment",
+					msg: fmt.Sprintf("%s is not a configuration variable; closest: %s (xmq config env lists them)", name, hint)})
 			}
 			continue
 		}
@@ -96,11 +97,17 @@ func applyEnv(cfg *config, env []string) ([]envSetting, error) {
 		return 0
 	})
 	for _, s := range sets {
-		if err := setPath(reflect.ValueOf(cfg).Elem(), s.path, s.value); err != nil {
-			errs = append(errs, fmt.Errorf("environment: %s (%s): %w", s.name, s.key(), err))
+		var ps problems
+		setPath(reflect.ValueOf(cfg).Elem(), s.path, keyPath(s.path), s.value, &ps)
+		for _, p := range ps.list {
+			p.where = "environment " + s.name
 		}
+		errs = append(errs, ps.list...)
 	}
-	return sets, errors.Join(errs...)
+	if len(errs) > 0 {
+		return sets, errs
+	}
+	return sets, nil
 }
 
 // yamlField is one configuration key of a struct.
@@ -183,27 +190,32 @@ func resolveEnv(t reflect.Type, rest string) ([]string, bool) {
 	return nil, false
 }
 
-// setPath sets the key at path below v (addressable) from a variable's value.
-func setPath(v reflect.Value, path []string, value string) error {
+// setPath sets the key at path below v (addressable) from a variable's
+// value; full is the whole key's path, for the problems it adds to ps.
+func setPath(v reflect.Value, path []string, full keyPath, value string, ps *problems) {
 	if len(path) == 0 {
-		return setValue(v, value)
+		setValue(v, value, full, ps)
+		return
 	}
 	switch v.Kind() {
 	case reflect.Struct:
 		for _, f := range yamlFields(v.Type()) {
 			if f.key == path[0] {
-				return setPath(v.Field(f.index), path[1:], value)
+				setPath(v.Field(f.index), path[1:], full, value, ps)
+				return
 			}
 		}
 	case reflect.Slice:
 		n, _ := strconv.Atoi(path[0])
 		if n > v.Len() {
-			return fmt.Errorf("entry %d of a list of %d: number the entries without gaps", n, v.Len())
+			ps.add(full, "entry %d of a list of %d: number the entries without gaps", n, v.Len())
+			return
 		}
 		if n == v.Len() {
 			v.Set(reflect.Append(v, reflect.Zero(v.Type().Elem())))
 		}
-		return setPath(v.Index(n), path[1:], value)
+		setPath(v.Index(n), path[1:], full, value, ps)
+		return
 	case reflect.Map:
 		// Map entries are not addressable: set a copy and store it.
 		if v.IsNil() {
@@ -214,22 +226,21 @@ func setPath(v reflect.Value, path []string, value string) error {
 		if old := v.MapIndex(k); old.IsValid() {
 			e.Set(old)
 		}
-		if err := setPath(e, path[1:], value); err != nil {
-			return err
-		}
+		setPath(e, path[1:], full, value, ps)
 		v.SetMapIndex(k, e)
-		return nil
+		return
 	}
-	return fmt.Errorf("no key %q", path[0])
+	ps.add(full, "no key %q", path[0])
 }
 
-// setValue decodes one variable's value into v as YAML would.
-func setValue(v reflect.Value, value string) error {
+// setValue decodes one variable's value into v as YAML would, with the
+// same checks as the file's values (checkNode).
+func setValue(v reflect.Value, value string, p keyPath, ps *problems) {
 	flow := strings.HasPrefix(strings.TrimSpace(value), "[") || strings.HasPrefix(strings.TrimSpace(value), "{")
 	switch {
 	case value == "":
 		v.SetZero()
-		return nil
+		return
 	case v.Kind() == reflect.Slice && !section(v.Type().Elem()) && !flow:
 		out := reflect.MakeSlice(v.Type(), 0, 4)
 		for part := range strings.SplitSeq(value, ",") {
@@ -237,33 +248,52 @@ func setValue(v reflect.Value, value string) error {
 				continue
 			}
 			e := reflect.New(v.Type().Elem()).Elem()
-			if err := setScalar(e, part); err != nil {
-				return err
+			if !setScalar(e, part, p.with(strconv.Itoa(out.Len())), ps) {
+				return
 			}
 			out = reflect.Append(out, e)
 		}
 		v.Set(out)
-		return nil
+		return
 	case v.Kind() == reflect.Struct || v.Kind() == reflect.Slice || v.Kind() == reflect.Map:
+		var doc yaml.Node
+		if err := yaml.Unmarshal([]byte(value), &doc); err != nil {
+			ps.add(p, "not valid YAML flow style: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+			return
+		}
+		if doc.Kind == 0 || len(doc.Content) == 0 {
+			v.SetZero()
+			return
+		}
+		n := len(ps.list)
+		checkNode(doc.Content[0], v.Type(), p, nil, ps)
+		if len(ps.list) > n {
+			return
+		}
 		if v.Kind() != reflect.Struct {
 			v.SetZero() // a list or map given whole replaces the file's
 		}
-		dec := yaml.NewDecoder(strings.NewReader(value))
-		dec.KnownFields(true)
-		return dec.Decode(v.Addr().Interface())
+		if err := doc.Content[0].Decode(v.Addr().Interface()); err != nil {
+			ps.add(p, "%s", strings.TrimPrefix(err.Error(), "yaml: "))
+		}
+		return
 	}
-	return setScalar(v, value)
+	setScalar(v, value, p, ps)
 }
 
 // setScalar decodes a plain value: strings are taken as they are (yes,
 // null or 010 stay text), everything else is resolved as YAML resolves an
-// unquoted value.
-func setScalar(v reflect.Value, value string) error {
+// unquoted value. It reports whether the value was good.
+func setScalar(v reflect.Value, value string, p keyPath, ps *problems) bool {
 	n := yaml.Node{Kind: yaml.ScalarNode, Value: value}
 	if v.Kind() == reflect.String {
 		n.Tag = "!!str"
 	}
-	return n.Decode(v.Addr().Interface())
+	if err := n.Decode(v.Addr().Interface()); err != nil {
+		ps.add(p, "%s", scalarProblem(v.Type(), value))
+		return false
+	}
+	return true
 }
 
 // envTemplate is one configuration variable as `xmq config env` lists it,

@@ -130,11 +130,11 @@ func TestEnvErrors(t *testing.T) {
 		{"XMQ_LISTENERS_3_ADRESS=:1", "closest: XMQ_LISTENERS_3_ADDRESS"},
 		{"XMQ_LISTENERS_X_ADDRESS=:1", "XMQ_LISTENERS_X_ADDRESS is not a configuration variable"},
 		{"XMQ_LISTENERS_7_ADDRESS=:1", "entry 7 of a list of 5"},
-		{"XMQ_BROKER_MAX_QUEUED=many", "cannot unmarshal"},
-		{"XMQ_BROKER_WRITE_TIMEOUT=10", "time.Duration"},
-		{"XMQ_BROKER={bogus: 1}", "field bogus not found"},
-		{"XMQ_LISTENERS=[{adress: ':1'}]", "field adress not found"},
-		{"XMQ_LOG_LEVEL=loud", "log level"}, // validation runs after the environment
+		{"XMQ_BROKER_MAX_QUEUED=many", `environment XMQ_BROKER_MAX_QUEUED: broker.max_queued: "many" is not a number`},
+		{"XMQ_BROKER_WRITE_TIMEOUT=10", "environment XMQ_BROKER_WRITE_TIMEOUT: broker.write_timeout: 10 is not a duration (write 10s)"},
+		{"XMQ_BROKER={bogus: 1}", "environment XMQ_BROKER: broker.bogus: unknown key (the keys here: connect_timeout,"},
+		{"XMQ_LISTENERS=[{adress: ':1'}]", `environment XMQ_LISTENERS: listeners[0].adress: unknown key (did you mean "address"?)`},
+		{"XMQ_LOG_LEVEL=loud", `environment XMQ_LOG_LEVEL: log.level: "loud" is not a log level`}, // validation runs after the environment
 	}
 	for _, tt := range tests {
 		t.Run(tt.env, func(t *testing.T) {

@@ -183,13 +183,23 @@ func (im *importer) globals(mc *mosqConf) {
 		case "log_type":
 			logTypes = append(logTypes, l)
 		case "log_dest":
-			switch strings.Fields(l.value + " ")[0] {
+			switch f := strings.Fields(l.value + " "); f[0] {
 			case "stderr", "stdout":
-				im.skip(l, "xmq logs to standard error, always: one line per event on a terminal, JSON otherwise (log.format)")
+				im.same(l, "standard error is xmq's output unless log.file, log.syslog or log.journald is set: one sentence per event on a terminal, JSON otherwise (log.format)")
+			case "file":
+				if len(f) < 2 {
+					im.skip(l, "no file named: Mosquitto refuses this line")
+					break
+				}
+				im.cfg.Log.File = f[1]
+				im.mapped("log.file", l, "rotated at log.max_size_mb, which Mosquitto leaves to logrotate; nothing then goes to standard error")
+			case "syslog":
+				im.cfg.Log.Syslog = "local"
+				im.mapped("log.syslog", l, "facility daemon, tag xmq")
 			case "none":
 				im.skip(l, "xmq always logs; log.level: error keeps only errors")
 			default:
-				im.skip(l, "xmq logs to standard error only; under systemd journald keeps it (journalctl -u xmq), or redirect it to a file")
+				im.skip(l, "xmq logs to standard error, a file, syslog or the systemd journal (log.journald), not to "+f[0])
 			}
 		}
 	}
@@ -369,7 +379,7 @@ var mosqGlobalNone = map[string]string{
 	"allow_duplicate_messages": "deprecated in Mosquitto; xmq sends one copy to a client whose subscriptions overlap, at the highest QoS granted, always",
 	"check_retain_source":      "xmq checks the subscriber's read access on every delivery, retained messages included; the publisher's current access is not checked again",
 	"clientid_prefixes":        "deprecated in Mosquitto; xmq has no client id filter: ACL patterns with %c restrict what each client id may do",
-	"log_facility":             "xmq logs to standard error, not syslog",
+	"log_facility":             "xmq's syslog output (log.syslog) uses facility daemon",
 	"log_timestamp":            "xmq's log lines always carry an ISO 8601 time",
 	"log_timestamp_format":     "xmq's log lines always carry an ISO 8601 time",
 	"max_inflight_bytes":       "xmq bounds in-flight messages by count (broker.max_inflight) and queued bytes (broker.max_queued_bytes)",

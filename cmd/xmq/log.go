@@ -1,47 +1,167 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"gopkg.in/natefinch/lumberjack.v2"
 )
 
-// newLogger builds the process logger writing to w. Format "auto" picks
-// console output when w is a terminal and JSON otherwise.
-func newLogger(w io.Writer, c logConfig) (*zap.Logger, error) {
-	var level zapcore.Level
-	if err := level.UnmarshalText([]byte(c.Level)); err != nil {
+// logConfig configures the logger.
+type logConfig struct {
+	Level  string `yaml:"level"`  // debug, info, warn, error
+	Format string `yaml:"format"` // auto, console, json
+	// File writes the log to this file instead of standard error, rotated
+	// when it reaches MaxSizeMB; MaxBackups rotated files are kept (0: all),
+	// none older than MaxAgeDays (0: any age), gzipped with Compress.
+	File       string `yaml:"file"`
+	MaxSizeMB  int    `yaml:"max_size_mb"`
+	MaxBackups int    `yaml:"max_backups"`
+	MaxAgeDays int    `yaml:"max_age_days"`
+	Compress   bool   `yaml:"compress"`
+	// Syslog sends the log to syslog: "local" (this machine's daemon),
+	// udp://host:port, tcp://host:port or unix:///path; "" off. Unix only.
+	Syslog string `yaml:"syslog"`
+	// Journald sends the log to the systemd journal in its native
+	// protocol, every field a journal field. Linux only.
+	Journald bool `yaml:"journald"`
+}
+
+// Log defaults that are not zero.
+const (
+	defaultLogMaxSizeMB  = 100
+	defaultLogMaxBackups = 10
+)
+
+// journalSocket is where journald takes native-protocol datagrams; tests
+// point it elsewhere.
+var journalSocket = "/run/systemd/journal/socket"
+
+// logger is the process logger with what a reload may change (the level)
+// and what the end of the run must close (a log file, a syslog
+// connection).
+type logger struct {
+	*zap.Logger
+	level   zap.AtomicLevel
+	closers []io.Closer
+}
+
+// close flushes and closes the outputs.
+func (l *logger) close() {
+	_ = l.Sync()
+	for _, c := range l.closers {
+		_ = c.Close()
+	}
+}
+
+// newLogger builds the process logger: to w (standard error) unless the
+// configuration names a file, syslog or the journal, to each of those
+// then. Format "auto" picks console output when w is a terminal and JSON
+// otherwise (a file gets JSON); console output writes the broker's events
+// as sentences (sentenceEncoder).
+func newLogger(w io.Writer, c logConfig) (*logger, error) {
+	level, err := zap.ParseAtomicLevel(c.Level)
+	if err != nil {
 		return nil, fmt.Errorf("log level: %w", err)
 	}
-	format := c.Format
+	l := &logger{level: level}
+	var cores []zapcore.Core
+	fail := func(err error) (*logger, error) {
+		for _, c := range l.closers {
+			_ = c.Close()
+		}
+		return nil, err
+	}
+	if c.File != "" {
+		lj := &lumberjack.Logger{Filename: c.File, MaxSize: c.MaxSizeMB, MaxBackups: c.MaxBackups, MaxAge: c.MaxAgeDays,
+			Compress: c.Compress, LocalTime: false}
+		// Open now, so that a file that cannot be written stops the start.
+		if _, err := lj.Write(nil); err != nil {
+			return fail(fmt.Errorf("log.file: %w", err))
+		}
+		l.closers = append(l.closers, lj)
+		enc, err := streamEncoder(c.Format, false)
+		if err != nil {
+			return fail(err)
+		}
+		cores = append(cores, zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(lj)), level))
+	}
+	if c.Syslog != "" {
+		core, closer, err := newSyslogCore(c.Syslog, c.Format, level) // syslog_unix.go
+		if err != nil {
+			return fail(fmt.Errorf("log.syslog: %w", err))
+		}
+		l.closers = append(l.closers, closer)
+		cores = append(cores, core)
+	}
+	if c.Journald {
+		core, closer, err := newJournalCore(journalSocket, level) // syslog_unix.go
+		if err != nil {
+			return fail(fmt.Errorf("log.journald: %w", err))
+		}
+		l.closers = append(l.closers, closer)
+		cores = append(cores, core)
+	}
+	if len(cores) == 0 {
+		enc, err := streamEncoder(c.Format, isTerminal(w))
+		if err != nil {
+			return nil, err
+		}
+		ws := zapcore.Lock(zapcore.AddSync(w))
+		cores = append(cores, zapcore.NewCore(enc, ws, level))
+	}
+	l.Logger = zap.New(zapcore.NewTee(cores...), zap.ErrorOutput(zapcore.Lock(zapcore.AddSync(w))))
+	return l, nil
+}
+
+// streamEncoder is the encoder of a stream output (standard error, a
+// file): console (sentences, coloured on a terminal) or JSON; auto is
+// console on a terminal.
+func streamEncoder(format string, terminal bool) (zapcore.Encoder, error) {
 	if format == "auto" {
 		format = "json"
-		if isTerminal(w) {
+		if terminal {
 			format = "console"
 		}
 	}
-	var enc zapcore.Encoder
 	switch format {
 	case "console":
 		ec := zap.NewDevelopmentEncoderConfig()
 		ec.EncodeTime = zapcore.TimeEncoderOfLayout("2006-01-02 15:04:05.000")
-		if isTerminal(w) {
+		if terminal {
 			ec.EncodeLevel = zapcore.CapitalColorLevelEncoder
 		}
-		enc = zapcore.NewConsoleEncoder(ec)
+		return newSentenceEncoder(ec), nil
 	case "json":
 		ec := zap.NewProductionEncoderConfig()
 		ec.EncodeTime = zapcore.RFC3339NanoTimeEncoder
 		ec.EncodeDuration = zapcore.StringDurationEncoder
-		enc = zapcore.NewJSONEncoder(ec)
-	default:
-		return nil, fmt.Errorf("log format %q: want auto, console or json", c.Format)
+		return zapcore.NewJSONEncoder(ec), nil
 	}
-	ws := zapcore.Lock(zapcore.AddSync(w))
-	return zap.New(zapcore.NewCore(enc, ws, level), zap.ErrorOutput(ws)), nil
+	return nil, fmt.Errorf("log format %q: want auto, console or json", format)
+}
+
+// messageEncoder encodes an entry's message and fields without time and
+// level, for outputs that carry those themselves (syslog, the journal):
+// a sentence, or JSON with format json; the logger's name only withName
+// (the journal has its own field for it).
+func messageEncoder(format string, withName bool) zapcore.Encoder {
+	if format == "json" {
+		ec := zap.NewProductionEncoderConfig()
+		ec.TimeKey, ec.LevelKey = "", ""
+		ec.EncodeDuration = zapcore.StringDurationEncoder
+		return zapcore.NewJSONEncoder(ec)
+	}
+	ec := zap.NewDevelopmentEncoderConfig()
+	ec.TimeKey, ec.LevelKey, ec.CallerKey = "", "", ""
+	if !withName {
+		ec.NameKey = ""
+	}
+	return newSentenceEncoder(ec)
 }
 
 // isTerminal reports whether w is a character device such as a terminal.
@@ -53,3 +173,24 @@ func isTerminal(w io.Writer) bool {
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
+
+// validateLogOutputs checks the outputs' settings.
+func (c *config) validateLogOutputs(ps *problems) {
+	lp := path("log")
+	if c.Log.File != "" {
+		if c.Log.MaxSizeMB < 1 {
+			ps.add(lp.with("max_size_mb"), "%d: a file is rotated at 1 MB or more", c.Log.MaxSizeMB)
+		}
+		if c.Log.MaxBackups < 0 || c.Log.MaxAgeDays < 0 {
+			ps.add(lp, "max_backups and max_age_days must not be negative (0 keeps every file, of any age)")
+		}
+	}
+	if c.Log.Syslog != "" {
+		if _, _, err := syslogTarget(c.Log.Syslog); err != nil {
+			ps.add(lp.with("syslog"), "%v", err)
+		}
+	}
+}
+
+// errNotSupported is the error of an output this platform does not have.
+var errNotSupported = errors.New("not supported on this platform")

@@ -15,7 +15,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/xmq-io/xmq/bridge"
 	"github.com/xmq-io/xmq/core"
 	"github.com/xmq-io/xmq/listeners"
 	"github.com/xmq-io/xmq/web"
@@ -67,6 +66,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 			return runHealth(ctx, args[1:], os.Environ(), stdout)
 		case "completion":
 			return runCompletion(args[1:], stdout)
+		case "check-config":
+			return runCheckConfig(args[1:], os.Environ(), stdout)
 		}
 	}
 	if len(args) > 0 && args[0] == "import" {
@@ -85,11 +86,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	}
 	cfg.file = configFileArg(args)
 
-	log, err := newLogger(stderr, cfg.Log)
+	lg, err := newLogger(stderr, cfg.Log)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = log.Sync() }()
+	defer lg.close()
+	log := lg.Logger
 	if cfg.pprof != "" {
 		stop, err := startPprof(cfg.pprof, log.Named("pprof"))
 		if err != nil {
@@ -98,15 +100,43 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 		defer stop()
 	}
 
+	// The ports are bound before anything else starts, so that a port in
+	// use (or a certificate that does not load) is found before the store
+	// is opened and restored. Nothing is accepted until Serve; connections
+	// wait in the listen backlog meanwhile.
+	ts, err := newTLSSetup(&cfg, log)
+	if err != nil {
+		return err
+	}
+	defer ts.close()
+	// The dashboard's port is bound first: the ws and wss listeners trust its origin.
+	wr, err := bindWeb(&cfg)
+	if err != nil {
+		return err
+	}
+	lns, err := listen(&cfg, ts, wr.trustedOrigins(), log.Named("listeners"))
+	if err != nil {
+		wr.stop(ctx)
+		return err
+	}
+	unbind := func() {
+		for _, l := range lns {
+			_ = l.Close()
+		}
+		wr.stop(ctx)
+	}
+
 	// The store is closed by srv.Shutdown, or here if there is no srv.
 	st, bans, err := openStore(&cfg, log)
 	if err != nil {
+		unbind()
 		return err
 	}
 
 	authn, err := newAuth(&cfg, bans, log)
 	if err != nil {
 		_ = st.Close()
+		unbind()
 		return err
 	}
 	defer authn.Close()
@@ -129,6 +159,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	if err != nil {
 		_ = authn.Close() // before the store closes: auth sweeps expired bans out of it
 		_ = st.Close()
+		unbind()
 		return restoreHint(err, cfg.DataDir)
 	}
 	bridges := newBridges(srv, log)
@@ -142,43 +173,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 		_ = authn.Close()
 		return shutdown(ctx, srv, lns, log)
 	}
-
-	ts, err := newTLSSetup(&cfg, log)
-	if err != nil {
-		_ = stopBroker(nil)
-		return err
-	}
-	defer ts.close()
-	// The dashboard's port is bound first: the ws and wss listeners trust its origin.
-	wr, err := bindWeb(&cfg)
-	if err != nil {
-		_ = stopBroker(nil)
-		return err
-	}
-	lns, err := listen(&cfg, ts, wr.trustedOrigins(), log.Named("listeners"))
-	if err != nil {
-		wr.stop(ctx)
-		_ = stopBroker(nil)
-		return err
-	}
-	// SIGHUP (or POST /api/v1/reload) reloads the certificate files, the
-	// password file, the ACL file and the bridges of the configuration file.
-	var reloading sync.Mutex
-	reload := func(by string) (bridge.Changes, error) {
-		reloading.Lock()
-		defer reloading.Unlock()
-		log.Info(by + ": reloading certificates, password and ACL files, bridges")
-		ts.reload(log.Named("certs"))
-		if err := authn.Reload(); err != nil {
-			log.Named("auth").Error("reload failed; the previous version stays in force", zap.Error(err))
-		}
-		next, err := loadConfig(args)
-		if err != nil {
-			log.Named("bridge").Error("reload: the configuration is not valid; the bridges stay as they are", zap.Error(err))
-			return bridge.Changes{}, err
-		}
-		return bridges.Apply(next.bridgeConfigs())
-	}
+	// SIGHUP (or POST /api/v1/reload) applies the configuration again
+	// (reload.go).
+	rl := &reloader{args: args, cur: cfg, lg: lg, srv: srv, authn: authn, ts: ts, bridges: bridges, log: log}
+	reload := rl.reload
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer func() { signal.Stop(hup); close(hup) }()
@@ -210,7 +208,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 		})
 	}
 	if wr != nil {
-		ops := webOps{bridges: bridges, reload: func() (bridge.Changes, error) { return reload("API") }}
+		ops := webOps{bridges: bridges, reload: func() (reloadResult, error) { return reload("API") }}
 		if err := wr.start(&cfg, srv, st, lns, ts, webAuth{authn: authn, tokens: tokens}, ops, rd.check, log, serveErr); err != nil {
 			wr.stop(ctx)
 			_ = stopBroker(lns)
@@ -296,7 +294,11 @@ func listen(cfg *config, ts *tlsSetup, trustedOrigins []string, log *zap.Logger)
 			for _, l := range lns {
 				_ = l.Close()
 			}
-			return nil, fmt.Errorf("listener %s: %w", lc.Name, err)
+			network := "tcp"
+			if lc.Transport == listeners.TransportQUIC {
+				network = "udp"
+			}
+			return nil, fmt.Errorf("listener %s: %w", lc.Name, explainBind(err, network, lc.Address))
 		}
 		lns = append(lns, l)
 	}

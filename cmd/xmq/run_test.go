@@ -204,7 +204,7 @@ func TestRunErrors(t *testing.T) {
 		err   string
 		usage bool
 	}{
-		{name: "address in use", args: []string{"-listen", "127.0.0.1:0," + busy.Addr().String(), "-data", ""}, err: "address already in use"},
+		{name: "address in use", args: []string{"-listen", "127.0.0.1:0," + busy.Addr().String(), "-data", ""}, err: "is in use"},
 		{name: "core rejects option", args: []string{"-c", writeFile(t, "broker:\n  max_inflight: 70000\n"), "-listen", "127.0.0.1:0", "-data", ""}, err: "max inflight"},
 		{name: "bad flag", args: []string{"-nope"}, err: "-nope", usage: true},
 		{name: "version with argument", args: []string{"version", "x"}, err: "no arguments", usage: true},

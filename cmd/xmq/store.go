@@ -50,12 +50,14 @@ func (s storeConfig) options(log *zap.Logger) store.Options {
 }
 
 // validateStore checks the store section.
-func (c *config) validateStore() error {
-	opts := c.Store.options(nil)
-	if err := opts.Validate(); err != nil {
-		return fmt.Errorf("store section: %w", err)
+func (c *config) validateStore(ps *problems) {
+	sp := path("store")
+	if c.Store.Durability != "" &&
+		!oneOf(ps, sp.with("durability"), c.Store.Durability, "a durability", store.DurabilitySync, store.DurabilityInterval, store.DurabilityNone) {
+		return
 	}
-	return nil
+	opts := c.Store.options(nil)
+	ps.addErr(sp, opts.Validate())
 }
 
 // storeDir is where the store lives in a data directory.

@@ -10,6 +10,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -24,15 +27,32 @@ const devCertsDir = "certs"
 // the top-level files or the development CA) and one per listener that
 // names its own files.
 type tlsSetup struct {
+	mu      sync.Mutex // guards def, byFiles and slots; a reload changes them
 	def     *certs.Source
 	byFiles map[[2]string]*certs.Source
-	tempDir string // development CA in a temporary directory (data_dir ""), removed at close
+	// slots hold the source each TLS listener (by name) and the web
+	// server ("" ) serve from: their tls.Configs read it at every
+	// handshake, so a reload can point a listener at other files.
+	slots   map[string]*certSlot
+	tempDir string          // development CA in a temporary directory (data_dir ""), removed at close
+	retired []*certs.Source // default sources a reload replaced, closed at close
+	log     *zap.Logger
 }
+
+// certSlot is the certificate source a listener serves from now.
+type certSlot struct{ p atomic.Pointer[certs.Source] }
+
+func (c *certSlot) getCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return c.p.Load().GetCertificate(hello)
+}
+
+// notAfter is when the certificate served now ends (web.Listener.CertNotAfter).
+func (c *certSlot) notAfter() time.Time { return c.p.Load().NotAfter() }
 
 // newTLSSetup builds the sources the listeners need; none when no listener
 // serves TLS.
 func newTLSSetup(cfg *config, log *zap.Logger) (*tlsSetup, error) {
-	ts := &tlsSetup{byFiles: map[[2]string]*certs.Source{}}
+	ts := &tlsSetup{byFiles: map[[2]string]*certs.Source{}, slots: map[string]*certSlot{}, log: log.Named("certs")}
 	if !cfg.needsTLS() {
 		return ts, nil
 	}
@@ -149,7 +169,8 @@ func mosquittoSubHint(caFile string, cfg *config) string {
 }
 
 // serverConfig is the TLS configuration of one listener; nil for the
-// transports without TLS.
+// transports without TLS. Its certificate comes from the listener's slot,
+// which a reload may point at other files.
 func (ts *tlsSetup) serverConfig(lc listenerConfig) (*tls.Config, error) {
 	src := ts.source(lc)
 	if src == nil {
@@ -167,7 +188,38 @@ func (ts *tlsSetup) serverConfig(lc listenerConfig) (*tls.Config, error) {
 	if conf.CipherSuites, err = certs.CipherSuites(lc.TLS.CipherSuites); err != nil {
 		return nil, err
 	}
+	if src.Kind() != certs.KindACME { // ACME answers its challenges through its own hook
+		conf.GetCertificate = ts.slot(lc.Name, src).getCertificate
+	}
 	return conf, nil
+}
+
+// slot returns the slot of name, made with src in it.
+func (ts *tlsSetup) slot(name string, src *certs.Source) *certSlot {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	sl := ts.slots[name]
+	if sl == nil {
+		sl = &certSlot{}
+		sl.p.Store(src)
+		ts.slots[name] = sl
+	}
+	return sl
+}
+
+// certNotAfter is when the certificate listener name serves ends; nil
+// for a listener without TLS.
+func (ts *tlsSetup) certNotAfter(lc listenerConfig) func() time.Time {
+	ts.mu.Lock()
+	sl := ts.slots[lc.Name]
+	ts.mu.Unlock()
+	if sl != nil {
+		return sl.notAfter
+	}
+	if src := ts.source(lc); src != nil {
+		return src.NotAfter
+	}
+	return nil
 }
 
 // source is the certificate source of one listener: its own files, or the
@@ -176,10 +228,95 @@ func (ts *tlsSetup) source(lc listenerConfig) *certs.Source {
 	if !isTLS(lc.Transport) {
 		return nil
 	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
 	if lc.TLS.CertFile != "" {
 		return ts.byFiles[[2]string{lc.TLS.CertFile, lc.TLS.KeyFile}]
 	}
 	return ts.def
+}
+
+// applyFiles points the TLS listeners at the certificate files of next
+// where they differ from cur's (a reload): a listener's own cert_file and
+// key_file, or the top-level pair when the certificate comes from files or
+// the development CA (a change to or from ACME needs a restart). It
+// returns the keys it changed; a pair that does not load changes nothing
+// and is an error.
+func (ts *tlsSetup) applyFiles(cur, next *config) ([]keyPath, error) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	var applied []keyPath
+	var errs []error
+	load := func(cert, key string) (*certs.Source, error) {
+		if s := ts.byFiles[[2]string{cert, key}]; s != nil {
+			return s, nil
+		}
+		s, err := certs.New(certs.Options{CertFile: cert, KeyFile: key, ReloadInterval: cur.TLS.ReloadInterval, Log: ts.log})
+		if err != nil {
+			return nil, err
+		}
+		ts.byFiles[[2]string{cert, key}] = s
+		return s, nil
+	}
+	if ts.def != nil && (next.TLS.CertFile != cur.TLS.CertFile || next.TLS.KeyFile != cur.TLS.KeyFile) &&
+		next.TLS.CertFile != "" && len(cur.ACME.Domains) == 0 && len(next.ACME.Domains) == 0 {
+		if src, err := load(next.TLS.CertFile, next.TLS.KeyFile); err != nil {
+			errs = append(errs, fmt.Errorf("tls: %w", err))
+		} else {
+			old := ts.def
+			ts.def = src
+			for name, sl := range ts.slots {
+				if sl.p.Load() == old && (name == "" || ts.listenerUsesDefault(next, name)) {
+					sl.p.Store(src)
+				}
+			}
+			applied = append(applied, path("tls", "cert_file"), path("tls", "key_file"))
+			ts.retired = append(ts.retired, old) // closed with the others: a handshake may still be reading it
+		}
+	}
+	for i, lc := range next.Listeners {
+		if i >= len(cur.Listeners) || cur.Listeners[i].Name != lc.Name {
+			break // the listeners changed: a restart, said elsewhere
+		}
+		old := cur.Listeners[i].TLS
+		sl := ts.slots[lc.Name]
+		if sl == nil || lc.TLS.CertFile == old.CertFile && lc.TLS.KeyFile == old.KeyFile {
+			continue
+		}
+		src := ts.def
+		if lc.TLS.CertFile != "" {
+			var err error
+			if src, err = load(lc.TLS.CertFile, lc.TLS.KeyFile); err != nil {
+				errs = append(errs, fmt.Errorf("listeners[%d].tls: %w", i, err))
+				continue
+			}
+		}
+		sl.p.Store(src)
+		applied = append(applied, path("listeners", i, "tls", "cert_file"), path("listeners", i, "tls", "key_file"))
+	}
+	// Sources no slot serves any more stop watching their files.
+	for key, s := range ts.byFiles {
+		used := false
+		for _, sl := range ts.slots {
+			used = used || sl.p.Load() == s
+		}
+		if !used && s != ts.def {
+			_ = s.Close()
+			delete(ts.byFiles, key)
+		}
+	}
+	return applied, errors.Join(errs...)
+}
+
+// listenerUsesDefault reports whether listener name has no files of its
+// own in cfg.
+func (ts *tlsSetup) listenerUsesDefault(cfg *config, name string) bool {
+	for _, lc := range cfg.Listeners {
+		if lc.Name == name {
+			return lc.TLS.CertFile == ""
+		}
+	}
+	return false
 }
 
 // reload re-reads every certificate file (SIGHUP).
@@ -192,7 +329,9 @@ func (ts *tlsSetup) reload(log *zap.Logger) {
 }
 
 func (ts *tlsSetup) all() []*certs.Source {
-	var all []*certs.Source
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	all := append([]*certs.Source(nil), ts.retired...)
 	if ts.def != nil {
 		all = append(all, ts.def)
 	}

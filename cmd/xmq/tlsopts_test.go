@@ -29,7 +29,7 @@ func TestListenerTLSOptionErrors(t *testing.T) {
 		{"unknown suite", "listeners:\n  - transport: tls\n    tls:\n      cipher_suites: [ECDHE-RSA-AES128-GCM-SHA256]\n", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"},
 		{"suites with 1.3", "listeners:\n  - transport: wss\n    tls:\n      min_version: '1.3'\n      cipher_suites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256]\n", "never be used"},
 		{"suites on quic", "listeners:\n  - transport: quic\n    tls:\n      cipher_suites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256]\n", "QUIC speaks only TLS 1.3"},
-		{"crl without verify", "listeners:\n  - transport: tls\n    tls:\n      client_crl_file: crl.pem\n", "client_crl_file needs verify"},
+		{"crl without verify", "listeners:\n  - transport: tls\n    tls:\n      client_crl_file: crl.pem\n", "listeners[0].tls.client_crl_file: needs tls.verify optional or required"},
 		{"protocol on tcp", "listeners:\n  - transport: tcp\n    tls:\n      min_version: '1.3'\n", "tls settings are for"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -89,29 +90,28 @@ func sortedNames[V any](m map[string]V) []string {
 }
 
 // validateWeb checks the web section.
-func (c *config) validateWeb() error {
+func (c *config) validateWeb(ps *problems) {
 	w := &c.Web
+	wp := path("web")
 	if w.Address == "" {
-		return nil
+		return
 	}
 	if _, _, err := net.SplitHostPort(w.Address); err != nil {
-		return fmt.Errorf("web.address %q: want host:port: %w", w.Address, err)
+		ps.add(wp.with("address"), "%q is not host:port (127.0.0.1:18083 for this machine only, :18083 for every interface, \"\" for no web server)", w.Address)
 	}
 	if w.AdminUser == "" {
-		return errors.New("web.admin_user must not be empty")
+		ps.add(wp.with("admin_user"), "must not be empty")
 	}
 	keys, err := w.apiKeys()
 	if err != nil {
-		return err
+		ps.addErr(nil, err) // names web.api_keys.NAME itself
+		return
 	}
 	o := web.Options{SessionTTL: w.SessionTTL, APIKeys: keys}
 	if w.AdminPasswordHash != "" {
 		o.AdminPasswordHash = []byte(w.AdminPasswordHash)
 	}
-	if err := o.Validate(); err != nil {
-		return err
-	}
-	return nil
+	ps.addErr(wp, o.Validate())
 }
 
 // webFlags are the command-line flags of the web section.
@@ -141,6 +141,7 @@ const webUsage = `  -web ADDR
 // they are bound.
 type webRun struct {
 	l        net.Listener
+	traceTmp string   // the traces' temporary directory (data_dir ""), removed at stop
 	origins  []string // the dashboard's page, as browsers name its origin
 	srv      *web.Server
 	stopping atomic.Bool
@@ -155,7 +156,7 @@ func bindWeb(cfg *config) (*webRun, error) {
 	}
 	l, err := net.Listen("tcp", cfg.Web.Address)
 	if err != nil {
-		return nil, fmt.Errorf("web: %w", err)
+		return nil, fmt.Errorf("web: %w", explainBind(err, "tcp", cfg.Web.Address))
 	}
 	return &webRun{l: l, origins: dashboardOrigins(l.Addr().(*net.TCPAddr), cfg.Web.TLS)}, nil
 }
@@ -240,9 +241,7 @@ func (w *webRun) start(cfg *config, srv *core.Server, st core.Store, lns []liste
 		}
 		infos[i] = web.Listener{Name: lc.Name, Transport: l.Transport(), Address: l.Addr().String(), Path: path,
 			HandshakeFailures: l.HandshakeFailures}
-		if src := ts.source(lc); src != nil {
-			infos[i].CertNotAfter = src.NotAfter
-		}
+		infos[i].CertNotAfter = ts.certNotAfter(lc)
 	}
 	opts := web.Options{
 		Address: cfg.Web.Address, AdminUser: cfg.Web.AdminUser, AdminPasswordHash: hash, APIKeys: keys,
@@ -260,13 +259,24 @@ func (w *webRun) start(cfg *config, srv *core.Server, st core.Store, lns []liste
 	}
 	if ops.reload != nil {
 		opts.Reload = func() (web.Reloaded, error) {
-			ch, err := ops.reload()
-			return web.Reloaded{Added: ch.Added, Changed: ch.Changed, Removed: ch.Removed}, err
+			res, err := ops.reload()
+			ch := res.bridges
+			return web.Reloaded{Added: ch.Added, Changed: ch.Changed, Removed: ch.Removed,
+				Keys: res.changed, NeedsRestart: res.needsRestart}, err
 		}
 	}
 	if a := wa.authn; a != nil {
 		opts.Bans = banList{a}
 		opts.AuthStats = func() web.AuthStats { return webAuthStats(a.Stats()) }
+	}
+	// Traces live in the data directory, or in a temporary one without.
+	if cfg.DataDir != "" {
+		opts.TraceDir = filepath.Join(cfg.DataDir, "traces")
+	} else {
+		if w.traceTmp, err = os.MkdirTemp("", "xmq-traces-"); err != nil {
+			return fmt.Errorf("traces: %w", err)
+		}
+		opts.TraceDir = w.traceTmp
 	}
 	if ps, ok := st.(*store.Store); ok {
 		budget := cfg.Store.MaxDiskBytes
@@ -278,6 +288,9 @@ func (w *webRun) start(cfg *config, srv *core.Server, st core.Store, lns []liste
 		}
 		if opts.TLS, err = ts.def.ServerConfig(certs.ClientAuth{Verify: certs.VerifyNone}); err != nil {
 			return fmt.Errorf("web.tls: %w", err)
+		}
+		if ts.def.Kind() != certs.KindACME {
+			opts.TLS.GetCertificate = ts.slot("", ts.def).getCertificate // follows the top-level files on reload
 		}
 	}
 	w.srv, err = web.New(srv, opts)
@@ -320,6 +333,9 @@ func (w *webRun) stop(ctx context.Context) {
 	defer cancel()
 	_ = w.srv.Shutdown(sctx)
 	<-w.done
+	if w.traceTmp != "" {
+		_ = os.RemoveAll(w.traceTmp)
+	}
 }
 
 // addr is where the web server listens; nil when it is off.
@@ -381,7 +397,7 @@ func (b banList) Bans() []web.Ban {
 // broker's: the bridges, and the reload SIGHUP does.
 type webOps struct {
 	bridges *bridge.Manager
-	reload  func() (bridge.Changes, error)
+	reload  func() (reloadResult, error)
 }
 
 // webBridges adapts the bridge manager to the web API's Bridges.

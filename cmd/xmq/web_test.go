@@ -49,7 +49,7 @@ func TestWebConfig(t *testing.T) {
 		{"short session", "web:\n  session_ttl: 1s\n", "session ttl"},
 		{"not bcrypt", "web:\n  admin_password_hash: secret\n", "admin password hash"},
 		{"no admin", "web:\n  admin_user: ''\n", "admin_user"},
-		{"unknown key", "web:\n  adress: x\n", "field adress not found"},
+		{"unknown key", "web:\n  adress: x\n", `web.adress: unknown key (did you mean "address"?)`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := loadConfig([]string{"-c", writeFile(t, tt.file)})
@@ -403,4 +403,34 @@ broker:
 	if strings.Contains(metrics, `xmq_certificate_expiry_seconds{listener="plain"`) {
 		t.Error("a certificate expiry for the plain TCP listener")
 	}
+}
+
+// TestRunTraces: a run keeps its traces in <data_dir>/traces: a trace
+// started through the API follows a client over TCP into its file there.
+func TestRunTraces(t *testing.T) {
+	t.Setenv(adminPasswordEnv, "s3cret-from-env")
+	data := t.TempDir()
+	b, base := startWebRun(t, "-data", data)
+	req, _ := http.NewRequest("POST", base+"/api/v1/traces", strings.NewReader(`{"name":"ip","ip":"127.0.0.1","duration":"1m"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.SetBasicAuth("admin", "s3cret-from-env")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = res.Body.Close()
+	if res.StatusCode != 201 {
+		t.Fatalf("POST /api/v1/traces: %d", res.StatusCode)
+	}
+	c, _, err := dialMQTT(b.addrs[0].String(), "over-tcp", 4, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSend(t, c, &codec.Pingreq{})
+	expectPacket[*codec.Pingresp](t, c)
+	file := filepath.Join(data, "traces", "ip.log")
+	waitUntil(t, "the PINGRESP in the trace file", func() bool {
+		b, _ := os.ReadFile(file)
+		return strings.Contains(string(b), `"over-tcp" 127.0.0.1:`) && strings.Contains(string(b), " out PINGRESP")
+	})
 }

@@ -68,6 +68,7 @@ const ICONS = {
   banned: 'M12 22a10 10 0 1 0 0-20 10 10 0 0 0 0 20|M4.93 4.93l14.14 14.14',
   bridges: 'M4 18V9|M20 18V9|M2 9h20|M4 13c4 0 5-4 8-4s4 4 8 4',
   mqtt: 'M22 2L11 13|M22 2l-7 20-4-9-9-4 20-7z',
+  traces: 'M22 12h-4l-3 9L9 3l-3 9H2',
 };
 
 const fmtInt = (n) => (n ?? 0).toLocaleString('en-US');
@@ -217,6 +218,7 @@ const PAGES = [
   ['retained', 'Retained'],
   ['banned', 'Banned'],
   ['bridges', 'Bridges'],
+  ['traces', 'Traces'],
   ['mqtt', 'MQTT client'],
 ];
 
@@ -1056,12 +1058,13 @@ function bridgesPage() {
   const tbody = h('tbody', { id: 'bridges-body' });
   const notice = h('div', { class: 'notice hidden' });
   const reload = isAdmin() ? h('button', {
-    id: 'bridges-reload', title: 'Read the bridges section of the configuration file again (as SIGHUP does)',
+    id: 'bridges-reload', title: 'Read the configuration file again and apply what can change live (as SIGHUP does)',
     onclick: async () => {
       try {
         const res = await api('POST', '/reload');
         const b = res.bridges;
-        toast(`Reloaded: ${b.added.length} added, ${b.changed.length} changed, ${b.removed.length} removed`);
+        const restart = res.needs_restart?.length ? ` · needs a restart: ${res.needs_restart.join(', ')}` : '';
+        toast(`Reloaded: bridges ${b.added.length} added, ${b.changed.length} changed, ${b.removed.length} removed; ${res.changed?.length || 0} keys changed${restart}`);
       } catch (e) { toast(e.message, true); }
       refresh();
     },
@@ -1114,6 +1117,95 @@ function bridgesPage() {
       : [h('tr', {}, h('td', { class: 'empty', colspan: 9 }, 'No bridges: add them to the bridges section of the configuration file'))]));
   }
   every(5000, refresh);
+}
+
+// ---------- traces ----------
+
+// traceTarget says what a trace follows.
+function traceTarget(t) {
+  if (t.client_id) return ['client id', t.client_id];
+  if (t.username) return ['user', t.username];
+  if (t.ip) return ['ip', t.ip];
+  return ['topic', t.topic];
+}
+
+function tracesPage() {
+  const tbody = h('tbody', { id: 'traces-body' });
+  const notice = h('div', { class: 'notice hidden' });
+  const kind = h('select', { id: 'trace-kind' },
+    [['client_id', 'client id'], ['username', 'user name'], ['ip', 'IP or prefix'], ['topic', 'topic filter']].map(([v, l]) => h('option', { value: v }, l)));
+  const value = h('input', { id: 'trace-value', placeholder: 'e.g. sensor-7, alice, 10.0.0.0/24 or alarms/#', required: true });
+  const duration = h('select', { id: 'trace-duration' },
+    [['1m', '1 minute'], ['5m', '5 minutes'], ['15m', '15 minutes'], ['1h', '1 hour']].map(([v, l]) => h('option', { value: v, selected: v === '5m' }, l)));
+  const payload = h('input', { id: 'trace-payload', type: 'checkbox' });
+  const form = h('form', {
+    class: 'panel',
+    onsubmit: async (e) => {
+      e.preventDefault();
+      try {
+        const t = await api('POST', '/traces', { [kind.value]: value.value.trim(), duration: duration.value, payload: payload.checked });
+        value.value = '';
+        toast(`Trace ${t.name} started`);
+        refresh();
+      } catch (ex) { toast(ex.message, true); }
+    },
+  }, h('h2', {}, 'Start a trace'),
+  h('p', { class: 'muted' }, 'Every packet of the matching connections, both ways, goes to the trace\'s file: type, fields and payload size (the payload itself if asked). Connections that do not match cost nothing.'),
+  h('div', { class: 'row' },
+    h('div', { class: 'field narrow' }, h('label', {}, 'Follow'), kind),
+    h('div', { class: 'field' }, h('label', {}, 'Value'), value),
+    h('div', { class: 'field narrow' }, h('label', {}, 'For'), duration),
+    h('div', { class: 'field narrow' }, h('label', {}, h('span', {}, payload, ' payloads'))),
+    h('button', { class: 'primary', type: 'submit', id: 'trace-start' }, 'Start')));
+  form.style.marginBottom = '16px';
+  app.replaceChildren(shell('traces', [
+    pageHead('Traces', 'Packet traces of chosen clients, users, addresses or topics, each in its own file'),
+    notice,
+    isAdmin() ? form : null,
+    h('div', { class: 'panel' }, h('div', { class: 'table-wrap' }, h('table', {},
+      h('thead', {}, h('tr', {}, h('th', {}, 'Name'), h('th', {}, 'Follows'), h('th', {}, 'State'),
+        h('th', { class: 'num' }, 'Packets'), h('th', { class: 'num' }, 'Size'), h('th', {}, 'Started'), h('th', {}))),
+      tbody))),
+  ]));
+  async function act(method, path, done) {
+    try {
+      await api(method, path);
+      toast(done);
+    } catch (e) { toast(e.message, true); }
+    refresh();
+  }
+  async function refresh() {
+    let res;
+    try {
+      res = await api('GET', '/traces?limit=1000');
+    } catch (e) {
+      if (e.status === 501) {
+        notice.textContent = e.message;
+        notice.classList.remove('hidden');
+        form.classList.add('hidden');
+        tbody.replaceChildren(h('tr', {}, h('td', { class: 'empty', colspan: 7 }, 'Traces unavailable')));
+        return;
+      }
+      throw e;
+    }
+    tbody.replaceChildren(...(res.items.length ? res.items.map((t) => {
+      const [what, v] = traceTarget(t);
+      const name = encodeURIComponent(t.name);
+      return h('tr', { dataset: { trace: t.name } },
+        h('td', { class: 'mono' }, t.name),
+        h('td', {}, h('span', { class: 'badge' }, what), ' ', h('span', { class: 'mono' }, v), t.payload ? h('div', { class: 'muted' }, 'with payloads') : null),
+        h('td', {}, h('span', { class: 'badge ' + (t.state === 'running' ? 'on' : 'off') }, t.state),
+          t.state === 'running' ? h('div', { class: 'muted' }, 'until ' + new Date(t.until).toLocaleTimeString())
+            : h('div', { class: 'muted' }, t.stop_reason || '')),
+        h('td', { class: 'num' }, fmtInt(t.packets)), h('td', { class: 'num' }, fmtBytes(t.bytes) + ' of ' + fmtBytes(t.max_bytes)),
+        h('td', {}, fmtSince(t.started_at)),
+        h('td', { class: 'num' },
+          h('a', { class: 'button small', href: `${API}/traces/${name}/download`, download: t.name + '.log' }, 'Download'),
+          isAdmin() && t.state === 'running' ? h('button', { class: 'small', onclick: () => act('POST', `/traces/${name}/stop`, 'Stopped') }, 'Stop') : null,
+          isAdmin() ? h('button', { class: 'small', onclick: () => act('DELETE', `/traces/${name}`, 'Deleted') }, 'Delete') : null));
+    }) : [h('tr', {}, h('td', { class: 'empty', colspan: 7 }, 'No traces yet'))]));
+  }
+  every(3000, refresh);
 }
 
 // ---------- MQTT client ----------
@@ -1351,6 +1443,7 @@ async function route() {
     case 'retained': retainedPage(); break;
     case 'banned': bannedPage(); break;
     case 'bridges': bridgesPage(); break;
+    case 'traces': tracesPage(); break;
     case 'mqtt':
       if (!state.overview) {
         try { state.overview = await api('GET', '/overview?history=0'); } catch { /* the page still works with a typed URL */ }
