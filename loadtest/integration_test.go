@@ -301,3 +301,29 @@ func (l *lockedWriter) String() string {
 	defer l.mu.Unlock()
 	return l.w.String()
 }
+
+// TestAddrListSpreadsConnections: -addr a,b puts half of the connections on
+// each broker, as a cluster run over its nodes needs.
+func TestAddrListSpreadsConnections(t *testing.T) {
+	a, b := startTCPBroker(t), startTCPBroker(t)
+	o := opts(loadtest.ModeConn, func(o *loadtest.Options) {
+		o.Levels, o.Hold, o.DialConcurrency = []int{10}, 100*time.Millisecond, 10
+	})
+	o.IDPrefix = "spread"
+	o.Addr = a.url + "," + b.url
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rep, err := loadtest.Run(ctx, o, loadtest.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := rep.Cases[0]; c.Established != 10 || c.Failed != 0 {
+		t.Fatalf("established %d failed %d (%v)", c.Established, c.Failed, c.Failures)
+	}
+	if na, nb := a.srv.Stats().Connects, b.srv.Stats().Connects; na != 5 || nb != 5 {
+		t.Errorf("connects: %d on the first broker, %d on the second; want 5 and 5", na, nb)
+	}
+	if !strings.Contains(rep.URL, a.url) || !strings.Contains(rep.URL, b.url) {
+		t.Errorf("report URL %q does not name both brokers", rep.URL)
+	}
+}

@@ -20,7 +20,7 @@ import (
 // dialer opens transport connections through listeners.Dial, the one
 // client-side entry to every transport.
 type dialer struct {
-	url string
+	urls []string // connection i dials urls[i%len(urls)]: -addr a,b,c
 	tls *tls.Config
 	src []net.IP // -src-ips: connection i binds src[i%len(src)]
 }
@@ -29,7 +29,7 @@ func (d *dialer) dial(ctx context.Context, i int) (net.Conn, error) {
 	if len(d.src) > 0 {
 		ctx = withLocalIP(ctx, d.src[i%len(d.src)])
 	}
-	return listeners.Dial(ctx, d.url, d.tls)
+	return listeners.Dial(ctx, d.urls[i%len(d.urls)], d.tls)
 }
 
 // mconn is one MQTT connection after a successful CONNECT: the read side

@@ -124,21 +124,51 @@ func (o *Options) Version() (byte, error) {
 // URL returns the URL to dial and its transport. A bare host:port gets the
 // scheme of o.Transport (tcp when empty) and, for ws and wss, o.WSPath; a
 // URL keeps its own, and a -transport that disagrees with it is an error.
-func (o *Options) URL() (rawURL, transport string, err error) { return o.urlOf("-addr", o.Addr) }
-
-// SubURL is URL for the subscribers: SubAddr's, or Addr's without one.
-func (o *Options) SubURL() (rawURL, transport string, err error) {
-	if o.SubAddr == "" {
-		return o.URL()
-	}
-	u, t, err := o.urlOf("-sub-addr", o.SubAddr)
+// With several addresses (see URLs) it is the first.
+func (o *Options) URL() (rawURL, transport string, err error) {
+	us, t, err := o.URLs()
 	if err != nil {
 		return "", "", err
 	}
-	if _, at, aerr := o.URL(); aerr == nil && at != t {
-		return "", "", fmt.Errorf("loadtest: -sub-addr %s: want the transport of -addr (%s), not %s", o.SubAddr, at, t)
+	return us[0], t, nil
+}
+
+// URLs returns every URL that Addr names and their one transport. Addr may
+// be a comma-separated list (the nodes of a cluster, say): connection i
+// dials the (i mod n)-th, so the clients spread evenly over the brokers.
+func (o *Options) URLs() (rawURLs []string, transport string, err error) {
+	return o.urlsOf("-addr", o.Addr)
+}
+
+// SubURLs is URLs for the subscribers: SubAddr's, or Addr's without one.
+func (o *Options) SubURLs() (rawURLs []string, transport string, err error) {
+	if o.SubAddr == "" {
+		return o.URLs()
 	}
-	return u, t, nil
+	us, t, err := o.urlsOf("-sub-addr", o.SubAddr)
+	if err != nil {
+		return nil, "", err
+	}
+	if _, at, aerr := o.URL(); aerr == nil && at != t {
+		return nil, "", fmt.Errorf("loadtest: -sub-addr %s: want the transport of -addr (%s), not %s", o.SubAddr, at, t)
+	}
+	return us, t, nil
+}
+
+// urlsOf resolves a comma-separated list of addresses, which must share
+// one transport: a run measures one transport at a time.
+func (o *Options) urlsOf(flag, list string) (rawURLs []string, transport string, err error) {
+	for _, addr := range strings.Split(list, ",") {
+		u, t, err := o.urlOf(flag, strings.TrimSpace(addr))
+		if err != nil {
+			return nil, "", err
+		}
+		if transport != "" && t != transport {
+			return nil, "", fmt.Errorf("loadtest: %s %s: every address needs the same transport, not %s and %s", flag, list, transport, t)
+		}
+		rawURLs, transport = append(rawURLs, u), t
+	}
+	return rawURLs, transport, nil
 }
 
 func (o *Options) urlOf(flag, addr string) (rawURL, transport string, err error) {
@@ -284,7 +314,7 @@ func (o *Options) Validate() error {
 	if _, err := o.Version(); err != nil {
 		return err
 	}
-	if _, _, err := o.SubURL(); err != nil {
+	if _, _, err := o.SubURLs(); err != nil {
 		return err
 	}
 	if o.Mode == "" {

@@ -10,6 +10,7 @@ func TestOptionsURL(t *testing.T) {
 	tests := []struct {
 		addr, transport, wsPath string
 		url, got                string
+		urls                    []string // when not just url
 		err                     string
 	}{
 		{addr: "127.0.0.1:1883", url: "mqtt://127.0.0.1:1883", got: "tcp"},
@@ -26,6 +27,12 @@ func TestOptionsURL(t *testing.T) {
 		{addr: "http://b:80", err: "unknown scheme"},
 		{addr: "b:1883", transport: "udp", err: "-transport"},
 		{addr: ":1883", err: "no host"},
+		// A list spreads connections over brokers; URL is its first.
+		{addr: "127.0.0.1:1883, 127.0.0.1:1884,127.0.0.1:1885", url: "mqtt://127.0.0.1:1883", got: "tcp",
+			urls: []string{"mqtt://127.0.0.1:1883", "mqtt://127.0.0.1:1884", "mqtt://127.0.0.1:1885"}},
+		{addr: "a,b", transport: "ws", url: "ws://a:8083/mqtt", got: "ws", urls: []string{"ws://a:8083/mqtt", "ws://b:8083/mqtt"}},
+		{addr: "mqtt://a:1883,ws://b:8083", err: "same transport"},
+		{addr: "a:1883,", err: "no host"},
 	}
 	for _, tt := range tests {
 		o := DefaultOptions()
@@ -43,15 +50,27 @@ func TestOptionsURL(t *testing.T) {
 		if err != nil || u != tt.url || tr != tt.got {
 			t.Errorf("URL(%q, %q) = %q, %q, %v; want %q, %q", tt.addr, tt.transport, u, tr, err, tt.url, tt.got)
 		}
+		want := tt.urls
+		if want == nil {
+			want = []string{tt.url}
+		}
+		us, _, err := o.URLs()
+		if err != nil || strings.Join(us, " ") != strings.Join(want, " ") {
+			t.Errorf("URLs(%q) = %q, %v; want %q", tt.addr, us, err, want)
+		}
 		// Without -sub-addr the subscribers go where the publishers do.
-		if su, st, err := o.SubURL(); su != u || st != tr || err != nil {
-			t.Errorf("SubURL(%q) = %q, %q, %v; want URL's", tt.addr, su, st, err)
+		if sus, st, err := o.SubURLs(); strings.Join(sus, " ") != strings.Join(want, " ") || st != tr || err != nil {
+			t.Errorf("SubURLs(%q) = %q, %q, %v; want URLs'", tt.addr, sus, st, err)
 		}
 	}
 	o := DefaultOptions()
 	o.SubAddr = "127.0.0.1:1884"
-	if su, _, err := o.SubURL(); su != "mqtt://127.0.0.1:1884" || err != nil {
-		t.Errorf("SubURL with -sub-addr: %q %v", su, err)
+	if sus, _, err := o.SubURLs(); len(sus) != 1 || sus[0] != "mqtt://127.0.0.1:1884" || err != nil {
+		t.Errorf("SubURLs with -sub-addr: %q %v", sus, err)
+	}
+	o.SubAddr = "ws://127.0.0.1:8083/mqtt"
+	if _, _, err := o.SubURLs(); err == nil || !strings.Contains(err.Error(), "transport of -addr") {
+		t.Errorf("SubURLs with a -sub-addr of another transport: %v, want an error", err)
 	}
 }
 

@@ -90,7 +90,8 @@ func Run(ctx context.Context, o Options, cfg Config) (*Report, error) {
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{}
 	}
-	u, t, _ := o.URL()
+	us, t, _ := o.URLs()
+	u := strings.Join(us, ",")
 	shown := o
 	if shown.Pass != "" {
 		shown.Pass = "<redacted>"

@@ -146,7 +146,7 @@ func newWorker(ctx context.Context, job Job, log *zap.Logger) (*Worker, error) {
 		log = zap.NewNop()
 	}
 	v, _ := o.Version()
-	u, _, err := o.URL()
+	us, _, err := o.URLs()
 	if err != nil {
 		return nil, err
 	}
@@ -162,18 +162,18 @@ func newWorker(ctx context.Context, job Job, log *zap.Logger) (*Worker, error) {
 		return nil, errNoSrcIPs // QUIC dials do not bind source addresses
 	}
 	w := &Worker{
-		job: job, o: o, log: log, d: &dialer{url: u, tls: tc, src: src}, version: v, keepAlive: o.KeepAlive,
+		job: job, o: o, log: log, d: &dialer{urls: us, tls: tc, src: src}, version: v, keepAlive: o.KeepAlive,
 		lat: NewRecorder(shards()), ack: NewRecorder(shards()), connRec: NewRecorder(shards()),
 		startCh: make(chan struct{}), stopCh: make(chan struct{}), stopReq: make(chan struct{}), closing: make(chan struct{}),
 		notBefore: job.NotBefore, begin: time.Now(),
 	}
 	w.sd = w.d
 	if o.SubAddr != "" {
-		su, _, err := o.SubURL()
+		sus, _, err := o.SubURLs()
 		if err != nil {
 			return nil, err
 		}
-		w.sd = &dialer{url: su, tls: tc, src: src}
+		w.sd = &dialer{urls: sus, tls: tc, src: src}
 	}
 	w.ctx, w.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	w.phase.Store("connecting")

@@ -65,8 +65,8 @@ func newFlagSet(v *flagValues, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(out)
 	o := &v.o
-	fs.StringVar(&o.Addr, "addr", d.Addr, "broker `HOST:PORT`, or a URL: mqtt://, mqtts://, ws://host:8083/mqtt, wss://, quic://")
-	fs.StringVar(&o.SubAddr, "sub-addr", "", "subscribers connect to `HOST:PORT` or URL instead of -addr (same transport): measure through a bridge")
+	fs.StringVar(&o.Addr, "addr", d.Addr, "broker `HOST:PORT`, or a URL: mqtt://, mqtts://, ws://host:8083/mqtt, wss://, quic://; a comma-separated list (one transport) spreads the connections evenly over several brokers, such as a cluster's nodes")
+	fs.StringVar(&o.SubAddr, "sub-addr", "", "subscribers connect to `HOST:PORT` or URL (or a list, as -addr) instead of -addr (same transport): measure through a bridge or across a cluster's nodes")
 	fs.StringVar(&o.Transport, "transport", "", "`tcp|tls|ws|wss|quic` when -addr is HOST:PORT (default tcp); maps to mqtt, mqtts, ws, wss, quic URLs")
 	fs.StringVar(&o.WSPath, "ws-path", d.WSPath, "WebSocket `PATH` for ws and wss")
 	fs.BoolVar(&o.Insecure, "insecure", false, "do not verify the broker's TLS certificate (tls, wss, quic)")
