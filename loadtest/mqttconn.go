@@ -21,8 +21,8 @@ import (
 // client-side entry to every transport.
 type dialer struct {
 	urls []string // connection i dials urls[i%len(urls)]: -addr a,b,c
-	tls *tls.Config
-	src []net.IP // -src-ips: connection i binds src[i%len(src)]
+	tls  *tls.Config
+	src  []net.IP // -src-ips: connection i binds src[i%len(src)]
 }
 
 func (d *dialer) dial(ctx context.Context, i int) (net.Conn, error) {
