@@ -53,6 +53,9 @@ type client struct {
 	// (codec.BridgeBit): its subscriptions get No Local and Retain As
 	// Published, as an MQTT 5 bridge asks for them.
 	bridge bool
+	// inPlace marks a conn without a raw socket that can write in place
+	// all the same (NowWriter: WebSocket over TCP); set by newClient.
+	inPlace bool
 
 	// Reader-owned: by whoever holds the reading state (pstate, park.go).
 	peek      [1]byte      // waitReadable's MSG_PEEK target
@@ -116,6 +119,9 @@ func newClient(srv *Server, conn net.Conn, listener string) *client {
 		srv: srv, conn: conn, listener: listener, pslot: -1, kaSlot: -1,
 	}
 	c.raw = rawConnOf(conn)
+	if nw, ok := conn.(NowWriter); ok && c.raw == nil {
+		c.inPlace = nw.WritesNow()
+	}
 	c.r = codec.NewPooledReader(countingReader{c}, &srv.readBufs, srv.opts.MaxPacketSize)
 	c.r.MaxUserProperties = srv.opts.MaxUserProperties
 	return c
@@ -615,6 +621,11 @@ func (c *client) writeOut(buf []byte, final, now bool) bool {
 				m, err = rawWrite(c.raw, buf[n:])
 				n += m
 			}
+		}
+	} else if now && c.inPlace {
+		n, err = c.conn.(NowWriter).WriteNow(buf)
+		if err == nil && n < len(buf) {
+			c.ws.tail = buf[n:]
 		}
 	} else {
 		c.setWriteDeadline(final)

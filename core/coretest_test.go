@@ -77,7 +77,17 @@ type tconn struct {
 // sends nothing; see connect.
 func dial(t *testing.T, srv *core.Server, v byte) *tconn {
 	t.Helper()
+	return dialWrapped(t, srv, v, nil)
+}
+
+// dialWrapped is dial with the broker's side of the conn wrapped by wrap
+// (nil: not wrapped), to give the broker a conn with other capabilities.
+func dialWrapped(t *testing.T, srv *core.Server, v byte, wrap func(net.Conn) net.Conn) *tconn {
+	t.Helper()
 	cli, srvSide := pipe(t)
+	if wrap != nil {
+		srvSide = wrap(srvSide)
+	}
 	c := &tconn{t: t, conn: cli, v: v, notify: make(chan struct{}, 1), done: make(chan struct{})}
 	c.cond = sync.NewCond(&c.mu)
 	srv.ServeConn(srvSide, "pipe")

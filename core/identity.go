@@ -41,6 +41,17 @@ type ReadWaiter interface {
 	WaitReadable() error
 }
 
+// NowWriter is implemented by a conn that frames what it writes (WebSocket
+// over plain TCP) and can still write in place, as a reader does for its
+// subscribers after a small burst (inline.go). WritesNow reports whether
+// WriteNow can work on this conn. WriteNow writes what the socket takes at
+// once, never waiting, and returns how much of p that was; when it is less
+// than len(p), p[n:] must begin the next Write, which finishes the frame.
+type NowWriter interface {
+	WritesNow() bool
+	WriteNow(p []byte) (int, error)
+}
+
 // IdleSocket is implemented by a conn that reads through buffers of its
 // own from a socket the server may watch (WebSocket over plain TCP).
 // IdleSocket returns the socket when none of those buffers holds a byte

@@ -19,8 +19,8 @@ const inlineBurst = 4
 // deferWake wakes sub's writer at the end of this reader's burst, or has
 // the reader write for it then (flushDirty); c is the reader's client.
 func (c *client) deferWake(sub *client) {
-	if c.burst > inlineBurst || sub.raw == nil || sub == c || sub.writing.Load() {
-		sub.wake() // a large burst, a conn without a raw socket, or a writer already running
+	if c.burst > inlineBurst || sub.raw == nil && !sub.inPlace || sub == c || sub.writing.Load() {
+		sub.wake() // a large burst, a conn that cannot write in place, or a writer already running
 		return
 	}
 	// One reader notes a subscriber at a time; another that finds it noted

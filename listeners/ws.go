@@ -285,7 +285,13 @@ func (l wsNetListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &wsNetConn{Conn: c}, nil
+	nc := &wsNetConn{Conn: c}
+	if sc, ok := c.(syscall.Conn); ok && rawSocketIO {
+		if rc, err := sc.SyscallConn(); err == nil {
+			nc.sock = rc
+		}
+	}
+	return nc, nil
 }
 
 // wsNetConn is the net.Conn under a websocket.Conn. Until the upgrade it
@@ -300,12 +306,27 @@ func (l wsNetListener) Accept() (net.Conn, error) {
 // answers them, in a pong write past controlWriteTimeout.
 type wsNetConn struct {
 	net.Conn
+	sock syscall.RawConn // plain TCP on Linux: read and written with raw system calls (wsnow_linux.go)
 
 	mu      sync.Mutex // guards the fields below
 	framed  bool       // upgraded: gorilla's SetWriteDeadline is per frame
 	owner   time.Time  // the owner's write deadline
 	frame   time.Time  // gorilla's deadline for the frame it writes next
 	applied time.Time  // the socket's write deadline, once framed
+}
+
+func (c *wsNetConn) Read(p []byte) (int, error) {
+	if c.sock != nil {
+		return readSocket(c.sock, p)
+	}
+	return c.Conn.Read(p)
+}
+
+func (c *wsNetConn) Write(p []byte) (int, error) {
+	if c.sock != nil {
+		return writeSocket(c.sock, p)
+	}
+	return c.Conn.Write(p)
 }
 
 // frames marks the upgrade done: from now on SetWriteDeadline is gorilla's,
@@ -376,7 +397,12 @@ type wsConn struct {
 	br      *bufio.Reader   // gorilla's frame reader (hijacker), nil if gorilla made its own
 	sock    syscall.RawConn // the TCP socket under ws; nil under wss (TLS buffers)
 
-	wmu sync.Mutex // one writer at a time: gorilla allows one
+	// wmu: one writer at a time, gorilla's and the in-place frames'
+	// (wsnow.go). Guards the frame a WriteNow left unfinished: the rest of
+	// its header and how many payload bytes the next Write owes it.
+	wmu         sync.Mutex
+	owedHeader  []byte
+	owedPayload int
 
 	closeOnce sync.Once
 }
@@ -384,8 +410,16 @@ type wsConn struct {
 func newWSConn(ws *websocket.Conn, nc *wsNetConn, remote net.Addr, log *zap.Logger) *wsConn {
 	c := &wsConn{ws: ws, nc: nc, remote: remote, log: log}
 	ws.SetPingHandler(c.answerPing)
+	// gorilla's own answer to a close frame, through wmu as every write.
+	ws.SetCloseHandler(func(code int, _ string) error {
+		_ = c.writeControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, ""), controlWriteTimeout)
+		return nil
+	})
 	return c
 }
+
+// errWriterBusy is a control frame not sent because a write held the conn.
+var errWriterBusy = errors.New("listeners: websocket writer busy")
 
 // controlWriteTimeout bounds the write of a pong, which the reader sends
 // on its own. (The conn's write deadline bounds it too, when that is
@@ -401,11 +435,11 @@ var errPongStalled = errors.New("listeners: websocket peer sends pings but takes
 // connection: the read fails with errPongStalled, not a timeout, so the
 // broker does not take it for a keepalive timeout. Runs on the reader.
 func (c *wsConn) answerPing(data string) error {
-	err := c.ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(controlWriteTimeout))
+	err := c.writeControl(websocket.PongMessage, []byte(data), controlWriteTimeout)
 	var te interface{ Temporary() bool }
 	switch {
-	case err == nil, errors.Is(err, websocket.ErrCloseSent):
-		return nil
+	case err == nil, errors.Is(err, websocket.ErrCloseSent), errors.Is(err, errWriterBusy):
+		return nil // (busy: a message is being written, with its own deadline; no pong this time)
 	case errors.As(err, &te) && te.Temporary():
 		return nil // gorilla's write lock was busy: no pong this time
 	}
@@ -530,12 +564,20 @@ func wsReadError(err error) error {
 	return err
 }
 
-// Write sends p as one binary message.
+// Write sends p as one binary message, after finishing the frame a
+// WriteNow left unfinished (p then begins with what that frame owes).
 func (c *wsConn) Write(p []byte) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if err := c.ws.WriteMessage(websocket.BinaryMessage, p); err != nil {
-		return 0, err
+	n := 0
+	if c.owedPayload > 0 {
+		var err error
+		if n, err = c.finishFrame(p); err != nil || n == len(p) {
+			return n, err
+		}
+	}
+	if err := c.ws.WriteMessage(websocket.BinaryMessage, p[n:]); err != nil {
+		return n, err
 	}
 	return len(p), nil
 }
@@ -549,8 +591,7 @@ func (c *wsConn) Close() error {
 
 func (c *wsConn) closeWith(code int, text string) {
 	c.closeOnce.Do(func() {
-		_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text),
-			time.Now().Add(closeWriteTimeout))
+		_ = c.writeControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), closeWriteTimeout)
 		_ = c.ws.Close()
 	})
 }
