@@ -20,15 +20,8 @@ import (
 func runHealth(ctx context.Context, args, env []string, stdout io.Writer) error {
 	var f healthFlags
 	fs := newHealthFlagSet(&f)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			printHealthUsage(stdout)
-			return nil
-		}
-		return usageError{fmt.Errorf("health: %w (xmq health -h lists the flags)", err)}
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Errorf("health: unexpected argument %q (xmq health -h lists the flags)", fs.Arg(0))}
+	if helped, err := parseSubcommand("health", fs, args, printHealthUsage, stdout); helped || err != nil {
+		return err
 	}
 	url := f.url
 	if url == "" {
@@ -124,4 +117,21 @@ Flags:
   -h, -help
         print this help and exit.
 `)
+}
+
+// parseSubcommand parses the flags of `xmq name`, which takes no other
+// arguments. With -h it prints the usage and reports helped; a bad flag or
+// an argument is a usageError that says where the flags are listed.
+func parseSubcommand(name string, fs *flag.FlagSet, args []string, usage func(io.Writer), stdout io.Writer) (helped bool, err error) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(stdout)
+			return true, nil
+		}
+		return false, usageError{fmt.Errorf("%s: %w (xmq %s -h lists the flags)", name, err, name)}
+	}
+	if fs.NArg() > 0 {
+		return false, usageError{fmt.Errorf("%s: unexpected argument %q (xmq %s -h lists the flags)", name, fs.Arg(0), name)}
+	}
+	return false, nil
 }

@@ -366,15 +366,8 @@ func listenerOptions(lc listenerConfig, tlsConf *tls.Config, cfg *config, log *z
 func runCerts(args []string, stdout io.Writer) error {
 	var f certsFlags
 	fs := newCertsFlagSet(&f)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			printCertsUsage(stdout)
-			return nil
-		}
-		return usageError{fmt.Errorf("certs: %w (xmq certs -h lists the flags)", err)}
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Errorf("certs: unexpected argument %q (xmq certs -h lists the flags)", fs.Arg(0))}
+	if helped, err := parseSubcommand("certs", fs, args, printCertsUsage, stdout); helped || err != nil {
+		return err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
