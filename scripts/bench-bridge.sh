@@ -46,14 +46,8 @@ stop_all() {
 }
 trap stop_all EXIT
 
-wait_port() {
-	for _ in $(seq 100); do
-		if (exec 3<>"/dev/tcp/${1%:*}/${1##*:}") 2>/dev/null; then return 0; fi
-		sleep 0.1
-	done
-	echo "bench-bridge: nothing listens on $1" >&2
-	return 1
-}
+# shellcheck source=scripts/benchlib.sh
+. scripts/benchlib.sh
 
 # start_xmq ADDR [bridge]: xmq on CPU 0, state in memory (as Mosquitto's),
 # queues unbounded; "bridge" adds a bridge to B for loadtest/#.

@@ -42,14 +42,8 @@ stop_broker() {
 }
 trap stop_broker EXIT
 
-wait_port() {
-	for _ in $(seq 100); do
-		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
-		sleep 0.1
-	done
-	echo "bench-lowrate: nothing listens on $1" >&2
-	return 1
-}
+# shellcheck source=scripts/benchlib.sh
+. scripts/benchlib.sh
 
 # start_broker NAME: tcp on 21883, ws on 21884, tls on 21885.
 start_broker() {
@@ -85,7 +79,7 @@ CONF
 		;;
 	esac
 	pid=$!
-	wait_port 21883
+	wait_port 127.0.0.1:21883
 	sleep 0.3
 }
 

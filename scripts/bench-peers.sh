@@ -41,16 +41,8 @@ stop_broker() {
 }
 trap stop_broker EXIT
 
-# wait_port HOST:PORT: until something listens there (up to 10 s).
-wait_port() {
-	local host=${1%:*} port=${1##*:}
-	for _ in $(seq 100); do
-		if (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; then return 0; fi
-		sleep 0.1
-	done
-	echo "bench-peers: nothing listens on $1" >&2
-	return 1
-}
+# shellcheck source=scripts/benchlib.sh
+. scripts/benchlib.sh
 
 # start_broker NAME [all]: one broker on CPU 0; "all" gives xmq every transport.
 start_broker() {
