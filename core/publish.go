@@ -188,7 +188,7 @@ func (r *routed) add(res enqueueResult) {
 func (s *Server) publishPacket(p *codec.Publish, topic []byte, from *client, inSeq uint64) routed {
 	matches := s.router.match(unsafeString(topic), from.id, from.matches[:0])
 	from.matches = matches[:0]
-	if len(matches) == 0 && !p.Retain {
+	if len(matches) == 0 && !p.Retain && s.cluster == nil {
 		return routed{}
 	}
 	msg := newMessage(p, topic, from.id)
@@ -208,9 +208,12 @@ func (s *Server) publishPacket(p *codec.Publish, topic []byte, from *client, inS
 	if msg.held != nil {
 		r.held = msg
 		from.matches = matches
-		return r
+		return r // forwarded when released (Server.releaseHeld)
 	}
 	clear(matches)
+	if s.cluster != nil {
+		s.forward(msg)
+	}
 	return r
 }
 
@@ -257,6 +260,9 @@ func (s *Server) publish(msg *Message) int {
 	}
 	var r routed
 	s.deliver(msg, s.router.match(msg.Topic, msg.From, nil), &r, nil)
+	if s.cluster != nil {
+		s.forward(msg)
+	}
 	return r.n
 }
 

@@ -60,6 +60,9 @@ type router struct {
 	count    atomic.Int64 // subscriptions, for $SYS
 	groups   atomic.Int64 // shared subscription groups
 	shared   atomic.Int64 // shared subscriptions: the members of every group (also in count)
+	// cluster, when set, hears of each filter's first and last plain
+	// subscription (Cluster.Interest), under mu so in order.
+	cluster Cluster
 }
 
 func newRouter(strategy SharedStrategy) *router {
@@ -138,6 +141,9 @@ func (r *router) subscribe(s *session, filter, group string, o subOpts) bool {
 	n.subs = append(n.subs, subscriber{s, o})
 	r.count.Add(1)
 	s.routes.Add(1)
+	if r.cluster != nil && len(n.subs) == 1 {
+		r.cluster.Interest(filter, true)
+	}
 	return false
 }
 
@@ -174,6 +180,9 @@ func (r *router) unsubscribe(s *session, filter, group string) bool {
 		n.subs = n.subs[:last]
 		delete(n.index, s)
 		found = true
+		if r.cluster != nil && last == 0 {
+			r.cluster.Interest(filter, false)
+		}
 	}
 	if found {
 		r.count.Add(-1)
@@ -294,6 +303,20 @@ func (r *router) matchLevel(n *node, topic, rest string, dollar bool, out []matc
 func (r *router) match(topic, from string, out []match) []match {
 	r.mu.RLock()
 	out = r.matchLevel(&r.root, topic, topic, len(topic) > 0 && topic[0] == '$', out, from)
+	r.mu.RUnlock()
+	return out
+}
+
+// matchFilter appends the plain subscribers of exactly filter (no shared
+// group, no other filter): the deliveries of a message that another node
+// sent here because of this node's interest in filter (DeliverRemote).
+func (r *router) matchFilter(filter string, out []match) []match {
+	r.mu.RLock()
+	if n := r.walk(filter, false); n != nil {
+		for _, sub := range n.subs {
+			out = append(out, match{s: sub.s, opts: sub.opts})
+		}
+	}
 	r.mu.RUnlock()
 	return out
 }

@@ -70,7 +70,10 @@ type Server struct {
 	store    Store
 	router   *router
 	retained *retainedStore
-	stats    Stats
+	// cluster links this node to the others; nil for a single node, the
+	// default, whose publish path then tests it once (cluster.go).
+	cluster Cluster
+	stats   Stats
 	// byListener counts accepted CONNECTs per listener name.
 	byListener listenerStats
 	started    time.Time
@@ -131,6 +134,8 @@ type Config struct {
 	Authenticator Authenticator
 	Authorizer    Authorizer
 	Store         Store
+	// Cluster links the broker to other nodes (cluster.go); nil: none.
+	Cluster Cluster
 }
 
 // New builds a Server and restores the sessions and retained messages in
@@ -150,8 +155,9 @@ func New(opts Options, cfg Config) (*Server, error) {
 		opts: opts, log: cfg.Log, auth: cfg.Authenticator, authz: cfg.Authorizer, store: cfg.Store,
 		router: newRouter(opts.SharedStrategy), retained: newRetainedStore(), started: time.Now(),
 		sessions: map[string]*session{}, clients: map[*client]struct{}{}, listeners: map[net.Listener]struct{}{},
-		stopSys: make(chan struct{}), sysDone: make(chan struct{}),
+		stopSys: make(chan struct{}), sysDone: make(chan struct{}), cluster: cfg.Cluster,
 	}
+	s.router.cluster = cfg.Cluster // before restore, whose subscriptions it hears of
 	s.live.store(&opts)
 	s.preLogin.max = opts.PreLoginMemory
 	s.readBufs.New = func() any { return bufio.NewReaderSize(nil, opts.ReadBufferSize) }

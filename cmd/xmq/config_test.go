@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/xmq-io/xmq/bridge"
+	"github.com/xmq-io/xmq/cluster"
 	"github.com/xmq-io/xmq/core"
 )
 
@@ -65,6 +66,13 @@ func TestExampleIsDefault(t *testing.T) {
 	}
 	if got, want := got.Store.withDefaults(), want.Store.withDefaults(); got != want {
 		t.Errorf("example store section gives %+v, want the defaults %+v", got, want)
+	}
+	if got, want := got.Cluster.withDefaults(), want.Cluster.withDefaults(); !reflect.DeepEqual(got, want) {
+		t.Errorf("example cluster section gives %+v, want the defaults %+v", got, want)
+	}
+	if got.Cluster.Name != cluster.DefaultName || got.Cluster.SubjectPrefix != cluster.DefaultSubjectPrefix ||
+		got.Cluster.NATS.Embedded.Listen != cluster.DefaultListen || got.Cluster.NATS.Embedded.ClientListen != cluster.DefaultClientListen {
+		t.Errorf("example cluster section does not spell out the cluster package's defaults: %+v", got.Cluster)
 	}
 	if opts, def := got.Broker.options(), coreDefaults(t); opts != def {
 		t.Errorf("example broker section gives\n  %+v\nwant core's defaults\n  %+v", opts, def)

@@ -153,14 +153,33 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 		mqttAuthn, mqttAuthz = tokens.Wrap(ba, ba)
 	}
 
+	// The cluster's NATS side starts before the broker, which restores
+	// the sessions whose subscriptions it hears of; it routes from Start.
+	cl, err := startCluster(&cfg, log)
+	if err != nil {
+		_ = authn.Close()
+		_ = st.Close()
+		unbind()
+		return err
+	}
+	ccfg := core.Config{Log: log.Named("core"), Authenticator: mqttAuthn, Authorizer: mqttAuthz, Store: st}
+	if cl != nil {
+		ccfg.Cluster = cl // not a nil *cluster.Cluster in the interface: core tests it against nil
+	}
 	bopts := cfg.Broker.options()
 	bopts.Version = build().Version
-	srv, err := core.New(bopts, core.Config{Log: log.Named("core"), Authenticator: mqttAuthn, Authorizer: mqttAuthz, Store: st})
+	srv, err := core.New(bopts, ccfg)
 	if err != nil {
+		if cl != nil {
+			_ = cl.Close()
+		}
 		_ = authn.Close() // before the store closes: auth sweeps expired bans out of it
 		_ = st.Close()
 		unbind()
 		return restoreHint(err, cfg.DataDir)
+	}
+	if cl != nil {
+		cl.Start(srv)
 	}
 	bridges := newBridges(srv, log)
 	ba.bridges = bridges // before any connection
@@ -169,6 +188,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	// stay), then auth stops sweeping expired bans out of the store (it
 	// still answers logins meanwhile).
 	stopBroker := func(lns []listeners.Listener) error {
+		if cl != nil {
+			// Nothing more from other nodes into a broker that stops.
+			_ = cl.Close()
+		}
 		bridges.Close()
 		_ = authn.Close()
 		return shutdown(ctx, srv, lns, log)

@@ -1,0 +1,317 @@
+package cluster
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/xmq-io/xmq/codec"
+)
+
+// delivered is one DeliverRemote call.
+type delivered struct {
+	filter, topic string
+	payload       []byte
+	qos           byte
+	retain        bool
+	props         *codec.Properties
+	expires       time.Time
+	from          string
+}
+
+// fakeLocal records what the cluster hands the broker.
+type fakeLocal struct {
+	mu  sync.Mutex
+	got []delivered
+	ch  chan delivered
+}
+
+func newFakeLocal() *fakeLocal { return &fakeLocal{ch: make(chan delivered, 10000)} }
+
+func (f *fakeLocal) DeliverRemote(filter, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
+	expires time.Time, from string) int {
+	d := delivered{filter, topic, payload, qos, retain, props, expires, from}
+	f.mu.Lock()
+	f.got = append(f.got, d)
+	f.mu.Unlock()
+	f.ch <- d
+	return 1
+}
+
+// next waits for the next delivery.
+func (f *fakeLocal) next(t *testing.T) delivered {
+	t.Helper()
+	select {
+	case d := <-f.ch:
+		return d
+	case <-time.After(5 * time.Second):
+		t.Fatal("no delivery within 5s")
+		return delivered{}
+	}
+}
+
+// none checks that nothing is delivered for a while.
+func (f *fakeLocal) none(t *testing.T, wait time.Duration) {
+	t.Helper()
+	select {
+	case d := <-f.ch:
+		t.Fatalf("unexpected delivery %+v", d)
+	case <-time.After(wait):
+	}
+}
+
+// freePorts returns n loopback ports free a moment ago.
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports
+}
+
+type testNode struct {
+	*Cluster
+	local *fakeLocal
+}
+
+// startNodes starts n nodes with embedded NATS servers routed to each
+// other, on loopback, and waits until each one's server sees the others.
+func startNodes(t *testing.T, n int) []*testNode {
+	t.Helper()
+	ports := freePorts(t, n)
+	nodes := make([]*testNode, n)
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		var routes []string
+		for j, p := range ports {
+			if j != i {
+				routes = append(routes, fmt.Sprintf("127.0.0.1:%d", p))
+			}
+		}
+		o := Options{Node: fmt.Sprintf("n%d", i+1), Embedded: EmbeddedOptions{
+			Listen: fmt.Sprintf("127.0.0.1:%d", ports[i]), ClientListen: "127.0.0.1:0", Routes: routes, Dir: t.TempDir()}}
+		wg.Go(func() {
+			c, err := New(o, zaptest.NewLogger(t).Named(o.Node))
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			nodes[i] = &testNode{Cluster: c, local: newFakeLocal()}
+			c.Start(nodes[i].local)
+		})
+	}
+	wg.Wait()
+	for i, nd := range nodes {
+		if nd != nil {
+			t.Cleanup(func() { _ = nd.Close() })
+		}
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, nd := range nodes {
+		for nd.emb.srv.NumRoutes() < n-1 {
+			if time.Now().After(deadline) {
+				t.Fatalf("node %s has %d routes, want %d", nd.Node(), nd.emb.srv.NumRoutes(), n-1)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return nodes
+}
+
+// waitInterest waits until a message forwarded by from on topic reaches
+// each of to (interest travels between servers asynchronously), then
+// drains those probes.
+func waitInterest(t *testing.T, from *testNode, topic string, to ...*testNode) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for _, nd := range to {
+		for {
+			from.Forward(topic, []byte("probe"), 0, false, nil, time.Time{}, "probe")
+			select {
+			case d := <-nd.local.ch:
+				if d.from != "probe" {
+					t.Fatalf("waiting for interest got %+v", d)
+				}
+			case <-time.After(20 * time.Millisecond):
+				if time.Now().After(deadline) {
+					t.Fatalf("no interest in %q at %s", topic, nd.Node())
+				}
+				continue
+			}
+			break
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	for _, nd := range to {
+	drain:
+		for {
+			select {
+			case <-nd.local.ch:
+			default:
+				break drain
+			}
+		}
+	}
+}
+
+func TestForwardReachesInterestedNodesOnly(t *testing.T) {
+	nodes := startNodes(t, 3)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	b.Interest("s/+/t", true)
+	waitInterest(t, a, "s/x/t", b)
+	before := c.Stats().Received
+
+	p := &codec.Properties{ContentType: []byte("text/plain; x=1"), ResponseTopic: []byte("re ply/x.y"),
+		CorrelationData: []byte{0, 1, 2, 255}, User: []codec.UserProperty{{Key: []byte("k=1"), Value: []byte("v\r\n%")}, {Key: []byte("k=1"), Value: []byte("second")}}}
+	p.SetNum(codec.PropPayloadFormat, 1)
+	exp := time.UnixMilli(time.Now().Add(time.Minute).UnixMilli())
+	a.Forward("s/x/t", []byte("hello"), 2, true, p, exp, "client one")
+	d := b.local.next(t)
+	want := delivered{filter: "s/+/t", topic: "s/x/t", payload: []byte("hello"), qos: 2, retain: true, props: p, expires: exp, from: "client one"}
+	if d.filter != want.filter || d.topic != want.topic || !bytes.Equal(d.payload, want.payload) || d.qos != 2 || !d.retain ||
+		!d.expires.Equal(exp) || d.from != want.from {
+		t.Errorf("delivered %+v, want %+v", d, want)
+	}
+	if d.props == nil || !slices.EqualFunc(d.props.User, p.User, func(x, y codec.UserProperty) bool {
+		return bytes.Equal(x.Key, y.Key) && bytes.Equal(x.Value, y.Value)
+	}) || string(d.props.ContentType) != string(p.ContentType) || string(d.props.ResponseTopic) != string(p.ResponseTopic) ||
+		!bytes.Equal(d.props.CorrelationData, p.CorrelationData) || !d.props.Has(codec.PropPayloadFormat) || d.props.PayloadFormat != 1 {
+		t.Errorf("properties %+v, want %+v", d.props, p)
+	}
+	// A topic b's filter does not match, and nothing at all for c.
+	a.Forward("s/x/u", []byte("no"), 0, false, nil, time.Time{}, "")
+	b.local.none(t, 100*time.Millisecond)
+	if got := c.Stats().Received; got != before {
+		t.Errorf("node without interest received %d messages", got-before)
+	}
+	// A node's own messages do not come back to it (it routed them locally).
+	b.Forward("s/y/t", []byte("own"), 0, false, nil, time.Time{}, "")
+	b.local.none(t, 100*time.Millisecond)
+}
+
+func TestInterestOnOff(t *testing.T) {
+	nodes := startNodes(t, 2)
+	a, b := nodes[0], nodes[1]
+	b.Interest("h/#", true)
+	waitInterest(t, a, "h/x", b)
+	// "h/#" also matches its parent level.
+	a.Forward("h", []byte("parent"), 1, false, nil, time.Time{}, "")
+	if d := b.local.next(t); d.topic != "h" || d.filter != "h/#" {
+		t.Errorf("got %+v, want topic h through h/#", d)
+	}
+	// A second filter matching the same topic: one delivery per filter,
+	// each naming its own filter (the broker routes to each filter's subscribers).
+	b.Interest("h/+", true)
+	waitInterest(t, a, "h/probe", b)
+	a.Forward("h/z", []byte("two"), 0, false, nil, time.Time{}, "")
+	got := []string{b.local.next(t).filter, b.local.next(t).filter}
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"h/#", "h/+"}) {
+		t.Errorf("filters %v, want h/# and h/+", got)
+	}
+	b.Interest("h/#", false)
+	b.Interest("h/+", false)
+	deadline := time.Now().Add(5 * time.Second)
+	for b.Stats().Interest != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("interest not withdrawn")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // the unsubscription reaches a's server
+	a.Forward("h/z", []byte("gone"), 0, false, nil, time.Time{}, "")
+	b.local.none(t, 100*time.Millisecond)
+}
+
+func TestOrderPerPublisher(t *testing.T) {
+	nodes := startNodes(t, 2)
+	a, b := nodes[0], nodes[1]
+	b.Interest("o/#", true)
+	b.Interest("o/1", true)
+	waitInterest(t, a, "o/1", b)
+	const n = 2000
+	for i := range n {
+		a.Forward("o/1", fmt.Appendf(nil, "%d", i), 1, false, nil, time.Time{}, "p")
+	}
+	next := map[string]int{}
+	for range 2 * n {
+		d := b.local.next(t)
+		if want := fmt.Sprint(next[d.filter]); string(d.payload) != want {
+			t.Fatalf("filter %s: got %s, want %s", d.filter, d.payload, want)
+		}
+		next[d.filter]++
+	}
+}
+
+func TestForeignSubjectDropped(t *testing.T) {
+	nodes := startNodes(t, 2)
+	a, b := nodes[0], nodes[1]
+	b.Interest("#", true)
+	waitInterest(t, a, "x", b)
+	// A NATS application publishing a subject the mapping never makes
+	// (an unescaped '+' is not an MQTT topic level): dropped, counted.
+	if err := a.nc.Publish("mqtt.a+b", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	// A plain NATS message on a mapped subject: QoS 0, no properties.
+	if err := a.nc.Publish("mqtt.from%20nats", []byte("hi")); err != nil {
+		t.Fatal(err)
+	}
+	d := b.local.next(t)
+	if d.topic != "from nats" || d.qos != 0 || d.props != nil || d.from != "" || string(d.payload) != "hi" {
+		t.Errorf("got %+v", d)
+	}
+	if b.Stats().ReceivedDropped != 1 {
+		t.Errorf("dropped %d, want 1", b.Stats().ReceivedDropped)
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		o    Options
+		bad  string
+	}{
+		{"defaults", Options{}, ""},
+		{"node with dot", Options{Node: "a.b"}, "Node"},
+		{"prefix with wildcard", Options{SubjectPrefix: "a.*"}, "SubjectPrefix"},
+		{"prefix with dollar", Options{SubjectPrefix: "$mqtt"}, "SubjectPrefix"},
+		{"bad listen", Options{Embedded: EmbeddedOptions{Listen: "nope"}}, "Embedded.Listen"},
+		{"bad route", Options{Embedded: EmbeddedOptions{Routes: []string{"nats-route://h:99999"}}}, "Embedded.Routes"},
+		{"cert without key", Options{URL: "nats://x", CertFile: "c"}, "CertFile"},
+		{"creds and user", Options{URL: "nats://x", CredentialsFile: "c", User: "u"}, "CredentialsFile"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.o.SetDefaults()
+			err := tt.o.Validate()
+			if tt.bad == "" {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			var oe *OptionError
+			if err == nil || !errors.As(err, &oe) || oe.Option != tt.bad {
+				t.Fatalf("Validate = %v, want a problem with %s", err, tt.bad)
+			}
+		})
+	}
+}
