@@ -19,6 +19,13 @@ type Local interface {
 	// plain subscribers of filter, and forwards nothing.
 	DeliverRemote(filter, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
 		expires time.Time, from string) int
+	// TakeOver closes clientID's connection here, if it holds claim,
+	// because another node's connection took the id over; endSession
+	// ends the session here too.
+	TakeOver(clientID string, claim uint64, endSession bool) bool
+	// SetRetained keeps a retained message set on another node (an empty
+	// payload clears it) without delivering it.
+	SetRetained(topic string, payload []byte, qos byte, props *codec.Properties, expires time.Time, from string)
 }
 
 // inboxSize bounds the messages received from NATS and not yet routed
@@ -37,6 +44,11 @@ type Stats struct {
 	Received        int64 // messages received from NATS
 	ReceivedDropped int64 // received messages whose subject is not a mapped topic, or that NATS dropped (slow consumer)
 	Interest        int64 // distinct filters this node receives from NATS
+	// ClaimsUnavailable counts connections held on this node only: the
+	// registry could not be written (not ready, no quorum).
+	ClaimsUnavailable int64
+	TakenOver         int64 // local connections or sessions another node's connection took over
+	RetainDropped     int64 // retained changes that stayed on this node (too many waiting to be replicated)
 }
 
 // Cluster is one node's link to the others (it satisfies core.Cluster).
@@ -66,13 +78,22 @@ type Cluster struct {
 	in    chan *nats.Msg
 	local Local
 
-	stop    chan struct{}
+	stop chan struct{}
+	// done counts the goroutines Close waits for; closeMu orders adding
+	// to it (Release) with Close's Wait.
 	done    sync.WaitGroup
+	closeMu sync.RWMutex
 	started atomic.Bool
 	closed  atomic.Bool
 
+	// state is the replicated state (state.go), nil until its buckets exist.
+	state   atomic.Pointer[state]
+	claims  claims
+	retainQ retainQueue
+
 	forwarded, forwardDropped, received, receivedDropped atomic.Int64
-	warned                                               atomic.Int64 // Unix nanoseconds of the last drop warning
+	claimsUnavailable, takenOver, retainDropped          atomic.Int64
+	warned                                               sync.Map // message → *atomic.Int64, Unix nanoseconds it was last logged
 }
 
 type interestOp struct {
@@ -95,7 +116,8 @@ func New(opts Options, log *zap.Logger) (*Cluster, error) {
 	c := &Cluster{
 		opts: opts, log: log, opsWake: make(chan struct{}, 1), stop: make(chan struct{}),
 		subs: map[*nats.Subscription]string{}, filters: map[string][]*nats.Subscription{},
-		in: make(chan *nats.Msg, inboxSize), maxSubject: externalMaxSubject,
+		in: make(chan *nats.Msg, inboxSize), maxSubject: externalMaxSubject, claims: claims{m: map[string]uint64{}},
+		retainQ: retainQueue{ops: map[string]*nats.Msg{}, wake: make(chan struct{}, 1)},
 	}
 	nopts := []nats.Option{
 		nats.Name("xmq/" + opts.Name + "/" + opts.Node),
@@ -166,9 +188,14 @@ func (c *Cluster) Start(local Local) {
 		return
 	}
 	c.local = local
-	c.done.Add(1)
+	c.done.Add(2)
 	go c.routeLoop()
+	go c.stateLoop()
 }
+
+// Ready reports whether the replicated state (client id registry,
+// retained messages) is in use.
+func (c *Cluster) Ready() bool { return c.state.Load() != nil }
 
 // Node is this node's name.
 func (c *Cluster) Node() string { return c.opts.Node }
@@ -304,11 +331,14 @@ func (c *Cluster) Forward(topic string, payload []byte, qos byte, retain bool, p
 	c.forwarded.Add(1)
 }
 
-// warn logs at most once every 10 seconds: drops come in bursts.
+// warn logs each message at most once every 10 seconds: drops and
+// retries come in bursts.
 func (c *Cluster) warn(msg string, fields ...zap.Field) {
 	now := time.Now().UnixNano()
-	last := c.warned.Load()
-	if now-last < int64(10*time.Second) || !c.warned.CompareAndSwap(last, now) {
+	v, _ := c.warned.LoadOrStore(msg, new(atomic.Int64))
+	at := v.(*atomic.Int64)
+	last := at.Load()
+	if last != 0 && now-last < int64(10*time.Second) || !at.CompareAndSwap(last, now) {
 		return
 	}
 	c.log.Warn(msg, fields...)
@@ -320,7 +350,8 @@ func (c *Cluster) Stats() Stats {
 	n := len(c.filters)
 	c.subsMu.RUnlock()
 	return Stats{Forwarded: c.forwarded.Load(), ForwardDropped: c.forwardDropped.Load(), Received: c.received.Load(),
-		ReceivedDropped: c.receivedDropped.Load(), Interest: int64(n)}
+		ReceivedDropped: c.receivedDropped.Load(), Interest: int64(n), ClaimsUnavailable: c.claimsUnavailable.Load(),
+		TakenOver: c.takenOver.Load(), RetainDropped: c.retainDropped.Load()}
 }
 
 // Healthy reports whether the node is connected to NATS.
@@ -335,7 +366,10 @@ func (c *Cluster) Healthy() error {
 // server. The broker must forward nothing more (call it before or after
 // the broker's Shutdown: Forward after Close drops).
 func (c *Cluster) Close() error {
-	if !c.closed.CompareAndSwap(false, true) {
+	c.closeMu.Lock()
+	first := c.closed.CompareAndSwap(false, true)
+	c.closeMu.Unlock()
+	if !first {
 		return nil
 	}
 	close(c.stop)

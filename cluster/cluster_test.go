@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"sync"
@@ -28,12 +29,48 @@ type delivered struct {
 
 // fakeLocal records what the cluster hands the broker.
 type fakeLocal struct {
-	mu  sync.Mutex
-	got []delivered
-	ch  chan delivered
+	mu       sync.Mutex
+	got      []delivered
+	ch       chan delivered
+	taken    chan takeOver
+	retained map[string]string // topic → payload
 }
 
-func newFakeLocal() *fakeLocal { return &fakeLocal{ch: make(chan delivered, 10000)} }
+type takeOver struct {
+	id    string
+	claim uint64
+	clean bool
+}
+
+func newFakeLocal() *fakeLocal {
+	return &fakeLocal{ch: make(chan delivered, 10000), taken: make(chan takeOver, 100), retained: map[string]string{}}
+}
+
+// TakeOver records takeovers of a claim; those of no claim (claim 0,
+// which only end a session left offline here) are not kept.
+func (f *fakeLocal) TakeOver(clientID string, claim uint64, endSession bool) bool {
+	if claim != 0 {
+		f.taken <- takeOver{clientID, claim, endSession}
+	}
+	return claim != 0
+}
+
+func (f *fakeLocal) SetRetained(topic string, payload []byte, qos byte, props *codec.Properties, expires time.Time, from string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(payload) == 0 {
+		delete(f.retained, topic)
+		return
+	}
+	f.retained[topic] = string(payload)
+}
+
+// retainedCopy returns the retained messages kept.
+func (f *fakeLocal) retainedCopy() map[string]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.retained)
+}
 
 func (f *fakeLocal) DeliverRemote(filter, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
 	expires time.Time, from string) int {
@@ -91,12 +128,18 @@ type testNode struct {
 // other, on loopback, and waits until each one's server sees the others.
 func startNodes(t *testing.T, n int) []*testNode {
 	t.Helper()
-	ports := freePorts(t, n)
+	return startNodesOn(t, freePorts(t, n), n)
+}
+
+// startNodesOn starts the first n of the nodes whose route ports are
+// ports (each routed to all the others).
+func startNodesOn(t *testing.T, ports []int, n int) []*testNode {
+	t.Helper()
 	nodes := make([]*testNode, n)
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	for i := range n {
-		var routes []string
+		var routes []string // every other port: nodes not started yet included
 		for j, p := range ports {
 			if j != i {
 				routes = append(routes, fmt.Sprintf("127.0.0.1:%d", p))
@@ -314,4 +357,153 @@ func TestOptionsValidate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// waitReady waits until every node's replicated state is in use.
+func waitReady(t *testing.T, nodes ...*testNode) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for _, nd := range nodes {
+		for !nd.Ready() {
+			if time.Now().After(deadline) {
+				t.Fatalf("node %s: JetStream state not ready in 30s", nd.Node())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+func (f *fakeLocal) nextTakeOver(t *testing.T) takeOver {
+	t.Helper()
+	select {
+	case to := <-f.taken:
+		return to
+	case <-time.After(5 * time.Second):
+		t.Fatal("no takeover within 5s")
+		return takeOver{}
+	}
+}
+
+func (f *fakeLocal) noTakeOver(t *testing.T, d time.Duration) {
+	t.Helper()
+	select {
+	case to := <-f.taken:
+		t.Fatalf("unexpected takeover %+v", to)
+	case <-time.After(d):
+	}
+}
+
+// TestClaimTakesOver: a client id claimed on one node and then on another
+// is taken over on the first, with the first's claim and the second's
+// Clean Start; a release of a replaced claim does not delete the newer one.
+func TestClaimTakesOver(t *testing.T) {
+	nodes := startNodes(t, 3)
+	waitReady(t, nodes...)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	ca := a.Claim("dev/1 ü", false)
+	if ca == 0 {
+		t.Fatal("claim failed")
+	}
+	a.local.noTakeOver(t, 100*time.Millisecond) // its own claim
+	cb := b.Claim("dev/1 ü", true)
+	if cb <= ca {
+		t.Fatalf("claim on b = %d, want above a's %d", cb, ca)
+	}
+	if to := a.local.nextTakeOver(t); to != (takeOver{"dev/1 ü", ca, true}) {
+		t.Errorf("takeover on a: %+v", to)
+	}
+	c.local.noTakeOver(t, 50*time.Millisecond)
+	a.Release("dev/1 ü", ca) // replaced: must not delete b's entry
+	cc := c.Claim("dev/1 ü", false)
+	if to := b.local.nextTakeOver(t); to != (takeOver{"dev/1 ü", cb, false}) {
+		t.Errorf("takeover on b: %+v (c claimed %d)", to, cc)
+	}
+	c.Release("dev/1 ü", cc)
+	// Released: the next claim creates the entry again, nobody is taken over.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st := c.state.Load()
+		if _, err := st.clients.Get(t.Context(), key("dev/1 ü")); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("entry not deleted on release")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	a.Claim("dev/1 ü", false)
+	for _, nd := range nodes {
+		nd.local.noTakeOver(t, 50*time.Millisecond)
+	}
+}
+
+// TestClaimRace: two nodes claiming one client id at the same moment, many
+// times: every time exactly one is taken over, by compare-and-set.
+func TestClaimRace(t *testing.T) {
+	nodes := startNodes(t, 3)
+	waitReady(t, nodes...)
+	b, c := nodes[1], nodes[2]
+	for i := range 20 {
+		id := fmt.Sprintf("race-%d", i)
+		var cb, cc uint64
+		var wg sync.WaitGroup
+		wg.Go(func() { cb = b.Claim(id, false) })
+		wg.Go(func() { cc = c.Claim(id, false) })
+		wg.Wait()
+		if cb == 0 || cc == 0 || cb == cc {
+			t.Fatalf("claims %d and %d", cb, cc)
+		}
+		loser, winner := b, c
+		if cb > cc {
+			loser, winner = c, b
+		}
+		to := loser.local.nextTakeOver(t)
+		if to.id != id || to.claim != min(cb, cc) {
+			t.Fatalf("takeover %+v, want %s with claim %d", to, id, min(cb, cc))
+		}
+		winner.local.noTakeOver(t, 20*time.Millisecond)
+	}
+}
+
+// TestRetainedReplicated: a retained message set on one node is kept on
+// every node, cleared on every node, and survives the loss of the node
+// that set it: a node joining later gets it.
+func TestRetainedReplicated(t *testing.T) {
+	ports := freePorts(t, 4)
+	nodes := startNodesOn(t, ports[:3], 3)
+	waitReady(t, nodes...)
+	a := nodes[0]
+	a.Retain("r/1", []byte("one"), 1, &codec.Properties{ContentType: []byte("ct")}, time.Time{}, "pub")
+	a.Retain("r/2", []byte("two"), 0, nil, time.Time{}, "pub")
+	a.Retain("r/2", nil, 0, nil, time.Time{}, "pub") // cleared
+	a.Retain("r/3", []byte("three"), 0, nil, time.Time{}, "pub")
+	want := map[string]string{"r/1": "one", "r/3": "three"}
+	waitRetained := func(nd *testNode) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !maps.Equal(nd.local.retainedCopy(), want) {
+			if time.Now().After(deadline) {
+				t.Fatalf("node %s keeps %v, want %v", nd.Node(), nd.local.retainedCopy(), want)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	for _, nd := range nodes {
+		waitRetained(nd)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// A new node, routed to the two left, gets them from the replicas.
+	o := Options{Node: "n4", Embedded: EmbeddedOptions{Listen: fmt.Sprintf("127.0.0.1:%d", ports[3]), ClientListen: "127.0.0.1:0",
+		Routes: []string{fmt.Sprintf("127.0.0.1:%d", ports[1]), fmt.Sprintf("127.0.0.1:%d", ports[2])}, Dir: t.TempDir()}, Replicas: 3}
+	d, err := New(o, zaptest.NewLogger(t).Named("n4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	nd := &testNode{Cluster: d, local: newFakeLocal()}
+	d.Start(nd.local)
+	waitReady(t, nd)
+	waitRetained(nd)
 }

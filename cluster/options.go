@@ -47,6 +47,9 @@ type Options struct {
 	CAFile          string
 	CertFile        string
 	KeyFile         string
+	// Replicas is the replica count of the JetStream buckets (client id
+	// registry, retained messages); 0 = min(3, the number of nodes).
+	Replicas int
 	// Embedded configures the embedded NATS server (when URL is empty).
 	Embedded EmbeddedOptions
 }
@@ -114,6 +117,9 @@ func (o *Options) Validate() error {
 	}
 	if !server.IsValidLiteralSubject(o.SubjectPrefix) || strings.ContainsAny(o.SubjectPrefix, "$%") {
 		bad("SubjectPrefix", "%q must be a literal NATS subject without '$' or '%%'", o.SubjectPrefix)
+	}
+	if o.Replicas < 0 || o.Replicas > 5 {
+		bad("Replicas", "%d is not from 0 (automatic) to 5", o.Replicas)
 	}
 	if (o.CertFile == "") != (o.KeyFile == "") {
 		bad("CertFile", "cert_file and key_file go together")

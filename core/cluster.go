@@ -4,6 +4,8 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/xmq-io/xmq/codec"
 )
 
@@ -20,6 +22,11 @@ import (
 //
 // Shared subscriptions ($share/…) are not announced: a shared group gets
 // the messages published on its own node only.
+//
+// A client id is connected once cluster-wide: Claim at CONNECT, Release
+// when the connection ends, Server.TakeOver where another node's claim
+// replaces this node's. Retained messages are kept on every node:
+// Retain when set here, Server.SetRetained when set elsewhere.
 type Cluster interface {
 	// Interest reports that this node's first (on) or last (!on) plain
 	// subscription to filter came or went, whatever the number of
@@ -33,6 +40,21 @@ type Cluster interface {
 	// forwarded to subscribers (nil for none); expires is zero for no
 	// expiry; from is the publishing client's id ("" for the broker).
 	Forward(topic string, payload []byte, qos byte, retain bool, props *codec.Properties, expires time.Time, from string)
+	// Retain records topic's retained message cluster-wide (an empty
+	// payload clears it) as this node keeps it; the other nodes keep it
+	// through Server.SetRetained. The arguments are as Forward's, and
+	// Retain must not block on the network either.
+	Retain(topic string, payload []byte, qos byte, props *codec.Properties, expires time.Time, from string)
+	// Claim makes this connection the holder of clientID cluster-wide,
+	// before its session is attached: a connection with that id on
+	// another node is closed there (Server.TakeOver). It returns the
+	// claim, which Release gives back, or 0 when it could not be made
+	// (the connection goes ahead, held on this node only). It runs on the
+	// connection's goroutine and may wait for one round trip.
+	Claim(clientID string, clean bool) uint64
+	// Release gives up claim when its connection ends, unless a newer
+	// claim replaced it. It must not block.
+	Release(clientID string, claim uint64)
 }
 
 // forward hands msg to the cluster; the broker's own $SYS topics stay on
@@ -62,4 +84,61 @@ func (s *Server) DeliverRemote(filter, topic string, payload []byte, qos byte, r
 	var r routed
 	s.deliver(msg, matches, &r, nil)
 	return r.n
+}
+
+// TakeOver closes clientID's connection on this node because a
+// connection on another node took the client id over (Cluster.Claim),
+// with Session taken over (MQTT 5), as a takeover on one node does. claim
+// is the hold the other node replaced: a newer connection here (another
+// claim) is left alone. With endSession (the new connection started
+// clean) the session here ends too, as does a session left offline here;
+// otherwise the session stays here, offline, until it expires (sessions
+// do not move between nodes), and a will waiting for its delay is not
+// sent: the client is back. It reports whether it closed or ended anything.
+func (s *Server) TakeOver(clientID string, claim uint64, endSession bool) bool {
+	s.mu.Lock()
+	sess := s.sessions[clientID]
+	if sess == nil {
+		s.mu.Unlock()
+		return false
+	}
+	sess.mu.Lock()
+	c := sess.c
+	if c != nil && c.claim != claim {
+		sess.mu.Unlock()
+		s.mu.Unlock()
+		return false
+	}
+	if !endSession {
+		sess.mu.Unlock()
+		s.mu.Unlock()
+		if c == nil {
+			return false
+		}
+		c.takenElsewhere.Store(true)
+		c.log(zap.InfoLevel, "session taken over on another node")
+		c.close(CloseTakenOver, codec.SessionTakenOver)
+		return true
+	}
+	sess.c = nil // its detach finds the session gone, as after a Clean Start takeover
+	s.setOnlineLocked(sess, false)
+	sess.mu.Unlock()
+	s.discardLocked(sess)
+	s.mu.Unlock()
+	if c != nil {
+		c.log(zap.InfoLevel, "session taken over on another node, with Clean Start")
+		c.close(CloseTakenOver, codec.SessionTakenOver)
+	}
+	return true
+}
+
+// SetRetained keeps a retained message that another node set (an empty
+// payload clears it), on this node and in its store, without delivering
+// it and without telling the cluster again. The arguments become the
+// message: the caller must not change them afterwards.
+func (s *Server) SetRetained(topic string, payload []byte, qos byte, props *codec.Properties, expires time.Time, from string) {
+	if len(payload) == 0 {
+		payload = nil
+	}
+	_ = s.retainHere(&Message{Topic: topic, Payload: payload, QoS: min(qos, 2), Retain: true, Props: props, Expires: expires, From: from})
 }

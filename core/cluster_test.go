@@ -1,7 +1,9 @@
 package core_test
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +18,8 @@ type fakeCluster struct {
 	interest map[string]int // net on − off per filter
 	events   []string
 	fwd      []fwdMsg
+	retained []fwdMsg
+	claims   uint64
 }
 
 type fwdMsg struct {
@@ -46,16 +50,46 @@ func (f *fakeCluster) Forward(topic string, payload []byte, qos byte, retain boo
 	f.fwd = append(f.fwd, fwdMsg{topic, string(payload), from, qos, retain, expires, props})
 }
 
+func (f *fakeCluster) Retain(topic string, payload []byte, qos byte, props *codec.Properties, expires time.Time, from string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.retained = append(f.retained, fwdMsg{topic, string(payload), from, qos, true, expires, props})
+}
+
+func (f *fakeCluster) Claim(clientID string, clean bool) uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.claims++
+	f.events = append(f.events, fmt.Sprintf("claim %s %v %d", clientID, clean, f.claims))
+	return f.claims
+}
+
+func (f *fakeCluster) Release(clientID string, claim uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.events = append(f.events, fmt.Sprintf("release %s %d", clientID, claim))
+}
+
 func (f *fakeCluster) forwarded() []fwdMsg {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.fwd)
 }
 
-func (f *fakeCluster) eventList() []string {
+// eventList returns the events whose text starts with one of prefixes.
+func (f *fakeCluster) eventList(prefixes ...string) []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return slices.Clone(f.events)
+	var out []string
+	for _, e := range f.events {
+		for _, p := range prefixes {
+			if strings.HasPrefix(e, p) {
+				out = append(out, e)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // TestClusterInterestOncePerFilter: the cluster hears of a filter when
@@ -72,11 +106,11 @@ func TestClusterInterestOncePerFilter(t *testing.T) {
 	b.subscribe(1, "$share/g/y")
 	a.send(&codec.Unsubscribe{PacketID: 77, Filters: [][]byte{[]byte("x/#")}})
 	expect[*codec.Unsuback](a)
-	if got, want := fc.eventList(), []string{"+x/#"}; !slices.Equal(got, want) {
+	if got, want := fc.eventList("+", "-"), []string{"+x/#"}; !slices.Equal(got, want) {
 		t.Fatalf("events %v, want %v", got, want)
 	}
 	b.close() // a clean session ends: its subscriptions go
-	waitFor(t, "interest withdrawn", func() bool { return slices.Equal(fc.eventList(), []string{"+x/#", "-x/#"}) })
+	waitFor(t, "interest withdrawn", func() bool { return slices.Equal(fc.eventList("+", "-"), []string{"+x/#", "-x/#"}) })
 }
 
 // TestClusterForward: each message published on this node goes to the
@@ -171,4 +205,105 @@ func TestDeliverRemote(t *testing.T) {
 	late := client(t, srv, codec.V5, "late")
 	late.subscribe(1, "r/#")
 	late.expectNothing(quiet)
+}
+
+// TestClusterClaimAndTakeOver: each connection claims its client id
+// before its session is attached and releases it when it ends; a claim
+// from another node closes the local connection that held the id with
+// Session taken over, but not a newer local connection.
+func TestClusterClaimAndTakeOver(t *testing.T) {
+	fc := newFakeCluster()
+	srv := newServer(t, core.Options{}, core.Config{Cluster: fc})
+	a := client(t, srv, codec.V5, "dev", persistent)
+	a.subscribe(1, "keep/#")
+	if got := fc.eventList("claim"); !slices.Equal(got, []string{"claim dev false 1"}) {
+		t.Fatalf("claims %v", got)
+	}
+	if srv.TakeOver("dev", 99, false) {
+		t.Error("TakeOver of a claim the connection does not hold closed it")
+	}
+	a.expectNothing(quiet)
+	if !srv.TakeOver("dev", 1, false) {
+		t.Fatal("TakeOver did nothing")
+	}
+	a.expectDisconnect(codec.SessionTakenOver)
+	waitFor(t, "release", func() bool { return slices.Equal(fc.eventList("release"), []string{"release dev 1"}) })
+	// The session stays here, offline, with its subscription.
+	info, ok := srv.Client("dev")
+	if !ok || info.Connected || len(info.Subscriptions) != 1 {
+		t.Fatalf("session after takeover: %+v, %v", info, ok)
+	}
+	// A clean connection elsewhere ends the offline session here.
+	if !srv.TakeOver("dev", 0, true) {
+		t.Fatal("TakeOver with endSession did nothing")
+	}
+	if _, ok := srv.Client("dev"); ok {
+		t.Fatal("session still here after a clean takeover elsewhere")
+	}
+	// 3.1.1: the connection is closed.
+	b := client(t, srv, codec.V311, "old")
+	if !srv.TakeOver("old", 2, true) {
+		t.Fatal("TakeOver did nothing")
+	}
+	b.expectClosed()
+}
+
+// TestClusterWillOnRemoteTakeover: a will with a delay is not sent when
+// the client came back on another node; one without is, as on one node.
+func TestClusterWillOnRemoteTakeover(t *testing.T) {
+	fc := newFakeCluster()
+	srv := newServer(t, core.Options{}, core.Config{Cluster: fc})
+	watcher := client(t, srv, codec.V5, "watcher")
+	watcher.subscribe(0, "will/#")
+	for i, delay := range []uint32{5, 0} {
+		id := fmt.Sprintf("w%d", i)
+		c := client(t, srv, codec.V5, id, persistent, func(p *codec.Connect) {
+			p.WillFlag, p.WillTopic, p.WillPayload = true, []byte("will/"+id), []byte("gone")
+			p.WillProps.SetNum(codec.PropWillDelay, delay)
+		})
+		claims := fc.eventList("claim " + id)
+		var claim uint64
+		if _, err := fmt.Sscanf(claims[0], "claim "+id+" false %d", &claim); err != nil {
+			t.Fatal(err)
+		}
+		srv.TakeOver(id, claim, false)
+		c.expectDisconnect(codec.SessionTakenOver)
+		if delay > 0 {
+			watcher.expectNothing(quiet)
+		} else if got := watcher.expectPublish(); string(got.Topic) != "will/"+id {
+			t.Errorf("got %s", got.Topic)
+		}
+	}
+}
+
+// TestClusterRetained: a retained message set here goes to the cluster;
+// one set elsewhere is kept here, for new subscribers, without being
+// delivered, sent back, or forwarded.
+func TestClusterRetained(t *testing.T) {
+	fc := newFakeCluster()
+	srv := newServer(t, core.Options{}, core.Config{Cluster: fc})
+	pub := client(t, srv, codec.V5, "pub")
+	pub.pubRetained("ret/a", "here", 1)
+	if err := srv.Publish("$SYS/r", []byte("sys"), 0, true); err != nil {
+		t.Fatal(err)
+	}
+	early := client(t, srv, codec.V5, "early")
+	early.subscribe(1, "ret/#")
+	early.expectPublish()
+	srv.SetRetained("ret/b", []byte("there"), 1, nil, time.Time{}, "x")
+	early.expectNothing(quiet)
+	late := client(t, srv, codec.V5, "late")
+	late.subscribe(1, "ret/b")
+	if got := late.expectPublish(); string(got.Payload) != "there" || !got.Retain {
+		t.Errorf("got %+v", got)
+	}
+	srv.SetRetained("ret/b", nil, 0, nil, time.Time{}, "x")
+	if _, _, ok := srv.RetainedMessage("ret/b"); ok {
+		t.Error("an empty retained message from another node did not clear it")
+	}
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	if len(fc.retained) != 1 || fc.retained[0].topic != "ret/a" || fc.retained[0].payload != "here" {
+		t.Errorf("sent to the cluster: %+v", fc.retained)
+	}
 }

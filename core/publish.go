@@ -272,6 +272,14 @@ func (s *Server) persistRetained(topic string) bool { return !strings.HasPrefix(
 
 // retain keeps msg as its topic's retained message (or clears it).
 func (s *Server) retain(msg *Message) error {
+	if s.cluster != nil && s.persistRetained(msg.Topic) {
+		s.cluster.Retain(msg.Topic, msg.Payload, msg.QoS, msg.Props, msg.Expires, msg.From)
+	}
+	return s.retainHere(msg)
+}
+
+// retainHere keeps msg as its topic's retained message on this node only.
+func (s *Server) retainHere(msg *Message) error {
 	stored := time.Now().UnixMilli()
 	s.retained.set(msg, stored)
 	if !s.persistRetained(msg.Topic) {

@@ -448,7 +448,7 @@ func (s *Server) detach(c *client, reason CloseReason) {
 			}
 			will := c.will
 			sess.mu.Lock()
-			scheduled = sess.c == nil
+			scheduled = sess.c == nil && !c.takenElsewhere.Load()
 			if scheduled {
 				willExpiry := c.willExpiry
 				sess.pendingWill = func() { s.publishWill(will, willExpiry, sess, owner) }

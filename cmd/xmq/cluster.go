@@ -19,8 +19,10 @@ type clusterConfig struct {
 	// Node is this node's name (default: the host name).
 	Node string `yaml:"node"`
 	// SubjectPrefix is the root of the topic ↔ subject mapping (default "mqtt").
-	SubjectPrefix string            `yaml:"subject_prefix"`
-	NATS          clusterNATSConfig `yaml:"nats"`
+	SubjectPrefix string `yaml:"subject_prefix"`
+	// Replicas of the replicated state; 0 = min(3, nodes).
+	Replicas int               `yaml:"replicas"`
+	NATS     clusterNATSConfig `yaml:"nats"`
 }
 
 // clusterNATSConfig is where the NATS the nodes share runs.
@@ -68,7 +70,7 @@ func (c clusterConfig) withDefaults() clusterConfig {
 // <data_dir>/nats (a temporary directory for data_dir "").
 func (c clusterConfig) options(dataDir string) cluster.Options {
 	o := cluster.Options{
-		Name: c.Name, Node: c.Node, SubjectPrefix: c.SubjectPrefix,
+		Name: c.Name, Node: c.Node, SubjectPrefix: c.SubjectPrefix, Replicas: c.Replicas,
 		URL: c.NATS.URL, CredentialsFile: c.NATS.CredentialsFile, User: c.NATS.User, Password: c.NATS.Password,
 		Token: c.NATS.Token, CAFile: c.NATS.TLS.CAFile, CertFile: c.NATS.TLS.CertFile, KeyFile: c.NATS.TLS.KeyFile,
 		Embedded: cluster.EmbeddedOptions{Listen: c.NATS.Embedded.Listen, ClientListen: c.NATS.Embedded.ClientListen,
@@ -82,7 +84,7 @@ func (c clusterConfig) options(dataDir string) cluster.Options {
 
 // clusterKeys names the key of each cluster.Options field.
 var clusterKeys = map[string][]string{
-	"Name": {"name"}, "Node": {"node"}, "SubjectPrefix": {"subject_prefix"},
+	"Name": {"name"}, "Node": {"node"}, "SubjectPrefix": {"subject_prefix"}, "Replicas": {"replicas"},
 	"CredentialsFile":       {"nats", "credentials_file"},
 	"CertFile":              {"nats", "tls", "cert_file"},
 	"Embedded.Listen":       {"nats", "embedded", "listen"},

@@ -24,12 +24,21 @@ import (
 // them, each with its own data directory.
 func clusterNodes(t *testing.T, n int) []*proc {
 	t.Helper()
+	nodes, _ := clusterNodesPorts(t, n, n)
+	return nodes
+}
+
+// clusterNodesPorts starts the first n of m nodes (the others may join
+// later: every node routes to all m route ports) and returns them with
+// the route ports.
+func clusterNodesPorts(t *testing.T, n, m int) ([]*proc, []int) {
+	t.Helper()
 	bin, err := xmqBinary()
 	if err != nil {
 		t.Skipf("cannot build xmq: %v", err)
 	}
 	var ports []int
-	for range n {
+	for range m {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -37,8 +46,8 @@ func clusterNodes(t *testing.T, n int) []*proc {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 		_ = l.Close() // free for the node; no other test takes it meanwhile, most likely
 	}
-	cfgs := make([]string, n)
-	for i := range n {
+	cfgs := make([]string, m)
+	for i := range m {
 		var routes []string
 		for j, p := range ports {
 			if j != i {
@@ -55,7 +64,36 @@ func clusterNodes(t *testing.T, n int) []*proc {
       routes: [%s]
 `, i+1, ports[i], strings.Join(routes, ", ")))
 	}
-	return spawnNodes(t, bin, cfgs)
+	clusterConfigs = cfgs
+	return spawnNodes(t, bin, cfgs[:n]), ports
+}
+
+// clusterConfigs are the configuration files of the last clusterNodesPorts.
+var clusterConfigs []string
+
+// startNode starts node i (from 0) of the last clusterNodesPorts.
+func startNode(t *testing.T, i int) *proc {
+	t.Helper()
+	bin, err := xmqBinary()
+	if err != nil {
+		t.Skip(err)
+	}
+	return spawnNodes(t, bin, clusterConfigs[i:i+1])[0]
+}
+
+// waitStateReady waits until each node logs that its replicated state
+// (client id registry, retained messages) is in use.
+func waitStateReady(t *testing.T, nodes ...*proc) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for _, p := range nodes {
+		for !strings.Contains(p.stderr.String(), `"msg":"cluster state ready"`) {
+			if time.Now().After(deadline) {
+				t.Fatalf("cluster state not ready within 30s\n%s", p.stderr)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 }
 
 // spawnNodes starts one xmq per configuration file, at once.
@@ -294,5 +332,128 @@ func TestClusterRouting(t *testing.T) {
 			t.Errorf("got %q", p.Payload)
 		}
 		s.nothing(t, 150*time.Millisecond)
+	}
+}
+
+// TestClusterTakeover: one client id, one connection cluster-wide. A
+// connection on another node takes it over (MQTT 5: DISCONNECT Session
+// taken over; 3.1.1: closed); two nodes connecting one id at once end
+// with one connection.
+func TestClusterTakeover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three brokers")
+	}
+	nodes := clusterNodes(t, 3)
+	waitStateReady(t, nodes...)
+	old := pahoConnect(t, nodes[0].addr, "dev")
+	pahoConnect(t, nodes[1].addr, "dev")
+	select {
+	case d := <-old.gone:
+		if d.ReasonCode != 0x8E {
+			t.Errorf("DISCONNECT %#x, want 0x8E Session taken over", d.ReasonCode)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the connection on node 1 was not taken over")
+	}
+
+	v3, _, err := dialMQTT(nodes[0].addr, "old311", 4, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v3.conn.Close()
+	pahoConnect(t, nodes[2].addr, "old311")
+	_ = v3.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if p, err := v3.r.ReadPacket(); err == nil {
+		t.Errorf("3.1.1 connection got %v, want it closed", p)
+	}
+
+	// Two nodes at once, several times: one connection stays.
+	for i := range 3 {
+		id := fmt.Sprintf("racer-%d", i)
+		var b, c *pahoClient
+		var wg sync.WaitGroup
+		wg.Go(func() { b = pahoConnect(t, nodes[1].addr, id) })
+		wg.Go(func() { c = pahoConnect(t, nodes[2].addr, id) })
+		wg.Wait()
+		var gone int
+		for _, cl := range []*pahoClient{b, c} {
+			select {
+			case <-cl.gone:
+				gone++
+			case <-time.After(time.Second):
+			}
+		}
+		if gone != 1 {
+			t.Errorf("%s: %d of two racing connections taken over, want 1", id, gone)
+		}
+	}
+}
+
+// TestClusterRetained: a retained message set on one node is seen by a
+// new subscriber on another, cleared everywhere, and survives the loss of
+// the node that set it (a node joining afterwards gets it from the replicas).
+func TestClusterRetained(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four brokers")
+	}
+	nodes, _ := clusterNodesPorts(t, 3, 4)
+	waitStateReady(t, nodes...)
+	pub := pahoConnect(t, nodes[0].addr, "rpub")
+	pub.publish(t, &paho.Publish{Topic: "rt/a", QoS: 1, Retain: true, Payload: []byte("kept"),
+		Properties: &paho.PublishProperties{ContentType: "ct", User: paho.UserProperties{{Key: "k", Value: "v"}}}})
+	pub.publish(t, &paho.Publish{Topic: "rt/b", QoS: 1, Retain: true, Payload: []byte("cleared")})
+	pub.publish(t, &paho.Publish{Topic: "rt/b", QoS: 1, Retain: true})
+
+	// retainedOn subscribes a new client on addr to rt/# and returns what
+	// it gets, waiting for the replication (asynchronous) to show want.
+	// After a node's loss the others' watches of the bucket resume once
+	// NATS notices (missed heartbeats, seconds): the generous deadline.
+	retainedOn := func(addr, want string) []*paho.Publish {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for i := 0; ; i++ {
+			s := pahoConnect(t, addr, fmt.Sprintf("rsub-%d", i))
+			s.subscribe(t, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "rt/#", QoS: 1}}})
+			var got []*paho.Publish
+			var payloads []string
+		collect:
+			for {
+				select {
+				case p := <-s.msgs:
+					got = append(got, p)
+					payloads = append(payloads, string(p.Payload))
+				case <-time.After(200 * time.Millisecond):
+					break collect
+				}
+			}
+			_ = s.Disconnect(&paho.Disconnect{})
+			if strings.Join(payloads, ",") == want {
+				return got
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("retained on %s: %q, want %q", addr, payloads, want)
+				return got
+			}
+		}
+	}
+	got := retainedOn(nodes[2].addr, "kept")
+	if p := got[0]; p.Topic != "rt/a" || !p.Retain || p.Properties == nil || p.Properties.ContentType != "ct" ||
+		!slices.Equal(p.Properties.User, paho.UserProperties{{Key: "k", Value: "v"}}) {
+		t.Errorf("retained on node 3: %+v", p)
+	}
+	retainedOn(nodes[1].addr, "kept")
+
+	// The node that set it dies; a new node gets it from the others.
+	nodes[0].kill()
+	n4 := startNode(t, 3)
+	waitStateReady(t, n4)
+	retainedOn(n4.addr, "kept")
+	// Cleared on one node: gone from all.
+	clr := pahoConnect(t, nodes[1].addr, "rclear")
+	clr.publish(t, &paho.Publish{Topic: "rt/a", QoS: 1, Retain: true})
+	retainedOn(n4.addr, "")
+	retainedOn(nodes[2].addr, "")
+	if t.Failed() {
+		t.Logf("node 2:\n%s\nnode 4:\n%s", nodes[1].stderr, n4.stderr)
 	}
 }
