@@ -157,8 +157,12 @@ func New(opts Options, log *zap.Logger) (*Cluster, error) {
 	}
 	c.done.Add(1)
 	go c.interestLoop()
+	url := c.nc.ConnectedUrlRedacted()
+	if c.emb != nil {
+		url = c.emb.srv.ClientURL() // the in-process connection has none
+	}
 	log.Info("cluster node up", zap.String("cluster", opts.Name), zap.String("node", opts.Node),
-		zap.Bool("embedded", c.emb != nil), zap.String("nats", c.nc.ConnectedUrlRedacted()))
+		zap.Bool("embedded", c.emb != nil), zap.String("nats", url))
 	return c, nil
 }
 
