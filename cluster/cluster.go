@@ -1,8 +1,10 @@
 package cluster
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,8 +18,9 @@ import (
 // Local is the broker as the cluster sees it: *core.Server satisfies it.
 type Local interface {
 	// DeliverRemote routes a message from another node to this node's
-	// plain subscribers of filter, and forwards nothing.
-	DeliverRemote(filter, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
+	// plain subscribers of filter (group ""), or to one member of the
+	// shared group group on filter, and forwards nothing.
+	DeliverRemote(group, filter, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
 		expires time.Time, from string) int
 	// TakeOver closes clientID's connection here, if it holds claim,
 	// because another node's connection took the id over; endSession
@@ -68,12 +71,12 @@ type Cluster struct {
 	ops     []interestOp
 	opsWake chan struct{}
 
-	// subs maps each NATS subscription to the filter it serves; filters
-	// maps a filter to its subscriptions. Written by interestLoop, read
-	// by routeLoop.
+	// subs maps each NATS subscription to the interest it serves;
+	// filters maps an interest to its subscriptions. Written by
+	// interestLoop, read by routeLoop.
 	subsMu  sync.RWMutex
-	subs    map[*nats.Subscription]string
-	filters map[string][]*nats.Subscription
+	subs    map[*nats.Subscription]interest
+	filters map[interest][]*nats.Subscription
 
 	in    chan *nats.Msg
 	local Local
@@ -96,9 +99,20 @@ type Cluster struct {
 	warned                                               sync.Map // message → *atomic.Int64, Unix nanoseconds it was last logged
 }
 
+// interest is a filter this node's plain subscribers use (group ""), or
+// a shared group on a filter.
+type interest struct{ group, filter string }
+
 type interestOp struct {
-	filter string
-	on     bool
+	interest
+	on bool
+}
+
+// queueName is the NATS queue group of a shared group: NATS delivers each
+// message to one queue subscriber of a name, whatever its subject, so the
+// name holds the filter too.
+func queueName(group, filter string) string {
+	return "xmq-" + base64.RawURLEncoding.EncodeToString([]byte(group+"\x00"+filter))
 }
 
 // New starts the node's NATS side: the embedded NATS server (unless
@@ -115,7 +129,7 @@ func New(opts Options, log *zap.Logger) (*Cluster, error) {
 	}
 	c := &Cluster{
 		opts: opts, log: log, opsWake: make(chan struct{}, 1), stop: make(chan struct{}),
-		subs: map[*nats.Subscription]string{}, filters: map[string][]*nats.Subscription{},
+		subs: map[*nats.Subscription]interest{}, filters: map[interest][]*nats.Subscription{},
 		in: make(chan *nats.Msg, inboxSize), maxSubject: externalMaxSubject, claims: claims{m: map[string]uint64{}},
 		retainQ: retainQueue{ops: map[string]*nats.Msg{}, wake: make(chan struct{}, 1)},
 	}
@@ -212,11 +226,12 @@ func (c *Cluster) ClientURL() string {
 	return c.emb.srv.ClientURL()
 }
 
-// Interest records that filter is wanted on this node (on) or no longer
-// (!on); core.Cluster's contract: it never blocks.
-func (c *Cluster) Interest(filter string, on bool) {
+// Interest records that filter (group "") or the shared group group on
+// filter is wanted on this node (on) or no longer (!on); core.Cluster's
+// contract: it never blocks.
+func (c *Cluster) Interest(group, filter string, on bool) {
 	c.opsMu.Lock()
-	c.ops = append(c.ops, interestOp{filter, on})
+	c.ops = append(c.ops, interestOp{interest{group, filter}, on})
 	c.opsMu.Unlock()
 	select {
 	case c.opsWake <- struct{}{}:
@@ -225,7 +240,8 @@ func (c *Cluster) Interest(filter string, on bool) {
 }
 
 // interestLoop applies the interest changes in order: a NATS
-// subscription per subject of each filter, into the one inbox.
+// subscription per subject of each filter — a queue subscription for a
+// shared group — into the one inbox.
 func (c *Cluster) interestLoop() {
 	defer c.done.Done()
 	for {
@@ -248,14 +264,14 @@ func (c *Cluster) apply(op interestOp) {
 	c.subsMu.Lock()
 	defer c.subsMu.Unlock()
 	if !op.on {
-		for _, s := range c.filters[op.filter] {
+		for _, s := range c.filters[op.interest] {
 			_ = s.Unsubscribe()
 			delete(c.subs, s)
 		}
-		delete(c.filters, op.filter)
+		delete(c.filters, op.interest)
 		return
 	}
-	if _, ok := c.filters[op.filter]; ok {
+	if _, ok := c.filters[op.interest]; ok {
 		return
 	}
 	var subs []*nats.Subscription
@@ -264,7 +280,13 @@ func (c *Cluster) apply(op interestOp) {
 			c.warn("filter too long for NATS: other nodes' messages do not reach it", zap.String("filter", op.filter))
 			continue
 		}
-		s, err := c.nc.ChanSubscribe(subj, c.in)
+		var s *nats.Subscription
+		var err error
+		if op.group == "" {
+			s, err = c.nc.ChanSubscribe(subj, c.in)
+		} else {
+			s, err = c.nc.ChanQueueSubscribe(subj, queueName(op.group, op.filter), c.in)
+		}
 		if err != nil {
 			c.warn("cannot subscribe on NATS", zap.String("subject", subj), zap.Error(err))
 			continue
@@ -272,10 +294,10 @@ func (c *Cluster) apply(op interestOp) {
 		// No limit but the inbox's: NATS must not drop for a burst on
 		// one filter while the inbox has room.
 		_ = s.SetPendingLimits(-1, -1)
-		c.subs[s] = op.filter
+		c.subs[s] = op.interest
 		subs = append(subs, s)
 	}
-	c.filters[op.filter] = subs
+	c.filters[op.interest] = subs
 }
 
 // routeLoop hands each message from NATS to the broker, in arrival order.
@@ -294,10 +316,13 @@ func (c *Cluster) routeLoop() {
 func (c *Cluster) route(m *nats.Msg) {
 	c.received.Add(1)
 	c.subsMu.RLock()
-	filter, ok := c.subs[m.Sub]
+	it, ok := c.subs[m.Sub]
 	c.subsMu.RUnlock()
 	if !ok {
 		return // unsubscribed meanwhile
+	}
+	if it.group != "" && slices.Contains(m.Header[hdrServed], queueName(it.group, it.filter)) {
+		return // a member on the publisher's node had it: NATS picked this node for nothing
 	}
 	topic, err := Topic(c.opts.SubjectPrefix, m.Subject)
 	if err != nil {
@@ -310,13 +335,15 @@ func (c *Cluster) route(m *nats.Msg) {
 	if len(payload) == 0 {
 		payload = nil
 	}
-	c.local.DeliverRemote(filter, topic, payload, in.qos, in.retain, in.props, in.expires, in.from)
+	c.local.DeliverRemote(it.group, it.filter, topic, payload, in.qos, in.retain, in.props, in.expires, in.from)
 }
 
 // Forward publishes a message of this node on NATS, where only nodes with
-// interest receive it; core.Cluster's contract. A message NATS cannot
-// carry is dropped, counted and logged (at most every 10s).
-func (c *Cluster) Forward(topic string, payload []byte, qos byte, retain bool, props *codec.Properties, expires time.Time, from string) {
+// interest receive it, and each shared group's queue one of them;
+// core.Cluster's contract. The groups served here are named in a header,
+// so that the node NATS picks for them drops its copy. A message NATS
+// cannot carry is dropped, counted and logged (at most every 10s).
+func (c *Cluster) Forward(topic string, payload []byte, qos byte, retain bool, props *codec.Properties, expires time.Time, from string, served []string) {
 	if c.closed.Load() {
 		return // the node is stopping: its broker's last messages stay local
 	}
@@ -327,6 +354,9 @@ func (c *Cluster) Forward(topic string, payload []byte, qos byte, retain bool, p
 		return
 	}
 	m := &nats.Msg{Subject: subj, Data: payload, Header: encodeHeader(c.opts.Node, qos, retain, props, expires, from)}
+	for i := 0; i+1 < len(served); i += 2 {
+		m.Header[hdrServed] = append(m.Header[hdrServed], queueName(served[i], served[i+1]))
+	}
 	if err := c.nc.PublishMsg(m); err != nil {
 		c.forwardDropped.Add(1)
 		c.warn("message not forwarded to other nodes", zap.String("topic", topic), zap.Error(err))

@@ -18,6 +18,7 @@ import (
 
 // delivered is one DeliverRemote call.
 type delivered struct {
+	group         string
 	filter, topic string
 	payload       []byte
 	qos           byte
@@ -72,9 +73,9 @@ func (f *fakeLocal) retainedCopy() map[string]string {
 	return maps.Clone(f.retained)
 }
 
-func (f *fakeLocal) DeliverRemote(filter, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
+func (f *fakeLocal) DeliverRemote(group, filter, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
 	expires time.Time, from string) int {
-	d := delivered{filter, topic, payload, qos, retain, props, expires, from}
+	d := delivered{group, filter, topic, payload, qos, retain, props, expires, from}
 	f.mu.Lock()
 	f.got = append(f.got, d)
 	f.mu.Unlock()
@@ -186,7 +187,7 @@ func waitInterest(t *testing.T, from *testNode, topic string, to ...*testNode) {
 	deadline := time.Now().Add(5 * time.Second)
 	for _, nd := range to {
 		for {
-			from.Forward(topic, []byte("probe"), 0, false, nil, time.Time{}, "probe")
+			from.Forward(topic, []byte("probe"), 0, false, nil, time.Time{}, "probe", nil)
 			select {
 			case d := <-nd.local.ch:
 				if d.from != "probe" {
@@ -217,7 +218,7 @@ func waitInterest(t *testing.T, from *testNode, topic string, to ...*testNode) {
 func TestForwardReachesInterestedNodesOnly(t *testing.T) {
 	nodes := startNodes(t, 3)
 	a, b, c := nodes[0], nodes[1], nodes[2]
-	b.Interest("s/+/t", true)
+	b.Interest("", "s/+/t", true)
 	waitInterest(t, a, "s/x/t", b)
 	before := c.Stats().Received
 
@@ -225,7 +226,7 @@ func TestForwardReachesInterestedNodesOnly(t *testing.T) {
 		CorrelationData: []byte{0, 1, 2, 255}, User: []codec.UserProperty{{Key: []byte("k=1"), Value: []byte("v\r\n%")}, {Key: []byte("k=1"), Value: []byte("second")}}}
 	p.SetNum(codec.PropPayloadFormat, 1)
 	exp := time.UnixMilli(time.Now().Add(time.Minute).UnixMilli())
-	a.Forward("s/x/t", []byte("hello"), 2, true, p, exp, "client one")
+	a.Forward("s/x/t", []byte("hello"), 2, true, p, exp, "client one", nil)
 	d := b.local.next(t)
 	want := delivered{filter: "s/+/t", topic: "s/x/t", payload: []byte("hello"), qos: 2, retain: true, props: p, expires: exp, from: "client one"}
 	if d.filter != want.filter || d.topic != want.topic || !bytes.Equal(d.payload, want.payload) || d.qos != 2 || !d.retain ||
@@ -239,38 +240,38 @@ func TestForwardReachesInterestedNodesOnly(t *testing.T) {
 		t.Errorf("properties %+v, want %+v", d.props, p)
 	}
 	// A topic b's filter does not match, and nothing at all for c.
-	a.Forward("s/x/u", []byte("no"), 0, false, nil, time.Time{}, "")
+	a.Forward("s/x/u", []byte("no"), 0, false, nil, time.Time{}, "", nil)
 	b.local.none(t, 100*time.Millisecond)
 	if got := c.Stats().Received; got != before {
 		t.Errorf("node without interest received %d messages", got-before)
 	}
 	// A node's own messages do not come back to it (it routed them locally).
-	b.Forward("s/y/t", []byte("own"), 0, false, nil, time.Time{}, "")
+	b.Forward("s/y/t", []byte("own"), 0, false, nil, time.Time{}, "", nil)
 	b.local.none(t, 100*time.Millisecond)
 }
 
 func TestInterestOnOff(t *testing.T) {
 	nodes := startNodes(t, 2)
 	a, b := nodes[0], nodes[1]
-	b.Interest("h/#", true)
+	b.Interest("", "h/#", true)
 	waitInterest(t, a, "h/x", b)
 	// "h/#" also matches its parent level.
-	a.Forward("h", []byte("parent"), 1, false, nil, time.Time{}, "")
+	a.Forward("h", []byte("parent"), 1, false, nil, time.Time{}, "", nil)
 	if d := b.local.next(t); d.topic != "h" || d.filter != "h/#" {
 		t.Errorf("got %+v, want topic h through h/#", d)
 	}
 	// A second filter matching the same topic: one delivery per filter,
 	// each naming its own filter (the broker routes to each filter's subscribers).
-	b.Interest("h/+", true)
+	b.Interest("", "h/+", true)
 	waitInterest(t, a, "h/probe", b)
-	a.Forward("h/z", []byte("two"), 0, false, nil, time.Time{}, "")
+	a.Forward("h/z", []byte("two"), 0, false, nil, time.Time{}, "", nil)
 	got := []string{b.local.next(t).filter, b.local.next(t).filter}
 	slices.Sort(got)
 	if !slices.Equal(got, []string{"h/#", "h/+"}) {
 		t.Errorf("filters %v, want h/# and h/+", got)
 	}
-	b.Interest("h/#", false)
-	b.Interest("h/+", false)
+	b.Interest("", "h/#", false)
+	b.Interest("", "h/+", false)
 	deadline := time.Now().Add(5 * time.Second)
 	for b.Stats().Interest != 0 {
 		if time.Now().After(deadline) {
@@ -279,19 +280,19 @@ func TestInterestOnOff(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	time.Sleep(100 * time.Millisecond) // the unsubscription reaches a's server
-	a.Forward("h/z", []byte("gone"), 0, false, nil, time.Time{}, "")
+	a.Forward("h/z", []byte("gone"), 0, false, nil, time.Time{}, "", nil)
 	b.local.none(t, 100*time.Millisecond)
 }
 
 func TestOrderPerPublisher(t *testing.T) {
 	nodes := startNodes(t, 2)
 	a, b := nodes[0], nodes[1]
-	b.Interest("o/#", true)
-	b.Interest("o/1", true)
+	b.Interest("", "o/#", true)
+	b.Interest("", "o/1", true)
 	waitInterest(t, a, "o/1", b)
 	const n = 2000
 	for i := range n {
-		a.Forward("o/1", fmt.Appendf(nil, "%d", i), 1, false, nil, time.Time{}, "p")
+		a.Forward("o/1", fmt.Appendf(nil, "%d", i), 1, false, nil, time.Time{}, "p", nil)
 	}
 	next := map[string]int{}
 	for range 2 * n {
@@ -306,7 +307,7 @@ func TestOrderPerPublisher(t *testing.T) {
 func TestForeignSubjectDropped(t *testing.T) {
 	nodes := startNodes(t, 2)
 	a, b := nodes[0], nodes[1]
-	b.Interest("#", true)
+	b.Interest("", "#", true)
 	waitInterest(t, a, "x", b)
 	// A NATS application publishing a subject the mapping never makes
 	// (an unescaped '+' is not an MQTT topic level): dropped, counted.
@@ -506,4 +507,77 @@ func TestRetainedReplicated(t *testing.T) {
 	d.Start(nd.local)
 	waitReady(t, nd)
 	waitRetained(nd)
+}
+
+// TestSharedGroupAcrossNodes: a message for a shared group goes to one
+// node of those with members, never to one when the publisher's node
+// served the group itself; plain interest in the same filter is apart.
+func TestSharedGroupAcrossNodes(t *testing.T) {
+	nodes := startNodes(t, 3)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	b.Interest("g", "q/#", true)
+	c.Interest("g", "q/#", true)
+	c.Interest("", "q/#", true)
+	// Probe until both queue subscriptions and the plain one reached a:
+	// the group's probes land on b or c at random.
+	seen := map[string]bool{}
+	deadline := time.Now().Add(5 * time.Second)
+	for !seen["b g"] || !seen["c g"] || !seen["c "] {
+		if time.Now().After(deadline) {
+			t.Fatalf("interest did not reach a: %v", seen)
+		}
+		a.Forward("q/probe", []byte("probe"), 0, false, nil, time.Time{}, "probe", nil)
+		time.Sleep(5 * time.Millisecond)
+		for name, nd := range map[string]*testNode{"b": b, "c": c} {
+		drain:
+			for {
+				select {
+				case d := <-nd.local.ch:
+					seen[name+" "+d.group] = true
+				default:
+					break drain
+				}
+			}
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	for _, nd := range nodes {
+		for len(nd.local.ch) > 0 {
+			<-nd.local.ch
+		}
+	}
+	const n = 200
+	for i := range n {
+		a.Forward("q/x", fmt.Appendf(nil, "%d", i), 1, false, nil, time.Time{}, "p", nil)
+	}
+	groupAt := map[string]int{}
+	plain := 0
+	for range 2 * n {
+		var d delivered
+		select {
+		case d = <-b.local.ch:
+			if d.group == "g" {
+				groupAt["b"]++
+			}
+		case d = <-c.local.ch:
+			if d.group == "g" {
+				groupAt["c"]++
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("deliveries stopped: group %v, plain %d", groupAt, plain)
+		}
+		if d.group == "" {
+			plain++
+		}
+	}
+	if groupAt["b"]+groupAt["c"] != n || plain != n || groupAt["b"] == 0 || groupAt["c"] == 0 {
+		t.Errorf("group deliveries %v (want %d over both nodes), plain %d (want %d)", groupAt, n, plain, n)
+	}
+	// Served on a's node: only the plain subscription gets it.
+	a.Forward("q/x", []byte("served"), 1, false, nil, time.Time{}, "p", []string{"g", "q/#"})
+	if d := c.local.next(t); d.group != "" || string(d.payload) != "served" {
+		t.Errorf("got %+v, want the plain delivery only", d)
+	}
+	b.local.none(t, 100*time.Millisecond)
+	c.local.none(t, 0)
 }

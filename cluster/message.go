@@ -29,6 +29,7 @@ const (
 	hdrCorrelation   = "Mqtt-Correlation-Data" // base64
 	hdrUser          = "Mqtt-User"             // repeated in order: escaped key "=" escaped value
 	hdrNode          = "Xmq-Node"              // the node it was published on
+	hdrServed        = "Xmq-Served"            // repeated: the NATS queue of each shared group served on that node
 )
 
 // encodeHeader returns the headers of a forwarded message.

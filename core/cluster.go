@@ -20,8 +20,10 @@ import (
 // other nodes come back through Server.DeliverRemote, which routes them to
 // this node's subscribers only: nothing received is forwarded again.
 //
-// Shared subscriptions ($share/…) are not announced: a shared group gets
-// the messages published on its own node only.
+// A shared group ($share/GROUP/FILTER) is announced too: each message
+// goes to one member cluster-wide, a member on the publisher's node when
+// there is one (Forward says which groups it served), else one on a node
+// the cluster picks, where the group's strategy picks the member.
 //
 // A client id is connected once cluster-wide: Claim at CONNECT, Release
 // when the connection ends, Server.TakeOver where another node's claim
@@ -29,17 +31,20 @@ import (
 // Retain when set here, Server.SetRetained when set elsewhere.
 type Cluster interface {
 	// Interest reports that this node's first (on) or last (!on) plain
-	// subscription to filter came or went, whatever the number of
-	// sessions using it. It is called with the router's lock held, in
-	// the order of the changes: it must neither block nor call the Server.
-	Interest(filter string, on bool)
+	// subscription to filter (group "") or member of the shared group
+	// group on filter came or went, whatever the number of sessions. It
+	// is called with the router's lock held, in the order of the changes:
+	// it must neither block nor call the Server.
+	Interest(group, filter string, on bool)
 	// Forward hands the other nodes a message published on this node, on
 	// the publisher's goroutine, once its local subscribers have it. The
 	// arguments are the immutable parts of a Message: Forward must not
 	// change them, nor block on the network. props holds only what is
 	// forwarded to subscribers (nil for none); expires is zero for no
-	// expiry; from is the publishing client's id ("" for the broker).
-	Forward(topic string, payload []byte, qos byte, retain bool, props *codec.Properties, expires time.Time, from string)
+	// expiry; from is the publishing client's id ("" for the broker);
+	// served lists the shared groups this node delivered it to, as group,
+	// filter pairs (nil for none).
+	Forward(topic string, payload []byte, qos byte, retain bool, props *codec.Properties, expires time.Time, from string, served []string)
 	// Retain records topic's retained message cluster-wide (an empty
 	// payload clears it) as this node keeps it; the other nodes keep it
 	// through Server.SetRetained. The arguments are as Forward's, and
@@ -57,30 +62,38 @@ type Cluster interface {
 	Release(clientID string, claim uint64)
 }
 
-// forward hands msg to the cluster; the broker's own $SYS topics stay on
-// their node. s.cluster is not nil.
-func (s *Server) forward(msg *Message) {
+// forward hands msg, routed here to matches, to the cluster; the
+// broker's own $SYS topics stay on their node. s.cluster is not nil.
+func (s *Server) forward(msg *Message, matches []match) {
 	if strings.HasPrefix(msg.Topic, "$SYS/") {
 		return
 	}
-	s.cluster.Forward(msg.Topic, msg.Payload, msg.QoS, msg.Retain, msg.Props, msg.Expires, msg.From)
+	var served []string
+	for i := range matches {
+		if g := matches[i].group; g != nil {
+			served = append(served, g.name, g.filter)
+		}
+	}
+	s.cluster.Forward(msg.Topic, msg.Payload, msg.QoS, msg.Retain, msg.Props, msg.Expires, msg.From, served)
 }
 
 // DeliverRemote routes a message that another node published to this
-// node's plain subscribers of filter (the filter whose interest brought it
-// here, see Cluster), with the same rules as a local PUBLISH: QoS
-// downgrade, retain as published, No Local against from, subscription
-// identifiers, the subscriber's read rights. It is not retained here, nor
-// forwarded again. The arguments become the message: the caller must not
-// change them afterwards. It returns the number of deliveries made.
-func (s *Server) DeliverRemote(filter, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
+// node's plain subscribers of filter (group ""), or to one member of the
+// shared group group on filter — the interest that brought it here, see
+// Cluster — with the same rules as a local PUBLISH: QoS downgrade, retain
+// as published, No Local against from, subscription identifiers, the
+// subscriber's read rights, the group's strategy. It is not retained
+// here, nor forwarded again. The arguments become the message: the
+// caller must not change them afterwards. It returns the number of
+// deliveries made.
+func (s *Server) DeliverRemote(group, filter, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
 	expires time.Time, from string) int {
 	msg := &Message{Topic: topic, Payload: payload, QoS: min(qos, 2), Retain: retain, Props: props, Expires: expires, From: from}
 	if msg.expired(time.Now()) {
 		s.stats.dropped(dropExpired)
 		return 0
 	}
-	matches := s.router.matchFilter(filter, nil)
+	matches := s.router.matchFilter(group, filter, from, topic, nil)
 	var r routed
 	s.deliver(msg, matches, &r, nil)
 	return r.n

@@ -28,13 +28,17 @@ type fwdMsg struct {
 	retain               bool
 	expires              time.Time
 	props                *codec.Properties
+	served               []string
 }
 
 func newFakeCluster() *fakeCluster { return &fakeCluster{interest: map[string]int{}} }
 
-func (f *fakeCluster) Interest(filter string, on bool) {
+func (f *fakeCluster) Interest(group, filter string, on bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if group != "" {
+		filter = "$share/" + group + "/" + filter
+	}
 	if on {
 		f.interest[filter]++
 		f.events = append(f.events, "+"+filter)
@@ -44,16 +48,16 @@ func (f *fakeCluster) Interest(filter string, on bool) {
 	}
 }
 
-func (f *fakeCluster) Forward(topic string, payload []byte, qos byte, retain bool, props *codec.Properties, expires time.Time, from string) {
+func (f *fakeCluster) Forward(topic string, payload []byte, qos byte, retain bool, props *codec.Properties, expires time.Time, from string, served []string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.fwd = append(f.fwd, fwdMsg{topic, string(payload), from, qos, retain, expires, props})
+	f.fwd = append(f.fwd, fwdMsg{topic, string(payload), from, qos, retain, expires, props, served})
 }
 
 func (f *fakeCluster) Retain(topic string, payload []byte, qos byte, props *codec.Properties, expires time.Time, from string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.retained = append(f.retained, fwdMsg{topic, string(payload), from, qos, true, expires, props})
+	f.retained = append(f.retained, fwdMsg{topic, string(payload), from, qos, true, expires, props, nil})
 }
 
 func (f *fakeCluster) Claim(clientID string, clean bool) uint64 {
@@ -94,7 +98,8 @@ func (f *fakeCluster) eventList(prefixes ...string) []string {
 
 // TestClusterInterestOncePerFilter: the cluster hears of a filter when
 // its first plain subscriber comes and when its last goes, however many
-// sessions use it; shared subscriptions are not announced.
+// sessions use it, and of a shared group when its first member comes and
+// its last goes.
 func TestClusterInterestOncePerFilter(t *testing.T) {
 	fc := newFakeCluster()
 	srv := newServer(t, core.Options{}, core.Config{Cluster: fc})
@@ -104,13 +109,20 @@ func TestClusterInterestOncePerFilter(t *testing.T) {
 	b.subscribe(0, "x/#")
 	a.subscribe(1, "x/#") // a replaced subscription is no new interest
 	b.subscribe(1, "$share/g/y")
+	a.subscribe(1, "$share/g/y") // a second member: the group's interest exists already
 	a.send(&codec.Unsubscribe{PacketID: 77, Filters: [][]byte{[]byte("x/#")}})
 	expect[*codec.Unsuback](a)
-	if got, want := fc.eventList("+", "-"), []string{"+x/#"}; !slices.Equal(got, want) {
+	if got, want := fc.eventList("+", "-"), []string{"+x/#", "+$share/g/y"}; !slices.Equal(got, want) {
 		t.Fatalf("events %v, want %v", got, want)
 	}
 	b.close() // a clean session ends: its subscriptions go
-	waitFor(t, "interest withdrawn", func() bool { return slices.Equal(fc.eventList("+", "-"), []string{"+x/#", "-x/#"}) })
+	waitFor(t, "interest withdrawn", func() bool {
+		return slices.Equal(fc.eventList("+", "-"), []string{"+x/#", "+$share/g/y", "-x/#"})
+	})
+	a.close()
+	waitFor(t, "group withdrawn", func() bool {
+		return slices.Equal(fc.eventList("+", "-"), []string{"+x/#", "+$share/g/y", "-x/#", "-$share/g/y"})
+	})
 }
 
 // TestClusterForward: each message published on this node goes to the
@@ -172,7 +184,7 @@ func TestDeliverRemote(t *testing.T) {
 
 	props := &codec.Properties{User: []codec.UserProperty{{Key: []byte("k"), Value: []byte("v")}}}
 	exp := time.Now().Add(10 * time.Second)
-	if n := srv.DeliverRemote("r/#", "r/a", []byte("p"), 2, true, props, exp, "elsewhere"); n != 1 {
+	if n := srv.DeliverRemote("", "r/#", "r/a", []byte("p"), 2, true, props, exp, "elsewhere"); n != 1 {
 		t.Errorf("DeliverRemote through r/# made %d deliveries, want 1 (r/+ is another filter)", n)
 	}
 	got := s.expectPublish()
@@ -185,16 +197,16 @@ func TestDeliverRemote(t *testing.T) {
 		t.Errorf("message expiry %d, want the 10s left", e)
 	}
 	other.expectNothing(quiet)
-	srv.DeliverRemote("r/+", "r/a", []byte("q"), 1, true, nil, time.Time{}, "elsewhere")
+	srv.DeliverRemote("", "r/+", "r/a", []byte("q"), 1, true, nil, time.Time{}, "elsewhere")
 	if got := other.expectPublish(); got.QoS != 0 || got.Retain || string(got.Payload) != "q" {
 		t.Errorf("3.1.1 subscriber got %+v (retain is not as published for it)", got)
 	}
 	// No Local holds against the client id of the publisher on another node.
-	if n := srv.DeliverRemote("nl/#", "nl/x", []byte("mine"), 1, false, nil, time.Time{}, "s"); n != 0 {
+	if n := srv.DeliverRemote("", "nl/#", "nl/x", []byte("mine"), 1, false, nil, time.Time{}, "s"); n != 0 {
 		t.Errorf("No Local: %d deliveries, want 0", n)
 	}
 	// Expired in transit: dropped.
-	if n := srv.DeliverRemote("r/#", "r/a", []byte("old"), 1, false, nil, time.Now().Add(-time.Second), "x"); n != 0 {
+	if n := srv.DeliverRemote("", "r/#", "r/a", []byte("old"), 1, false, nil, time.Now().Add(-time.Second), "x"); n != 0 {
 		t.Errorf("expired: %d deliveries", n)
 	}
 	s.expectNothing(quiet)
@@ -305,5 +317,39 @@ func TestClusterRetained(t *testing.T) {
 	defer fc.mu.Unlock()
 	if len(fc.retained) != 1 || fc.retained[0].topic != "ret/a" || fc.retained[0].payload != "here" {
 		t.Errorf("sent to the cluster: %+v", fc.retained)
+	}
+}
+
+// TestClusterShared: a message a local member of a shared group got is
+// forwarded saying so; one from another node for a group goes to exactly
+// one member of it here, and not to the plain subscribers of the filter.
+func TestClusterShared(t *testing.T) {
+	fc := newFakeCluster()
+	srv := newServer(t, core.Options{}, core.Config{Cluster: fc})
+	m1 := client(t, srv, codec.V5, "m1")
+	m2 := client(t, srv, codec.V5, "m2")
+	plain := client(t, srv, codec.V5, "plain")
+	m1.subscribe(1, "$share/g/sh/#")
+	m2.subscribe(1, "$share/g/sh/#")
+	plain.subscribe(1, "sh/#")
+	pub := client(t, srv, codec.V5, "pub")
+	pub.pub("sh/1", "local", 1)
+	waitFor(t, "forward", func() bool { return len(fc.forwarded()) == 1 })
+	if got := fc.forwarded()[0].served; !slices.Equal(got, []string{"g", "sh/#"}) {
+		t.Errorf("served %q, want [g sh/#]", got)
+	}
+	plain.expectPublish()
+	for i := range 4 {
+		if n := srv.DeliverRemote("g", "sh/#", "sh/2", []byte(fmt.Sprint(i)), 1, false, nil, time.Time{}, "x"); n != 1 {
+			t.Fatalf("DeliverRemote to the group: %d deliveries, want 1", n)
+		}
+	}
+	got := len(m1.recv(3)) + len(m2.recv(2)) // round robin: the local one, then the remote four alternate
+	if got != 5 {
+		t.Errorf("members got %d messages, want 5", got)
+	}
+	plain.expectNothing(quiet)
+	if n := srv.DeliverRemote("other", "sh/#", "sh/2", []byte("x"), 1, false, nil, time.Time{}, "x"); n != 0 {
+		t.Errorf("a group this node does not have: %d deliveries", n)
 	}
 }

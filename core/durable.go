@@ -569,7 +569,7 @@ func (r *restorer) sweep() {
 func (s *Server) releaseHeld(msg *Message, matches []match) {
 	msg.held.Store(false)
 	if s.cluster != nil {
-		s.forward(msg) // other nodes get it when local subscribers may
+		s.forward(msg, matches) // other nodes get it when local subscribers may
 	}
 	for i := range matches {
 		if sess := matches[i].s; sess != nil {

@@ -210,10 +210,10 @@ func (s *Server) publishPacket(p *codec.Publish, topic []byte, from *client, inS
 		from.matches = matches
 		return r // forwarded when released (Server.releaseHeld)
 	}
-	clear(matches)
 	if s.cluster != nil {
-		s.forward(msg)
+		s.forward(msg, matches)
 	}
+	clear(matches)
 	return r
 }
 
@@ -259,9 +259,10 @@ func (s *Server) publish(msg *Message) int {
 		_ = s.retain(msg) // logged there
 	}
 	var r routed
-	s.deliver(msg, s.router.match(msg.Topic, msg.From, nil), &r, nil)
+	matches := s.router.match(msg.Topic, msg.From, nil)
+	s.deliver(msg, matches, &r, nil)
 	if s.cluster != nil {
-		s.forward(msg)
+		s.forward(msg, matches)
 	}
 	return r.n
 }

@@ -117,6 +117,9 @@ func (r *router) subscribe(s *session, filter, group string, o subOpts) bool {
 			g = &sharedGroup{name: group, filter: filter}
 			n.groups[group] = g
 			r.groups.Add(1)
+			if r.cluster != nil {
+				r.cluster.Interest(group, filter, true)
+			}
 		}
 		for i := range g.members {
 			if g.members[i].s == s {
@@ -142,7 +145,7 @@ func (r *router) subscribe(s *session, filter, group string, o subOpts) bool {
 	r.count.Add(1)
 	s.routes.Add(1)
 	if r.cluster != nil && len(n.subs) == 1 {
-		r.cluster.Interest(filter, true)
+		r.cluster.Interest("", filter, true)
 	}
 	return false
 }
@@ -170,6 +173,9 @@ func (r *router) unsubscribe(s *session, filter, group string) bool {
 			if len(g.members) == 0 {
 				delete(n.groups, group)
 				r.groups.Add(-1)
+				if r.cluster != nil {
+					r.cluster.Interest(group, filter, false)
+				}
 			}
 		}
 	} else if i, ok := n.index[s]; ok {
@@ -181,7 +187,7 @@ func (r *router) unsubscribe(s *session, filter, group string) bool {
 		delete(n.index, s)
 		found = true
 		if r.cluster != nil && last == 0 {
-			r.cluster.Interest(filter, false)
+			r.cluster.Interest("", filter, false)
 		}
 	}
 	if found {
@@ -307,17 +313,31 @@ func (r *router) match(topic, from string, out []match) []match {
 	return out
 }
 
-// matchFilter appends the plain subscribers of exactly filter (no shared
-// group, no other filter): the deliveries of a message that another node
-// sent here because of this node's interest in filter (DeliverRemote).
-func (r *router) matchFilter(filter string, out []match) []match {
+// matchFilter appends the plain subscribers of exactly filter (group "")
+// or one member of group on filter, picked as for a local message: the
+// deliveries of a message on topic, from the client from, that another
+// node sent here because of this node's interest (DeliverRemote).
+func (r *router) matchFilter(group, filter, from, topic string, out []match) []match {
 	r.mu.RLock()
-	if n := r.walk(filter, false); n != nil {
+	defer r.mu.RUnlock()
+	n := r.walk(filter, false)
+	switch {
+	case n == nil:
+	case group == "":
 		for _, sub := range n.subs {
 			out = append(out, match{s: sub.s, opts: sub.opts})
 		}
+	default:
+		if g := n.groups[group]; g != nil {
+			key := topic
+			if r.strategy == SharedHashClient && from != "" {
+				key = from
+			}
+			if m, ok := r.pick(g, key, nil); ok {
+				out = append(out, match{s: m.s, opts: m.opts, group: g})
+			}
+		}
 	}
-	r.mu.RUnlock()
 	return out
 }
 

@@ -457,3 +457,67 @@ func TestClusterRetained(t *testing.T) {
 		t.Logf("node 2:\n%s\nnode 4:\n%s", nodes[1].stderr, n4.stderr)
 	}
 }
+
+// TestClusterShared: each message to a shared group goes to exactly one
+// member cluster-wide, to a member on the publisher's node when there is
+// one.
+func TestClusterShared(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three brokers")
+	}
+	nodes := clusterNodes(t, 3)
+	pub := pahoConnect(t, nodes[0].addr, "spub")
+	m2 := pahoConnect(t, nodes[1].addr, "m2")
+	m3 := pahoConnect(t, nodes[2].addr, "m3")
+	for _, m := range []*pahoClient{m2, m3} {
+		m.subscribe(t, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "$share/g/sh/#", QoS: 1}}})
+	}
+	awaitInterest(t, pub, "sh/probe", m2, m3)
+	const n = 100
+	for i := range n {
+		pub.publish(t, &paho.Publish{Topic: "sh/x", QoS: 1, Payload: fmt.Appendf(nil, "%d", i)})
+	}
+	got := map[string]int{}
+	count := func(name string, m *pahoClient, d time.Duration) {
+		timeout := time.After(d)
+		for {
+			select {
+			case p := <-m.msgs:
+				if string(p.Payload) != "probe" {
+					got[name]++
+					got[string(p.Payload)]++
+				}
+			case <-timeout:
+				return
+			}
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for got["m2"]+got["m3"] < n && time.Now().Before(deadline) {
+		count("m2", m2, 20*time.Millisecond)
+		count("m3", m3, 20*time.Millisecond)
+	}
+	count("m2", m2, 100*time.Millisecond)
+	count("m3", m3, 0)
+	if got["m2"]+got["m3"] != n || got["m2"] == 0 || got["m3"] == 0 {
+		t.Errorf("members on nodes 2 and 3 got %d and %d of %d messages, want each once over both", got["m2"], got["m3"], n)
+	}
+	for i := range n {
+		if got[fmt.Sprint(i)] != 1 {
+			t.Errorf("message %d delivered %d times", i, got[fmt.Sprint(i)])
+		}
+	}
+	// A member on the publisher's node: it gets them all.
+	m1 := pahoConnect(t, nodes[0].addr, "m1")
+	m1.subscribe(t, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "$share/g/sh/#", QoS: 1}}})
+	for i := range 20 {
+		pub.publish(t, &paho.Publish{Topic: "sh/y", QoS: 1, Payload: fmt.Appendf(nil, "local %d", i)})
+	}
+	for i := range 20 {
+		if p := m1.next(t); string(p.Payload) != fmt.Sprintf("local %d", i) {
+			t.Fatalf("local member got %q", p.Payload)
+		}
+	}
+	m2.nothing(t, 200*time.Millisecond)
+	m3.nothing(t, 0)
+}
