@@ -388,10 +388,28 @@ func (c *Cluster) Stats() Stats {
 		TakenOver: c.takenOver.Load(), RetainDropped: c.retainDropped.Load()}
 }
 
-// Healthy reports whether the node is connected to NATS.
+// Connected reports whether the node's NATS connection is up.
+func (c *Cluster) Connected() bool { return c.nc.Status() == nats.CONNECTED }
+
+// Routes is the number of routes of the embedded NATS server to other
+// nodes, -1 with an external NATS.
+func (c *Cluster) Routes() int {
+	if c.emb == nil {
+		return -1
+	}
+	return c.emb.srv.NumRoutes()
+}
+
+// Healthy reports whether the node is part of its cluster: connected to
+// NATS and, with an embedded server that has routes configured, routed to
+// at least one other node (an isolated node's clients would not reach
+// the others'). /readyz answers with it.
 func (c *Cluster) Healthy() error {
-	if st := c.nc.Status(); st != nats.CONNECTED {
-		return fmt.Errorf("cluster: NATS connection %s", st)
+	if !c.Connected() {
+		return fmt.Errorf("cluster: NATS connection %s", c.nc.Status())
+	}
+	if c.emb != nil && len(c.opts.Embedded.Routes) > 0 && c.emb.srv.NumRoutes() == 0 {
+		return errors.New("cluster: no route to any other node")
 	}
 	return nil
 }

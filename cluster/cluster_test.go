@@ -581,3 +581,72 @@ func TestSharedGroupAcrossNodes(t *testing.T) {
 	b.local.none(t, 100*time.Millisecond)
 	c.local.none(t, 0)
 }
+
+// TestHealthyReflectsMembership: a node with routes configured is not
+// healthy (/readyz) until it is routed to another node, and is again when
+// the others are gone.
+func TestHealthyReflectsMembership(t *testing.T) {
+	ports := freePorts(t, 2)
+	first := startNodesOn(t, ports, 1)[0]
+	if err := first.Healthy(); err == nil {
+		t.Fatal("an isolated node is healthy")
+	}
+	if !first.Connected() || first.Routes() != 0 {
+		t.Errorf("connected %v, routes %d", first.Connected(), first.Routes())
+	}
+	o := Options{Node: "n2", Embedded: EmbeddedOptions{Listen: fmt.Sprintf("127.0.0.1:%d", ports[1]), ClientListen: "127.0.0.1:0",
+		Routes: []string{fmt.Sprintf("127.0.0.1:%d", ports[0])}, Dir: t.TempDir()}}
+	second, err := New(o, zaptest.NewLogger(t).Named("n2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = second.Close() })
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 10s", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitFor("routed", func() bool { return first.Healthy() == nil && second.Healthy() == nil })
+	if err := second.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("isolated again", func() bool { return first.Healthy() != nil })
+	// A node without routes (a cluster of one) is healthy alone.
+	alone, err := New(Options{Node: "alone", Embedded: EmbeddedOptions{Listen: "127.0.0.1:0", ClientListen: "127.0.0.1:0"}}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alone.Close()
+	if err := alone.Healthy(); err != nil {
+		t.Errorf("a node without routes: %v", err)
+	}
+}
+
+// TestClusterOfOne: a node with no routes (the default) is a cluster of
+// one that others may join: its replicated state works with one replica.
+func TestClusterOfOne(t *testing.T) {
+	nd := startNodes(t, 1)[0]
+	waitReady(t, nd)
+	if err := nd.Healthy(); err != nil {
+		t.Error(err)
+	}
+	if nd.replicas() != 1 {
+		t.Errorf("replicas %d, want 1", nd.replicas())
+	}
+	if c := nd.Claim("solo", true); c == 0 {
+		t.Error("claim failed")
+	}
+	nd.Retain("solo/r", []byte("x"), 0, nil, time.Time{}, "")
+	deadline := time.Now().Add(5 * time.Second)
+	for nd.local.retainedCopy()["solo/r"] != "x" {
+		if time.Now().After(deadline) {
+			t.Fatal("retained message not applied")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -52,9 +52,15 @@ func startEmbedded(o *Options, log *zap.Logger) (*embedded, error) {
 		MaxControlLine: embeddedMaxControlLine,
 		MaxPayload:     embeddedMaxPayload,
 	}
-	if len(o.Embedded.Routes) > 0 {
-		urls := make([]string, len(o.Embedded.Routes))
-		for i, r := range o.Embedded.Routes {
+	routes := o.Embedded.Routes
+	if len(routes) == 0 {
+		// A cluster of one: clustered JetStream would wait for a route
+		// forever, so the server is standalone, with no route port.
+		sopts.Cluster = server.ClusterOpts{}
+	}
+	if len(routes) > 0 {
+		urls := make([]string, len(routes))
+		for i, r := range routes {
 			urls[i] = "nats-route://" + strings.TrimPrefix(r, "nats-route://")
 		}
 		sopts.Routes = server.RoutesFromStr(strings.Join(urls, ","))

@@ -101,9 +101,17 @@ func (c *Cluster) stateLoop() {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// The watches exist before any claim is made (state is stored after):
+	// a claim by another node must not slip in before the registry's
+	// watch, which sees only updates.
+	cw := c.startWatch(ctx, st.clients, jetstream.UpdatesOnly())
+	rw := c.startWatch(ctx, st.retained)
+	if cw == nil || rw == nil {
+		return // stopping
+	}
 	var wg sync.WaitGroup
-	wg.Go(func() { c.watch(ctx, st.clients, c.clientEntry, jetstream.UpdatesOnly()) })
-	wg.Go(func() { c.watch(ctx, st.retained, c.retainedEntry) })
+	wg.Go(func() { c.watch(ctx, st.clients, cw, c.clientEntry, jetstream.UpdatesOnly()) })
+	wg.Go(func() { c.watch(ctx, st.retained, rw, c.retainedEntry) })
 	wg.Go(func() { c.retainLoop(st) })
 	c.state.Store(st)
 	c.log.Info("cluster state ready", zap.Int("replicas", r))
@@ -144,7 +152,9 @@ func (c *Cluster) makeBuckets(js jetstream.JetStream, replicas int) (*state, err
 // starting at once tries: one creates it (its replicas elect a leader,
 // which takes seconds), the others find it.
 func (c *Cluster) bucket(js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// A request lost to a meta leader change is not answered: a short
+	// wait, and the caller tries again.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	kv, err := js.KeyValue(ctx, cfg.Bucket)
 	if !errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -157,26 +167,47 @@ func (c *Cluster) bucket(js jetstream.JetStream, cfg jetstream.KeyValueConfig) (
 	return kv, err
 }
 
-// watch hands every entry of kv to handle until ctx ends, watching again
-// (from the updates on) when a watch ends early.
-func (c *Cluster) watch(ctx context.Context, kv jetstream.KeyValue, handle func(jetstream.KeyValueEntry), opts ...jetstream.WatchOpt) {
-	for ctx.Err() == nil {
+// startWatch watches kv, trying again until it can or ctx ends (nil).
+func (c *Cluster) startWatch(ctx context.Context, kv jetstream.KeyValue, opts ...jetstream.WatchOpt) jetstream.KeyWatcher {
+	for {
 		w, err := kv.WatchAll(ctx, opts...)
-		if err != nil {
-			c.warn("cannot watch a cluster bucket", zap.String("bucket", kv.Bucket()), zap.Error(err))
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(500 * time.Millisecond):
-				continue
-			}
+		if err == nil {
+			return w
 		}
+		c.warn("cannot watch a cluster bucket", zap.String("bucket", kv.Bucket()), zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// watch hands every entry of w to handle until ctx ends; when the watch
+// ends early (its consumer lost with a server), it watches again from the
+// revision after the last one handled, so no change is skipped (with
+// first's options when none was).
+func (c *Cluster) watch(ctx context.Context, kv jetstream.KeyValue, w jetstream.KeyWatcher, handle func(jetstream.KeyValueEntry),
+	first ...jetstream.WatchOpt) {
+	var last uint64
+	for {
 		for e := range w.Updates() {
 			if e != nil { // nil: the initial values are all in
+				last = e.Revision()
 				handle(e)
 			}
 		}
 		_ = w.Stop()
+		if ctx.Err() != nil {
+			return
+		}
+		opts := first // nothing handled yet: as the first time
+		if last > 0 {
+			opts = []jetstream.WatchOpt{jetstream.ResumeFromRevision(last + 1)}
+		}
+		if w = c.startWatch(ctx, kv, opts...); w == nil {
+			return
+		}
 	}
 }
 

@@ -221,6 +221,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	serveErr := make(chan error, len(lns)+1)
 	var serving sync.WaitGroup
 	rd := newReadiness(&cfg, srv)
+	if cl != nil {
+		rd.cluster = cl
+	}
 	for i, l := range lns {
 		serving.Go(func() {
 			err := srv.Serve(l, cfg.Listeners[i].Name)
@@ -231,7 +234,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 		})
 	}
 	if wr != nil {
-		ops := webOps{bridges: bridges, reload: func() (reloadResult, error) { return reload("API") }}
+		ops := webOps{bridges: bridges, reload: func() (reloadResult, error) { return reload("API") }, cluster: cl}
 		if err := wr.start(&cfg, srv, st, lns, ts, webAuth{authn: authn, tokens: tokens}, ops, rd.check, log, serveErr); err != nil {
 			wr.stop(ctx)
 			_ = stopBroker(lns)
@@ -276,12 +279,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 }
 
 // readiness is what /readyz checks of a run: every listener bound and its
-// accept loop running, the store open and syncing (core.StoreHealthy).
+// accept loop running, the node part of its cluster (if any), the store
+// open and syncing (core.StoreHealthy).
 // webRun adds "not shutting down".
 type readiness struct {
 	names     []string
 	accepting []atomic.Bool // listener i's accept loop runs
 	srv       interface{ StoreHealthy() error }
+	// cluster, when set, says whether this node is part of its cluster.
+	cluster interface{ Healthy() error }
 }
 
 // newReadiness marks every configured listener as accepting: run calls it
@@ -302,6 +308,11 @@ func (r *readiness) check() error {
 	for i := range r.accepting {
 		if !r.accepting[i].Load() {
 			return fmt.Errorf("listener %s is not accepting connections", r.names[i])
+		}
+	}
+	if r.cluster != nil {
+		if err := r.cluster.Healthy(); err != nil {
+			return err
 		}
 	}
 	return r.srv.StoreHealthy()
