@@ -83,27 +83,46 @@ func (f *fakeLocal) DeliverRemote(group, filter, topic string, payload []byte, q
 	return 1
 }
 
-// next waits for the next delivery.
-func (f *fakeLocal) next(t *testing.T) delivered {
+// receive waits up to 5s for the next value on ch.
+func receive[T any](t *testing.T, ch <-chan T) T {
 	t.Helper()
 	select {
-	case d := <-f.ch:
-		return d
+	case v := <-ch:
+		return v
 	case <-time.After(5 * time.Second):
-		t.Fatal("no delivery within 5s")
-		return delivered{}
+		var zero T
+		t.Fatalf("no %T within 5s", zero)
+		return zero
 	}
 }
 
-// none checks that nothing is delivered for a while.
-func (f *fakeLocal) none(t *testing.T, wait time.Duration) {
+// nothingOn checks that nothing comes on ch for wait.
+func nothingOn[T any](t *testing.T, ch <-chan T, wait time.Duration) {
 	t.Helper()
 	select {
-	case d := <-f.ch:
-		t.Fatalf("unexpected delivery %+v", d)
+	case v := <-ch:
+		t.Fatalf("unexpected %+v", v)
 	case <-time.After(wait):
 	}
 }
+
+// waitFor polls cond until it holds, failing after d.
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// next waits for the next delivery.
+func (f *fakeLocal) next(t *testing.T) delivered { t.Helper(); return receive(t, f.ch) }
+
+// none checks that nothing is delivered for a while.
+func (f *fakeLocal) none(t *testing.T, wait time.Duration) { t.Helper(); nothingOn(t, f.ch, wait) }
 
 // freePorts returns n loopback ports free a moment ago.
 func freePorts(t *testing.T, n int) []int {
@@ -272,13 +291,7 @@ func TestInterestOnOff(t *testing.T) {
 	}
 	b.Interest("", "h/#", false)
 	b.Interest("", "h/+", false)
-	deadline := time.Now().Add(5 * time.Second)
-	for b.Stats().Interest != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("interest not withdrawn")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(t, "interest withdrawn", 5*time.Second, func() bool { return b.Stats().Interest == 0 })
 	time.Sleep(100 * time.Millisecond) // the unsubscription reaches a's server
 	a.Forward("h/z", []byte("gone"), 0, false, nil, time.Time{}, "", nil)
 	b.local.none(t, 100*time.Millisecond)
@@ -363,36 +376,14 @@ func TestOptionsValidate(t *testing.T) {
 // waitReady waits until every node's replicated state is in use.
 func waitReady(t *testing.T, nodes ...*testNode) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
 	for _, nd := range nodes {
-		for !nd.Ready() {
-			if time.Now().After(deadline) {
-				t.Fatalf("node %s: JetStream state not ready in 30s", nd.Node())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		waitFor(t, "node "+nd.Node()+": JetStream state ready", 30*time.Second, nd.Ready)
 	}
 }
 
-func (f *fakeLocal) nextTakeOver(t *testing.T) takeOver {
-	t.Helper()
-	select {
-	case to := <-f.taken:
-		return to
-	case <-time.After(5 * time.Second):
-		t.Fatal("no takeover within 5s")
-		return takeOver{}
-	}
-}
+func (f *fakeLocal) nextTakeOver(t *testing.T) takeOver { t.Helper(); return receive(t, f.taken) }
 
-func (f *fakeLocal) noTakeOver(t *testing.T, d time.Duration) {
-	t.Helper()
-	select {
-	case to := <-f.taken:
-		t.Fatalf("unexpected takeover %+v", to)
-	case <-time.After(d):
-	}
-}
+func (f *fakeLocal) noTakeOver(t *testing.T, d time.Duration) { t.Helper(); nothingOn(t, f.taken, d) }
 
 // TestClaimTakesOver: a client id claimed on one node and then on another
 // is taken over on the first, with the first's claim and the second's
@@ -481,13 +472,8 @@ func TestRetainedReplicated(t *testing.T) {
 	want := map[string]string{"r/1": "one", "r/3": "three"}
 	waitRetained := func(nd *testNode) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !maps.Equal(nd.local.retainedCopy(), want) {
-			if time.Now().After(deadline) {
-				t.Fatalf("node %s keeps %v, want %v", nd.Node(), nd.local.retainedCopy(), want)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		waitFor(t, "node "+nd.Node()+" keeps "+fmt.Sprint(want), 10*time.Second,
+			func() bool { return maps.Equal(nd.local.retainedCopy(), want) })
 	}
 	for _, nd := range nodes {
 		waitRetained(nd)
@@ -601,21 +587,11 @@ func TestHealthyReflectsMembership(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = second.Close() })
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within 10s", what)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	waitFor("routed", func() bool { return first.Healthy() == nil && second.Healthy() == nil })
+	waitFor(t, "routed", 10*time.Second, func() bool { return first.Healthy() == nil && second.Healthy() == nil })
 	if err := second.Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor("isolated again", func() bool { return first.Healthy() != nil })
+	waitFor(t, "isolated again", 10*time.Second, func() bool { return first.Healthy() != nil })
 	// A node without routes (a cluster of one) is healthy alone.
 	alone, err := New(Options{Node: "alone", Embedded: EmbeddedOptions{Listen: "127.0.0.1:0", ClientListen: "127.0.0.1:0"}}, zaptest.NewLogger(t))
 	if err != nil {
@@ -642,11 +618,5 @@ func TestClusterOfOne(t *testing.T) {
 		t.Error("claim failed")
 	}
 	nd.Retain("solo/r", []byte("x"), 0, nil, time.Time{}, "")
-	deadline := time.Now().Add(5 * time.Second)
-	for nd.local.retainedCopy()["solo/r"] != "x" {
-		if time.Now().After(deadline) {
-			t.Fatal("retained message not applied")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(t, "retained message applied", 5*time.Second, func() bool { return nd.local.retainedCopy()["solo/r"] == "x" })
 }

@@ -117,26 +117,19 @@ func (s *Server) TakeOver(clientID string, claim uint64, endSession bool) bool {
 	}
 	sess.mu.Lock()
 	c := sess.c
-	if c != nil && c.claim != claim {
-		sess.mu.Unlock()
+	sess.mu.Unlock()
+	if c != nil && c.claim != claim || !endSession && c == nil {
 		s.mu.Unlock()
 		return false
 	}
 	if !endSession {
-		sess.mu.Unlock()
 		s.mu.Unlock()
-		if c == nil {
-			return false
-		}
 		c.takenElsewhere.Store(true)
 		c.log(zap.InfoLevel, "session taken over on another node")
 		c.close(CloseTakenOver, codec.SessionTakenOver)
 		return true
 	}
-	sess.c = nil // its detach finds the session gone, as after a Clean Start takeover
-	s.setOnlineLocked(sess, false)
-	sess.mu.Unlock()
-	s.discardLocked(sess)
+	c = s.endSessionLocked(sess) // the same c: attach changes it under s.mu only
 	s.mu.Unlock()
 	if c != nil {
 		c.log(zap.InfoLevel, "session taken over on another node, with Clean Start")

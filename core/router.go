@@ -256,13 +256,20 @@ func (r *router) collect(n *node, topic string, out []match, from string) []matc
 		out = append(out, match{s: sub.s, opts: sub.opts})
 	}
 	for _, g := range n.groups {
-		key := topic
-		if r.strategy == SharedHashClient && from != "" {
-			key = from
-		}
-		if m, ok := r.pick(g, key, nil); ok {
-			out = append(out, match{s: m.s, opts: m.opts, group: g})
-		}
+		out = r.pickMatch(g, topic, from, out)
+	}
+	return out
+}
+
+// pickMatch appends the member of g that gets a message on topic from
+// the client from, if any.
+func (r *router) pickMatch(g *sharedGroup, topic, from string, out []match) []match {
+	key := topic
+	if r.strategy == SharedHashClient && from != "" {
+		key = from
+	}
+	if m, ok := r.pick(g, key, nil); ok {
+		out = append(out, match{s: m.s, opts: m.opts, group: g})
 	}
 	return out
 }
@@ -329,13 +336,7 @@ func (r *router) matchFilter(group, filter, from, topic string, out []match) []m
 		}
 	default:
 		if g := n.groups[group]; g != nil {
-			key := topic
-			if r.strategy == SharedHashClient && from != "" {
-				key = from
-			}
-			if m, ok := r.pick(g, key, nil); ok {
-				out = append(out, match{s: m.s, opts: m.opts, group: g})
-			}
+			out = r.pickMatch(g, topic, from, out)
 		}
 	}
 	return out

@@ -684,18 +684,26 @@ func (s *Server) RemoveSession(clientID string) bool {
 		s.mu.Unlock()
 		return false
 	}
-	sess.mu.Lock()
-	c := sess.c
-	sess.c = nil // its detach finds the session gone, as after a Clean Start takeover
-	s.setOnlineLocked(sess, false)
-	sess.mu.Unlock()
-	s.discardLocked(sess)
+	c := s.endSessionLocked(sess)
 	s.mu.Unlock()
 	s.log.Info("session removed by an operator", zap.String("client_id", clientID))
 	if c != nil {
 		c.close(CloseAdmin, codec.AdministrativeAction)
 	}
 	return true
+}
+
+// endSessionLocked ends sess now and returns its connection, if any, for
+// the caller to close: that connection's detach finds the session gone,
+// as after a Clean Start takeover. s.mu is held.
+func (s *Server) endSessionLocked(sess *session) *client {
+	sess.mu.Lock()
+	c := sess.c
+	sess.c = nil
+	s.setOnlineLocked(sess, false)
+	sess.mu.Unlock()
+	s.discardLocked(sess)
+	return c
 }
 
 // DisconnectWhere closes every connection for which match (given the
