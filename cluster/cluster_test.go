@@ -35,6 +35,9 @@ type fakeLocal struct {
 	ch       chan delivered
 	taken    chan takeOver
 	retained map[string]string // topic → payload
+	// notAttached is how many more takeovers of a claim find no
+	// connection holding it (TakeOver returns false).
+	notAttached int
 }
 
 type takeOver struct {
@@ -50,6 +53,15 @@ func newFakeLocal() *fakeLocal {
 // TakeOver records takeovers of a claim; those of no claim (claim 0,
 // which only end a session left offline here) are not kept.
 func (f *fakeLocal) TakeOver(clientID string, claim uint64, endSession bool) bool {
+	f.mu.Lock()
+	notYet := f.notAttached > 0 && claim != 0
+	if notYet {
+		f.notAttached--
+	}
+	f.mu.Unlock()
+	if notYet {
+		return false // as core answers while the connection is not attached yet
+	}
 	if claim != 0 {
 		f.taken <- takeOver{clientID, claim, endSession}
 	}
@@ -426,6 +438,22 @@ func TestClaimTakesOver(t *testing.T) {
 	a.Claim("dev/1 ü", false)
 	for _, nd := range nodes {
 		nd.local.noTakeOver(t, 50*time.Millisecond)
+	}
+}
+
+// TestTakeOverBeforeAttach: a claim replaced while its connection is
+// still between Claim and CONNACK is taken over once it is attached.
+func TestTakeOverBeforeAttach(t *testing.T) {
+	nodes := startNodes(t, 2)
+	waitReady(t, nodes...)
+	a, b := nodes[0], nodes[1]
+	ca := a.Claim("slow", false)
+	a.local.mu.Lock()
+	a.local.notAttached = 3
+	a.local.mu.Unlock()
+	b.Claim("slow", false)
+	if to := a.local.nextTakeOver(t); to != (takeOver{"slow", ca, false}) {
+		t.Errorf("takeover %+v", to)
 	}
 }
 

@@ -313,7 +313,35 @@ func (c *Cluster) clientEntry(e jetstream.KeyValueEntry) {
 	c.claims.mu.Unlock()
 	if c.local.TakeOver(id, ours, clean == "1") {
 		c.takenOver.Add(1)
+		return
 	}
+	if ours == 0 {
+		return
+	}
+	// The connection holding ours claimed the id but is not attached to
+	// its session yet (its CONNECT is between Claim and CONNACK): try
+	// again for a moment, so that it does not stay connected beside the
+	// newer one. A connection that ended meanwhile makes these no-ops.
+	c.closeMu.RLock()
+	defer c.closeMu.RUnlock()
+	if c.closed.Load() {
+		return
+	}
+	c.done.Add(1)
+	go func() {
+		defer c.done.Done()
+		for range 40 {
+			select {
+			case <-c.stop:
+				return
+			case <-time.After(25 * time.Millisecond):
+			}
+			if c.local.TakeOver(id, ours, clean == "1") {
+				c.takenOver.Add(1)
+				return
+			}
+		}
+	}()
 }
 
 // retainedValue is a retained message in its bucket.
