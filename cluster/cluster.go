@@ -130,7 +130,7 @@ func New(opts Options, log *zap.Logger) (*Cluster, error) {
 	c := &Cluster{
 		opts: opts, log: log, opsWake: make(chan struct{}, 1), stop: make(chan struct{}),
 		subs: map[*nats.Subscription]interest{}, filters: map[interest][]*nats.Subscription{},
-		in: make(chan *nats.Msg, inboxSize), maxSubject: externalMaxSubject, claims: claims{m: map[string]uint64{}},
+		in: make(chan *nats.Msg, inboxSize), maxSubject: externalMaxSubject, claims: claims{m: map[string]uint64{}, pending: map[string]int{}, newer: map[string]otherClaim{}},
 		retainQ: retainQueue{ops: map[string]*nats.Msg{}, wake: make(chan struct{}, 1)},
 	}
 	nopts := []nats.Option{

@@ -45,6 +45,17 @@ type state struct {
 type claims struct {
 	mu sync.Mutex
 	m  map[string]uint64
+	// pending counts the claims of an id under way here; newer holds
+	// the newest other node's claim of such an id seen meanwhile (the
+	// watch may deliver it before the claim's own answer arrives).
+	pending map[string]int
+	newer   map[string]otherClaim
+}
+
+// otherClaim is another node's claim of a client id.
+type otherClaim struct {
+	rev   uint64
+	clean bool
 }
 
 func key(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
@@ -234,8 +245,23 @@ func (c *Cluster) Claim(clientID string, clean bool) uint64 {
 	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
 	defer cancel()
 	k, v := key(clientID), claimValue(c.opts.Node, clean)
-	rev, err := st.clients.Create(ctx, k, v)
-	for attempt := 0; errors.Is(err, jetstream.ErrKeyExists) && attempt < 5; attempt++ {
+	c.claims.mu.Lock()
+	ours := c.claims.m[clientID]
+	c.claims.pending[clientID]++
+	c.claims.mu.Unlock()
+	var rev uint64
+	var err error
+	if ours != 0 {
+		// Reconnecting here: update our own entry in one round trip.
+		if rev, err = st.clients.Update(ctx, k, v, ours); isWrongRevision(err) {
+			err = jetstream.ErrKeyExists // replaced meanwhile: as below
+		}
+	} else {
+		rev, err = st.clients.Create(ctx, k, v)
+	}
+	// A conflict is ErrKeyExists from Create, or "wrong last sequence"
+	// (one of two codes, R1 or replicated) from Update or Create.
+	for attempt := 0; (errors.Is(err, jetstream.ErrKeyExists) || isWrongRevision(err)) && attempt < 5; attempt++ {
 		var e jetstream.KeyValueEntry
 		e, err = st.clients.Get(ctx, k)
 		switch {
@@ -248,14 +274,27 @@ func (c *Cluster) Claim(clientID string, clean bool) uint64 {
 			}
 		}
 	}
+	c.claims.mu.Lock()
+	newer := c.claims.newer[clientID]
+	if c.claims.pending[clientID]--; c.claims.pending[clientID] == 0 {
+		delete(c.claims.pending, clientID)
+		delete(c.claims.newer, clientID)
+	}
+	superseded := err == nil && newer.rev > rev
+	if err == nil && !superseded {
+		c.claims.m[clientID] = rev
+	}
+	c.claims.mu.Unlock()
 	if err != nil {
 		c.claimsUnavailable.Add(1)
 		c.warn("client id registry unavailable: the connection is held on this node only", zap.String("client_id", clientID), zap.Error(err))
 		return 0
 	}
-	c.claims.mu.Lock()
-	c.claims.m[clientID] = rev
-	c.claims.mu.Unlock()
+	if superseded {
+		// Another node's claim came after ours and was seen first: the
+		// connection is taken over once attached.
+		c.takeOverSoon(clientID, rev, newer.clean)
+	}
 	return rev
 }
 
@@ -305,6 +344,16 @@ func (c *Cluster) clientEntry(e jetstream.KeyValueEntry) {
 	}
 	c.claims.mu.Lock()
 	ours := c.claims.m[id]
+	if c.claims.pending[id] > 0 {
+		// A claim under way here sees it when its answer comes.
+		if e.Revision() > c.claims.newer[id].rev {
+			c.claims.newer[id] = otherClaim{e.Revision(), clean == "1"}
+		}
+		if ours == 0 {
+			c.claims.mu.Unlock()
+			return
+		}
+	}
 	if ours >= e.Revision() {
 		c.claims.mu.Unlock()
 		return // a newer claim of ours replaced it already
@@ -315,13 +364,18 @@ func (c *Cluster) clientEntry(e jetstream.KeyValueEntry) {
 		c.takenOver.Add(1)
 		return
 	}
-	if ours == 0 {
-		return
+	if ours != 0 {
+		// The connection holding ours claimed the id but is not
+		// attached to its session yet (its CONNECT is between Claim and
+		// CONNACK).
+		c.takeOverSoon(id, ours, clean == "1")
 	}
-	// The connection holding ours claimed the id but is not attached to
-	// its session yet (its CONNECT is between Claim and CONNACK): try
-	// again for a moment, so that it does not stay connected beside the
-	// newer one. A connection that ended meanwhile makes these no-ops.
+}
+
+// takeOverSoon tries TakeOver for a moment (40 times 25 ms), so that a
+// connection not attached yet does not stay connected beside a newer one
+// on another node. A connection that ended meanwhile makes these no-ops.
+func (c *Cluster) takeOverSoon(id string, claim uint64, clean bool) {
 	c.closeMu.RLock()
 	defer c.closeMu.RUnlock()
 	if c.closed.Load() {
@@ -336,7 +390,7 @@ func (c *Cluster) clientEntry(e jetstream.KeyValueEntry) {
 				return
 			case <-time.After(25 * time.Millisecond):
 			}
-			if c.local.TakeOver(id, ours, clean == "1") {
+			if c.local.TakeOver(id, claim, clean) {
 				c.takenOver.Add(1)
 				return
 			}

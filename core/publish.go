@@ -123,7 +123,8 @@ func (c *client) handlePublish(p *codec.Publish) bool {
 			rc = codec.UnspecifiedError
 		case (r.refused || r.noSpace) && c.version == codec.V5:
 			rc = codec.QuotaExceeded // a full session queue or a full store
-		case r.n == 0 && c.version == codec.V5:
+		case r.n == 0 && c.version == codec.V5 && srv.cluster == nil:
+			// In a cluster, other nodes' subscribers are not known here.
 			rc = codec.NoMatchingSubscribers
 		}
 		if p.QoS == 2 {
