@@ -648,3 +648,33 @@ func TestClusterOfOne(t *testing.T) {
 	nd.Retain("solo/r", []byte("x"), 0, nil, time.Time{}, "")
 	waitFor(t, "retained message applied", 5*time.Second, func() bool { return nd.local.retainedCopy()["solo/r"] == "x" })
 }
+
+// TestRetainedClearedWhileDown: a node that was down while a retained
+// message was cleared clears its own copy (from its store) when it is
+// back: the bucket's delete marker is among the watch's initial values.
+func TestRetainedClearedWhileDown(t *testing.T) {
+	nodes := startNodes(t, 3)
+	waitReady(t, nodes...)
+	a, c := nodes[0], nodes[2]
+	a.Retain("gone/1", []byte("stale"), 0, nil, time.Time{}, "p")
+	a.Retain("kept/1", []byte("kept"), 0, nil, time.Time{}, "p")
+	waitFor(t, "replicated", 10*time.Second, func() bool { return len(c.local.retainedCopy()) == 2 })
+	o := c.opts
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	a.Retain("gone/1", nil, 0, nil, time.Time{}, "p")
+	waitFor(t, "cleared on a", 30*time.Second, func() bool { return len(a.local.retainedCopy()) == 1 })
+	// c comes back with its data directory and its store's copy.
+	back, err := New(o, zaptest.NewLogger(t).Named("n3-back"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = back.Close() })
+	local := newFakeLocal()
+	local.retained = map[string]string{"gone/1": "stale", "kept/1": "kept"}
+	back.Start(local)
+	waitFor(t, "stale copy cleared", 20*time.Second, func() bool {
+		return maps.Equal(local.retainedCopy(), map[string]string{"kept/1": "kept"})
+	})
+}
