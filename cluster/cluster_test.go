@@ -439,6 +439,12 @@ func TestClaimTakesOver(t *testing.T) {
 	for _, nd := range nodes {
 		nd.local.noTakeOver(t, 50*time.Millisecond)
 	}
+	// Ids held per node are not claimed: no takeover between nodes.
+	a.opts.NodeLocalIDs, b.opts.NodeLocalIDs = []string{"$bridge:"}, []string{"$bridge:"}
+	if a.Claim("$bridge:cloud", false) != 0 || b.Claim("$bridge:cloud", false) != 0 {
+		t.Error("a node-local id was claimed")
+	}
+	a.local.noTakeOver(t, 100*time.Millisecond)
 }
 
 // TestTakeOverBeforeAttach: a claim replaced while its connection is

@@ -52,6 +52,11 @@ type Options struct {
 	Replicas int
 	// Embedded configures the embedded NATS server (when URL is empty).
 	Embedded EmbeddedOptions
+	// NodeLocalIDs are client id prefixes held per node, never claimed
+	// cluster-wide: the bridges' local sessions ($bridge:NAME), which
+	// every node configured with the bridge runs, must not take each
+	// other over.
+	NodeLocalIDs []string
 }
 
 // EmbeddedOptions configure the NATS server a node runs in process.

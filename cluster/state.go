@@ -236,6 +236,11 @@ func claimValue(node string, clean bool) []byte {
 // when another node's update came in between, so that of two nodes
 // claiming at once the later write wins and the other is taken over.
 func (c *Cluster) Claim(clientID string, clean bool) uint64 {
+	for _, p := range c.opts.NodeLocalIDs {
+		if strings.HasPrefix(clientID, p) {
+			return 0
+		}
+	}
 	st := c.state.Load()
 	if st == nil {
 		c.claimsUnavailable.Add(1)

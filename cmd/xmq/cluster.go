@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/xmq-io/xmq/bridge"
 	"github.com/xmq-io/xmq/cluster"
 )
 
@@ -79,6 +80,8 @@ func (c clusterConfig) options(dataDir string) cluster.Options {
 	if dataDir != "" {
 		o.Embedded.Dir = filepath.Join(dataDir, "nats")
 	}
+	// Each node configured with a bridge runs its local session.
+	o.NodeLocalIDs = []string{bridge.UserPrefix}
 	return o
 }
 
