@@ -15,7 +15,7 @@ ARGS     ?=
 ADDR     ?= 127.0.0.1:1883
 
 .DEFAULT_GOAL := help
-.PHONY: build run test test-short bench fuzz cover lint fmt vet vet-cross tidy-check certs-dev loadtest bench-peers bench-lowrate bench-bridge soak deps \
+.PHONY: build run test test-short bench fuzz cover lint fmt vet vet-cross tidy-check certs-dev loadtest bench-peers bench-lowrate bench-bridge cluster soak deps \
 	licenses man release release-check image image-test deb deb-test deb-systemd-test clean help
 
 build: ## build bin/xmq, stamped with VERSION
@@ -69,6 +69,9 @@ bench-lowrate: ## xmq vs Mosquitto in the many-connections, low-rate shapes (idl
 
 bench-bridge: ## one bridge's throughput and added latency: xmq→Mosquitto, xmq→xmq, Mosquitto→Mosquitto (~10 min)
 	scripts/bench-bridge.sh
+
+cluster: ## a 3-node cluster on loopback (MQTT 127.0.0.1:31883-31885, NATS embedded), every URL printed; Ctrl-C stops it
+	scripts/cluster.sh
 
 soak: ## 10 minutes of fan-out at 1.5M deliveries/s: RSS, goroutines and fds must stay flat, no error logged
 	scripts/soak.sh

@@ -49,6 +49,13 @@ type client struct {
 	aliasMaxOut uint16 // client's Topic Alias Maximum
 	version     byte
 	willStored  bool // the will is in the store while connected (attach)
+	// claim is this connection's hold on its client id cluster-wide
+	// (Cluster.Claim), 0 without a cluster.
+	claim uint64
+	// takenElsewhere is set when a connection on another node took the
+	// client id over (Server.TakeOver): the client is back, so a will
+	// waiting for its delay is not sent [MQTT-3.1.3-9].
+	takenElsewhere atomic.Bool
 	// bridge marks a 3.1/3.1.1 client that set Mosquitto's bridge bit
 	// (codec.BridgeBit): its subscriptions get No Local and Retain As
 	// Published, as an MQTT 5 bridge asks for them.

@@ -222,8 +222,16 @@ func (c *client) handshake() bool {
 	c.connectedAt = time.Now().UnixNano()
 	c.r.MaxPacketSize = srv.opts.MaxPacketSize // logged in: the full size, and no share of the budget
 	c.r.SetBudget(nil)
+	if srv.cluster != nil {
+		// The client id is this connection's cluster-wide before the
+		// session is: a connection on another node is taken over.
+		c.claim = srv.cluster.Claim(c.id, cleanStart)
+	}
 	_, present, err := srv.attach(c, cleanStart, expiry)
 	if err != nil {
+		if c.claim != 0 {
+			srv.cluster.Release(c.id, c.claim)
+		}
 		srv.stats.ownerRefused.Add(1)
 		return refuse(codec.NotAuthorized, CloseNotAuthorized, "the session of client id "+c.id+" belongs to another user")
 	}
@@ -281,6 +289,9 @@ func (c *client) finish() {
 	srv := c.srv
 	reason := c.closeReason()
 	if c.sess != nil {
+		if c.claim != 0 {
+			srv.cluster.Release(c.id, c.claim)
+		}
 		srv.detach(c, reason)
 		c.log(zap.InfoLevel, "client disconnected", zap.Stringer("reason", reason),
 			zap.Duration("connected_for", c.connectedFor()))

@@ -29,4 +29,12 @@
 // untraced connection's read and write paths test one nil pointer. The
 // trace lock (Server.traceMu) is taken before Server.mu, and a Trace's own
 // lock is never held while either is taken.
+//
+// Cluster: with a Cluster configured (cluster.go), the router reports the
+// first and last subscription of each filter and shared group (under its
+// lock, so in order), each local PUBLISH is forwarded after local routing,
+// CONNECT claims the client id cluster-wide before attach, and other
+// nodes' messages, retained messages and takeovers come in through
+// DeliverRemote, SetRetained and TakeOver. Without one, each of those
+// places tests one nil field.
 package core

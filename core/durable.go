@@ -568,6 +568,9 @@ func (r *restorer) sweep() {
 // sent (Message.held).
 func (s *Server) releaseHeld(msg *Message, matches []match) {
 	msg.held.Store(false)
+	if s.cluster != nil {
+		s.forward(msg, matches) // other nodes get it when local subscribers may
+	}
 	for i := range matches {
 		if sess := matches[i].s; sess != nil {
 			sess.mu.Lock()

@@ -123,7 +123,8 @@ func (c *client) handlePublish(p *codec.Publish) bool {
 			rc = codec.UnspecifiedError
 		case (r.refused || r.noSpace) && c.version == codec.V5:
 			rc = codec.QuotaExceeded // a full session queue or a full store
-		case r.n == 0 && c.version == codec.V5:
+		case r.n == 0 && c.version == codec.V5 && srv.cluster == nil:
+			// In a cluster, other nodes' subscribers are not known here.
 			rc = codec.NoMatchingSubscribers
 		}
 		if p.QoS == 2 {
@@ -188,7 +189,7 @@ func (r *routed) add(res enqueueResult) {
 func (s *Server) publishPacket(p *codec.Publish, topic []byte, from *client, inSeq uint64) routed {
 	matches := s.router.match(unsafeString(topic), from.id, from.matches[:0])
 	from.matches = matches[:0]
-	if len(matches) == 0 && !p.Retain {
+	if len(matches) == 0 && !p.Retain && s.cluster == nil {
 		return routed{}
 	}
 	msg := newMessage(p, topic, from.id)
@@ -208,7 +209,10 @@ func (s *Server) publishPacket(p *codec.Publish, topic []byte, from *client, inS
 	if msg.held != nil {
 		r.held = msg
 		from.matches = matches
-		return r
+		return r // forwarded when released (Server.releaseHeld)
+	}
+	if s.cluster != nil {
+		s.forward(msg, matches)
 	}
 	clear(matches)
 	return r
@@ -256,7 +260,11 @@ func (s *Server) publish(msg *Message) int {
 		_ = s.retain(msg) // logged there
 	}
 	var r routed
-	s.deliver(msg, s.router.match(msg.Topic, msg.From, nil), &r, nil)
+	matches := s.router.match(msg.Topic, msg.From, nil)
+	s.deliver(msg, matches, &r, nil)
+	if s.cluster != nil {
+		s.forward(msg, matches)
+	}
 	return r.n
 }
 
@@ -266,6 +274,14 @@ func (s *Server) persistRetained(topic string) bool { return !strings.HasPrefix(
 
 // retain keeps msg as its topic's retained message (or clears it).
 func (s *Server) retain(msg *Message) error {
+	if s.cluster != nil && s.persistRetained(msg.Topic) {
+		s.cluster.Retain(msg.Topic, msg.Payload, msg.QoS, msg.Props, msg.Expires, msg.From)
+	}
+	return s.retainHere(msg)
+}
+
+// retainHere keeps msg as its topic's retained message on this node only.
+func (s *Server) retainHere(msg *Message) error {
 	stored := time.Now().UnixMilli()
 	s.retained.set(msg, stored)
 	if !s.persistRetained(msg.Topic) {

@@ -60,6 +60,9 @@ type router struct {
 	count    atomic.Int64 // subscriptions, for $SYS
 	groups   atomic.Int64 // shared subscription groups
 	shared   atomic.Int64 // shared subscriptions: the members of every group (also in count)
+	// cluster, when set, hears of each filter's first and last plain
+	// subscription (Cluster.Interest), under mu so in order.
+	cluster Cluster
 }
 
 func newRouter(strategy SharedStrategy) *router {
@@ -114,6 +117,9 @@ func (r *router) subscribe(s *session, filter, group string, o subOpts) bool {
 			g = &sharedGroup{name: group, filter: filter}
 			n.groups[group] = g
 			r.groups.Add(1)
+			if r.cluster != nil {
+				r.cluster.Interest(group, filter, true)
+			}
 		}
 		for i := range g.members {
 			if g.members[i].s == s {
@@ -138,6 +144,9 @@ func (r *router) subscribe(s *session, filter, group string, o subOpts) bool {
 	n.subs = append(n.subs, subscriber{s, o})
 	r.count.Add(1)
 	s.routes.Add(1)
+	if r.cluster != nil && len(n.subs) == 1 {
+		r.cluster.Interest("", filter, true)
+	}
 	return false
 }
 
@@ -164,6 +173,9 @@ func (r *router) unsubscribe(s *session, filter, group string) bool {
 			if len(g.members) == 0 {
 				delete(n.groups, group)
 				r.groups.Add(-1)
+				if r.cluster != nil {
+					r.cluster.Interest(group, filter, false)
+				}
 			}
 		}
 	} else if i, ok := n.index[s]; ok {
@@ -174,6 +186,9 @@ func (r *router) unsubscribe(s *session, filter, group string) bool {
 		n.subs = n.subs[:last]
 		delete(n.index, s)
 		found = true
+		if r.cluster != nil && last == 0 {
+			r.cluster.Interest("", filter, false)
+		}
 	}
 	if found {
 		r.count.Add(-1)
@@ -241,13 +256,20 @@ func (r *router) collect(n *node, topic string, out []match, from string) []matc
 		out = append(out, match{s: sub.s, opts: sub.opts})
 	}
 	for _, g := range n.groups {
-		key := topic
-		if r.strategy == SharedHashClient && from != "" {
-			key = from
-		}
-		if m, ok := r.pick(g, key, nil); ok {
-			out = append(out, match{s: m.s, opts: m.opts, group: g})
-		}
+		out = r.pickMatch(g, topic, from, out)
+	}
+	return out
+}
+
+// pickMatch appends the member of g that gets a message on topic from
+// the client from, if any.
+func (r *router) pickMatch(g *sharedGroup, topic, from string, out []match) []match {
+	key := topic
+	if r.strategy == SharedHashClient && from != "" {
+		key = from
+	}
+	if m, ok := r.pick(g, key, nil); ok {
+		out = append(out, match{s: m.s, opts: m.opts, group: g})
 	}
 	return out
 }
@@ -295,6 +317,28 @@ func (r *router) match(topic, from string, out []match) []match {
 	r.mu.RLock()
 	out = r.matchLevel(&r.root, topic, topic, len(topic) > 0 && topic[0] == '$', out, from)
 	r.mu.RUnlock()
+	return out
+}
+
+// matchFilter appends the plain subscribers of exactly filter (group "")
+// or one member of group on filter, picked as for a local message: the
+// deliveries of a message on topic, from the client from, that another
+// node sent here because of this node's interest (DeliverRemote).
+func (r *router) matchFilter(group, filter, from, topic string, out []match) []match {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	n := r.walk(filter, false)
+	switch {
+	case n == nil:
+	case group == "":
+		for _, sub := range n.subs {
+			out = append(out, match{s: sub.s, opts: sub.opts})
+		}
+	default:
+		if g := n.groups[group]; g != nil {
+			out = r.pickMatch(g, topic, from, out)
+		}
+	}
 	return out
 }
 

@@ -70,7 +70,10 @@ type Server struct {
 	store    Store
 	router   *router
 	retained *retainedStore
-	stats    Stats
+	// cluster links this node to the others; nil for a single node, the
+	// default, whose publish path then tests it once (cluster.go).
+	cluster Cluster
+	stats   Stats
 	// byListener counts accepted CONNECTs per listener name.
 	byListener listenerStats
 	started    time.Time
@@ -131,6 +134,8 @@ type Config struct {
 	Authenticator Authenticator
 	Authorizer    Authorizer
 	Store         Store
+	// Cluster links the broker to other nodes (cluster.go); nil: none.
+	Cluster Cluster
 }
 
 // New builds a Server and restores the sessions and retained messages in
@@ -150,8 +155,9 @@ func New(opts Options, cfg Config) (*Server, error) {
 		opts: opts, log: cfg.Log, auth: cfg.Authenticator, authz: cfg.Authorizer, store: cfg.Store,
 		router: newRouter(opts.SharedStrategy), retained: newRetainedStore(), started: time.Now(),
 		sessions: map[string]*session{}, clients: map[*client]struct{}{}, listeners: map[net.Listener]struct{}{},
-		stopSys: make(chan struct{}), sysDone: make(chan struct{}),
+		stopSys: make(chan struct{}), sysDone: make(chan struct{}), cluster: cfg.Cluster,
 	}
+	s.router.cluster = cfg.Cluster // before restore, whose subscriptions it hears of
 	s.live.store(&opts)
 	s.preLogin.max = opts.PreLoginMemory
 	s.readBufs.New = func() any { return bufio.NewReaderSize(nil, opts.ReadBufferSize) }
@@ -442,7 +448,7 @@ func (s *Server) detach(c *client, reason CloseReason) {
 			}
 			will := c.will
 			sess.mu.Lock()
-			scheduled = sess.c == nil
+			scheduled = sess.c == nil && !c.takenElsewhere.Load()
 			if scheduled {
 				willExpiry := c.willExpiry
 				sess.pendingWill = func() { s.publishWill(will, willExpiry, sess, owner) }
@@ -678,18 +684,26 @@ func (s *Server) RemoveSession(clientID string) bool {
 		s.mu.Unlock()
 		return false
 	}
-	sess.mu.Lock()
-	c := sess.c
-	sess.c = nil // its detach finds the session gone, as after a Clean Start takeover
-	s.setOnlineLocked(sess, false)
-	sess.mu.Unlock()
-	s.discardLocked(sess)
+	c := s.endSessionLocked(sess)
 	s.mu.Unlock()
 	s.log.Info("session removed by an operator", zap.String("client_id", clientID))
 	if c != nil {
 		c.close(CloseAdmin, codec.AdministrativeAction)
 	}
 	return true
+}
+
+// endSessionLocked ends sess now and returns its connection, if any, for
+// the caller to close: that connection's detach finds the session gone,
+// as after a Clean Start takeover. s.mu is held.
+func (s *Server) endSessionLocked(sess *session) *client {
+	sess.mu.Lock()
+	c := sess.c
+	sess.c = nil
+	s.setOnlineLocked(sess, false)
+	sess.mu.Unlock()
+	s.discardLocked(sess)
+	return c
 }
 
 // DisconnectWhere closes every connection for which match (given the

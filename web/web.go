@@ -171,6 +171,12 @@ type Options struct {
 	Store func() StoreUsage
 	// Version is the build's version, for the overview and metrics.
 	Version string
+	// Node is this broker's node name in a cluster: every /metrics
+	// series then carries a node label. "" (a single broker): none.
+	Node string
+	// Cluster reads this node's cluster counters for the xmq_cluster_*
+	// series; nil: not in a cluster, no such series.
+	Cluster func() ClusterStats
 	// Log receives the server's logs (default: none).
 	Log *zap.Logger
 }
@@ -263,10 +269,18 @@ func New(b Broker, opts Options) (*Server, error) {
 	s := &Server{opts: opts, broker: b, log: opts.Log}
 	s.auth = newAuthenticator(&s.opts)
 	s.reg = prometheus.NewRegistry()
-	s.reg.MustRegister(newCollector(b, &s.opts),
+	var reg prometheus.Registerer = s.reg
+	if opts.Node != "" {
+		// Series of several nodes scraped into one Prometheus stay apart.
+		reg = prometheus.WrapRegistererWith(prometheus.Labels{"node": opts.Node}, s.reg)
+	}
+	reg.MustRegister(newCollector(b, &s.opts),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if opts.Bridges != nil {
-		s.reg.MustRegister(newBridgeCollector(opts.Bridges))
+		reg.MustRegister(newBridgeCollector(opts.Bridges))
+	}
+	if opts.Cluster != nil {
+		reg.MustRegister(newClusterCollector(opts.Cluster))
 	}
 	s.node = newNodeStats()
 	if tr, ok := b.(Tracer); ok && opts.TraceDir != "" {

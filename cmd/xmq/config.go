@@ -43,6 +43,8 @@ type config struct {
 	Store storeConfig `yaml:"store"`
 	// Bridges are links to other brokers (bridges.go).
 	Bridges []bridgeConfig `yaml:"bridges"`
+	// Cluster makes this xmq one node of several (cluster.go).
+	Cluster clusterConfig `yaml:"cluster"`
 	// pprof is the -pprof debug address (loopback only); a flag, not a key.
 	pprof string
 	// file is the configuration file run read, "" for none: not a
@@ -246,6 +248,9 @@ func (c *config) setDefaults() {
 	if len(c.Bridges) == 0 {
 		c.Bridges = nil
 	}
+	if len(c.Cluster.NATS.Embedded.Routes) == 0 {
+		c.Cluster.NATS.Embedded.Routes = nil
+	}
 	c.Web.setDefaults()
 }
 
@@ -282,6 +287,7 @@ func (c *config) validate() error {
 	c.validateWeb(&ps)
 	c.validateStore(&ps)
 	c.validateBridges(&ps)
+	c.validateCluster(&ps)
 	if len(ps.list) > 0 {
 		return ps.list
 	}

@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/xmq-io/xmq/bridge"
+	"github.com/xmq-io/xmq/cluster"
 	"github.com/xmq-io/xmq/core"
 )
 
@@ -65,6 +66,13 @@ func TestExampleIsDefault(t *testing.T) {
 	}
 	if got, want := got.Store.withDefaults(), want.Store.withDefaults(); got != want {
 		t.Errorf("example store section gives %+v, want the defaults %+v", got, want)
+	}
+	if got, want := got.Cluster.withDefaults(), want.Cluster.withDefaults(); !reflect.DeepEqual(got, want) {
+		t.Errorf("example cluster section gives %+v, want the defaults %+v", got, want)
+	}
+	if got.Cluster.Name != cluster.DefaultName || got.Cluster.SubjectPrefix != cluster.DefaultSubjectPrefix ||
+		got.Cluster.NATS.Embedded.Listen != cluster.DefaultListen || got.Cluster.NATS.Embedded.ClientListen != cluster.DefaultClientListen {
+		t.Errorf("example cluster section does not spell out the cluster package's defaults: %+v", got.Cluster)
 	}
 	if opts, def := got.Broker.options(), coreDefaults(t); opts != def {
 		t.Errorf("example broker section gives\n  %+v\nwant core's defaults\n  %+v", opts, def)
@@ -345,6 +353,10 @@ func TestConfigErrors(t *testing.T) {
 		{name: "bridge names twice", file: "bridges:\n  - {name: b, addresses: [h:1], topics: [{topic: a}]}\n  - {name: b, addresses: [h:1], topics: [{topic: a}]}\n", err: "used twice"},
 		{name: "unknown bridge key", file: "bridges:\n  - name: b\n    adress: h:1\n", err: `bridges[0].adress: unknown key (did you mean "addresses"?)`},
 		{name: "listener named like a bridge", file: "listeners:\n  - name: bridge:x\n", err: "are the bridges'"},
+		{name: "cluster node name", file: "cluster:\n  enabled: true\n  node: a.b\n", err: `cluster.node: "a.b" must be letters, digits`},
+		{name: "cluster route", file: "cluster:\n  enabled: true\n  nats:\n    embedded:\n      routes: [nohost]\n", err: `cluster.nats.embedded.routes: "nohost"`},
+		{name: "cluster replicas", file: "cluster:\n  enabled: true\n  replicas: 7\n", err: "cluster.replicas: 7 is not from 0"},
+		{name: "cluster credentials and user", file: "cluster:\n  enabled: true\n  nats:\n    url: nats://h\n    credentials_file: c\n    user: u\n", err: "cluster.nats.credentials_file: credentials_file excludes user"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -153,14 +153,33 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 		mqttAuthn, mqttAuthz = tokens.Wrap(ba, ba)
 	}
 
+	// The cluster's NATS side starts before the broker, which restores
+	// the sessions whose subscriptions it hears of; it routes from Start.
+	cl, err := startCluster(&cfg, log)
+	if err != nil {
+		_ = authn.Close()
+		_ = st.Close()
+		unbind()
+		return err
+	}
+	ccfg := core.Config{Log: log.Named("core"), Authenticator: mqttAuthn, Authorizer: mqttAuthz, Store: st}
+	if cl != nil {
+		ccfg.Cluster = cl // not a nil *cluster.Cluster in the interface: core tests it against nil
+	}
 	bopts := cfg.Broker.options()
 	bopts.Version = build().Version
-	srv, err := core.New(bopts, core.Config{Log: log.Named("core"), Authenticator: mqttAuthn, Authorizer: mqttAuthz, Store: st})
+	srv, err := core.New(bopts, ccfg)
 	if err != nil {
+		if cl != nil {
+			_ = cl.Close()
+		}
 		_ = authn.Close() // before the store closes: auth sweeps expired bans out of it
 		_ = st.Close()
 		unbind()
 		return restoreHint(err, cfg.DataDir)
+	}
+	if cl != nil {
+		cl.Start(srv)
 	}
 	bridges := newBridges(srv, log)
 	ba.bridges = bridges // before any connection
@@ -169,6 +188,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	// stay), then auth stops sweeping expired bans out of the store (it
 	// still answers logins meanwhile).
 	stopBroker := func(lns []listeners.Listener) error {
+		if cl != nil {
+			// Nothing more from other nodes into a broker that stops.
+			_ = cl.Close()
+		}
 		bridges.Close()
 		_ = authn.Close()
 		return shutdown(ctx, srv, lns, log)
@@ -198,6 +221,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	serveErr := make(chan error, len(lns)+1)
 	var serving sync.WaitGroup
 	rd := newReadiness(&cfg, srv)
+	if cl != nil {
+		rd.cluster = cl
+	}
 	for i, l := range lns {
 		serving.Go(func() {
 			err := srv.Serve(l, cfg.Listeners[i].Name)
@@ -208,7 +234,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 		})
 	}
 	if wr != nil {
-		ops := webOps{bridges: bridges, reload: func() (reloadResult, error) { return reload("API") }}
+		ops := webOps{bridges: bridges, reload: func() (reloadResult, error) { return reload("API") }, cluster: cl}
 		if err := wr.start(&cfg, srv, st, lns, ts, webAuth{authn: authn, tokens: tokens}, ops, rd.check, log, serveErr); err != nil {
 			wr.stop(ctx)
 			_ = stopBroker(lns)
@@ -253,12 +279,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 }
 
 // readiness is what /readyz checks of a run: every listener bound and its
-// accept loop running, the store open and syncing (core.StoreHealthy).
+// accept loop running, the node part of its cluster (if any), the store
+// open and syncing (core.StoreHealthy).
 // webRun adds "not shutting down".
 type readiness struct {
 	names     []string
 	accepting []atomic.Bool // listener i's accept loop runs
 	srv       interface{ StoreHealthy() error }
+	// cluster, when set, says whether this node is part of its cluster.
+	cluster interface{ Healthy() error }
 }
 
 // newReadiness marks every configured listener as accepting: run calls it
@@ -279,6 +308,11 @@ func (r *readiness) check() error {
 	for i := range r.accepting {
 		if !r.accepting[i].Load() {
 			return fmt.Errorf("listener %s is not accepting connections", r.names[i])
+		}
+	}
+	if r.cluster != nil {
+		if err := r.cluster.Healthy(); err != nil {
+			return err
 		}
 	}
 	return r.srv.StoreHealthy()

@@ -17,6 +17,7 @@ import (
 	"github.com/xmq-io/xmq/auth"
 	"github.com/xmq-io/xmq/bridge"
 	"github.com/xmq-io/xmq/certs"
+	"github.com/xmq-io/xmq/cluster"
 	"github.com/xmq-io/xmq/core"
 	"github.com/xmq-io/xmq/listeners"
 	"github.com/xmq-io/xmq/store"
@@ -257,6 +258,16 @@ func (w *webRun) start(cfg *config, srv *core.Server, st core.Store, lns []liste
 	if ops.bridges != nil {
 		opts.Bridges = webBridges{ops.bridges}
 	}
+	if cl := ops.cluster; cl != nil {
+		opts.Node = cl.Node()
+		opts.Cluster = func() web.ClusterStats {
+			st := cl.Stats()
+			return web.ClusterStats{Connected: cl.Connected(), Routes: cl.Routes(), StateReady: cl.Ready(),
+				Forwarded: st.Forwarded, ForwardDropped: st.ForwardDropped, Received: st.Received,
+				ReceivedDropped: st.ReceivedDropped, Interest: st.Interest, ClaimsUnavailable: st.ClaimsUnavailable,
+				TakenOver: st.TakenOver, RetainDropped: st.RetainDropped}
+		}
+	}
 	if ops.reload != nil {
 		opts.Reload = func() (web.Reloaded, error) {
 			res, err := ops.reload()
@@ -398,6 +409,7 @@ func (b banList) Bans() []web.Ban {
 type webOps struct {
 	bridges *bridge.Manager
 	reload  func() (reloadResult, error)
+	cluster *cluster.Cluster // nil: not in a cluster
 }
 
 // webBridges adapts the bridge manager to the web API's Bridges.

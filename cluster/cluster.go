@@ -1,0 +1,432 @@
+package cluster
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+
+	"github.com/xmq-io/xmq/codec"
+)
+
+// Local is the broker as the cluster sees it: *core.Server satisfies it.
+type Local interface {
+	// DeliverRemote routes a message from another node to this node's
+	// plain subscribers of filter (group ""), or to one member of the
+	// shared group group on filter, and forwards nothing.
+	DeliverRemote(group, filter, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
+		expires time.Time, from string) int
+	// TakeOver closes clientID's connection here, if it holds claim,
+	// because another node's connection took the id over; endSession
+	// ends the session here too.
+	TakeOver(clientID string, claim uint64, endSession bool) bool
+	// SetRetained keeps a retained message set on another node (an empty
+	// payload clears it) without delivering it.
+	SetRetained(topic string, payload []byte, qos byte, props *codec.Properties, expires time.Time, from string)
+}
+
+// inboxSize bounds the messages received from NATS and not yet routed
+// locally: past it NATS drops (a slow consumer, logged and counted).
+const inboxSize = 64 << 10
+
+// externalMaxSubject bounds a forwarded subject on a NATS server that is
+// not ours: a PUB line longer than the server's max_control_line (4 KiB by
+// default) would make it close the connection.
+const externalMaxSubject = 4096 - 256
+
+// Stats counts a node's cluster traffic.
+type Stats struct {
+	Forwarded       int64 // messages handed to NATS for the other nodes
+	ForwardDropped  int64 // messages that could not be (subject too long, too large, NATS down)
+	Received        int64 // messages received from NATS
+	ReceivedDropped int64 // received messages whose subject is not a mapped topic, or that NATS dropped (slow consumer)
+	Interest        int64 // distinct filters this node receives from NATS
+	// ClaimsUnavailable counts connections held on this node only: the
+	// registry could not be written (not ready, no quorum).
+	ClaimsUnavailable int64
+	TakenOver         int64 // local connections or sessions another node's connection took over
+	RetainDropped     int64 // retained changes that stayed on this node (too many waiting to be replicated)
+}
+
+// Cluster is one node's link to the others (it satisfies core.Cluster).
+// Interest changes are applied in order by one goroutine; messages from
+// NATS are routed by one goroutine, so that the order of a publisher's
+// messages, which NATS keeps, is the order its subscribers get.
+type Cluster struct {
+	opts       Options
+	log        *zap.Logger
+	emb        *embedded // nil with an external NATS
+	nc         *nats.Conn
+	maxSubject int
+
+	// ops are the interest changes not yet applied, in order; opsWake
+	// wakes the goroutine that applies them (interestLoop).
+	opsMu   sync.Mutex
+	ops     []interestOp
+	opsWake chan struct{}
+
+	// subs maps each NATS subscription to the interest it serves;
+	// filters maps an interest to its subscriptions. Written by
+	// interestLoop, read by routeLoop.
+	subsMu  sync.RWMutex
+	subs    map[*nats.Subscription]interest
+	filters map[interest][]*nats.Subscription
+
+	in    chan *nats.Msg
+	local Local
+
+	stop chan struct{}
+	// done counts the goroutines Close waits for; closeMu orders adding
+	// to it (Release) with Close's Wait.
+	done    sync.WaitGroup
+	closeMu sync.RWMutex
+	started atomic.Bool
+	closed  atomic.Bool
+
+	// state is the replicated state (state.go), nil until its buckets exist.
+	state   atomic.Pointer[state]
+	claims  claims
+	retainQ retainQueue
+
+	forwarded, forwardDropped, received, receivedDropped atomic.Int64
+	claimsUnavailable, takenOver, retainDropped          atomic.Int64
+	warned                                               sync.Map // message → *atomic.Int64, Unix nanoseconds it was last logged
+}
+
+// interest is a filter this node's plain subscribers use (group ""), or
+// a shared group on a filter.
+type interest struct{ group, filter string }
+
+type interestOp struct {
+	interest
+	on bool
+}
+
+// queueName is the NATS queue group of a shared group: NATS delivers each
+// message to one queue subscriber of a name, whatever its subject, so the
+// name holds the filter too.
+func queueName(group, filter string) string {
+	return "xmq-" + base64.RawURLEncoding.EncodeToString([]byte(group+"\x00"+filter))
+}
+
+// New starts the node's NATS side: the embedded NATS server (unless
+// opts.URL names an external one) and the connection to it. Routing
+// starts with Start, once the broker exists; interest may be declared
+// before.
+func New(opts Options, log *zap.Logger) (*Cluster, error) {
+	opts.SetDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	c := &Cluster{
+		opts: opts, log: log, opsWake: make(chan struct{}, 1), stop: make(chan struct{}),
+		subs: map[*nats.Subscription]interest{}, filters: map[interest][]*nats.Subscription{},
+		in: make(chan *nats.Msg, inboxSize), maxSubject: externalMaxSubject, claims: claims{m: map[string]uint64{}, pending: map[string]int{}, newer: map[string]otherClaim{}},
+		retainQ: retainQueue{ops: map[string]*nats.Msg{}, wake: make(chan struct{}, 1)},
+	}
+	nopts := []nats.Option{
+		nats.Name("xmq/" + opts.Name + "/" + opts.Node),
+		// A node routes its own messages locally before forwarding them.
+		nats.NoEcho(),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if !c.closed.Load() {
+				log.Warn("disconnected from NATS: messages to other nodes are buffered, then dropped", zap.Error(err))
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("reconnected to NATS", zap.String("url", nc.ConnectedUrlRedacted())) }),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrSlowConsumer) {
+				c.receivedDropped.Add(1)
+			}
+			c.warn("NATS error", zap.Error(err))
+		}),
+	}
+	var err error
+	if opts.URL == "" {
+		c.emb, err = startEmbedded(&opts, log.Named("nats"))
+		if err != nil {
+			return nil, err
+		}
+		c.maxSubject = embeddedMaxSubject
+		nopts = append(nopts, nats.InProcessServer(c.emb.srv))
+		c.nc, err = nats.Connect("", nopts...)
+	} else {
+		nopts = append(nopts, externalAuth(&opts)...)
+		c.nc, err = nats.Connect(opts.URL, nopts...)
+	}
+	if err != nil {
+		c.emb.close()
+		return nil, fmt.Errorf("cluster: connecting to NATS: %w", err)
+	}
+	c.done.Add(1)
+	go c.interestLoop()
+	url := c.nc.ConnectedUrlRedacted()
+	if c.emb != nil {
+		url = c.emb.srv.ClientURL() // the in-process connection has none
+	}
+	log.Info("cluster node up", zap.String("cluster", opts.Name), zap.String("node", opts.Node),
+		zap.Bool("embedded", c.emb != nil), zap.String("nats", url))
+	return c, nil
+}
+
+// externalAuth are the connection options for an external NATS.
+func externalAuth(o *Options) []nats.Option {
+	var no []nats.Option
+	switch {
+	case o.CredentialsFile != "":
+		no = append(no, nats.UserCredentials(o.CredentialsFile))
+	case o.Token != "":
+		no = append(no, nats.Token(o.Token))
+	case o.User != "":
+		no = append(no, nats.UserInfo(o.User, o.Password))
+	}
+	if o.CAFile != "" {
+		no = append(no, nats.RootCAs(o.CAFile))
+	}
+	if o.CertFile != "" {
+		no = append(no, nats.ClientCert(o.CertFile, o.KeyFile))
+	}
+	return no
+}
+
+// Start routes the messages other nodes send to local; call it once.
+func (c *Cluster) Start(local Local) {
+	if !c.started.CompareAndSwap(false, true) {
+		return
+	}
+	c.local = local
+	c.done.Add(2)
+	go c.routeLoop()
+	go c.stateLoop()
+}
+
+// Ready reports whether the replicated state (client id registry,
+// retained messages) is in use.
+func (c *Cluster) Ready() bool { return c.state.Load() != nil }
+
+// Node is this node's name.
+func (c *Cluster) Node() string { return c.opts.Node }
+
+// ClientURL is the embedded NATS server's client URL, "" with an external one.
+func (c *Cluster) ClientURL() string {
+	if c.emb == nil {
+		return ""
+	}
+	return c.emb.srv.ClientURL()
+}
+
+// Interest records that filter (group "") or the shared group group on
+// filter is wanted on this node (on) or no longer (!on); core.Cluster's
+// contract: it never blocks.
+func (c *Cluster) Interest(group, filter string, on bool) {
+	c.opsMu.Lock()
+	c.ops = append(c.ops, interestOp{interest{group, filter}, on})
+	c.opsMu.Unlock()
+	select {
+	case c.opsWake <- struct{}{}:
+	default:
+	}
+}
+
+// interestLoop applies the interest changes in order: a NATS
+// subscription per subject of each filter — a queue subscription for a
+// shared group — into the one inbox.
+func (c *Cluster) interestLoop() {
+	defer c.done.Done()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-c.opsWake:
+		}
+		c.opsMu.Lock()
+		ops := c.ops
+		c.ops = nil
+		c.opsMu.Unlock()
+		for _, op := range ops {
+			c.apply(op)
+		}
+	}
+}
+
+func (c *Cluster) apply(op interestOp) {
+	c.subsMu.Lock()
+	defer c.subsMu.Unlock()
+	if !op.on {
+		for _, s := range c.filters[op.interest] {
+			_ = s.Unsubscribe()
+			delete(c.subs, s)
+		}
+		delete(c.filters, op.interest)
+		return
+	}
+	if _, ok := c.filters[op.interest]; ok {
+		return
+	}
+	var subs []*nats.Subscription
+	for _, subj := range FilterSubjects(c.opts.SubjectPrefix, op.filter) {
+		if len(subj) > c.maxSubject {
+			c.warn("filter too long for NATS: other nodes' messages do not reach it", zap.String("filter", op.filter))
+			continue
+		}
+		var s *nats.Subscription
+		var err error
+		if op.group == "" {
+			s, err = c.nc.ChanSubscribe(subj, c.in)
+		} else {
+			s, err = c.nc.ChanQueueSubscribe(subj, queueName(op.group, op.filter), c.in)
+		}
+		if err != nil {
+			c.warn("cannot subscribe on NATS", zap.String("subject", subj), zap.Error(err))
+			continue
+		}
+		// No limit but the inbox's: NATS must not drop for a burst on
+		// one filter while the inbox has room.
+		_ = s.SetPendingLimits(-1, -1)
+		c.subs[s] = op.interest
+		subs = append(subs, s)
+	}
+	c.filters[op.interest] = subs
+}
+
+// routeLoop hands each message from NATS to the broker, in arrival order.
+func (c *Cluster) routeLoop() {
+	defer c.done.Done()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case m := <-c.in:
+			c.route(m)
+		}
+	}
+}
+
+func (c *Cluster) route(m *nats.Msg) {
+	c.received.Add(1)
+	c.subsMu.RLock()
+	it, ok := c.subs[m.Sub]
+	c.subsMu.RUnlock()
+	if !ok {
+		return // unsubscribed meanwhile
+	}
+	if it.group != "" && slices.Contains(m.Header[hdrServed], queueName(it.group, it.filter)) {
+		return // a member on the publisher's node had it: NATS picked this node for nothing
+	}
+	topic, err := Topic(c.opts.SubjectPrefix, m.Subject)
+	if err != nil {
+		c.receivedDropped.Add(1)
+		c.warn("message from NATS dropped: its subject is not a mapped MQTT topic", zap.String("subject", m.Subject))
+		return
+	}
+	in := decodeHeader(m.Header)
+	payload := m.Data
+	if len(payload) == 0 {
+		payload = nil
+	}
+	c.local.DeliverRemote(it.group, it.filter, topic, payload, in.qos, in.retain, in.props, in.expires, in.from)
+}
+
+// Forward publishes a message of this node on NATS, where only nodes with
+// interest receive it, and each shared group's queue one of them;
+// core.Cluster's contract. The groups served here are named in a header,
+// so that the node NATS picks for them drops its copy. A message NATS
+// cannot carry is dropped, counted and logged (at most every 10s).
+func (c *Cluster) Forward(topic string, payload []byte, qos byte, retain bool, props *codec.Properties, expires time.Time, from string, served []string) {
+	if c.closed.Load() {
+		return // the node is stopping: its broker's last messages stay local
+	}
+	subj := Subject(c.opts.SubjectPrefix, topic)
+	if len(subj) > c.maxSubject {
+		c.forwardDropped.Add(1)
+		c.warn("message not forwarded to other nodes: topic too long for NATS", zap.Int("subject_bytes", len(subj)))
+		return
+	}
+	m := &nats.Msg{Subject: subj, Data: payload, Header: encodeHeader(c.opts.Node, qos, retain, props, expires, from)}
+	for i := 0; i+1 < len(served); i += 2 {
+		m.Header[hdrServed] = append(m.Header[hdrServed], queueName(served[i], served[i+1]))
+	}
+	if err := c.nc.PublishMsg(m); err != nil {
+		c.forwardDropped.Add(1)
+		c.warn("message not forwarded to other nodes", zap.String("topic", topic), zap.Error(err))
+		return
+	}
+	c.forwarded.Add(1)
+}
+
+// warn logs each message at most once every 10 seconds: drops and
+// retries come in bursts.
+func (c *Cluster) warn(msg string, fields ...zap.Field) {
+	now := time.Now().UnixNano()
+	v, _ := c.warned.LoadOrStore(msg, new(atomic.Int64))
+	at := v.(*atomic.Int64)
+	last := at.Load()
+	if last != 0 && now-last < int64(10*time.Second) || !at.CompareAndSwap(last, now) {
+		return
+	}
+	c.log.Warn(msg, fields...)
+}
+
+// Stats returns the node's counters.
+func (c *Cluster) Stats() Stats {
+	c.subsMu.RLock()
+	n := len(c.filters)
+	c.subsMu.RUnlock()
+	return Stats{Forwarded: c.forwarded.Load(), ForwardDropped: c.forwardDropped.Load(), Received: c.received.Load(),
+		ReceivedDropped: c.receivedDropped.Load(), Interest: int64(n), ClaimsUnavailable: c.claimsUnavailable.Load(),
+		TakenOver: c.takenOver.Load(), RetainDropped: c.retainDropped.Load()}
+}
+
+// Connected reports whether the node's NATS connection is up.
+func (c *Cluster) Connected() bool { return c.nc.Status() == nats.CONNECTED }
+
+// Routes is the number of routes of the embedded NATS server to other
+// nodes, -1 with an external NATS.
+func (c *Cluster) Routes() int {
+	if c.emb == nil {
+		return -1
+	}
+	return c.emb.srv.NumRoutes()
+}
+
+// Healthy reports whether the node is part of its cluster: connected to
+// NATS and, with an embedded server that has routes configured, routed to
+// at least one other node (an isolated node's clients would not reach
+// the others'). /readyz answers with it.
+func (c *Cluster) Healthy() error {
+	if !c.Connected() {
+		return fmt.Errorf("cluster: NATS connection %s", c.nc.Status())
+	}
+	if c.emb != nil && len(c.opts.Embedded.Routes) > 0 && c.emb.srv.NumRoutes() == 0 {
+		return errors.New("cluster: no route to any other node")
+	}
+	return nil
+}
+
+// Close stops routing, closes the NATS connection and stops the embedded
+// server. The broker must forward nothing more (call it before or after
+// the broker's Shutdown: Forward after Close drops).
+func (c *Cluster) Close() error {
+	c.closeMu.Lock()
+	first := c.closed.CompareAndSwap(false, true)
+	c.closeMu.Unlock()
+	if !first {
+		return nil
+	}
+	close(c.stop)
+	c.done.Wait()
+	c.nc.Close()
+	c.emb.close()
+	return nil
+}

@@ -1,0 +1,686 @@
+package cluster
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/xmq-io/xmq/codec"
+)
+
+// delivered is one DeliverRemote call.
+type delivered struct {
+	group         string
+	filter, topic string
+	payload       []byte
+	qos           byte
+	retain        bool
+	props         *codec.Properties
+	expires       time.Time
+	from          string
+}
+
+// fakeLocal records what the cluster hands the broker.
+type fakeLocal struct {
+	mu       sync.Mutex
+	got      []delivered
+	ch       chan delivered
+	taken    chan takeOver
+	retained map[string]string // topic → payload
+	// notAttached is how many more takeovers of a claim find no
+	// connection holding it (TakeOver returns false).
+	notAttached int
+}
+
+type takeOver struct {
+	id    string
+	claim uint64
+	clean bool
+}
+
+func newFakeLocal() *fakeLocal {
+	return &fakeLocal{ch: make(chan delivered, 10000), taken: make(chan takeOver, 100), retained: map[string]string{}}
+}
+
+// TakeOver records takeovers of a claim; those of no claim (claim 0,
+// which only end a session left offline here) are not kept.
+func (f *fakeLocal) TakeOver(clientID string, claim uint64, endSession bool) bool {
+	f.mu.Lock()
+	notYet := f.notAttached > 0 && claim != 0
+	if notYet {
+		f.notAttached--
+	}
+	f.mu.Unlock()
+	if notYet {
+		return false // as core answers while the connection is not attached yet
+	}
+	if claim != 0 {
+		f.taken <- takeOver{clientID, claim, endSession}
+	}
+	return claim != 0
+}
+
+func (f *fakeLocal) SetRetained(topic string, payload []byte, qos byte, props *codec.Properties, expires time.Time, from string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(payload) == 0 {
+		delete(f.retained, topic)
+		return
+	}
+	f.retained[topic] = string(payload)
+}
+
+// retainedCopy returns the retained messages kept.
+func (f *fakeLocal) retainedCopy() map[string]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.retained)
+}
+
+func (f *fakeLocal) DeliverRemote(group, filter, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
+	expires time.Time, from string) int {
+	d := delivered{group, filter, topic, payload, qos, retain, props, expires, from}
+	f.mu.Lock()
+	f.got = append(f.got, d)
+	f.mu.Unlock()
+	f.ch <- d
+	return 1
+}
+
+// receive waits up to 5s for the next value on ch.
+func receive[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(5 * time.Second):
+		var zero T
+		t.Fatalf("no %T within 5s", zero)
+		return zero
+	}
+}
+
+// nothingOn checks that nothing comes on ch for wait.
+func nothingOn[T any](t *testing.T, ch <-chan T, wait time.Duration) {
+	t.Helper()
+	select {
+	case v := <-ch:
+		t.Fatalf("unexpected %+v", v)
+	case <-time.After(wait):
+	}
+}
+
+// waitFor polls cond until it holds, failing after d.
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// next waits for the next delivery.
+func (f *fakeLocal) next(t *testing.T) delivered { t.Helper(); return receive(t, f.ch) }
+
+// none checks that nothing is delivered for a while.
+func (f *fakeLocal) none(t *testing.T, wait time.Duration) { t.Helper(); nothingOn(t, f.ch, wait) }
+
+// freePorts returns n loopback ports free a moment ago.
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports
+}
+
+type testNode struct {
+	*Cluster
+	local *fakeLocal
+}
+
+// startNodes starts n nodes with embedded NATS servers routed to each
+// other, on loopback, and waits until each one's server sees the others.
+func startNodes(t *testing.T, n int) []*testNode {
+	t.Helper()
+	return startNodesOn(t, freePorts(t, n), n)
+}
+
+// startNodesOn starts the first n of the nodes whose route ports are
+// ports (each routed to all the others).
+func startNodesOn(t *testing.T, ports []int, n int) []*testNode {
+	t.Helper()
+	nodes := make([]*testNode, n)
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		var routes []string // every other port: nodes not started yet included
+		for j, p := range ports {
+			if j != i {
+				routes = append(routes, fmt.Sprintf("127.0.0.1:%d", p))
+			}
+		}
+		o := Options{Node: fmt.Sprintf("n%d", i+1), Embedded: EmbeddedOptions{
+			Listen: fmt.Sprintf("127.0.0.1:%d", ports[i]), ClientListen: "127.0.0.1:0", Routes: routes, Dir: t.TempDir()}}
+		wg.Go(func() {
+			c, err := New(o, zaptest.NewLogger(t).Named(o.Node))
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			nodes[i] = &testNode{Cluster: c, local: newFakeLocal()}
+			c.Start(nodes[i].local)
+		})
+	}
+	wg.Wait()
+	for i, nd := range nodes {
+		if nd != nil {
+			t.Cleanup(func() { _ = nd.Close() })
+		}
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, nd := range nodes {
+		for nd.emb.srv.NumRoutes() < n-1 {
+			if time.Now().After(deadline) {
+				t.Fatalf("node %s has %d routes, want %d", nd.Node(), nd.emb.srv.NumRoutes(), n-1)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return nodes
+}
+
+// waitInterest waits until a message forwarded by from on topic reaches
+// each of to (interest travels between servers asynchronously), then
+// drains those probes.
+func waitInterest(t *testing.T, from *testNode, topic string, to ...*testNode) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for _, nd := range to {
+		for {
+			from.Forward(topic, []byte("probe"), 0, false, nil, time.Time{}, "probe", nil)
+			select {
+			case d := <-nd.local.ch:
+				if d.from != "probe" {
+					t.Fatalf("waiting for interest got %+v", d)
+				}
+			case <-time.After(20 * time.Millisecond):
+				if time.Now().After(deadline) {
+					t.Fatalf("no interest in %q at %s", topic, nd.Node())
+				}
+				continue
+			}
+			break
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	for _, nd := range to {
+	drain:
+		for {
+			select {
+			case <-nd.local.ch:
+			default:
+				break drain
+			}
+		}
+	}
+}
+
+func TestForwardReachesInterestedNodesOnly(t *testing.T) {
+	nodes := startNodes(t, 3)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	b.Interest("", "s/+/t", true)
+	waitInterest(t, a, "s/x/t", b)
+	before := c.Stats().Received
+
+	p := &codec.Properties{ContentType: []byte("text/plain; x=1"), ResponseTopic: []byte("re ply/x.y"),
+		CorrelationData: []byte{0, 1, 2, 255}, User: []codec.UserProperty{{Key: []byte("k=1"), Value: []byte("v\r\n%")}, {Key: []byte("k=1"), Value: []byte("second")}}}
+	p.SetNum(codec.PropPayloadFormat, 1)
+	exp := time.UnixMilli(time.Now().Add(time.Minute).UnixMilli())
+	a.Forward("s/x/t", []byte("hello"), 2, true, p, exp, "client one", nil)
+	d := b.local.next(t)
+	want := delivered{filter: "s/+/t", topic: "s/x/t", payload: []byte("hello"), qos: 2, retain: true, props: p, expires: exp, from: "client one"}
+	if d.filter != want.filter || d.topic != want.topic || !bytes.Equal(d.payload, want.payload) || d.qos != 2 || !d.retain ||
+		!d.expires.Equal(exp) || d.from != want.from {
+		t.Errorf("delivered %+v, want %+v", d, want)
+	}
+	if d.props == nil || !slices.EqualFunc(d.props.User, p.User, func(x, y codec.UserProperty) bool {
+		return bytes.Equal(x.Key, y.Key) && bytes.Equal(x.Value, y.Value)
+	}) || string(d.props.ContentType) != string(p.ContentType) || string(d.props.ResponseTopic) != string(p.ResponseTopic) ||
+		!bytes.Equal(d.props.CorrelationData, p.CorrelationData) || !d.props.Has(codec.PropPayloadFormat) || d.props.PayloadFormat != 1 {
+		t.Errorf("properties %+v, want %+v", d.props, p)
+	}
+	// A topic b's filter does not match, and nothing at all for c.
+	a.Forward("s/x/u", []byte("no"), 0, false, nil, time.Time{}, "", nil)
+	b.local.none(t, 100*time.Millisecond)
+	if got := c.Stats().Received; got != before {
+		t.Errorf("node without interest received %d messages", got-before)
+	}
+	// A node's own messages do not come back to it (it routed them locally).
+	b.Forward("s/y/t", []byte("own"), 0, false, nil, time.Time{}, "", nil)
+	b.local.none(t, 100*time.Millisecond)
+}
+
+func TestInterestOnOff(t *testing.T) {
+	nodes := startNodes(t, 2)
+	a, b := nodes[0], nodes[1]
+	b.Interest("", "h/#", true)
+	waitInterest(t, a, "h/x", b)
+	// "h/#" also matches its parent level.
+	a.Forward("h", []byte("parent"), 1, false, nil, time.Time{}, "", nil)
+	if d := b.local.next(t); d.topic != "h" || d.filter != "h/#" {
+		t.Errorf("got %+v, want topic h through h/#", d)
+	}
+	// A second filter matching the same topic: one delivery per filter,
+	// each naming its own filter (the broker routes to each filter's subscribers).
+	b.Interest("", "h/+", true)
+	waitInterest(t, a, "h/probe", b)
+	a.Forward("h/z", []byte("two"), 0, false, nil, time.Time{}, "", nil)
+	got := []string{b.local.next(t).filter, b.local.next(t).filter}
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"h/#", "h/+"}) {
+		t.Errorf("filters %v, want h/# and h/+", got)
+	}
+	b.Interest("", "h/#", false)
+	b.Interest("", "h/+", false)
+	waitFor(t, "interest withdrawn", 5*time.Second, func() bool { return b.Stats().Interest == 0 })
+	time.Sleep(100 * time.Millisecond) // the unsubscription reaches a's server
+	a.Forward("h/z", []byte("gone"), 0, false, nil, time.Time{}, "", nil)
+	b.local.none(t, 100*time.Millisecond)
+}
+
+func TestOrderPerPublisher(t *testing.T) {
+	nodes := startNodes(t, 2)
+	a, b := nodes[0], nodes[1]
+	b.Interest("", "o/#", true)
+	b.Interest("", "o/1", true)
+	waitInterest(t, a, "o/1", b)
+	const n = 2000
+	for i := range n {
+		a.Forward("o/1", fmt.Appendf(nil, "%d", i), 1, false, nil, time.Time{}, "p", nil)
+	}
+	next := map[string]int{}
+	for range 2 * n {
+		d := b.local.next(t)
+		if want := fmt.Sprint(next[d.filter]); string(d.payload) != want {
+			t.Fatalf("filter %s: got %s, want %s", d.filter, d.payload, want)
+		}
+		next[d.filter]++
+	}
+}
+
+func TestForeignSubjectDropped(t *testing.T) {
+	nodes := startNodes(t, 2)
+	a, b := nodes[0], nodes[1]
+	b.Interest("", "#", true)
+	waitInterest(t, a, "x", b)
+	// A NATS application publishing a subject the mapping never makes
+	// (an unescaped '+' is not an MQTT topic level): dropped, counted.
+	if err := a.nc.Publish("mqtt.a+b", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	// A plain NATS message on a mapped subject: QoS 0, no properties.
+	if err := a.nc.Publish("mqtt.from%20nats", []byte("hi")); err != nil {
+		t.Fatal(err)
+	}
+	d := b.local.next(t)
+	if d.topic != "from nats" || d.qos != 0 || d.props != nil || d.from != "" || string(d.payload) != "hi" {
+		t.Errorf("got %+v", d)
+	}
+	if b.Stats().ReceivedDropped != 1 {
+		t.Errorf("dropped %d, want 1", b.Stats().ReceivedDropped)
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		o    Options
+		bad  string
+	}{
+		{"defaults", Options{}, ""},
+		{"node with dot", Options{Node: "a.b"}, "Node"},
+		{"prefix with wildcard", Options{SubjectPrefix: "a.*"}, "SubjectPrefix"},
+		{"prefix with dollar", Options{SubjectPrefix: "$mqtt"}, "SubjectPrefix"},
+		{"bad listen", Options{Embedded: EmbeddedOptions{Listen: "nope"}}, "Embedded.Listen"},
+		{"bad route", Options{Embedded: EmbeddedOptions{Routes: []string{"nats-route://h:99999"}}}, "Embedded.Routes"},
+		{"cert without key", Options{URL: "nats://x", CertFile: "c"}, "CertFile"},
+		{"creds and user", Options{URL: "nats://x", CredentialsFile: "c", User: "u"}, "CredentialsFile"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.o.SetDefaults()
+			err := tt.o.Validate()
+			if tt.bad == "" {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			var oe *OptionError
+			if err == nil || !errors.As(err, &oe) || oe.Option != tt.bad {
+				t.Fatalf("Validate = %v, want a problem with %s", err, tt.bad)
+			}
+		})
+	}
+}
+
+// waitReady waits until every node's replicated state is in use.
+func waitReady(t *testing.T, nodes ...*testNode) {
+	t.Helper()
+	for _, nd := range nodes {
+		waitFor(t, "node "+nd.Node()+": JetStream state ready", 30*time.Second, nd.Ready)
+	}
+}
+
+func (f *fakeLocal) nextTakeOver(t *testing.T) takeOver { t.Helper(); return receive(t, f.taken) }
+
+func (f *fakeLocal) noTakeOver(t *testing.T, d time.Duration) { t.Helper(); nothingOn(t, f.taken, d) }
+
+// TestClaimTakesOver: a client id claimed on one node and then on another
+// is taken over on the first, with the first's claim and the second's
+// Clean Start; a release of a replaced claim does not delete the newer one.
+func TestClaimTakesOver(t *testing.T) {
+	nodes := startNodes(t, 3)
+	waitReady(t, nodes...)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	ca := a.Claim("dev/1 ü", false)
+	if ca == 0 {
+		t.Fatal("claim failed")
+	}
+	a.local.noTakeOver(t, 100*time.Millisecond) // its own claim
+	cb := b.Claim("dev/1 ü", true)
+	if cb <= ca {
+		t.Fatalf("claim on b = %d, want above a's %d", cb, ca)
+	}
+	if to := a.local.nextTakeOver(t); to != (takeOver{"dev/1 ü", ca, true}) {
+		t.Errorf("takeover on a: %+v", to)
+	}
+	c.local.noTakeOver(t, 50*time.Millisecond)
+	a.Release("dev/1 ü", ca) // replaced: must not delete b's entry
+	cc := c.Claim("dev/1 ü", false)
+	if to := b.local.nextTakeOver(t); to != (takeOver{"dev/1 ü", cb, false}) {
+		t.Errorf("takeover on b: %+v (c claimed %d)", to, cc)
+	}
+	c.Release("dev/1 ü", cc)
+	// Released: the next claim creates the entry again, nobody is taken over.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st := c.state.Load()
+		if _, err := st.clients.Get(t.Context(), key("dev/1 ü")); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("entry not deleted on release")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	a.Claim("dev/1 ü", false)
+	for _, nd := range nodes {
+		nd.local.noTakeOver(t, 50*time.Millisecond)
+	}
+	// Ids held per node are not claimed: no takeover between nodes.
+	a.opts.NodeLocalIDs, b.opts.NodeLocalIDs = []string{"$bridge:"}, []string{"$bridge:"}
+	if a.Claim("$bridge:cloud", false) != 0 || b.Claim("$bridge:cloud", false) != 0 {
+		t.Error("a node-local id was claimed")
+	}
+	a.local.noTakeOver(t, 100*time.Millisecond)
+}
+
+// TestTakeOverBeforeAttach: a claim replaced while its connection is
+// still between Claim and CONNACK is taken over once it is attached.
+func TestTakeOverBeforeAttach(t *testing.T) {
+	nodes := startNodes(t, 2)
+	waitReady(t, nodes...)
+	a, b := nodes[0], nodes[1]
+	ca := a.Claim("slow", false)
+	a.local.mu.Lock()
+	a.local.notAttached = 3
+	a.local.mu.Unlock()
+	b.Claim("slow", false)
+	if to := a.local.nextTakeOver(t); to != (takeOver{"slow", ca, false}) {
+		t.Errorf("takeover %+v", to)
+	}
+}
+
+// TestClaimRace: two nodes claiming one client id at the same moment, many
+// times: every time exactly one is taken over, by compare-and-set.
+func TestClaimRace(t *testing.T) {
+	nodes := startNodes(t, 3)
+	waitReady(t, nodes...)
+	b, c := nodes[1], nodes[2]
+	for i := range 20 {
+		id := fmt.Sprintf("race-%d", i)
+		var cb, cc uint64
+		var wg sync.WaitGroup
+		wg.Go(func() { cb = b.Claim(id, false) })
+		wg.Go(func() { cc = c.Claim(id, false) })
+		wg.Wait()
+		if cb == 0 || cc == 0 || cb == cc {
+			t.Fatalf("claims %d and %d", cb, cc)
+		}
+		loser, winner := b, c
+		if cb > cc {
+			loser, winner = c, b
+		}
+		to := loser.local.nextTakeOver(t)
+		if to.id != id || to.claim != min(cb, cc) {
+			t.Fatalf("takeover %+v, want %s with claim %d", to, id, min(cb, cc))
+		}
+		winner.local.noTakeOver(t, 20*time.Millisecond)
+	}
+}
+
+// TestRetainedReplicated: a retained message set on one node is kept on
+// every node, cleared on every node, and survives the loss of the node
+// that set it: a node joining later gets it.
+func TestRetainedReplicated(t *testing.T) {
+	ports := freePorts(t, 4)
+	nodes := startNodesOn(t, ports[:3], 3)
+	waitReady(t, nodes...)
+	a := nodes[0]
+	a.Retain("r/1", []byte("one"), 1, &codec.Properties{ContentType: []byte("ct")}, time.Time{}, "pub")
+	a.Retain("r/2", []byte("two"), 0, nil, time.Time{}, "pub")
+	a.Retain("r/2", nil, 0, nil, time.Time{}, "pub") // cleared
+	a.Retain("r/3", []byte("three"), 0, nil, time.Time{}, "pub")
+	want := map[string]string{"r/1": "one", "r/3": "three"}
+	waitRetained := func(nd *testNode) {
+		t.Helper()
+		waitFor(t, "node "+nd.Node()+" keeps "+fmt.Sprint(want), 10*time.Second,
+			func() bool { return maps.Equal(nd.local.retainedCopy(), want) })
+	}
+	for _, nd := range nodes {
+		waitRetained(nd)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// A new node, routed to the two left, gets them from the replicas.
+	o := Options{Node: "n4", Embedded: EmbeddedOptions{Listen: fmt.Sprintf("127.0.0.1:%d", ports[3]), ClientListen: "127.0.0.1:0",
+		Routes: []string{fmt.Sprintf("127.0.0.1:%d", ports[1]), fmt.Sprintf("127.0.0.1:%d", ports[2])}, Dir: t.TempDir()}, Replicas: 3}
+	d, err := New(o, zaptest.NewLogger(t).Named("n4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	nd := &testNode{Cluster: d, local: newFakeLocal()}
+	d.Start(nd.local)
+	waitReady(t, nd)
+	waitRetained(nd)
+}
+
+// TestSharedGroupAcrossNodes: a message for a shared group goes to one
+// node of those with members, never to one when the publisher's node
+// served the group itself; plain interest in the same filter is apart.
+func TestSharedGroupAcrossNodes(t *testing.T) {
+	nodes := startNodes(t, 3)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	b.Interest("g", "q/#", true)
+	c.Interest("g", "q/#", true)
+	c.Interest("", "q/#", true)
+	// Probe until both queue subscriptions and the plain one reached a:
+	// the group's probes land on b or c at random.
+	seen := map[string]bool{}
+	deadline := time.Now().Add(5 * time.Second)
+	for !seen["b g"] || !seen["c g"] || !seen["c "] {
+		if time.Now().After(deadline) {
+			t.Fatalf("interest did not reach a: %v", seen)
+		}
+		a.Forward("q/probe", []byte("probe"), 0, false, nil, time.Time{}, "probe", nil)
+		time.Sleep(5 * time.Millisecond)
+		for name, nd := range map[string]*testNode{"b": b, "c": c} {
+		drain:
+			for {
+				select {
+				case d := <-nd.local.ch:
+					seen[name+" "+d.group] = true
+				default:
+					break drain
+				}
+			}
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	for _, nd := range nodes {
+		for len(nd.local.ch) > 0 {
+			<-nd.local.ch
+		}
+	}
+	const n = 200
+	for i := range n {
+		a.Forward("q/x", fmt.Appendf(nil, "%d", i), 1, false, nil, time.Time{}, "p", nil)
+	}
+	groupAt := map[string]int{}
+	plain := 0
+	for range 2 * n {
+		var d delivered
+		select {
+		case d = <-b.local.ch:
+			if d.group == "g" {
+				groupAt["b"]++
+			}
+		case d = <-c.local.ch:
+			if d.group == "g" {
+				groupAt["c"]++
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("deliveries stopped: group %v, plain %d", groupAt, plain)
+		}
+		if d.group == "" {
+			plain++
+		}
+	}
+	if groupAt["b"]+groupAt["c"] != n || plain != n || groupAt["b"] == 0 || groupAt["c"] == 0 {
+		t.Errorf("group deliveries %v (want %d over both nodes), plain %d (want %d)", groupAt, n, plain, n)
+	}
+	// Served on a's node: only the plain subscription gets it.
+	a.Forward("q/x", []byte("served"), 1, false, nil, time.Time{}, "p", []string{"g", "q/#"})
+	if d := c.local.next(t); d.group != "" || string(d.payload) != "served" {
+		t.Errorf("got %+v, want the plain delivery only", d)
+	}
+	b.local.none(t, 100*time.Millisecond)
+	c.local.none(t, 0)
+}
+
+// TestHealthyReflectsMembership: a node with routes configured is not
+// healthy (/readyz) until it is routed to another node, and is again when
+// the others are gone.
+func TestHealthyReflectsMembership(t *testing.T) {
+	ports := freePorts(t, 2)
+	first := startNodesOn(t, ports, 1)[0]
+	if err := first.Healthy(); err == nil {
+		t.Fatal("an isolated node is healthy")
+	}
+	if !first.Connected() || first.Routes() != 0 {
+		t.Errorf("connected %v, routes %d", first.Connected(), first.Routes())
+	}
+	o := Options{Node: "n2", Embedded: EmbeddedOptions{Listen: fmt.Sprintf("127.0.0.1:%d", ports[1]), ClientListen: "127.0.0.1:0",
+		Routes: []string{fmt.Sprintf("127.0.0.1:%d", ports[0])}, Dir: t.TempDir()}}
+	second, err := New(o, zaptest.NewLogger(t).Named("n2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = second.Close() })
+	waitFor(t, "routed", 10*time.Second, func() bool { return first.Healthy() == nil && second.Healthy() == nil })
+	if err := second.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "isolated again", 10*time.Second, func() bool { return first.Healthy() != nil })
+	// A node without routes (a cluster of one) is healthy alone.
+	alone, err := New(Options{Node: "alone", Embedded: EmbeddedOptions{Listen: "127.0.0.1:0", ClientListen: "127.0.0.1:0"}}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alone.Close()
+	if err := alone.Healthy(); err != nil {
+		t.Errorf("a node without routes: %v", err)
+	}
+}
+
+// TestClusterOfOne: a node with no routes (the default) is a cluster of
+// one that others may join: its replicated state works with one replica.
+func TestClusterOfOne(t *testing.T) {
+	nd := startNodes(t, 1)[0]
+	waitReady(t, nd)
+	if err := nd.Healthy(); err != nil {
+		t.Error(err)
+	}
+	if nd.replicas() != 1 {
+		t.Errorf("replicas %d, want 1", nd.replicas())
+	}
+	if c := nd.Claim("solo", true); c == 0 {
+		t.Error("claim failed")
+	}
+	nd.Retain("solo/r", []byte("x"), 0, nil, time.Time{}, "")
+	waitFor(t, "retained message applied", 5*time.Second, func() bool { return nd.local.retainedCopy()["solo/r"] == "x" })
+}
+
+// TestRetainedClearedWhileDown: a node that was down while a retained
+// message was cleared clears its own copy (from its store) when it is
+// back: the bucket's delete marker is among the watch's initial values.
+func TestRetainedClearedWhileDown(t *testing.T) {
+	nodes := startNodes(t, 3)
+	waitReady(t, nodes...)
+	a, c := nodes[0], nodes[2]
+	a.Retain("gone/1", []byte("stale"), 0, nil, time.Time{}, "p")
+	a.Retain("kept/1", []byte("kept"), 0, nil, time.Time{}, "p")
+	waitFor(t, "replicated", 10*time.Second, func() bool { return len(c.local.retainedCopy()) == 2 })
+	o := c.opts
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	a.Retain("gone/1", nil, 0, nil, time.Time{}, "p")
+	waitFor(t, "cleared on a", 30*time.Second, func() bool { return len(a.local.retainedCopy()) == 1 })
+	// c comes back with its data directory and its store's copy.
+	back, err := New(o, zaptest.NewLogger(t).Named("n3-back"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = back.Close() })
+	local := newFakeLocal()
+	local.retained = map[string]string{"gone/1": "stale", "kept/1": "kept"}
+	back.Start(local)
+	waitFor(t, "stale copy cleared", 20*time.Second, func() bool {
+		return maps.Equal(local.retainedCopy(), map[string]string{"kept/1": "kept"})
+	})
+}

@@ -1,0 +1,32 @@
+// Package cluster makes several xmq nodes act as one broker over NATS: an
+// embedded nats-server per node (routes to the other nodes, JetStream's
+// files in the data directory) or an existing NATS cluster reached with
+// nats.go. It satisfies core.Cluster without importing core; cmd/xmq
+// wires it, handing it the broker as Local.
+//
+// What it owns:
+//
+//   - subject.go: the MQTT topic ↔ NATS subject mapping (Subject,
+//     FilterSubjects, Topic), which NATS applications may use too.
+//   - message.go: the NATS headers that carry QoS, the retain flag, the
+//     expiry deadline, the publisher and the MQTT 5 properties.
+//   - cluster.go: routing. A NATS subscription per distinct filter this
+//     node's subscribers use (a queue subscription per shared group), all
+//     into one inbox; Forward publishes each local message once.
+//   - state.go: the replicated state in two JetStream key-value buckets
+//     per cluster (the client id registry, retained messages), watched by
+//     one ordered consumer each; never one JetStream object per MQTT
+//     subscription or client.
+//   - embedded.go, options.go: the embedded server and the options.
+//
+// Goroutines: interestLoop applies interest changes in order (Interest
+// only queues them, since core calls it under its router's lock);
+// routeLoop hands the inbox to the broker in arrival order, which keeps
+// each publisher's order; stateLoop makes the buckets and runs their two
+// watches and retainLoop, which writes queued retained changes; Release
+// and a takeover of a connection not yet attached run briefly on their
+// own. Close stops them all and waits for them. Forward, Retain, Claim
+// and Release run on the broker's goroutines and never block on the
+// network, except Claim, which waits for one JetStream round trip (at
+// most 2 s per attempt).
+package cluster

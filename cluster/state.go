@@ -1,0 +1,559 @@
+package cluster
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/xmq-io/xmq/codec"
+)
+
+// The replicated state lives in two JetStream key-value buckets per
+// cluster, whatever the number of clients, subscriptions or topics (never
+// one JetStream object per MQTT subscription or client):
+//
+//	NAME_clients   client id → the node holding its connection (the registry)
+//	NAME_retained  topic → its retained message
+//
+// Keys are the client id or topic in unpadded base64url (KV keys allow
+// few characters). Each node watches both buckets with one ordered
+// consumer each.
+
+// stateTimeout bounds one request to JetStream (a claim, a bucket setup).
+const stateTimeout = 2 * time.Second
+
+// state is the JetStream side once its buckets exist.
+type state struct {
+	js       jetstream.JetStream
+	clients  jetstream.KeyValue
+	retained jetstream.KeyValue
+	// retainedSubject is the subject prefix of retained's keys, for
+	// asynchronous puts.
+	retainedSubject string
+}
+
+// claims are the client ids connected on this node, by the revision of
+// their registry entry (their claim).
+type claims struct {
+	mu sync.Mutex
+	m  map[string]uint64
+	// pending counts the claims of an id under way here; newer holds
+	// the newest other node's claim of such an id seen meanwhile (the
+	// watch may deliver it before the claim's own answer arrives).
+	pending map[string]int
+	newer   map[string]otherClaim
+}
+
+// otherClaim is another node's claim of a client id.
+type otherClaim struct {
+	rev   uint64
+	clean bool
+}
+
+func key(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
+
+func unkey(k string) (string, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(k)
+	return string(b), err == nil
+}
+
+// replicas is the buckets' replica count: Options.Replicas, or min(3,
+// nodes) with the nodes counted from the embedded routes (this node's
+// own listed route aside) or, with an external NATS, from the servers
+// the connection knows.
+func (c *Cluster) replicas() int {
+	if c.opts.Replicas > 0 {
+		return c.opts.Replicas
+	}
+	n := 1
+	if c.emb != nil {
+		for _, r := range c.opts.Embedded.Routes {
+			if strings.TrimPrefix(r, "nats-route://") != c.opts.Embedded.Listen {
+				n++
+			}
+		}
+	} else {
+		n = max(1, len(c.nc.Servers()))
+	}
+	return min(3, n)
+}
+
+// stateLoop makes the buckets, retrying until JetStream answers (a
+// clustered JetStream needs a quorum of its servers), then watches them
+// until Close, making the watches again when they end.
+func (c *Cluster) stateLoop() {
+	defer c.done.Done()
+	js, err := jetstream.New(c.nc, jetstream.WithPublishAsyncMaxPending(4096), jetstream.WithPublishAsyncTimeout(stateTimeout))
+	if err != nil {
+		c.log.Error("JetStream unavailable: no client id registry, retained messages stay on their node", zap.Error(err))
+		return
+	}
+	r := c.replicas()
+	var st *state
+	for st == nil {
+		st, err = c.makeBuckets(js, r)
+		if err != nil {
+			c.warn("JetStream not ready yet: client ids are held per node and retained messages stay local meanwhile",
+				zap.Int("replicas", r), zap.Error(err))
+			select {
+			case <-c.stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The watches exist before any claim is made (state is stored after):
+	// a claim by another node must not slip in before the registry's
+	// watch, which sees only updates.
+	cw := c.startWatch(ctx, st.clients, jetstream.UpdatesOnly())
+	rw := c.startWatch(ctx, st.retained)
+	if cw == nil || rw == nil {
+		return // stopping
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { c.watch(ctx, st.clients, cw, c.clientEntry, jetstream.UpdatesOnly()) })
+	wg.Go(func() { c.watch(ctx, st.retained, rw, c.retainedEntry) })
+	wg.Go(func() { c.retainLoop(st) })
+	c.state.Store(st)
+	c.log.Info("cluster state ready", zap.Int("replicas", r))
+	select { // changes queued before the bucket existed
+	case c.retainQ.wake <- struct{}{}:
+	default:
+	}
+	<-c.stop
+	cancel()
+	wg.Wait()
+}
+
+func (c *Cluster) makeBuckets(js jetstream.JetStream, replicas int) (*state, error) {
+	st := &state{js: js}
+	// JetStream drops API requests until its servers have elected a meta
+	// leader: ask a cheap one first, with a short wait.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	_, err := js.AccountInfo(ctx)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	st.clients, err = c.bucket(js, jetstream.KeyValueConfig{Bucket: c.opts.Name + "_clients",
+		Description: "xmq: the node of each connected client id", Replicas: replicas, Storage: jetstream.FileStorage})
+	if err != nil {
+		return nil, err
+	}
+	st.retained, err = c.bucket(js, jetstream.KeyValueConfig{Bucket: c.opts.Name + "_retained",
+		Description: "xmq: retained messages", Replicas: replicas, Storage: jetstream.FileStorage})
+	if err != nil {
+		return nil, err
+	}
+	st.retainedSubject = "$KV." + c.opts.Name + "_retained."
+	return st, nil
+}
+
+// bucket binds to a bucket, creating it if it does not exist. Every node
+// starting at once tries: one creates it (its replicas elect a leader,
+// which takes seconds), the others find it.
+func (c *Cluster) bucket(js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	// A request lost to a meta leader change is not answered: a short
+	// wait, and the caller tries again.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, cfg.Bucket)
+	if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return kv, err
+	}
+	kv, err = js.CreateKeyValue(ctx, cfg)
+	if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return js.KeyValue(ctx, cfg.Bucket)
+	}
+	return kv, err
+}
+
+// startWatch watches kv, trying again until it can or ctx ends (nil).
+func (c *Cluster) startWatch(ctx context.Context, kv jetstream.KeyValue, opts ...jetstream.WatchOpt) jetstream.KeyWatcher {
+	for {
+		w, err := kv.WatchAll(ctx, opts...)
+		if err == nil {
+			return w
+		}
+		c.warn("cannot watch a cluster bucket", zap.String("bucket", kv.Bucket()), zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// watch hands every entry of w to handle until ctx ends; when the watch
+// ends early (its consumer lost with a server), it watches again from the
+// revision after the last one handled, so no change is skipped (with
+// first's options when none was).
+func (c *Cluster) watch(ctx context.Context, kv jetstream.KeyValue, w jetstream.KeyWatcher, handle func(jetstream.KeyValueEntry),
+	first ...jetstream.WatchOpt) {
+	var last uint64
+	for {
+		for e := range w.Updates() {
+			if e != nil { // nil: the initial values are all in
+				last = e.Revision()
+				handle(e)
+			}
+		}
+		_ = w.Stop()
+		if ctx.Err() != nil {
+			return
+		}
+		opts := first // nothing handled yet: as the first time
+		if last > 0 {
+			opts = []jetstream.WatchOpt{jetstream.ResumeFromRevision(last + 1)}
+		}
+		if w = c.startWatch(ctx, kv, opts...); w == nil {
+			return
+		}
+	}
+}
+
+// registry value: "NODE 1" (the new connection started clean) or "NODE 0".
+func claimValue(node string, clean bool) []byte {
+	if clean {
+		return []byte(node + " 1")
+	}
+	return []byte(node + " 0")
+}
+
+// Claim records that clientID's connection is on this node; core.Cluster's
+// contract. A new id costs one JetStream round trip (create); taking an
+// id over from another node, a read and a compare-and-set update, retried
+// when another node's update came in between, so that of two nodes
+// claiming at once the later write wins and the other is taken over.
+func (c *Cluster) Claim(clientID string, clean bool) uint64 {
+	for _, p := range c.opts.NodeLocalIDs {
+		if strings.HasPrefix(clientID, p) {
+			return 0
+		}
+	}
+	st := c.state.Load()
+	if st == nil {
+		c.claimsUnavailable.Add(1)
+		c.warn("client id registry not ready: the connection is held on this node only", zap.String("client_id", clientID))
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
+	defer cancel()
+	k, v := key(clientID), claimValue(c.opts.Node, clean)
+	c.claims.mu.Lock()
+	ours := c.claims.m[clientID]
+	c.claims.pending[clientID]++
+	c.claims.mu.Unlock()
+	var rev uint64
+	var err error
+	if ours != 0 {
+		// Reconnecting here: update our own entry in one round trip.
+		if rev, err = st.clients.Update(ctx, k, v, ours); isWrongRevision(err) {
+			err = jetstream.ErrKeyExists // replaced meanwhile: as below
+		}
+	} else {
+		rev, err = st.clients.Create(ctx, k, v)
+	}
+	// A conflict is ErrKeyExists from Create, or "wrong last sequence"
+	// (one of two codes, R1 or replicated) from Update or Create.
+	for attempt := 0; (errors.Is(err, jetstream.ErrKeyExists) || isWrongRevision(err)) && attempt < 5; attempt++ {
+		var e jetstream.KeyValueEntry
+		e, err = st.clients.Get(ctx, k)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			rev, err = st.clients.Create(ctx, k, v)
+		case err == nil:
+			rev, err = st.clients.Update(ctx, k, v, e.Revision())
+			if isWrongRevision(err) {
+				err = jetstream.ErrKeyExists // another claim came in between: again
+			}
+		}
+	}
+	c.claims.mu.Lock()
+	newer := c.claims.newer[clientID]
+	if c.claims.pending[clientID]--; c.claims.pending[clientID] == 0 {
+		delete(c.claims.pending, clientID)
+		delete(c.claims.newer, clientID)
+	}
+	superseded := err == nil && newer.rev > rev
+	if err == nil && !superseded {
+		c.claims.m[clientID] = rev
+	}
+	c.claims.mu.Unlock()
+	if err != nil {
+		c.claimsUnavailable.Add(1)
+		c.warn("client id registry unavailable: the connection is held on this node only", zap.String("client_id", clientID), zap.Error(err))
+		return 0
+	}
+	if superseded {
+		// Another node's claim came after ours and was seen first: the
+		// connection is taken over once attached.
+		c.takeOverSoon(clientID, rev, newer.clean)
+	}
+	return rev
+}
+
+func isWrongRevision(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// Release deletes clientID's registry entry if it is still claim;
+// core.Cluster's contract: it returns at once, the delete runs behind.
+func (c *Cluster) Release(clientID string, claim uint64) {
+	c.claims.mu.Lock()
+	if c.claims.m[clientID] == claim {
+		delete(c.claims.m, clientID)
+	}
+	c.claims.mu.Unlock()
+	st := c.state.Load()
+	c.closeMu.RLock()
+	defer c.closeMu.RUnlock()
+	if st == nil || c.closed.Load() {
+		return
+	}
+	c.done.Add(1)
+	go func() {
+		defer c.done.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
+		defer cancel()
+		// Refused when a newer claim replaced it: then it is not ours to delete.
+		_ = st.clients.Delete(ctx, key(clientID), jetstream.LastRevision(claim))
+	}()
+}
+
+// clientEntry handles a registry change: another node's claim of a
+// client id connected here (with an older claim) takes it over.
+func (c *Cluster) clientEntry(e jetstream.KeyValueEntry) {
+	if e.Operation() != jetstream.KeyValuePut {
+		return
+	}
+	node, clean, ok := strings.Cut(string(e.Value()), " ")
+	if !ok || node == c.opts.Node {
+		return
+	}
+	id, ok := unkey(e.Key())
+	if !ok {
+		return
+	}
+	c.claims.mu.Lock()
+	ours := c.claims.m[id]
+	if c.claims.pending[id] > 0 {
+		// A claim under way here sees it when its answer comes.
+		if e.Revision() > c.claims.newer[id].rev {
+			c.claims.newer[id] = otherClaim{e.Revision(), clean == "1"}
+		}
+		if ours == 0 {
+			c.claims.mu.Unlock()
+			return
+		}
+	}
+	if ours >= e.Revision() {
+		c.claims.mu.Unlock()
+		return // a newer claim of ours replaced it already
+	}
+	delete(c.claims.m, id)
+	c.claims.mu.Unlock()
+	if c.local.TakeOver(id, ours, clean == "1") {
+		c.takenOver.Add(1)
+		return
+	}
+	if ours != 0 {
+		// The connection holding ours claimed the id but is not
+		// attached to its session yet (its CONNECT is between Claim and
+		// CONNACK).
+		c.takeOverSoon(id, ours, clean == "1")
+	}
+}
+
+// takeOverSoon tries TakeOver for a moment (40 times 25 ms), so that a
+// connection not attached yet does not stay connected beside a newer one
+// on another node. A connection that ended meanwhile makes these no-ops.
+func (c *Cluster) takeOverSoon(id string, claim uint64, clean bool) {
+	c.closeMu.RLock()
+	defer c.closeMu.RUnlock()
+	if c.closed.Load() {
+		return
+	}
+	c.done.Add(1)
+	go func() {
+		defer c.done.Done()
+		for range 40 {
+			select {
+			case <-c.stop:
+				return
+			case <-time.After(25 * time.Millisecond):
+			}
+			if c.local.TakeOver(id, claim, clean) {
+				c.takenOver.Add(1)
+				return
+			}
+		}
+	}()
+}
+
+// retainedValue is a retained message in its bucket.
+type retainedValue struct {
+	Topic   string      `json:"t"`
+	Payload []byte      `json:"p,omitempty"`
+	QoS     byte        `json:"q,omitempty"`
+	Expires int64       `json:"e,omitempty"` // Unix milliseconds
+	From    string      `json:"f,omitempty"`
+	Props   nats.Header `json:"h,omitempty"` // as the message's headers (message.go)
+}
+
+// maxRetainPending bounds the retained changes waiting to be replicated
+// (distinct topics: a topic changed again while waiting keeps one entry).
+const maxRetainPending = 64 << 10
+
+// retainQueue holds the retained changes of this node not yet in the
+// bucket, one per topic, in the order their topics first changed.
+type retainQueue struct {
+	mu    sync.Mutex
+	order []string
+	ops   map[string]*nats.Msg
+	wake  chan struct{}
+}
+
+// Retain records a retained message in the cluster's bucket (an empty
+// payload deletes it); core.Cluster's contract: it queues the change and
+// returns. One goroutine (retainLoop) writes the queue to the bucket and
+// retries what JetStream did not take (a leader election after a node's
+// loss), so a change is lost only when the queue is full (logged,
+// counted) or the node stops first.
+func (c *Cluster) Retain(topic string, payload []byte, qos byte, props *codec.Properties, expires time.Time, from string) {
+	if c.closed.Load() {
+		return
+	}
+	m := &nats.Msg{Header: nats.Header{}}
+	if len(payload) == 0 {
+		m.Header.Set("KV-Operation", "DEL")
+	} else {
+		v := retainedValue{Topic: topic, Payload: payload, QoS: qos, From: from}
+		if !expires.IsZero() {
+			v.Expires = expires.UnixMilli()
+		}
+		if props != nil {
+			v.Props = encodeHeader("", 0, false, props, time.Time{}, "")
+			delete(v.Props, hdrNode)
+		}
+		m.Data, _ = json.Marshal(v) // cannot fail: plain fields
+	}
+	q := &c.retainQ
+	q.mu.Lock()
+	if _, queued := q.ops[topic]; !queued {
+		if len(q.order) >= maxRetainPending {
+			q.mu.Unlock()
+			c.retainDropped.Add(1)
+			c.warn("retained message kept on this node only: too many waiting to be replicated", zap.String("topic", topic))
+			return
+		}
+		q.order = append(q.order, topic)
+	}
+	q.ops[topic] = m
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// retainLoop writes the queued retained changes to the bucket, in
+// batches: each published asynchronously, the batch awaited; a failed
+// change goes back to the queue unless its topic changed again meanwhile.
+func (c *Cluster) retainLoop(st *state) {
+	q := &c.retainQ
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-q.wake:
+		}
+		for {
+			q.mu.Lock()
+			order := q.order
+			batch := make([]*nats.Msg, len(order))
+			for i, topic := range order {
+				batch[i] = q.ops[topic]
+			}
+			q.order = nil
+			clear(q.ops)
+			q.mu.Unlock()
+			if len(order) == 0 {
+				break
+			}
+			futures := make([]jetstream.PubAckFuture, len(batch))
+			for i, m := range batch {
+				m.Subject = st.retainedSubject + key(order[i])
+				futures[i], _ = st.js.PublishMsgAsync(m)
+			}
+			failed := false
+			for i, f := range futures {
+				var err error
+				if f == nil {
+					err = errors.New("not sent")
+				} else {
+					select {
+					case <-f.Ok():
+					case err = <-f.Err():
+					case <-c.stop:
+						return
+					}
+				}
+				if err == nil {
+					continue
+				}
+				failed = true
+				c.warn("retained message not replicated yet: retrying", zap.String("topic", order[i]), zap.Error(err))
+				q.mu.Lock()
+				if _, newer := q.ops[order[i]]; !newer {
+					q.order = append(q.order, order[i])
+					q.ops[order[i]] = batch[i]
+				}
+				q.mu.Unlock()
+			}
+			if failed {
+				select {
+				case <-c.stop:
+					return
+				case <-time.After(250 * time.Millisecond):
+				}
+			}
+		}
+	}
+}
+
+// retainedEntry keeps a retained message of the bucket on this node. Every
+// node, the one that set it included, applies the bucket's changes in the
+// bucket's order, so all end with the same message per topic.
+func (c *Cluster) retainedEntry(e jetstream.KeyValueEntry) {
+	topic, ok := unkey(e.Key())
+	if !ok || codec.ValidTopicName([]byte(topic)) != nil {
+		return
+	}
+	if e.Operation() != jetstream.KeyValuePut {
+		c.local.SetRetained(topic, nil, 0, nil, time.Time{}, "")
+		return
+	}
+	var v retainedValue
+	if err := json.Unmarshal(e.Value(), &v); err != nil || v.Topic != topic {
+		c.warn("a retained message in the cluster's bucket does not decode", zap.String("topic", topic))
+		return
+	}
+	var exp time.Time
+	if v.Expires != 0 {
+		exp = time.UnixMilli(v.Expires)
+	}
+	c.local.SetRetained(topic, v.Payload, v.QoS, decodeHeader(v.Props).props, exp, v.From)
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"errors"
+	"path/filepath"
+
+	"go.uber.org/zap"
+
+	"github.com/xmq-io/xmq/bridge"
+	"github.com/xmq-io/xmq/cluster"
+)
+
+// clusterConfig is the cluster section (cluster.Options with YAML names).
+// Empty values mean the cluster package's defaults.
+type clusterConfig struct {
+	// Enabled makes this xmq a node of a cluster; off, no NATS runs.
+	Enabled bool `yaml:"enabled"`
+	// Name is the cluster's name (default "xmq").
+	Name string `yaml:"name"`
+	// Node is this node's name (default: the host name).
+	Node string `yaml:"node"`
+	// SubjectPrefix is the root of the topic ↔ subject mapping (default "mqtt").
+	SubjectPrefix string `yaml:"subject_prefix"`
+	// Replicas of the replicated state; 0 = min(3, nodes).
+	Replicas int               `yaml:"replicas"`
+	NATS     clusterNATSConfig `yaml:"nats"`
+}
+
+// clusterNATSConfig is where the NATS the nodes share runs.
+type clusterNATSConfig struct {
+	// URL joins an existing NATS cluster; "" runs NATS embedded.
+	URL             string           `yaml:"url"`
+	CredentialsFile string           `yaml:"credentials_file"`
+	User            string           `yaml:"user"`
+	Password        string           `yaml:"password" secret:"true"`
+	Token           string           `yaml:"token" secret:"true"`
+	TLS             clusterTLSConfig `yaml:"tls"`
+	Embedded        clusterEmbedded  `yaml:"embedded"`
+}
+
+// clusterTLSConfig secures the connection to an external NATS.
+type clusterTLSConfig struct {
+	CAFile   string `yaml:"ca_file"`
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+}
+
+// clusterEmbedded configures the embedded NATS server.
+type clusterEmbedded struct {
+	// Listen is the route address the other nodes connect to.
+	Listen string `yaml:"listen"`
+	// ClientListen is the NATS client address, for NATS applications.
+	ClientListen string `yaml:"client_listen"`
+	// Routes are the other nodes' listen addresses.
+	Routes []string `yaml:"routes"`
+}
+
+// withDefaults spells out the defaults (for comparing configurations).
+func (c clusterConfig) withDefaults() clusterConfig {
+	o := c.options("")
+	o.SetDefaults()
+	c.Name, c.Node, c.SubjectPrefix = o.Name, o.Node, o.SubjectPrefix
+	c.NATS.Embedded.Listen, c.NATS.Embedded.ClientListen = o.Embedded.Listen, o.Embedded.ClientListen
+	if len(c.NATS.Embedded.Routes) == 0 {
+		c.NATS.Embedded.Routes = nil
+	}
+	return c
+}
+
+// options converts to cluster.Options; JetStream's files go to
+// <data_dir>/nats (a temporary directory for data_dir "").
+func (c clusterConfig) options(dataDir string) cluster.Options {
+	o := cluster.Options{
+		Name: c.Name, Node: c.Node, SubjectPrefix: c.SubjectPrefix, Replicas: c.Replicas,
+		URL: c.NATS.URL, CredentialsFile: c.NATS.CredentialsFile, User: c.NATS.User, Password: c.NATS.Password,
+		Token: c.NATS.Token, CAFile: c.NATS.TLS.CAFile, CertFile: c.NATS.TLS.CertFile, KeyFile: c.NATS.TLS.KeyFile,
+		Embedded: cluster.EmbeddedOptions{Listen: c.NATS.Embedded.Listen, ClientListen: c.NATS.Embedded.ClientListen,
+			Routes: c.NATS.Embedded.Routes},
+	}
+	if dataDir != "" {
+		o.Embedded.Dir = filepath.Join(dataDir, "nats")
+	}
+	// Each node configured with a bridge runs its local session.
+	o.NodeLocalIDs = []string{bridge.UserPrefix}
+	return o
+}
+
+// clusterKeys names the key of each cluster.Options field.
+var clusterKeys = map[string][]string{
+	"Name": {"name"}, "Node": {"node"}, "SubjectPrefix": {"subject_prefix"}, "Replicas": {"replicas"},
+	"CredentialsFile":       {"nats", "credentials_file"},
+	"CertFile":              {"nats", "tls", "cert_file"},
+	"Embedded.Listen":       {"nats", "embedded", "listen"},
+	"Embedded.ClientListen": {"nats", "embedded", "client_listen"},
+	"Embedded.Routes":       {"nats", "embedded", "routes"},
+}
+
+// validateCluster checks the cluster section (when enabled) with the
+// cluster package's rules, each under its key.
+func (c *config) validateCluster(ps *problems) {
+	if !c.Cluster.Enabled {
+		return
+	}
+	cp := path("cluster")
+	o := c.Cluster.options(c.DataDir)
+	o.SetDefaults()
+	for _, err := range unjoin(o.Validate()) {
+		var oe *cluster.OptionError
+		if errors.As(err, &oe) && clusterKeys[oe.Option] != nil {
+			ps.add(cp.with(clusterKeys[oe.Option]...), "%s", oe.Msg)
+			continue
+		}
+		ps.addErr(cp, err)
+	}
+}
+
+// startCluster starts this node's NATS side when the cluster is enabled;
+// nil when it is not.
+func startCluster(cfg *config, log *zap.Logger) (*cluster.Cluster, error) {
+	if !cfg.Cluster.Enabled {
+		return nil, nil
+	}
+	return cluster.New(cfg.Cluster.options(cfg.DataDir), log.Named("cluster"))
+}

@@ -1,0 +1,355 @@
+package core_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/core"
+)
+
+// fakeCluster records what core tells the cluster.
+type fakeCluster struct {
+	mu       sync.Mutex
+	interest map[string]int // net on − off per filter
+	events   []string
+	fwd      []fwdMsg
+	retained []fwdMsg
+	claims   uint64
+}
+
+type fwdMsg struct {
+	topic, payload, from string
+	qos                  byte
+	retain               bool
+	expires              time.Time
+	props                *codec.Properties
+	served               []string
+}
+
+func newFakeCluster() *fakeCluster { return &fakeCluster{interest: map[string]int{}} }
+
+func (f *fakeCluster) Interest(group, filter string, on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if group != "" {
+		filter = "$share/" + group + "/" + filter
+	}
+	if on {
+		f.interest[filter]++
+		f.events = append(f.events, "+"+filter)
+	} else {
+		f.interest[filter]--
+		f.events = append(f.events, "-"+filter)
+	}
+}
+
+func (f *fakeCluster) Forward(topic string, payload []byte, qos byte, retain bool, props *codec.Properties, expires time.Time, from string, served []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fwd = append(f.fwd, fwdMsg{topic, string(payload), from, qos, retain, expires, props, served})
+}
+
+func (f *fakeCluster) Retain(topic string, payload []byte, qos byte, props *codec.Properties, expires time.Time, from string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.retained = append(f.retained, fwdMsg{topic, string(payload), from, qos, true, expires, props, nil})
+}
+
+func (f *fakeCluster) Claim(clientID string, clean bool) uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.claims++
+	f.events = append(f.events, fmt.Sprintf("claim %s %v %d", clientID, clean, f.claims))
+	return f.claims
+}
+
+func (f *fakeCluster) Release(clientID string, claim uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.events = append(f.events, fmt.Sprintf("release %s %d", clientID, claim))
+}
+
+func (f *fakeCluster) forwarded() []fwdMsg {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.fwd)
+}
+
+// eventList returns the events whose text starts with one of prefixes.
+func (f *fakeCluster) eventList(prefixes ...string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, e := range f.events {
+		for _, p := range prefixes {
+			if strings.HasPrefix(e, p) {
+				out = append(out, e)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// TestClusterInterestOncePerFilter: the cluster hears of a filter when
+// its first plain subscriber comes and when its last goes, however many
+// sessions use it, and of a shared group when its first member comes and
+// its last goes.
+func TestClusterInterestOncePerFilter(t *testing.T) {
+	fc := newFakeCluster()
+	srv := newServer(t, core.Options{}, core.Config{Cluster: fc})
+	a := client(t, srv, codec.V5, "a")
+	b := client(t, srv, codec.V5, "b")
+	a.subscribe(1, "x/#")
+	b.subscribe(0, "x/#")
+	a.subscribe(1, "x/#") // a replaced subscription is no new interest
+	b.subscribe(1, "$share/g/y")
+	a.subscribe(1, "$share/g/y") // a second member: the group's interest exists already
+	a.send(&codec.Unsubscribe{PacketID: 77, Filters: [][]byte{[]byte("x/#")}})
+	expect[*codec.Unsuback](a)
+	if got, want := fc.eventList("+", "-"), []string{"+x/#", "+$share/g/y"}; !slices.Equal(got, want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+	b.close() // a clean session ends: its subscriptions go
+	waitFor(t, "interest withdrawn", func() bool {
+		return slices.Equal(fc.eventList("+", "-"), []string{"+x/#", "+$share/g/y", "-x/#"})
+	})
+	a.close()
+	waitFor(t, "group withdrawn", func() bool {
+		return slices.Equal(fc.eventList("+", "-"), []string{"+x/#", "+$share/g/y", "-x/#", "-$share/g/y"})
+	})
+}
+
+// TestClusterForward: each message published on this node goes to the
+// cluster once, after local routing, whether or not a local subscriber
+// matched, with what the other nodes need; $SYS stays local.
+func TestClusterForward(t *testing.T) {
+	fc := newFakeCluster()
+	srv := newServer(t, core.Options{}, core.Config{Cluster: fc})
+	pub := client(t, srv, codec.V5, "pub")
+	local := client(t, srv, codec.V5, "local")
+	local.subscribe(2, "f/local")
+	p := &codec.Publish{Topic: []byte("f/none"), Payload: []byte("1"), QoS: 1, Retain: true}
+	p.Props.SetNum(codec.PropMessageExpiry, 30)
+	p.Props.ContentType = []byte("ct")
+	p.Props.SetNum(codec.PropTopicAlias, 1) // per connection: not forwarded
+	if rc := pub.publish(p); rc != codec.Success {
+		t.Errorf("PUBACK %s, want Success: subscribers on other nodes are not known here", rc)
+	}
+	pub.publish(&codec.Publish{Topic: []byte("f/local"), Payload: []byte("2"), QoS: 2})
+	if got := local.expectPublish(); string(got.Payload) != "2" {
+		t.Errorf("local subscriber got %q", got.Payload)
+	}
+	if err := srv.Publish("$SYS/x", []byte("sys"), 0, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Publish("admin/x", []byte("3"), 0, false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "three forwards", func() bool { return len(fc.forwarded()) == 3 })
+	got := fc.forwarded()
+	first := got[0]
+	if first.topic != "f/none" || first.payload != "1" || first.qos != 1 || !first.retain || first.from != "pub" ||
+		first.props == nil || string(first.props.ContentType) != "ct" || first.props.Has(codec.PropTopicAlias) {
+		t.Errorf("forwarded %+v", first)
+	}
+	if left := time.Until(first.expires); left < 25*time.Second || left > 30*time.Second {
+		t.Errorf("expires in %v, want about 30s", left)
+	}
+	if got[1].topic != "f/local" || got[1].qos != 2 || got[2].topic != "admin/x" || got[2].from != "" {
+		t.Errorf("forwarded %+v", got[1:])
+	}
+}
+
+// TestDeliverRemote: a message from another node reaches this node's
+// subscribers of the filter that brought it, with the rules of a local
+// PUBLISH, and is neither forwarded again nor retained.
+func TestDeliverRemote(t *testing.T) {
+	fc := newFakeCluster()
+	srv := newServer(t, core.Options{}, core.Config{Cluster: fc})
+	s := client(t, srv, codec.V5, "s")
+	subscribe := &codec.Subscribe{Subscriptions: []codec.Subscription{
+		{Filter: []byte("r/#"), QoS: 1, RetainAsPublished: true},
+		{Filter: []byte("nl/#"), QoS: 2, NoLocal: true},
+	}}
+	subscribe.Props.SubscriptionIDs = []uint32{7}
+	s.subscribePacket(subscribe)
+	other := client(t, srv, codec.V311, "other")
+	other.subscribe(0, "r/+")
+
+	props := &codec.Properties{User: []codec.UserProperty{{Key: []byte("k"), Value: []byte("v")}}}
+	exp := time.Now().Add(10 * time.Second)
+	if n := srv.DeliverRemote("", "r/#", "r/a", []byte("p"), 2, true, props, exp, "elsewhere"); n != 1 {
+		t.Errorf("DeliverRemote through r/# made %d deliveries, want 1 (r/+ is another filter)", n)
+	}
+	got := s.expectPublish()
+	s.ack(got)
+	if got.QoS != 1 || !got.Retain || string(got.Topic) != "r/a" || !slices.Equal(got.Props.SubscriptionIDs, []uint32{7}) ||
+		len(got.Props.User) != 1 || string(got.Props.User[0].Value) != "v" {
+		t.Errorf("got %+v", got)
+	}
+	if e := got.Props.MessageExpiry; e < 9 || e > 10 {
+		t.Errorf("message expiry %d, want the 10s left", e)
+	}
+	other.expectNothing(quiet)
+	srv.DeliverRemote("", "r/+", "r/a", []byte("q"), 1, true, nil, time.Time{}, "elsewhere")
+	if got := other.expectPublish(); got.QoS != 0 || got.Retain || string(got.Payload) != "q" {
+		t.Errorf("3.1.1 subscriber got %+v (retain is not as published for it)", got)
+	}
+	// No Local holds against the client id of the publisher on another node.
+	if n := srv.DeliverRemote("", "nl/#", "nl/x", []byte("mine"), 1, false, nil, time.Time{}, "s"); n != 0 {
+		t.Errorf("No Local: %d deliveries, want 0", n)
+	}
+	// Expired in transit: dropped.
+	if n := srv.DeliverRemote("", "r/#", "r/a", []byte("old"), 1, false, nil, time.Now().Add(-time.Second), "x"); n != 0 {
+		t.Errorf("expired: %d deliveries", n)
+	}
+	s.expectNothing(quiet)
+	// Nothing received from another node is forwarded again or retained.
+	if fwd := fc.forwarded(); len(fwd) != 0 {
+		t.Errorf("forwarded %+v", fwd)
+	}
+	late := client(t, srv, codec.V5, "late")
+	late.subscribe(1, "r/#")
+	late.expectNothing(quiet)
+}
+
+// TestClusterClaimAndTakeOver: each connection claims its client id
+// before its session is attached and releases it when it ends; a claim
+// from another node closes the local connection that held the id with
+// Session taken over, but not a newer local connection.
+func TestClusterClaimAndTakeOver(t *testing.T) {
+	fc := newFakeCluster()
+	srv := newServer(t, core.Options{}, core.Config{Cluster: fc})
+	a := client(t, srv, codec.V5, "dev", persistent)
+	a.subscribe(1, "keep/#")
+	if got := fc.eventList("claim"); !slices.Equal(got, []string{"claim dev false 1"}) {
+		t.Fatalf("claims %v", got)
+	}
+	if srv.TakeOver("dev", 99, false) {
+		t.Error("TakeOver of a claim the connection does not hold closed it")
+	}
+	a.expectNothing(quiet)
+	if !srv.TakeOver("dev", 1, false) {
+		t.Fatal("TakeOver did nothing")
+	}
+	a.expectDisconnect(codec.SessionTakenOver)
+	waitFor(t, "release", func() bool { return slices.Equal(fc.eventList("release"), []string{"release dev 1"}) })
+	// The session stays here, offline, with its subscription.
+	info, ok := srv.Client("dev")
+	if !ok || info.Connected || len(info.Subscriptions) != 1 {
+		t.Fatalf("session after takeover: %+v, %v", info, ok)
+	}
+	// A clean connection elsewhere ends the offline session here.
+	if !srv.TakeOver("dev", 0, true) {
+		t.Fatal("TakeOver with endSession did nothing")
+	}
+	if _, ok := srv.Client("dev"); ok {
+		t.Fatal("session still here after a clean takeover elsewhere")
+	}
+	// 3.1.1: the connection is closed.
+	b := client(t, srv, codec.V311, "old")
+	if !srv.TakeOver("old", 2, true) {
+		t.Fatal("TakeOver did nothing")
+	}
+	b.expectClosed()
+}
+
+// TestClusterWillOnRemoteTakeover: a will with a delay is not sent when
+// the client came back on another node; one without is, as on one node.
+func TestClusterWillOnRemoteTakeover(t *testing.T) {
+	fc := newFakeCluster()
+	srv := newServer(t, core.Options{}, core.Config{Cluster: fc})
+	watcher := client(t, srv, codec.V5, "watcher")
+	watcher.subscribe(0, "will/#")
+	for i, delay := range []uint32{5, 0} {
+		id := fmt.Sprintf("w%d", i)
+		c := client(t, srv, codec.V5, id, persistent, func(p *codec.Connect) {
+			p.WillFlag, p.WillTopic, p.WillPayload = true, []byte("will/"+id), []byte("gone")
+			p.WillProps.SetNum(codec.PropWillDelay, delay)
+		})
+		claims := fc.eventList("claim " + id)
+		var claim uint64
+		if _, err := fmt.Sscanf(claims[0], "claim "+id+" false %d", &claim); err != nil {
+			t.Fatal(err)
+		}
+		srv.TakeOver(id, claim, false)
+		c.expectDisconnect(codec.SessionTakenOver)
+		if delay > 0 {
+			watcher.expectNothing(quiet)
+		} else if got := watcher.expectPublish(); string(got.Topic) != "will/"+id {
+			t.Errorf("got %s", got.Topic)
+		}
+	}
+}
+
+// TestClusterRetained: a retained message set here goes to the cluster;
+// one set elsewhere is kept here, for new subscribers, without being
+// delivered, sent back, or forwarded.
+func TestClusterRetained(t *testing.T) {
+	fc := newFakeCluster()
+	srv := newServer(t, core.Options{}, core.Config{Cluster: fc})
+	pub := client(t, srv, codec.V5, "pub")
+	pub.pubRetained("ret/a", "here", 1)
+	if err := srv.Publish("$SYS/r", []byte("sys"), 0, true); err != nil {
+		t.Fatal(err)
+	}
+	early := client(t, srv, codec.V5, "early")
+	early.subscribe(1, "ret/#")
+	early.expectPublish()
+	srv.SetRetained("ret/b", []byte("there"), 1, nil, time.Time{}, "x")
+	early.expectNothing(quiet)
+	late := client(t, srv, codec.V5, "late")
+	late.subscribe(1, "ret/b")
+	if got := late.expectPublish(); string(got.Payload) != "there" || !got.Retain {
+		t.Errorf("got %+v", got)
+	}
+	srv.SetRetained("ret/b", nil, 0, nil, time.Time{}, "x")
+	if _, _, ok := srv.RetainedMessage("ret/b"); ok {
+		t.Error("an empty retained message from another node did not clear it")
+	}
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	if len(fc.retained) != 1 || fc.retained[0].topic != "ret/a" || fc.retained[0].payload != "here" {
+		t.Errorf("sent to the cluster: %+v", fc.retained)
+	}
+}
+
+// TestClusterShared: a message a local member of a shared group got is
+// forwarded saying so; one from another node for a group goes to exactly
+// one member of it here, and not to the plain subscribers of the filter.
+func TestClusterShared(t *testing.T) {
+	fc := newFakeCluster()
+	srv := newServer(t, core.Options{}, core.Config{Cluster: fc})
+	m1 := client(t, srv, codec.V5, "m1")
+	m2 := client(t, srv, codec.V5, "m2")
+	plain := client(t, srv, codec.V5, "plain")
+	m1.subscribe(1, "$share/g/sh/#")
+	m2.subscribe(1, "$share/g/sh/#")
+	plain.subscribe(1, "sh/#")
+	pub := client(t, srv, codec.V5, "pub")
+	pub.pub("sh/1", "local", 1)
+	waitFor(t, "forward", func() bool { return len(fc.forwarded()) == 1 })
+	if got := fc.forwarded()[0].served; !slices.Equal(got, []string{"g", "sh/#"}) {
+		t.Errorf("served %q, want [g sh/#]", got)
+	}
+	plain.expectPublish()
+	for i := range 4 {
+		if n := srv.DeliverRemote("g", "sh/#", "sh/2", []byte(fmt.Sprint(i)), 1, false, nil, time.Time{}, "x"); n != 1 {
+			t.Fatalf("DeliverRemote to the group: %d deliveries, want 1", n)
+		}
+	}
+	got := len(m1.recv(3)) + len(m2.recv(2)) // round robin: the local one, then the remote four alternate
+	if got != 5 {
+		t.Errorf("members got %d messages, want 5", got)
+	}
+	plain.expectNothing(quiet)
+	if n := srv.DeliverRemote("other", "sh/#", "sh/2", []byte("x"), 1, false, nil, time.Time{}, "x"); n != 0 {
+		t.Errorf("a group this node does not have: %d deliveries", n)
+	}
+}

@@ -1,0 +1,79 @@
+package web
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// ClusterStats is this node's view of its cluster (package cluster's
+// counters, adapted by the composition root), for the xmq_cluster_*
+// series.
+type ClusterStats struct {
+	Connected         bool  // connected to NATS
+	Routes            int   // embedded NATS: routes to other nodes; -1 with an external NATS
+	StateReady        bool  // the replicated state (client id registry, retained) is in use
+	Forwarded         int64 // messages handed to NATS for the other nodes
+	ForwardDropped    int64 // messages that could not be
+	Received          int64 // messages received from other nodes
+	ReceivedDropped   int64 // received messages dropped (not a mapped topic, slow consumer)
+	Interest          int64 // distinct filters and shared groups this node receives
+	ClaimsUnavailable int64 // connections held on this node only: the registry was not writable
+	TakenOver         int64 // local connections or sessions another node's connection took over
+	RetainDropped     int64 // retained changes kept on this node only
+}
+
+type clusterCollector struct {
+	stats                                                     func() ClusterStats
+	connected, routes, ready, msgs, dropped, interest, claims *prometheus.Desc
+	taken, retainDropped                                      *prometheus.Desc
+}
+
+func newClusterCollector(stats func() ClusterStats) *clusterCollector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("xmq_cluster_"+name, help, labels, nil)
+	}
+	return &clusterCollector{stats: stats,
+		connected: d("connected", "1 while this node is connected to NATS, else 0."),
+		routes:    d("routes", "Routes of the embedded NATS server to the other nodes (a partition shows as fewer)."),
+		ready:     d("state_ready", "1 while the replicated state (client id registry, retained messages) is in use."),
+		msgs:      d("messages_total", "Messages sent to the other nodes (out) and received from them (in).", "direction"),
+		dropped:   d("dropped_total", "Messages not sent (out: topic too long, too large, NATS down) or not routed (in).", "direction"),
+		interest:  d("interest", "Distinct filters and shared groups this node receives from the other nodes."),
+		claims:    d("claims_unavailable_total", "Connections held on this node only: the client id registry was not writable."),
+		taken:     d("taken_over_total", "Connections or sessions of this node that a connection on another node took over."),
+		retainDropped: d("retained_dropped_total",
+			"Retained messages kept on this node only (too many waiting to be replicated)."),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.connected, c.routes, c.ready, c.msgs, c.dropped, c.interest, c.claims, c.taken, c.retainDropped} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.stats()
+	b := func(v bool) float64 {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	gauge := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v) }
+	counter := func(d *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge(c.connected, b(st.Connected))
+	if st.Routes >= 0 {
+		gauge(c.routes, float64(st.Routes))
+	}
+	gauge(c.ready, b(st.StateReady))
+	gauge(c.interest, float64(st.Interest))
+	counter(c.msgs, st.Forwarded, "out")
+	counter(c.msgs, st.Received, "in")
+	counter(c.dropped, st.ForwardDropped, "out")
+	counter(c.dropped, st.ReceivedDropped, "in")
+	counter(c.claims, st.ClaimsUnavailable)
+	counter(c.taken, st.TakenOver)
+	counter(c.retainDropped, st.RetainDropped)
+}

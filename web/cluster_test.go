@@ -1,0 +1,64 @@
+package web
+
+import (
+	"context"
+	"testing"
+
+	"github.com/xmq-io/xmq/core"
+)
+
+// TestMetricsCluster: a node of a cluster labels every series with its
+// name and exports its cluster counters; a single broker does neither.
+func TestMetricsCluster(t *testing.T) {
+	srv, err := core.New(core.Options{SysInterval: -1}, core.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+	st := ClusterStats{Connected: true, Routes: 2, StateReady: true, Forwarded: 10, ForwardDropped: 1, Received: 20,
+		ReceivedDropped: 2, Interest: 3, ClaimsUnavailable: 4, TakenOver: 5, RetainDropped: 6}
+	s := newTestServer(t, srv, func(o *Options) {
+		o.Node = "n2"
+		o.Cluster = func() ClusterStats { return st }
+	})
+	fams := scrape(t, s.Handler())
+	for _, tt := range []struct {
+		name, labels string
+		want         float64
+	}{
+		{"xmq_cluster_connected", "node=n2", 1},
+		{"xmq_cluster_routes", "node=n2", 2},
+		{"xmq_cluster_state_ready", "node=n2", 1},
+		{"xmq_cluster_messages_total", "direction=out,node=n2", 10},
+		{"xmq_cluster_messages_total", "direction=in,node=n2", 20},
+		{"xmq_cluster_dropped_total", "direction=out,node=n2", 1},
+		{"xmq_cluster_dropped_total", "direction=in,node=n2", 2},
+		{"xmq_cluster_interest", "node=n2", 3},
+		{"xmq_cluster_claims_unavailable_total", "node=n2", 4},
+		{"xmq_cluster_taken_over_total", "node=n2", 5},
+		{"xmq_cluster_retained_dropped_total", "node=n2", 6},
+		{"xmq_messages_received_total", "node=n2,qos=0", 0},
+	} {
+		if got, err := value(fams, tt.name, tt.labels); err != nil || got != tt.want {
+			t.Errorf("%s{%s} = %v, %v; want %v", tt.name, tt.labels, got, err, tt.want)
+		}
+	}
+	for name, f := range fams {
+		for _, m := range f.Metric {
+			node := false
+			for _, l := range m.Label {
+				node = node || l.GetName() == "node" && l.GetValue() == "n2"
+			}
+			if !node {
+				t.Errorf("%s has a series without node=n2", name)
+				break
+			}
+		}
+	}
+	single := scrape(t, newTestServer(t, srv, nil).Handler())
+	for name := range single {
+		if len(name) > 12 && name[:12] == "xmq_cluster_" {
+			t.Errorf("a single broker exports %s", name)
+		}
+	}
+}
