@@ -74,12 +74,13 @@ type Trace struct {
 	filter []byte
 	done   func(why string)
 
-	mu      sync.Mutex // guards w, line, written, packets, stopped, why, timer
+	mu      sync.Mutex // guards w, line, written, packets, stopped, full, why, timer
 	w       io.Writer
 	line    []byte
 	written int64
 	packets int64
 	stopped bool
+	full    bool // the size limit is reached (or a write failed): stop is under way
 	why     string
 	timer   *time.Timer
 }
@@ -304,7 +305,7 @@ func (t *Trace) packet(c *client, dir string, p codec.Packet) {
 		return
 	}
 	t.mu.Lock()
-	if t.stopped {
+	if t.stopped || t.full {
 		t.mu.Unlock()
 		return
 	}
@@ -329,6 +330,9 @@ func (t *Trace) packet(c *client, dir string, p codec.Packet) {
 	t.written += int64(n)
 	t.packets++
 	full := t.written >= t.spec.MaxBytes || err != nil
+	// Nothing more is written while stop (on its own goroutine) gets going:
+	// the file ends within one line of its limit.
+	t.full = full
 	t.mu.Unlock()
 	if full {
 		why := "size limit reached"
