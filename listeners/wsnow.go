@@ -23,6 +23,10 @@ import (
 // (TLS owns the bytes on the socket), on systems with the raw write.
 func (c *wsConn) WritesNow() bool { return c.sock != nil && rawSocketIO }
 
+// maxPooledFrame is the largest frame buffer kept for the next in-place
+// write: the small messages of a low rate are the case that matters.
+const maxPooledFrame = 64 << 10
+
 // wsFrameBufs holds the buffers a frame is assembled in for one write.
 var wsFrameBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
@@ -44,8 +48,10 @@ func (c *wsConn) WriteNow(p []byte) (int, error) {
 	hl := len(frame)
 	frame = append(frame, p...)
 	n, err := writeSocketNow(c.sock, frame)
-	*bp = frame[:0]
-	wsFrameBufs.Put(bp)
+	if cap(frame) <= maxPooledFrame { // a large message's buffer is not kept
+		*bp = frame[:0]
+		wsFrameBufs.Put(bp)
+	}
 	if err != nil || n == 0 {
 		return 0, err
 	}
