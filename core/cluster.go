@@ -1,6 +1,10 @@
 package core
 
 import (
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,12 +58,18 @@ type Cluster interface {
 	// before its session is attached: a connection with that id on
 	// another node is closed there (Server.TakeOver). It returns the
 	// claim, which Release gives back, or 0 when it could not be made
-	// (the connection goes ahead, held on this node only). It runs on the
-	// connection's goroutine and may wait for one round trip.
+	// (the connection goes ahead, held on this node only). Without clean,
+	// a persistent session of clientID on the node that held the id
+	// before moves here (that node's ExportSession, this one's
+	// ImportSession) before Claim returns, so that attach finds it. It
+	// runs on the connection's goroutine and may wait for a few round
+	// trips.
 	Claim(clientID string, clean bool) uint64
 	// Release gives up claim when its connection ends, unless a newer
-	// claim replaced it. It must not block.
-	Release(clientID string, claim uint64)
+	// claim replaced it; session reports that the client's persistent
+	// session stays on this node, offline, for a later connection on any
+	// node to take (see ExportSession). It must not block.
+	Release(clientID string, claim uint64, session bool)
 }
 
 // forward hands msg, routed here to matches, to the cluster; the
@@ -147,4 +157,256 @@ func (s *Server) SetRetained(topic string, payload []byte, qos byte, props *code
 		payload = nil
 	}
 	_ = s.retainHere(&Message{Topic: topic, Payload: payload, QoS: min(qos, 2), Retain: true, Props: props, Expires: expires, From: from})
+}
+
+// errSessionOnline refuses to replace a session whose client is connected
+// on this node.
+var errSessionOnline = errors.New("core: the session is connected on this node")
+
+// ExportSession takes clientID's persistent session out of this node so
+// that another node can install it (ImportSession): its connection here,
+// if any, is closed with Session taken over (MQTT 5) as a takeover does,
+// a will waiting for its delay is cancelled (the client is back), and the
+// session's subscriptions, queued and inflight messages and inbound QoS 2
+// state are encoded with the store's records and removed here, store
+// included. It returns nil, leaving everything as it was, when there is
+// no persistent session of clientID here or its encoding would exceed
+// maxBytes (0: no limit).
+func (s *Server) ExportSession(clientID string, maxBytes int) []byte {
+	s.mu.Lock()
+	sess := s.sessions[clientID]
+	if sess == nil {
+		s.mu.Unlock()
+		return nil
+	}
+	sess.mu.Lock()
+	if !sess.persistent() {
+		sess.mu.Unlock()
+		s.mu.Unlock()
+		return nil
+	}
+	b := sess.exportLocked(time.Now())
+	if maxBytes > 0 && len(b) > maxBytes {
+		sess.mu.Unlock()
+		s.mu.Unlock()
+		s.log.Warn("session not moved to another node: too large for one NATS message", zap.String("client_id", clientID),
+			zap.Int("bytes", len(b)), zap.Int("max_bytes", maxBytes))
+		return nil
+	}
+	c := sess.c
+	sess.c = nil
+	sess.moved = true // its connection's detach keeps a delayed will unsent
+	if sess.willTimer != nil {
+		sess.willTimer.Stop()
+	}
+	sess.willTimer, sess.pendingWill = nil, nil
+	sess.mu.Unlock()
+	s.discardLocked(sess)
+	s.mu.Unlock()
+	if c != nil {
+		c.takenElsewhere.Store(true)
+		c.log(zap.InfoLevel, "session moved to another node")
+		c.close(CloseTakenOver, codec.SessionTakenOver)
+	}
+	return b
+}
+
+// exportLocked encodes the session for ExportSession: the format version,
+// the session record, the inbound record, then each message (inflight
+// ones first, in send order, then the queue) as a flags byte (1: sent
+// before, so DUP; 2: in flight, its packet id and PUBREL state kept) and
+// its delivery record. s.mu is held.
+func (s *session) exportLocked(now time.Time) []byte {
+	b := []byte{recordVersion}
+	b = appendString(b, string(s.recordLocked(now.Unix()).append(nil)))
+	in := inboundRecord{High: 0, IDs: make([]uint16, 0, len(s.qos2in))}
+	for id := range s.qos2in {
+		in.IDs = append(in.IDs, id)
+	}
+	slices.Sort(in.IDs)
+	b = appendString(b, string(in.append(nil)))
+	inflight := make([]*outMsg, 0, len(s.inflight))
+	for _, m := range s.inflight {
+		inflight = append(inflight, m)
+	}
+	slices.SortFunc(inflight, func(a, b *outMsg) int { return cmp.Compare(a.order, b.order) })
+	n := 0
+	var msgs []byte
+	for _, m := range inflight {
+		msgs = append(msgs, 3)
+		msgs = appendString(msgs, string(appendDeliveryRecord(nil, m.msg, m.qos, m.retain, m.subID, m.id, m.pubrel)))
+		n++
+	}
+	for _, d := range s.queue[s.qhead:] {
+		if d.msg == nil || d.msg.expired(now) {
+			continue
+		}
+		msgs = append(msgs, boolByte(d.dup))
+		msgs = appendString(msgs, string(appendMessageRecord(nil, d.msg, d.qos, d.retain, d.subID)))
+		n++
+	}
+	b = binary.AppendUvarint(b, uint64(n))
+	return append(b, msgs...)
+}
+
+// ImportSession installs a session that another node exported
+// (ExportSession) as clientID's offline session here, in memory and in
+// the store, for the client's connection to resume: its subscriptions
+// (announced to the cluster as any), its messages to be sent, those sent
+// before with DUP and their packet ids, in their order. An
+// offline session of clientID here, older, is replaced; one whose client
+// is connected here is not (errSessionOnline).
+func (s *Server) ImportSession(clientID string, data []byte) error {
+	sr, in, msgs, err := decodeExport(data)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	s.mu.Lock()
+	if old := s.sessions[clientID]; old != nil {
+		old.mu.Lock()
+		online := old.c != nil
+		if !online && old.willTimer != nil {
+			old.willTimer.Stop() // the client is back, with its newer session
+			old.willTimer, old.pendingWill = nil, nil
+		}
+		old.mu.Unlock()
+		if online {
+			s.mu.Unlock()
+			return errSessionOnline
+		}
+		s.discardLocked(old)
+	}
+	sess := newSession(s, clientID)
+	sess.version, sess.expiry = sr.Version, sr.Expiry
+	if sr.OwnerKnown {
+		sess.setOwner(sr.Owner)
+	}
+	for _, sub := range sr.Subs {
+		group, filter, _, err := codec.ParseShared([]byte(sub.Filter))
+		if err != nil {
+			continue
+		}
+		if sess.subs == nil {
+			sess.subs = map[string]storedSub{}
+		}
+		sess.subs[sub.Filter] = sub
+		s.router.subscribe(sess, string(filter), string(group), sub.opts(s))
+	}
+	sess.inBase = s.newInBase()
+	sess.inSeq = sess.inBase
+	for _, id := range in.IDs {
+		if sess.qos2in == nil {
+			sess.qos2in = map[uint16]struct{}{}
+		}
+		sess.qos2in[id] = struct{}{}
+	}
+	s.inBaseMax = max(s.inBaseMax, sess.inSeq)
+	s.putSessionLocked(sess)
+	sess.mu.Lock()
+	for _, em := range msgs {
+		sm := em.storedMsg
+		if sm.msg.expired(now) {
+			continue
+		}
+		sm.msg.inSeq = 0 // numbered by the other node's publishers: meaningless here
+		d := delivery{msg: sm.msg, qos: sm.qos, retain: sm.retain, subID: sm.subID, dup: em.sent}
+		if d.qos > 0 {
+			sess.seq++
+			d.seq = sess.seq
+			if s.storeAdd(clientID, d) != nil {
+				d.seq = 0 // kept in memory: the move must not lose it
+			}
+		}
+		if em.inflight && sm.id != 0 && sm.qos > 0 {
+			if _, used := sess.inflight[sm.id]; !used {
+				sess.order++
+				s.stats.inflight.Add(1)
+				if sess.inflight == nil {
+					sess.inflight = map[uint16]*outMsg{}
+				}
+				m := &outMsg{delivery: d, id: sm.id, pubrel: sm.pubrel, resend: true, dup: true, order: sess.order}
+				sess.inflight[sm.id] = m
+				if d.seq != 0 && d.qos == 2 {
+					s.storeUpdate(clientID, m)
+				}
+				sess.addLoad(1)
+				sess.qbytes += sm.msg.size()
+				continue
+			}
+		}
+		sess.queue = append(sess.queue, d)
+		sess.addLoad(1)
+		sess.qbytes += sm.msg.size()
+	}
+	rec := sess.recordLocked(sr.DisconnectedAt)
+	var inbound []byte
+	if len(sess.qos2in) > 0 {
+		inbound = sess.inboundLocked(0)
+	}
+	sess.mu.Unlock()
+	s.mu.Unlock()
+	s.storeSave(clientID, rec)
+	if inbound != nil {
+		if err := s.store.PutInbound(clientID, inbound); err != nil {
+			s.storeError("store: saving a moved session's inbound state", err, zap.String("client_id", clientID))
+		}
+	}
+	if err := s.syncStore(); err != nil {
+		s.storeError("store: sync of a moved session failed", err, zap.String("client_id", clientID))
+	}
+	gone := now
+	if sr.DisconnectedAt != 0 {
+		gone = time.Unix(sr.DisconnectedAt, 0)
+	}
+	s.scheduleExpiry(sess, gone)
+	s.log.Info("session moved here from another node", zap.String("client_id", clientID),
+		zap.Int("subscriptions", len(sr.Subs)), zap.Int("messages", len(msgs)))
+	return nil
+}
+
+// exportedMsg is one message of an exported session.
+type exportedMsg struct {
+	storedMsg
+	sent     bool // sent before: DUP when sent again
+	inflight bool // in flight: its packet id and PUBREL state stand
+}
+
+// decodeExport reads what exportLocked wrote.
+func decodeExport(b []byte) (sr sessionRecord, in inboundRecord, msgs []exportedMsg, err error) {
+	d := recDecoder{b: b}
+	if v := d.byte(); d.err == nil && !readable(v) {
+		return sr, in, nil, formatError("moved session", v)
+	}
+	rec, inRec := d.string(), d.string()
+	if d.err != nil {
+		return sr, in, nil, d.err
+	}
+	if err := sr.decode([]byte(rec)); err != nil {
+		return sr, in, nil, err
+	}
+	if err := in.decode([]byte(inRec)); err != nil {
+		return sr, in, nil, err
+	}
+	n := d.uvarint()
+	if n > uint64(len(b)) {
+		return sr, in, nil, errRecord
+	}
+	msgs = make([]exportedMsg, 0, n)
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		flags := d.byte()
+		r := d.string()
+		if d.err != nil {
+			break
+		}
+		if flags > 3 {
+			return sr, in, nil, errRecord
+		}
+		sm, err := decodeDeliveryRecord([]byte(r))
+		if err != nil {
+			return sr, in, nil, err
+		}
+		msgs = append(msgs, exportedMsg{storedMsg: sm, sent: flags&1 != 0, inflight: flags&2 != 0})
+	}
+	return sr, in, msgs, d.done()
 }

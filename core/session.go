@@ -78,6 +78,9 @@ type session struct {
 	willTimer   *time.Timer
 	pendingWill func() // publishes the will willTimer is waiting for; set with it
 	droppedWarn time.Time
+	// moved is set when the session went to another node
+	// (Server.ExportSession): its client is back there.
+	moved bool
 }
 
 func newSession(srv *Server, id string) *session {
