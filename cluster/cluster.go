@@ -29,6 +29,12 @@ type Local interface {
 	// SetRetained keeps a retained message set on another node (an empty
 	// payload clears it) without delivering it.
 	SetRetained(topic string, payload []byte, qos byte, props *codec.Properties, expires time.Time, from string)
+	// ExportSession takes clientID's persistent session out of this node
+	// (closing its connection here) and returns it encoded, or nil when
+	// there is none or it would exceed maxBytes.
+	ExportSession(clientID string, maxBytes int) []byte
+	// ImportSession installs a session another node exported.
+	ImportSession(clientID string, data []byte) error
 }
 
 // inboxSize bounds the messages received from NATS and not yet routed
@@ -52,6 +58,12 @@ type Stats struct {
 	ClaimsUnavailable int64
 	TakenOver         int64 // local connections or sessions another node's connection took over
 	RetainDropped     int64 // retained changes that stayed on this node (too many waiting to be replicated)
+	SessionsIn        int64 // persistent sessions moved here from another node
+	SessionsOut       int64 // persistent sessions moved from here to another node
+	// SessionsLost counts connections that should have resumed a session
+	// from another node and started a new one here: that node did not
+	// answer, or its session could not be installed.
+	SessionsLost int64
 }
 
 // Cluster is one node's link to the others (it satisfies core.Cluster).
@@ -96,6 +108,8 @@ type Cluster struct {
 
 	forwarded, forwardDropped, received, receivedDropped atomic.Int64
 	claimsUnavailable, takenOver, retainDropped          atomic.Int64
+	sessionsIn, sessionsOut, sessionsLost                atomic.Int64
+	sessionSub                                           *nats.Subscription
 	warned                                               sync.Map // message → *atomic.Int64, Unix nanoseconds it was last logged
 }
 
@@ -206,6 +220,11 @@ func (c *Cluster) Start(local Local) {
 		return
 	}
 	c.local = local
+	var err error
+	c.sessionSub, err = c.nc.Subscribe(sessionSubject(c.opts.Name, c.opts.Node), c.serveSession)
+	if err != nil {
+		c.log.Error("cannot serve session moves: sessions here stay here", zap.Error(err))
+	}
 	c.done.Add(2)
 	go c.routeLoop()
 	go c.stateLoop()
@@ -385,7 +404,8 @@ func (c *Cluster) Stats() Stats {
 	c.subsMu.RUnlock()
 	return Stats{Forwarded: c.forwarded.Load(), ForwardDropped: c.forwardDropped.Load(), Received: c.received.Load(),
 		ReceivedDropped: c.receivedDropped.Load(), Interest: int64(n), ClaimsUnavailable: c.claimsUnavailable.Load(),
-		TakenOver: c.takenOver.Load(), RetainDropped: c.retainDropped.Load()}
+		TakenOver: c.takenOver.Load(), RetainDropped: c.retainDropped.Load(),
+		SessionsIn: c.sessionsIn.Load(), SessionsOut: c.sessionsOut.Load(), SessionsLost: c.sessionsLost.Load()}
 }
 
 // Connected reports whether the node's NATS connection is up.
