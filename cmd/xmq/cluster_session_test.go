@@ -235,9 +235,9 @@ type v3Session struct {
 func connectV3Session(t *testing.T, addr, id string) (*v3Session, bool) {
 	t.Helper()
 	c := &v3Session{msgs: make(chan mqtt.Message, 1000), lost: make(chan error, 1)}
-	o := mqtt.NewClientOptions().AddBroker("tcp://"+addr).SetClientID(id).SetProtocolVersion(4).
-		SetCleanSession(false).SetAutoReconnect(false).SetConnectRetry(false).SetKeepAlive(30*time.Second).
-		SetConnectTimeout(5*time.Second).SetOrderMatters(true).
+	o := mqtt.NewClientOptions().AddBroker("tcp://" + addr).SetClientID(id).SetProtocolVersion(4).
+		SetCleanSession(false).SetAutoReconnect(false).SetConnectRetry(false).SetKeepAlive(30 * time.Second).
+		SetConnectTimeout(5 * time.Second).SetOrderMatters(true).
 		SetDefaultPublishHandler(func(_ mqtt.Client, m mqtt.Message) { c.msgs <- m }).
 		SetConnectionLostHandler(func(_ mqtt.Client, err error) { c.lost <- err })
 	c.Client = mqtt.NewClient(o)
