@@ -120,6 +120,9 @@ type interest struct{ group, filter string }
 type interestOp struct {
 	interest
 	on bool
+	// done, when not nil, makes the op a marker: closed once the ops
+	// before it are applied (syncInterest).
+	done chan struct{}
 }
 
 // queueName is the NATS queue group of a shared group: NATS delivers each
@@ -221,9 +224,11 @@ func (c *Cluster) Start(local Local) {
 	}
 	c.local = local
 	var err error
-	c.sessionSub, err = c.nc.Subscribe(sessionSubject(c.opts.Name, c.opts.Node), c.serveSession)
+	c.sessionSub, err = c.nc.ChanSubscribe(sessionSubject(c.opts.Name, c.opts.Node), c.in)
 	if err != nil {
 		c.log.Error("cannot serve session moves: sessions here stay here", zap.Error(err))
+	} else {
+		_ = c.sessionSub.SetPendingLimits(-1, -1) // the inbox bounds it, as the others
 	}
 	c.done.Add(2)
 	go c.routeLoop()
@@ -249,13 +254,36 @@ func (c *Cluster) ClientURL() string {
 // filter is wanted on this node (on) or no longer (!on); core.Cluster's
 // contract: it never blocks.
 func (c *Cluster) Interest(group, filter string, on bool) {
+	c.queueOp(interestOp{interest: interest{group, filter}, on: on})
+}
+
+func (c *Cluster) queueOp(op interestOp) {
 	c.opsMu.Lock()
-	c.ops = append(c.ops, interestOp{interest{group, filter}, on})
+	c.ops = append(c.ops, op)
 	c.opsMu.Unlock()
 	select {
 	case c.opsWake <- struct{}{}:
 	default:
 	}
+}
+
+// syncInterest waits, up to timeout, until the interest changes declared
+// so far are NATS subscriptions that this node's NATS server has (not
+// yet necessarily the other servers, which learn them right after).
+func (c *Cluster) syncInterest(timeout time.Duration) error {
+	done := make(chan struct{})
+	c.queueOp(interestOp{done: done})
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	start := time.Now()
+	select {
+	case <-done:
+	case <-c.stop:
+		return errors.New("cluster: closing")
+	case <-t.C:
+		return errors.New("cluster: interest not applied in time")
+	}
+	return c.nc.FlushTimeout(max(timeout-time.Since(start), time.Millisecond))
 }
 
 // interestLoop applies the interest changes in order: a NATS
@@ -274,6 +302,10 @@ func (c *Cluster) interestLoop() {
 		c.ops = nil
 		c.opsMu.Unlock()
 		for _, op := range ops {
+			if op.done != nil {
+				close(op.done)
+				continue
+			}
 			c.apply(op)
 		}
 	}
@@ -333,6 +365,12 @@ func (c *Cluster) routeLoop() {
 }
 
 func (c *Cluster) route(m *nats.Msg) {
+	if m.Sub == c.sessionSub {
+		// Served in order with the messages that came before: those for
+		// the session are in it when it leaves.
+		c.serveSession(m)
+		return
+	}
 	c.received.Add(1)
 	c.subsMu.RLock()
 	it, ok := c.subs[m.Sub]

@@ -61,6 +61,11 @@ func (c *Cluster) moveSession(clientID, node string, rev uint64) {
 			zap.String("client_id", clientID), zap.String("from", node), zap.Error(err))
 		return
 	}
+	// Its subscriptions are this node's before the client is told the
+	// session is here.
+	if err := c.syncInterest(sessionTimeout); err != nil {
+		c.warn("a moved session's subscriptions are not on NATS yet", zap.String("client_id", clientID), zap.Error(err))
+	}
 	c.sessionsIn.Add(1)
 	c.log.Info("session moved here", zap.String("client_id", clientID), zap.String("from", node),
 		zap.Int("bytes", len(resp.Data)), zap.Duration("took", time.Since(start)))
