@@ -29,12 +29,17 @@ type Local interface {
 	// SetRetained keeps a retained message set on another node (an empty
 	// payload clears it) without delivering it.
 	SetRetained(topic string, payload []byte, qos byte, props *codec.Properties, expires time.Time, from string)
-	// ExportSession takes clientID's persistent session out of this node
-	// (closing its connection here) and returns it encoded, or nil when
-	// there is none or it would exceed maxBytes.
-	ExportSession(clientID string, maxBytes int) []byte
-	// ImportSession installs a session another node exported.
-	ImportSession(clientID string, data []byte) error
+	// ExportSession returns clientID's persistent session encoded, nil
+	// when there is none or it would exceed maxBytes: without take its
+	// subscriptions only, changing nothing; with take all of it, which
+	// leaves this node (its connection here is closed).
+	ExportSession(clientID string, maxBytes int, take bool) []byte
+	// ImportSession installs a session another node exported: without
+	// final its subscriptions, pending, queuing what comes; with final
+	// all of it, before what the pending session queued.
+	ImportSession(clientID string, data []byte, final bool) error
+	// DropImport ends a pending session whose move failed.
+	DropImport(clientID string)
 }
 
 // inboxSize bounds the messages received from NATS and not yet routed
@@ -109,8 +114,10 @@ type Cluster struct {
 	forwarded, forwardDropped, received, receivedDropped atomic.Int64
 	claimsUnavailable, takenOver, retainDropped          atomic.Int64
 	sessionsIn, sessionsOut, sessionsLost                atomic.Int64
-	sessionSub                                           *nats.Subscription
-	warned                                               sync.Map // message → *atomic.Int64, Unix nanoseconds it was last logged
+	sessionSub, pingSub                                  *nats.Subscription
+	queuedMu                                             sync.Mutex
+	queued                                               map[*nats.Msg]func() // onRouteLoop
+	warned                                               sync.Map             // message → *atomic.Int64, Unix nanoseconds it was last logged
 }
 
 // interest is a filter this node's plain subscribers use (group ""), or
@@ -149,6 +156,7 @@ func New(opts Options, log *zap.Logger) (*Cluster, error) {
 		subs: map[*nats.Subscription]interest{}, filters: map[interest][]*nats.Subscription{},
 		in: make(chan *nats.Msg, inboxSize), maxSubject: externalMaxSubject, claims: claims{m: map[string]uint64{}, pending: map[string]int{}, newer: map[string]otherClaim{}},
 		retainQ: retainQueue{ops: map[string]*nats.Msg{}, wake: make(chan struct{}, 1)},
+		queued:  map[*nats.Msg]func(){},
 	}
 	nopts := []nats.Option{
 		nats.Name("xmq/" + opts.Name + "/" + opts.Node),
@@ -229,6 +237,10 @@ func (c *Cluster) Start(local Local) {
 		c.log.Error("cannot serve session moves: sessions here stay here", zap.Error(err))
 	} else {
 		_ = c.sessionSub.SetPendingLimits(-1, -1) // the inbox bounds it, as the others
+	}
+	c.pingSub, err = c.nc.Subscribe(pingSubject(c.opts.Name), func(m *nats.Msg) { _ = m.Respond([]byte(c.opts.Node)) })
+	if err != nil {
+		c.log.Error("cannot answer other nodes' pings: sessions moving to them may lose messages published meanwhile", zap.Error(err))
 	}
 	c.done.Add(2)
 	go c.routeLoop()
@@ -365,7 +377,11 @@ func (c *Cluster) routeLoop() {
 }
 
 func (c *Cluster) route(m *nats.Msg) {
-	if m.Sub == c.sessionSub {
+	if m.Sub == queued {
+		c.runQueued(m)
+		return
+	}
+	if m.Sub == c.sessionSub || m.Sub == pinged {
 		// Served in order with the messages that came before: those for
 		// the session are in it when it leaves.
 		c.serveSession(m)

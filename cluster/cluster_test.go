@@ -44,25 +44,45 @@ type fakeLocal struct {
 	// imported receives what ImportSession got.
 	sessions map[string]string
 	imported chan [2]string
+	// pending and dropped are the pending imports and those dropped.
+	pending, dropped []string
 }
 
-func (f *fakeLocal) ExportSession(clientID string, maxBytes int) []byte {
+// ExportSession hands out "subs of S" for session S without take.
+func (f *fakeLocal) ExportSession(clientID string, maxBytes int, take bool) []byte {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s, ok := f.sessions[clientID]
 	if !ok || len(s) > maxBytes {
 		return nil
 	}
+	if !take {
+		return []byte("subs of " + s)
+	}
 	delete(f.sessions, clientID)
 	return []byte(s)
 }
 
-func (f *fakeLocal) ImportSession(clientID string, data []byte) error {
+// ImportSession records the pending sessions and sends the final ones
+// on imported.
+func (f *fakeLocal) ImportSession(clientID string, data []byte, final bool) error {
 	if string(data) == "bad" {
 		return errors.New("bad session")
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !final {
+		f.pending = append(f.pending, clientID+": "+string(data))
+		return nil
+	}
 	f.imported <- [2]string{clientID, string(data)}
 	return nil
+}
+
+func (f *fakeLocal) DropImport(clientID string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.dropped = append(f.dropped, clientID)
 }
 
 type takeOver struct {
@@ -740,6 +760,11 @@ func TestSessionMoves(t *testing.T) {
 	if got := receive(t, b.local.imported); got != [2]string{"s1", "state of s1"} {
 		t.Fatalf("imported %q", got)
 	}
+	b.local.mu.Lock()
+	if !slices.Equal(b.local.pending, []string{"s1: subs of state of s1"}) {
+		t.Errorf("pending imports %q, want the subscriptions first", b.local.pending)
+	}
+	b.local.mu.Unlock()
 	if a.Stats().SessionsOut != 1 || b.Stats().SessionsIn != 1 {
 		t.Errorf("stats a %+v, b %+v", a.Stats(), b.Stats())
 	}
@@ -789,6 +814,43 @@ func TestSessionMoves(t *testing.T) {
 	c.Claim("s3", false)
 	if c.Stats().SessionsLost != 1 {
 		t.Errorf("lost %d, want 1", c.Stats().SessionsLost)
+	}
+	// A session gone from the old node between the two steps: the
+	// pending one is dropped.
+	a.local.mu.Lock()
+	a.local.sessions["s5"] = "s5"
+	a.local.mu.Unlock()
+	a.Release("s5", a.Claim("s5", false), true)
+	waitFor(t, "registry entry of s5", 5*time.Second, func() bool { return entry("s5") == "n1 s" })
+	c.local.mu.Lock()
+	c.local.pending = nil
+	c.local.mu.Unlock()
+	stop := make(chan struct{})
+	go func() { // the session ends on a as soon as c's pending import is in
+		for {
+			c.local.mu.Lock()
+			n := len(c.local.pending)
+			c.local.mu.Unlock()
+			if n > 0 {
+				a.local.mu.Lock()
+				delete(a.local.sessions, "s5")
+				a.local.mu.Unlock()
+				return
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	c.Claim("s5", false)
+	close(stop)
+	c.local.mu.Lock()
+	dropped := slices.Clone(c.local.dropped)
+	c.local.mu.Unlock()
+	if !slices.Equal(dropped, []string{"s3", "s5"}) || c.Stats().SessionsLost != 2 {
+		t.Errorf("dropped %q, lost %d; want the pending sessions of s3 (bad) and s5 (gone) dropped", dropped, c.Stats().SessionsLost)
 	}
 
 	// A request older than this node's own claim is refused: the session stays.

@@ -163,16 +163,17 @@ func (s *Server) SetRetained(topic string, payload []byte, qos byte, props *code
 // on this node.
 var errSessionOnline = errors.New("core: the session is connected on this node")
 
-// ExportSession takes clientID's persistent session out of this node so
-// that another node can install it (ImportSession): its connection here,
-// if any, is closed with Session taken over (MQTT 5) as a takeover does,
-// a will waiting for its delay is cancelled (the client is back), and the
-// session's subscriptions, queued and inflight messages and inbound QoS 2
-// state are encoded with the store's records and removed here, store
-// included. It returns nil, leaving everything as it was, when there is
-// no persistent session of clientID here or its encoding would exceed
-// maxBytes (0: no limit).
-func (s *Server) ExportSession(clientID string, maxBytes int) []byte {
+// ExportSession encodes clientID's persistent session, with the store's
+// records, for another node to install (ImportSession). Without take it
+// encodes the subscriptions only and changes nothing. With take the
+// session leaves this node: its connection here, if any, is closed with
+// Session taken over (MQTT 5) as a takeover does, a will waiting for its
+// delay is cancelled (the client is back), and the session's
+// subscriptions, queued and inflight messages and inbound QoS 2 state
+// go in the encoding and are removed here, store included. It returns
+// nil, changing nothing, when there is no persistent session of clientID
+// here or its encoding would exceed maxBytes (0: no limit).
+func (s *Server) ExportSession(clientID string, maxBytes int, take bool) []byte {
 	s.mu.Lock()
 	sess := s.sessions[clientID]
 	if sess == nil {
@@ -180,18 +181,23 @@ func (s *Server) ExportSession(clientID string, maxBytes int) []byte {
 		return nil
 	}
 	sess.mu.Lock()
-	if !sess.persistent() {
+	if !sess.persistent() || sess.pending {
 		sess.mu.Unlock()
 		s.mu.Unlock()
 		return nil
 	}
-	b := sess.exportLocked(time.Now())
+	b := sess.exportLocked(time.Now(), take)
 	if maxBytes > 0 && len(b) > maxBytes {
 		sess.mu.Unlock()
 		s.mu.Unlock()
 		s.log.Warn("session not moved to another node: too large for one NATS message", zap.String("client_id", clientID),
 			zap.Int("bytes", len(b)), zap.Int("max_bytes", maxBytes))
 		return nil
+	}
+	if !take {
+		sess.mu.Unlock()
+		s.mu.Unlock()
+		return b
 	}
 	c := sess.c
 	sess.c = nil
@@ -212,98 +218,128 @@ func (s *Server) ExportSession(clientID string, maxBytes int) []byte {
 }
 
 // exportLocked encodes the session for ExportSession: the format version,
-// the session record, the inbound record, then each message (inflight
-// ones first, in send order, then the queue) as a flags byte (1: sent
-// before, so DUP; 2: in flight, its packet id and PUBREL state kept) and
-// its delivery record. s.mu is held.
-func (s *session) exportLocked(now time.Time) []byte {
+// the session record, the inbound record, then, with msgs, each message
+// (inflight ones first, in send order, then the queue) as a flags byte
+// (1: sent before, so DUP; 2: in flight, its packet id and PUBREL state
+// kept) and its delivery record. s.mu is held.
+func (s *session) exportLocked(now time.Time, msgs bool) []byte {
 	b := []byte{recordVersion}
 	b = appendString(b, string(s.recordLocked(now.Unix()).append(nil)))
-	in := inboundRecord{High: 0, IDs: make([]uint16, 0, len(s.qos2in))}
+	in := inboundRecord{IDs: make([]uint16, 0, len(s.qos2in))}
 	for id := range s.qos2in {
 		in.IDs = append(in.IDs, id)
 	}
 	slices.Sort(in.IDs)
 	b = appendString(b, string(in.append(nil)))
+	if !msgs {
+		return binary.AppendUvarint(b, 0)
+	}
 	inflight := make([]*outMsg, 0, len(s.inflight))
 	for _, m := range s.inflight {
 		inflight = append(inflight, m)
 	}
 	slices.SortFunc(inflight, func(a, b *outMsg) int { return cmp.Compare(a.order, b.order) })
 	n := 0
-	var msgs []byte
+	var recs []byte
 	for _, m := range inflight {
-		msgs = append(msgs, 3)
-		msgs = appendString(msgs, string(appendDeliveryRecord(nil, m.msg, m.qos, m.retain, m.subID, m.id, m.pubrel)))
+		recs = append(recs, 3)
+		recs = appendString(recs, string(appendDeliveryRecord(nil, m.msg, m.qos, m.retain, m.subID, m.id, m.pubrel)))
 		n++
 	}
 	for _, d := range s.queue[s.qhead:] {
 		if d.msg == nil || d.msg.expired(now) {
 			continue
 		}
-		msgs = append(msgs, boolByte(d.dup))
-		msgs = appendString(msgs, string(appendMessageRecord(nil, d.msg, d.qos, d.retain, d.subID)))
+		recs = append(recs, boolByte(d.dup))
+		recs = appendString(recs, string(appendMessageRecord(nil, d.msg, d.qos, d.retain, d.subID)))
 		n++
 	}
 	b = binary.AppendUvarint(b, uint64(n))
-	return append(b, msgs...)
+	return append(b, recs...)
 }
 
 // ImportSession installs a session that another node exported
 // (ExportSession) as clientID's offline session here, in memory and in
 // the store, for the client's connection to resume: its subscriptions
 // (announced to the cluster as any), its messages to be sent, those sent
-// before with DUP and their packet ids, in their order. An
-// offline session of clientID here, older, is replaced; one whose client
-// is connected here is not (errSessionOnline).
-func (s *Server) ImportSession(clientID string, data []byte) error {
+// before with DUP and their packet ids, in their order.
+//
+// A move is in two steps, so that no message published meanwhile is
+// lost. Without final, data holds the subscriptions (ExportSession
+// without take): the session is installed with them, pending, and queues
+// what comes for it while the other node still does the same. With
+// final, data is the whole session, which goes before what the pending
+// session queued; those messages may have reached the other node too, so
+// they go with DUP. An offline session of clientID here, older, is
+// replaced; one whose client is connected here is not (errSessionOnline).
+func (s *Server) ImportSession(clientID string, data []byte, final bool) error {
 	sr, in, msgs, err := decodeExport(data)
 	if err != nil {
 		return err
 	}
 	now := time.Now()
 	s.mu.Lock()
-	if old := s.sessions[clientID]; old != nil {
-		old.mu.Lock()
-		online := old.c != nil
-		if !online && old.willTimer != nil {
-			old.willTimer.Stop() // the client is back, with its newer session
-			old.willTimer, old.pendingWill = nil, nil
+	sess := s.sessions[clientID]
+	pending := false
+	if sess != nil {
+		sess.mu.Lock()
+		online := sess.c != nil
+		pending = sess.pending
+		if !online && !pending && sess.willTimer != nil {
+			sess.willTimer.Stop() // the client is back, with its newer session
+			sess.willTimer, sess.pendingWill = nil, nil
 		}
-		old.mu.Unlock()
+		sess.mu.Unlock()
 		if online {
 			s.mu.Unlock()
 			return errSessionOnline
 		}
-		s.discardLocked(old)
+		if !pending {
+			s.discardLocked(sess)
+			sess = nil
+		}
 	}
-	sess := newSession(s, clientID)
+	if !pending {
+		sess = newSession(s, clientID)
+		sess.pending = !final
+		sess.inBase = s.newInBase()
+		sess.inSeq = sess.inBase
+		s.inBaseMax = max(s.inBaseMax, sess.inSeq)
+		s.putSessionLocked(sess)
+	}
+	s.setSubscriptions(sess, sr.Subs)
+	sess.mu.Lock()
 	sess.version, sess.expiry = sr.Version, sr.Expiry
 	if sr.OwnerKnown {
 		sess.setOwner(sr.Owner)
 	}
-	for _, sub := range sr.Subs {
-		group, filter, _, err := codec.ParseShared([]byte(sub.Filter))
-		if err != nil {
-			continue
-		}
-		if sess.subs == nil {
-			sess.subs = map[string]storedSub{}
-		}
-		sess.subs[sub.Filter] = sub
-		s.router.subscribe(sess, string(filter), string(group), sub.opts(s))
+	if !final {
+		sess.mu.Unlock()
+		s.mu.Unlock()
+		return nil
 	}
-	sess.inBase = s.newInBase()
-	sess.inSeq = sess.inBase
+	sess.pending = false
 	for _, id := range in.IDs {
 		if sess.qos2in == nil {
 			sess.qos2in = map[uint16]struct{}{}
 		}
 		sess.qos2in[id] = struct{}{}
 	}
-	s.inBaseMax = max(s.inBaseMax, sess.inSeq)
-	s.putSessionLocked(sess)
-	sess.mu.Lock()
+	// What the pending session queued goes after the moved messages, with
+	// new store sequences: the store is written again from scratch.
+	var queued []delivery
+	for _, d := range sess.queue[sess.qhead:] {
+		if d.msg != nil {
+			d.dup = d.qos > 0
+			queued = append(queued, d)
+		}
+	}
+	sess.queue, sess.qhead, sess.holes, sess.dropAt, sess.qbytes, sess.seq = nil, 0, 0, 0, 0, 0
+	s.stats.pending.Add(-int64(sess.load.Swap(0)))
+	if pending {
+		s.storeDelete(clientID)
+	}
+	var moved []delivery
 	for _, em := range msgs {
 		sm := em.storedMsg
 		if sm.msg.expired(now) {
@@ -311,15 +347,9 @@ func (s *Server) ImportSession(clientID string, data []byte) error {
 		}
 		sm.msg.inSeq = 0 // numbered by the other node's publishers: meaningless here
 		d := delivery{msg: sm.msg, qos: sm.qos, retain: sm.retain, subID: sm.subID, dup: em.sent}
-		if d.qos > 0 {
-			sess.seq++
-			d.seq = sess.seq
-			if s.storeAdd(clientID, d) != nil {
-				d.seq = 0 // kept in memory: the move must not lose it
-			}
-		}
 		if em.inflight && sm.id != 0 && sm.qos > 0 {
 			if _, used := sess.inflight[sm.id]; !used {
+				sess.storeAddLocked(&d)
 				sess.order++
 				s.stats.inflight.Add(1)
 				if sess.inflight == nil {
@@ -335,9 +365,13 @@ func (s *Server) ImportSession(clientID string, data []byte) error {
 				continue
 			}
 		}
-		sess.queue = append(sess.queue, d)
+		moved = append(moved, d)
+	}
+	sess.queue = append(moved, queued...)
+	for i := range sess.queue {
+		sess.storeAddLocked(&sess.queue[i])
 		sess.addLoad(1)
-		sess.qbytes += sm.msg.size()
+		sess.qbytes += sess.queue[i].msg.size()
 	}
 	rec := sess.recordLocked(sr.DisconnectedAt)
 	var inbound []byte
@@ -361,8 +395,65 @@ func (s *Server) ImportSession(clientID string, data []byte) error {
 	}
 	s.scheduleExpiry(sess, gone)
 	s.log.Info("session moved here from another node", zap.String("client_id", clientID),
-		zap.Int("subscriptions", len(sr.Subs)), zap.Int("messages", len(msgs)))
+		zap.Int("subscriptions", len(sr.Subs)), zap.Int("messages", len(msgs)), zap.Int("queued_meanwhile", len(queued)))
 	return nil
+}
+
+// storeAddLocked gives a QoS 1/2 delivery of a persistent session its
+// store sequence and writes it; one the store refuses stays in memory
+// (seq 0): a move must not lose it. s.mu is held.
+func (s *session) storeAddLocked(d *delivery) {
+	d.seq = 0
+	if d.qos == 0 || !s.persistent() {
+		return
+	}
+	s.seq++
+	d.seq = s.seq
+	if s.srv.storeAdd(s.id, *d) != nil {
+		d.seq = 0
+	}
+}
+
+// setSubscriptions makes subs the subscriptions of sess (in the router
+// too), adding the new ones before removing the others, so that the
+// cluster's interest in a filter both use never lapses. Server.mu is held.
+func (s *Server) setSubscriptions(sess *session, subs []storedSub) {
+	want := make(map[string]storedSub, len(subs))
+	for _, sub := range subs {
+		group, filter, _, err := codec.ParseShared([]byte(sub.Filter))
+		if err != nil {
+			continue
+		}
+		want[sub.Filter] = sub
+		s.router.subscribe(sess, string(filter), string(group), sub.opts(s))
+	}
+	sess.mu.Lock()
+	old := sess.subs
+	sess.subs = want
+	sess.mu.Unlock()
+	for f := range old {
+		if _, kept := want[f]; !kept {
+			group, filter, _, _ := codec.ParseShared([]byte(f))
+			s.router.unsubscribe(sess, string(filter), string(group))
+		}
+	}
+}
+
+// DropImport ends clientID's pending session (ImportSession without
+// final) when its move failed, with what it queued.
+func (s *Server) DropImport(clientID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess := s.sessions[clientID]
+	if sess == nil {
+		return
+	}
+	sess.mu.Lock()
+	pending := sess.pending && sess.c == nil
+	sess.mu.Unlock()
+	if pending {
+		s.discardLocked(sess)
+	}
 }
 
 // exportedMsg is one message of an exported session.

@@ -379,11 +379,11 @@ func TestSessionExportImport(t *testing.T) {
 			s.ack(got[3]) // PUBREC: only the PUBREL is owed
 			s.expectAck(codec.PUBREL, got[3].PacketID)
 
-			if a.ExportSession("mv", 10) != nil {
+			if a.ExportSession("mv", 10, true) != nil {
 				t.Fatal("exported past maxBytes")
 			}
 			s.expectNothing(quiet) // and left alone
-			data := a.ExportSession("mv", 0)
+			data := a.ExportSession("mv", 0, true)
 			if data == nil {
 				t.Fatal("nothing exported")
 			}
@@ -396,11 +396,11 @@ func TestSessionExportImport(t *testing.T) {
 				t.Fatal("the session stays on the node it left")
 			}
 			pub.pub("m/x", "gone", 1) // no subscriber here any more
-			if a.ExportSession("mv", 0) != nil {
+			if a.ExportSession("mv", 0, true) != nil {
 				t.Fatal("exported twice")
 			}
 
-			if err := b.ImportSession("mv", data); err != nil {
+			if err := b.ImportSession("mv", data, true); err != nil {
 				t.Fatal(err)
 			}
 			c := dial(t, b, tc.v)
@@ -453,14 +453,14 @@ func TestSessionExportOffline(t *testing.T) {
 	stale.disconnect()
 	waitFor(t, "stale offline", func() bool { info, ok := b.Client("off"); return ok && !info.Connected })
 
-	data := a.ExportSession("off", 0)
+	data := a.ExportSession("off", 0, true)
 	if data == nil {
 		t.Fatal("nothing exported")
 	}
-	if err := b.ImportSession("off", data[:len(data)-1]); err == nil {
+	if err := b.ImportSession("off", data[:len(data)-1], true); err == nil {
 		t.Fatal("a truncated export was imported")
 	}
-	if err := b.ImportSession("off", data); err != nil {
+	if err := b.ImportSession("off", data, true); err != nil {
 		t.Fatal(err)
 	}
 	c := dial(t, b, codec.V5)
@@ -480,8 +480,75 @@ func TestSessionExportOffline(t *testing.T) {
 	if len(info.Subscriptions) != 1 || info.Subscriptions[0].Filter != "o/#" {
 		t.Errorf("subscriptions %+v, want the moved session's only", info.Subscriptions)
 	}
-	if err := b.ImportSession("off", data); err == nil {
+	if err := b.ImportSession("off", data, true); err == nil {
 		t.Error("imported over a session connected here")
 	}
 	watcher.expectNothing(1500 * time.Millisecond) // past the will delay
+}
+
+// TestSessionImportInTwoSteps: while a session moves, the node it moves
+// to installs its subscriptions first (pending) and queues what comes;
+// the session's own messages then go before those, which come with DUP
+// (they may have reached the other node too); the cluster's interest in
+// its filters never lapses. A failed move drops the pending session.
+func TestSessionImportInTwoSteps(t *testing.T) {
+	a := newServer(t, core.Options{}, core.Config{})
+	fc := newFakeCluster()
+	b := newServer(t, core.Options{}, core.Config{Cluster: fc})
+	s := client(t, a, codec.V5, "two", persistent)
+	s.subscribe(1, "t/#")
+	s.close()
+	waitFor(t, "offline", func() bool { info, ok := a.Client("two"); return ok && !info.Connected })
+	pubA := client(t, a, codec.V5, "pub-a")
+	pubA.pub("t/x", "a0", 1)
+
+	subs := a.ExportSession("two", 0, false)
+	if subs == nil {
+		t.Fatal("nothing exported")
+	}
+	if info, ok := a.Client("two"); !ok || len(info.Subscriptions) != 1 {
+		t.Fatalf("exporting the subscriptions changed the session: %+v, %v", info, ok)
+	}
+	if err := b.ImportSession("two", subs, false); err != nil {
+		t.Fatal(err)
+	}
+	pubB := client(t, b, codec.V5, "pub-b")
+	pubA.pub("t/x", "a1", 1) // reaches the session on a
+	pubB.pub("t/x", "b0", 1) // reaches the pending one on b
+	data := a.ExportSession("two", 0, true)
+	if err := b.ImportSession("two", data, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := fc.eventList("+t/#", "-t/#"); !slices.Equal(got, []string{"+t/#"}) {
+		t.Errorf("interest %v, want it announced once and kept", got)
+	}
+	c := dial(t, b, codec.V5)
+	cp := connectPacket(codec.V5, "two")
+	persistent(cp)
+	if ack := c.connect(cp); !ack.SessionPresent {
+		t.Fatal("session present 0")
+	}
+	got := c.recv(3)
+	wantPayloads(t, got, "a0", "a1", "b0")
+	if got[0].Dup || got[1].Dup || !got[2].Dup {
+		t.Errorf("DUP %v %v %v, want only on the message queued while moving", got[0].Dup, got[1].Dup, got[2].Dup)
+	}
+	pubB.pub("t/y", "b1", 1)
+	wantPayloads(t, c.recv(1), "b1")
+
+	// A move that fails: the pending session goes, with its interest.
+	if err := b.ImportSession("gone", subs, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.Client("gone"); !ok {
+		t.Fatal("no pending session")
+	}
+	b.DropImport("gone")
+	if _, ok := b.Client("gone"); ok {
+		t.Fatal("the pending session stays after DropImport")
+	}
+	b.DropImport("two") // not pending: left alone
+	if _, ok := b.Client("two"); !ok {
+		t.Fatal("DropImport ended a session that is not pending")
+	}
 }

@@ -6,6 +6,7 @@ package main
 // reconnects to another node resumes its session there.
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -340,4 +341,85 @@ func TestClusterSessionMoves311(t *testing.T) {
 		}
 	})
 	checkMoved(t, got, []string{"a-after"}, nil)
+}
+
+// TestClusterSessionMovesUnderTraffic: QoS 1 messages published from
+// node 3 without pause while the session moves from node 1 to node 2:
+// every acknowledged message reaches the client, again only with DUP, in
+// order.
+func TestClusterSessionMovesUnderTraffic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three brokers")
+	}
+	nodes := clusterNodes(t, 3)
+	waitStateReady(t, nodes...)
+	pubC := pahoConnect(t, nodes[2].addr, "tr-pub-c")
+	for round := range 5 {
+		id := fmt.Sprintf("traffic-%d", round)
+		topic := fmt.Sprintf("tr/%d", round)
+		sub := pahoConnect(t, nodes[0].addr, id, persistentV5)
+		sub.subscribe(t, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: topic + "/#", QoS: 1}}})
+		awaitInterest(t, pubC, topic+"/probe", sub)
+		stop := make(chan struct{})
+		published := make(chan []string, 1)
+		go func() {
+			var sent []string
+			defer func() { published <- sent }()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				m := fmt.Sprintf("c-%d", i)
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_, err := pubC.Publish(ctx, &paho.Publish{Topic: topic + "/x", QoS: 1, Payload: []byte(m)})
+				cancel()
+				if err != nil {
+					return
+				}
+				sent = append(sent, m)
+			}
+		}()
+		time.Sleep(50 * time.Millisecond)
+		_ = sub.Disconnect(&paho.Disconnect{})
+		moved, ack := pahoConnectAck(t, nodes[1].addr, id, persistentV5)
+		time.Sleep(100 * time.Millisecond)
+		close(stop)
+		sent := <-published
+		if !ack.SessionPresent {
+			t.Fatal("Session Present 0")
+		}
+		got := receiveFrom(sub) // before the move
+		had := map[string]bool{}
+		for _, r := range got {
+			had[r.payload] = true
+		}
+		var rest []string
+		for _, m := range sent {
+			if !had[m] {
+				rest = append(rest, m)
+			}
+		}
+		got = append(got, receiveAll(t, rest, pahoNext(moved))...)
+		checkMoved(t, got, sent, nil)
+		if t.Failed() {
+			t.Fatalf("round %d: %d sent", round, len(sent))
+		}
+	}
+}
+
+// receiveFrom drains what c received so far, probes skipped.
+func receiveFrom(c *pahoClient) []received {
+	var out []received
+	for {
+		select {
+		case p := <-c.msgs:
+			if string(p.Payload) != "probe" {
+				out = append(out, received{string(p.Payload), p.Duplicate()})
+			}
+		default:
+			return out
+		}
+	}
 }
