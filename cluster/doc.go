@@ -18,8 +18,10 @@
 //     one ordered consumer each; never one JetStream object per MQTT
 //     subscription or client.
 //   - session.go: persistent sessions moving to the node their client
-//     reconnects to: a request to the node that held the id, answered
-//     with the session core exported there (docs/cluster.md).
+//     reconnects to, in two requests to the node that held the id
+//     (subscriptions, then the session core exported there) with pings
+//     that order the hand-off with the messages in flight
+//     (docs/cluster.md).
 //   - embedded.go, options.go: the embedded server and the options.
 //
 // Goroutines: interestLoop applies interest changes in order (Interest
@@ -33,5 +35,8 @@
 // and Release run on the broker's goroutines and never block on the
 // network, except Claim, which waits for one JetStream round trip (at
 // most 2 s per attempt) and, when a session moves here, for the other
-// node's answer (at most 2 s) and this node's NATS subscriptions.
+// node's two answers (at most 2 s each), this node's NATS subscriptions
+// and pings (at most 1 s each). A session request is served on routeLoop
+// (a "take" after a ping, on its own goroutine), and the session that
+// arrives is installed there, so both are ordered with the messages.
 package cluster
