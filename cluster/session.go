@@ -239,21 +239,14 @@ func (c *Cluster) runQueued(m *nats.Msg) {
 func (c *Cluster) serveSession(m *nats.Msg) {
 	take := m.Header.Get(hdrOp) == "take"
 	if take && m.Sub != pinged {
-		c.closeMu.RLock()
-		defer c.closeMu.RUnlock()
-		if c.closed.Load() {
-			return
-		}
-		c.done.Add(1)
-		go func() {
-			defer c.done.Done()
+		c.goUnlessClosed(func() {
 			c.ping(pingTimeout)
 			m.Sub = pinged
 			select {
 			case c.in <- m:
 			case <-c.stop:
 			}
-		}()
+		})
 		return
 	}
 	id := string(m.Data)

@@ -335,14 +335,10 @@ func (c *Cluster) Release(clientID string, claim uint64, session bool) {
 	}
 	c.claims.mu.Unlock()
 	st := c.state.Load()
-	c.closeMu.RLock()
-	defer c.closeMu.RUnlock()
-	if st == nil || c.closed.Load() {
+	if st == nil {
 		return
 	}
-	c.done.Add(1)
-	go func() {
-		defer c.done.Done()
+	c.goUnlessClosed(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
 		defer cancel()
 		// Refused when a newer claim replaced it: then it is not ours.
@@ -351,7 +347,7 @@ func (c *Cluster) Release(clientID string, claim uint64, session bool) {
 		} else {
 			_ = st.clients.Delete(ctx, key(clientID), jetstream.LastRevision(claim))
 		}
-	}()
+	})
 }
 
 // clientEntry handles a registry change: another node's claim of a
@@ -398,10 +394,9 @@ func (c *Cluster) clientEntry(e jetstream.KeyValueEntry) {
 	}
 }
 
-// takeOverSoon tries TakeOver for a moment (40 times 25 ms), so that a
-// connection not attached yet does not stay connected beside a newer one
-// on another node. A connection that ended meanwhile makes these no-ops.
-func (c *Cluster) takeOverSoon(id string, claim uint64, clean bool) {
+// goUnlessClosed runs f on its own goroutine, which Close waits for,
+// unless the node is closing.
+func (c *Cluster) goUnlessClosed(f func()) {
 	c.closeMu.RLock()
 	defer c.closeMu.RUnlock()
 	if c.closed.Load() {
@@ -410,6 +405,15 @@ func (c *Cluster) takeOverSoon(id string, claim uint64, clean bool) {
 	c.done.Add(1)
 	go func() {
 		defer c.done.Done()
+		f()
+	}()
+}
+
+// takeOverSoon tries TakeOver for a moment (40 times 25 ms), so that a
+// connection not attached yet does not stay connected beside a newer one
+// on another node. A connection that ended meanwhile makes these no-ops.
+func (c *Cluster) takeOverSoon(id string, claim uint64, clean bool) {
+	c.goUnlessClosed(func() {
 		for range 40 {
 			select {
 			case <-c.stop:
@@ -421,7 +425,7 @@ func (c *Cluster) takeOverSoon(id string, claim uint64, clean bool) {
 				return
 			}
 		}
-	}()
+	})
 }
 
 // retainedValue is a retained message in its bucket.

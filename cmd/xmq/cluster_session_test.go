@@ -111,6 +111,28 @@ func pahoNext(c *pahoClient) func(time.Duration) (received, bool) {
 	}
 }
 
+// awaitRegistry waits until the client id registry works across nodes:
+// right after startup its JetStream bucket may still elect a leader, and
+// a connection meanwhile is held on its node only (no session to move).
+// A connection on the first node must be taken over from the second.
+func awaitRegistry(t *testing.T, nodes ...*proc) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for i := 0; ; i++ {
+		id := fmt.Sprintf("registry-probe-%d", i)
+		first := pahoConnect(t, nodes[0].addr, id)
+		pahoConnect(t, nodes[1].addr, id)
+		select {
+		case <-first.gone:
+			return
+		case <-time.After(time.Second):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the client id registry does not work across nodes within 20s")
+		}
+	}
+}
+
 // persistentV5 makes a paho CONNECT resume or keep its session (Clean
 // Start 0, Session Expiry 300 s).
 func persistentV5(cp *paho.Connect) {
@@ -140,6 +162,7 @@ func TestClusterSessionMoves(t *testing.T) {
 	}
 	nodes := clusterNodes(t, 3)
 	waitStateReady(t, nodes...)
+	awaitRegistry(t, nodes...)
 	pubA := pahoConnect(t, nodes[0].addr, "mv-pub-a")
 	pubC := pahoConnect(t, nodes[2].addr, "mv-pub-c")
 
@@ -254,12 +277,40 @@ func connectV3Session(t *testing.T, addr, id string) (*v3Session, bool) {
 	return c, tok.(*mqtt.ConnectToken).SessionPresent()
 }
 
+// next is the next delivery but probes (awaitInterest) within wait.
 func (c *v3Session) next(wait time.Duration) (received, bool) {
-	select {
-	case m := <-c.msgs:
-		return received{string(m.Payload()), m.Duplicate()}, true
-	case <-time.After(wait):
-		return received{}, false
+	timeout := time.After(wait)
+	for {
+		select {
+		case m := <-c.msgs:
+			if string(m.Payload()) == "probe" {
+				continue
+			}
+			return received{string(m.Payload()), m.Duplicate()}, true
+		case <-timeout:
+			return received{}, false
+		}
+	}
+}
+
+// awaitInterest publishes probes to topic from pub until c gets one: a
+// subscription reaches the other nodes asynchronously.
+func (c *v3Session) awaitInterest(t *testing.T, pub *pahoClient, topic string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		pub.publish(t, &paho.Publish{Topic: topic, Payload: []byte("probe")})
+		select {
+		case m := <-c.msgs:
+			if string(m.Payload()) != "probe" {
+				t.Fatalf("message %q before the probes", m.Payload())
+			}
+			return
+		case <-time.After(25 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no probe on %s within 10s", topic)
+		}
 	}
 }
 
@@ -273,6 +324,7 @@ func TestClusterSessionMoves311(t *testing.T) {
 	}
 	nodes := clusterNodes(t, 3)
 	waitStateReady(t, nodes...)
+	awaitRegistry(t, nodes...)
 	pubC := pahoConnect(t, nodes[2].addr, "v3-pub-c")
 	pubA := pahoConnect(t, nodes[0].addr, "v3-pub-a")
 
@@ -280,24 +332,8 @@ func TestClusterSessionMoves311(t *testing.T) {
 	if tok := sub.Subscribe("v3/#", 1, nil); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
 		t.Fatalf("subscribe: %v", tok.Error())
 	}
-	// The subscription reaches node 3 asynchronously: probe until it does.
-	deadline := time.Now().Add(10 * time.Second)
-	for probed := false; !probed; {
-		pubC.publish(t, &paho.Publish{Topic: "v3/probe", Payload: []byte("probe")})
-		select {
-		case <-sub.msgs:
-			probed = true
-		case <-time.After(25 * time.Millisecond):
-			if time.Now().After(deadline) {
-				t.Fatal("the subscription did not reach node 3")
-			}
-		}
-	}
+	sub.awaitInterest(t, pubC, "v3/probe")
 	sub.Disconnect(100)
-	time.Sleep(50 * time.Millisecond)
-	for len(sub.msgs) > 0 {
-		<-sub.msgs // probes
-	}
 	want := payloadSeq("c", 0, 20)
 	for _, m := range want {
 		pubC.publish(t, &paho.Publish{Topic: "v3/x", QoS: 1, Payload: []byte(m)})
@@ -319,27 +355,9 @@ func TestClusterSessionMoves311(t *testing.T) {
 		t.Error("the connection on node 2 was not closed")
 	}
 	// Its subscription is on node 3 now: messages from node 1 reach it.
-	deadline = time.Now().Add(10 * time.Second)
-	for probed := false; !probed; {
-		pubA.publish(t, &paho.Publish{Topic: "v3/probe", Payload: []byte("probe")})
-		select {
-		case m := <-again.msgs:
-			probed = string(m.Payload()) == "probe"
-		case <-time.After(25 * time.Millisecond):
-			if time.Now().After(deadline) {
-				t.Fatal("the moved subscription did not reach node 1")
-			}
-		}
-	}
+	again.awaitInterest(t, pubA, "v3/probe")
 	pubA.publish(t, &paho.Publish{Topic: "v3/x", QoS: 1, Payload: []byte("a-after")})
-	got := receiveAll(t, []string{"a-after"}, func(d time.Duration) (received, bool) {
-		for {
-			r, ok := again.next(d)
-			if !ok || r.payload != "probe" {
-				return r, ok
-			}
-		}
-	})
+	got := receiveAll(t, []string{"a-after"}, again.next)
 	checkMoved(t, got, []string{"a-after"}, nil)
 }
 
@@ -353,6 +371,7 @@ func TestClusterSessionMovesUnderTraffic(t *testing.T) {
 	}
 	nodes := clusterNodes(t, 3)
 	waitStateReady(t, nodes...)
+	awaitRegistry(t, nodes...)
 	pubC := pahoConnect(t, nodes[2].addr, "tr-pub-c")
 	for round := range 5 {
 		id := fmt.Sprintf("traffic-%d", round)
@@ -388,7 +407,7 @@ func TestClusterSessionMovesUnderTraffic(t *testing.T) {
 		close(stop)
 		sent := <-published
 		if !ack.SessionPresent {
-			t.Fatal("Session Present 0")
+			t.Fatalf("round %d: Session Present 0\nnode 1:\n%s\nnode 2:\n%s", round, nodes[0].stderr, nodes[1].stderr)
 		}
 		got := receiveFrom(sub) // before the move
 		had := map[string]bool{}
