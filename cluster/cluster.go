@@ -29,6 +29,17 @@ type Local interface {
 	// SetRetained keeps a retained message set on another node (an empty
 	// payload clears it) without delivering it.
 	SetRetained(topic string, payload []byte, qos byte, props *codec.Properties, expires time.Time, from string)
+	// ExportSession returns clientID's persistent session encoded, nil
+	// when there is none or it would exceed maxBytes: without take its
+	// subscriptions only, changing nothing; with take all of it, which
+	// leaves this node (its connection here is closed).
+	ExportSession(clientID string, maxBytes int, take bool) []byte
+	// ImportSession installs a session another node exported: without
+	// final its subscriptions, pending, queuing what comes; with final
+	// all of it, before what the pending session queued.
+	ImportSession(clientID string, data []byte, final bool) error
+	// DropImport ends a pending session whose move failed.
+	DropImport(clientID string)
 }
 
 // inboxSize bounds the messages received from NATS and not yet routed
@@ -52,6 +63,12 @@ type Stats struct {
 	ClaimsUnavailable int64
 	TakenOver         int64 // local connections or sessions another node's connection took over
 	RetainDropped     int64 // retained changes that stayed on this node (too many waiting to be replicated)
+	SessionsIn        int64 // persistent sessions moved here from another node
+	SessionsOut       int64 // persistent sessions moved from here to another node
+	// SessionsLost counts connections that should have resumed a session
+	// from another node and started a new one here: that node did not
+	// answer, or its session could not be installed.
+	SessionsLost int64
 }
 
 // Cluster is one node's link to the others (it satisfies core.Cluster).
@@ -96,7 +113,11 @@ type Cluster struct {
 
 	forwarded, forwardDropped, received, receivedDropped atomic.Int64
 	claimsUnavailable, takenOver, retainDropped          atomic.Int64
-	warned                                               sync.Map // message → *atomic.Int64, Unix nanoseconds it was last logged
+	sessionsIn, sessionsOut, sessionsLost                atomic.Int64
+	sessionSub, pingSub                                  *nats.Subscription
+	queuedMu                                             sync.Mutex
+	queued                                               map[*nats.Msg]func() // onRouteLoop
+	warned                                               sync.Map             // message → *atomic.Int64, Unix nanoseconds it was last logged
 }
 
 // interest is a filter this node's plain subscribers use (group ""), or
@@ -106,6 +127,9 @@ type interest struct{ group, filter string }
 type interestOp struct {
 	interest
 	on bool
+	// done, when not nil, makes the op a marker: closed once the ops
+	// before it are applied (syncInterest).
+	done chan struct{}
 }
 
 // queueName is the NATS queue group of a shared group: NATS delivers each
@@ -132,6 +156,7 @@ func New(opts Options, log *zap.Logger) (*Cluster, error) {
 		subs: map[*nats.Subscription]interest{}, filters: map[interest][]*nats.Subscription{},
 		in: make(chan *nats.Msg, inboxSize), maxSubject: externalMaxSubject, claims: claims{m: map[string]uint64{}, pending: map[string]int{}, newer: map[string]otherClaim{}},
 		retainQ: retainQueue{ops: map[string]*nats.Msg{}, wake: make(chan struct{}, 1)},
+		queued:  map[*nats.Msg]func(){},
 	}
 	nopts := []nats.Option{
 		nats.Name("xmq/" + opts.Name + "/" + opts.Node),
@@ -206,6 +231,17 @@ func (c *Cluster) Start(local Local) {
 		return
 	}
 	c.local = local
+	var err error
+	c.sessionSub, err = c.nc.ChanSubscribe(sessionSubject(c.opts.Name, c.opts.Node), c.in)
+	if err != nil {
+		c.log.Error("cannot serve session moves: sessions here stay here", zap.Error(err))
+	} else {
+		_ = c.sessionSub.SetPendingLimits(-1, -1) // the inbox bounds it, as the others
+	}
+	c.pingSub, err = c.nc.Subscribe(pingSubject(c.opts.Name), func(m *nats.Msg) { _ = m.Respond([]byte(c.opts.Node)) })
+	if err != nil {
+		c.log.Error("cannot answer other nodes' pings: sessions moving to them may lose messages published meanwhile", zap.Error(err))
+	}
 	c.done.Add(2)
 	go c.routeLoop()
 	go c.stateLoop()
@@ -230,13 +266,36 @@ func (c *Cluster) ClientURL() string {
 // filter is wanted on this node (on) or no longer (!on); core.Cluster's
 // contract: it never blocks.
 func (c *Cluster) Interest(group, filter string, on bool) {
+	c.queueOp(interestOp{interest: interest{group, filter}, on: on})
+}
+
+func (c *Cluster) queueOp(op interestOp) {
 	c.opsMu.Lock()
-	c.ops = append(c.ops, interestOp{interest{group, filter}, on})
+	c.ops = append(c.ops, op)
 	c.opsMu.Unlock()
 	select {
 	case c.opsWake <- struct{}{}:
 	default:
 	}
+}
+
+// syncInterest waits, up to timeout, until the interest changes declared
+// so far are NATS subscriptions that this node's NATS server has (not
+// yet necessarily the other servers, which learn them right after).
+func (c *Cluster) syncInterest(timeout time.Duration) error {
+	done := make(chan struct{})
+	c.queueOp(interestOp{done: done})
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	start := time.Now()
+	select {
+	case <-done:
+	case <-c.stop:
+		return errors.New("cluster: closing")
+	case <-t.C:
+		return errors.New("cluster: interest not applied in time")
+	}
+	return c.nc.FlushTimeout(max(timeout-time.Since(start), time.Millisecond))
 }
 
 // interestLoop applies the interest changes in order: a NATS
@@ -255,6 +314,10 @@ func (c *Cluster) interestLoop() {
 		c.ops = nil
 		c.opsMu.Unlock()
 		for _, op := range ops {
+			if op.done != nil {
+				close(op.done)
+				continue
+			}
 			c.apply(op)
 		}
 	}
@@ -314,6 +377,16 @@ func (c *Cluster) routeLoop() {
 }
 
 func (c *Cluster) route(m *nats.Msg) {
+	if m.Sub == queued {
+		c.runQueued(m)
+		return
+	}
+	if m.Sub == c.sessionSub || m.Sub == pinged {
+		// Served in order with the messages that came before: those for
+		// the session are in it when it leaves.
+		c.serveSession(m)
+		return
+	}
 	c.received.Add(1)
 	c.subsMu.RLock()
 	it, ok := c.subs[m.Sub]
@@ -385,7 +458,8 @@ func (c *Cluster) Stats() Stats {
 	c.subsMu.RUnlock()
 	return Stats{Forwarded: c.forwarded.Load(), ForwardDropped: c.forwardDropped.Load(), Received: c.received.Load(),
 		ReceivedDropped: c.receivedDropped.Load(), Interest: int64(n), ClaimsUnavailable: c.claimsUnavailable.Load(),
-		TakenOver: c.takenOver.Load(), RetainDropped: c.retainDropped.Load()}
+		TakenOver: c.takenOver.Load(), RetainDropped: c.retainDropped.Load(),
+		SessionsIn: c.sessionsIn.Load(), SessionsOut: c.sessionsOut.Load(), SessionsLost: c.sessionsLost.Load()}
 }
 
 // Connected reports whether the node's NATS connection is up.

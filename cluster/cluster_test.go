@@ -7,10 +7,12 @@ import (
 	"maps"
 	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/xmq-io/xmq/codec"
@@ -38,6 +40,49 @@ type fakeLocal struct {
 	// notAttached is how many more takeovers of a claim find no
 	// connection holding it (TakeOver returns false).
 	notAttached int
+	// sessions are the sessions ExportSession hands out (and forgets);
+	// imported receives what ImportSession got.
+	sessions map[string]string
+	imported chan [2]string
+	// pending and dropped are the pending imports and those dropped.
+	pending, dropped []string
+}
+
+// ExportSession hands out "subs of S" for session S without take.
+func (f *fakeLocal) ExportSession(clientID string, maxBytes int, take bool) []byte {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.sessions[clientID]
+	if !ok || len(s) > maxBytes {
+		return nil
+	}
+	if !take {
+		return []byte("subs of " + s)
+	}
+	delete(f.sessions, clientID)
+	return []byte(s)
+}
+
+// ImportSession records the pending sessions and sends the final ones
+// on imported.
+func (f *fakeLocal) ImportSession(clientID string, data []byte, final bool) error {
+	if string(data) == "bad" {
+		return errors.New("bad session")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !final {
+		f.pending = append(f.pending, clientID+": "+string(data))
+		return nil
+	}
+	f.imported <- [2]string{clientID, string(data)}
+	return nil
+}
+
+func (f *fakeLocal) DropImport(clientID string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.dropped = append(f.dropped, clientID)
 }
 
 type takeOver struct {
@@ -47,7 +92,8 @@ type takeOver struct {
 }
 
 func newFakeLocal() *fakeLocal {
-	return &fakeLocal{ch: make(chan delivered, 10000), taken: make(chan takeOver, 100), retained: map[string]string{}}
+	return &fakeLocal{ch: make(chan delivered, 10000), taken: make(chan takeOver, 100), retained: map[string]string{},
+		sessions: map[string]string{}, imported: make(chan [2]string, 100)}
 }
 
 // TakeOver records takeovers of a claim; those of no claim (claim 0,
@@ -417,12 +463,12 @@ func TestClaimTakesOver(t *testing.T) {
 		t.Errorf("takeover on a: %+v", to)
 	}
 	c.local.noTakeOver(t, 50*time.Millisecond)
-	a.Release("dev/1 ü", ca) // replaced: must not delete b's entry
+	a.Release("dev/1 ü", ca, false) // replaced: must not delete b's entry
 	cc := c.Claim("dev/1 ü", false)
 	if to := b.local.nextTakeOver(t); to != (takeOver{"dev/1 ü", cb, false}) {
 		t.Errorf("takeover on b: %+v (c claimed %d)", to, cc)
 	}
-	c.Release("dev/1 ü", cc)
+	c.Release("dev/1 ü", cc, false)
 	// Released: the next claim creates the entry again, nobody is taken over.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -683,4 +729,145 @@ func TestRetainedClearedWhileDown(t *testing.T) {
 	waitFor(t, "stale copy cleared", 20*time.Second, func() bool {
 		return maps.Equal(local.retainedCopy(), map[string]string{"kept/1": "kept"})
 	})
+}
+
+// TestSessionMoves: a connection that does not start clean, on another
+// node than the one holding its client id's session (connected or left
+// offline there), brings the session over before Claim returns; a clean
+// one does not, a node that does not answer costs a new session, and a
+// node whose client came back meanwhile keeps its session.
+func TestSessionMoves(t *testing.T) {
+	nodes := startNodes(t, 3)
+	waitReady(t, nodes...)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	entry := func(id string) string {
+		t.Helper()
+		e, err := a.state.Load().clients.Get(t.Context(), key(id))
+		if err != nil {
+			return err.Error()
+		}
+		return string(e.Value())
+	}
+
+	// Left offline on a: the registry says so, b takes it.
+	a.local.mu.Lock()
+	a.local.sessions["s1"] = "state of s1"
+	a.local.mu.Unlock()
+	ca := a.Claim("s1", false)
+	a.Release("s1", ca, true)
+	waitFor(t, "registry entry of the offline session", 5*time.Second, func() bool { return entry("s1") == "n1 s" })
+	b.Claim("s1", false)
+	if got := receive(t, b.local.imported); got != [2]string{"s1", "state of s1"} {
+		t.Fatalf("imported %q", got)
+	}
+	b.local.mu.Lock()
+	if !slices.Equal(b.local.pending, []string{"s1: subs of state of s1"}) {
+		t.Errorf("pending imports %q, want the subscriptions first", b.local.pending)
+	}
+	b.local.mu.Unlock()
+	if a.Stats().SessionsOut != 1 || b.Stats().SessionsIn != 1 {
+		t.Errorf("stats a %+v, b %+v", a.Stats(), b.Stats())
+	}
+	a.local.noTakeOver(t, 50*time.Millisecond) // an offline session: no claim to take over
+
+	// Connected on b (its claim stands): c takes it over and moves it.
+	b.local.mu.Lock()
+	b.local.sessions["s1"] = "s1 on b"
+	b.local.mu.Unlock()
+	c.Claim("s1", false)
+	if got := receive(t, c.local.imported); got[1] != "s1 on b" {
+		t.Fatalf("imported %q", got)
+	}
+
+	// Clean Start: nothing moves, the old node ends its session (TakeOver).
+	c.local.mu.Lock()
+	c.local.sessions["s1"] = "s1 on c"
+	c.local.mu.Unlock()
+	a.Claim("s1", true)
+	nothingOn(t, a.local.imported, 100*time.Millisecond)
+	if to := c.local.nextTakeOver(t); !to.clean {
+		t.Errorf("takeover %+v, want with Clean Start", to)
+	}
+
+	// A node that does not answer: a new session, counted.
+	if _, err := a.state.Load().clients.Put(t.Context(), key("s2"), []byte("gone s")); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if b.Claim("s2", false) == 0 {
+		t.Fatal("claim failed")
+	}
+	if d := time.Since(start); d > sessionTimeout+time.Second {
+		t.Errorf("claim took %v", d)
+	}
+	if b.Stats().SessionsLost != 1 {
+		t.Errorf("lost %d, want 1", b.Stats().SessionsLost)
+	}
+	nothingOn(t, b.local.imported, 50*time.Millisecond)
+
+	// A session that cannot be installed: counted as lost.
+	a.local.mu.Lock()
+	a.local.sessions["s3"] = "bad"
+	a.local.mu.Unlock()
+	a.Release("s3", a.Claim("s3", false), true)
+	waitFor(t, "registry entry of s3", 5*time.Second, func() bool { return entry("s3") == "n1 s" })
+	c.Claim("s3", false)
+	if c.Stats().SessionsLost != 1 {
+		t.Errorf("lost %d, want 1", c.Stats().SessionsLost)
+	}
+	// A session gone from the old node between the two steps: the
+	// pending one is dropped.
+	a.local.mu.Lock()
+	a.local.sessions["s5"] = "s5"
+	a.local.mu.Unlock()
+	a.Release("s5", a.Claim("s5", false), true)
+	waitFor(t, "registry entry of s5", 5*time.Second, func() bool { return entry("s5") == "n1 s" })
+	c.local.mu.Lock()
+	c.local.pending = nil
+	c.local.mu.Unlock()
+	stop := make(chan struct{})
+	go func() { // the session ends on a as soon as c's pending import is in
+		for {
+			c.local.mu.Lock()
+			n := len(c.local.pending)
+			c.local.mu.Unlock()
+			if n > 0 {
+				a.local.mu.Lock()
+				delete(a.local.sessions, "s5")
+				a.local.mu.Unlock()
+				return
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	c.Claim("s5", false)
+	close(stop)
+	c.local.mu.Lock()
+	dropped := slices.Clone(c.local.dropped)
+	c.local.mu.Unlock()
+	if !slices.Equal(dropped, []string{"s3", "s5"}) || c.Stats().SessionsLost != 2 {
+		t.Errorf("dropped %q, lost %d; want the pending sessions of s3 (bad) and s5 (gone) dropped", dropped, c.Stats().SessionsLost)
+	}
+
+	// A request older than this node's own claim is refused: the session stays.
+	a.local.mu.Lock()
+	a.local.sessions["s4"] = "s4"
+	a.local.mu.Unlock()
+	ca = a.Claim("s4", false)
+	req := &nats.Msg{Subject: sessionSubject(b.opts.Name, "n1"), Data: []byte("s4"), Header: nats.Header{}}
+	req.Header.Set(hdrClaim, strconv.FormatUint(ca-1, 10))
+	resp, err := b.nc.RequestMsg(req, sessionTimeout)
+	if err != nil || resp.Header.Get(hdrError) == "" || len(resp.Data) != 0 {
+		t.Fatalf("answer %v, %v: want a refusal", resp, err)
+	}
+	a.local.mu.Lock()
+	_, kept := a.local.sessions["s4"]
+	a.local.mu.Unlock()
+	if !kept {
+		t.Error("the session left on a request older than the node's own claim")
+	}
 }

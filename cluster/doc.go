@@ -17,16 +17,26 @@
 //     per cluster (the client id registry, retained messages), watched by
 //     one ordered consumer each; never one JetStream object per MQTT
 //     subscription or client.
+//   - session.go: persistent sessions moving to the node their client
+//     reconnects to, in two requests to the node that held the id
+//     (subscriptions, then the session core exported there) with pings
+//     that order the hand-off with the messages in flight
+//     (docs/cluster.md).
 //   - embedded.go, options.go: the embedded server and the options.
 //
 // Goroutines: interestLoop applies interest changes in order (Interest
 // only queues them, since core calls it under its router's lock);
 // routeLoop hands the inbox to the broker in arrival order, which keeps
-// each publisher's order; stateLoop makes the buckets and runs their two
+// each publisher's order, and serves the other nodes' session requests in
+// that order too; stateLoop makes the buckets and runs their two
 // watches and retainLoop, which writes queued retained changes; Release
 // and a takeover of a connection not yet attached run briefly on their
 // own. Close stops them all and waits for them. Forward, Retain, Claim
 // and Release run on the broker's goroutines and never block on the
 // network, except Claim, which waits for one JetStream round trip (at
-// most 2 s per attempt).
+// most 2 s per attempt) and, when a session moves here, for the other
+// node's two answers (at most 2 s each), this node's NATS subscriptions
+// and pings (at most 1 s each). A session request is served on routeLoop
+// (a "take" after a ping, on its own goroutine), and the session that
+// arrives is installed there, so both are ordered with the messages.
 package cluster

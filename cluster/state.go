@@ -222,12 +222,20 @@ func (c *Cluster) watch(ctx context.Context, kv jetstream.KeyValue, w jetstream.
 	}
 }
 
-// registry value: "NODE 1" (the new connection started clean) or "NODE 0".
+// registry value: "NODE 1" (the new connection started clean), "NODE 0",
+// or "NODE s": the connection ended and its persistent session stays on
+// NODE, offline, for the next connection with the id to move (session.go).
 func claimValue(node string, clean bool) []byte {
 	if clean {
 		return []byte(node + " 1")
 	}
 	return []byte(node + " 0")
+}
+
+// heldBy is the node of a registry value.
+func heldBy(v []byte) string {
+	node, _, _ := strings.Cut(string(v), " ")
+	return node
 }
 
 // Claim records that clientID's connection is on this node; core.Cluster's
@@ -256,7 +264,9 @@ func (c *Cluster) Claim(clientID string, clean bool) uint64 {
 	c.claims.mu.Unlock()
 	var rev uint64
 	var err error
+	prev := "" // the node that held the id, "" for none
 	if ours != 0 {
+		prev = c.opts.Node
 		// Reconnecting here: update our own entry in one round trip.
 		if rev, err = st.clients.Update(ctx, k, v, ours); isWrongRevision(err) {
 			err = jetstream.ErrKeyExists // replaced meanwhile: as below
@@ -273,6 +283,7 @@ func (c *Cluster) Claim(clientID string, clean bool) uint64 {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 			rev, err = st.clients.Create(ctx, k, v)
 		case err == nil:
+			prev = heldBy(e.Value())
 			rev, err = st.clients.Update(ctx, k, v, e.Revision())
 			if isWrongRevision(err) {
 				err = jetstream.ErrKeyExists // another claim came in between: again
@@ -299,6 +310,10 @@ func (c *Cluster) Claim(clientID string, clean bool) uint64 {
 		// Another node's claim came after ours and was seen first: the
 		// connection is taken over once attached.
 		c.takeOverSoon(clientID, rev, newer.clean)
+		return rev
+	}
+	if !clean && prev != "" && prev != c.opts.Node {
+		c.moveSession(clientID, prev, rev)
 	}
 	return rev
 }
@@ -309,28 +324,30 @@ func isWrongRevision(err error) bool {
 		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
-// Release deletes clientID's registry entry if it is still claim;
-// core.Cluster's contract: it returns at once, the delete runs behind.
-func (c *Cluster) Release(clientID string, claim uint64) {
+// Release deletes clientID's registry entry if it is still claim, or,
+// with session, marks it as the node holding the client's offline
+// session (so that a connection on another node moves it there);
+// core.Cluster's contract: it returns at once, the write runs behind.
+func (c *Cluster) Release(clientID string, claim uint64, session bool) {
 	c.claims.mu.Lock()
 	if c.claims.m[clientID] == claim {
 		delete(c.claims.m, clientID)
 	}
 	c.claims.mu.Unlock()
 	st := c.state.Load()
-	c.closeMu.RLock()
-	defer c.closeMu.RUnlock()
-	if st == nil || c.closed.Load() {
+	if st == nil {
 		return
 	}
-	c.done.Add(1)
-	go func() {
-		defer c.done.Done()
+	c.goUnlessClosed(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
 		defer cancel()
-		// Refused when a newer claim replaced it: then it is not ours to delete.
-		_ = st.clients.Delete(ctx, key(clientID), jetstream.LastRevision(claim))
-	}()
+		// Refused when a newer claim replaced it: then it is not ours.
+		if session {
+			_, _ = st.clients.Update(ctx, key(clientID), []byte(c.opts.Node+" s"), claim)
+		} else {
+			_ = st.clients.Delete(ctx, key(clientID), jetstream.LastRevision(claim))
+		}
+	})
 }
 
 // clientEntry handles a registry change: another node's claim of a
@@ -340,8 +357,8 @@ func (c *Cluster) clientEntry(e jetstream.KeyValueEntry) {
 		return
 	}
 	node, clean, ok := strings.Cut(string(e.Value()), " ")
-	if !ok || node == c.opts.Node {
-		return
+	if !ok || node == c.opts.Node || clean == "s" {
+		return // ours, or a session left offline on another node: no claim
 	}
 	id, ok := unkey(e.Key())
 	if !ok {
@@ -377,10 +394,9 @@ func (c *Cluster) clientEntry(e jetstream.KeyValueEntry) {
 	}
 }
 
-// takeOverSoon tries TakeOver for a moment (40 times 25 ms), so that a
-// connection not attached yet does not stay connected beside a newer one
-// on another node. A connection that ended meanwhile makes these no-ops.
-func (c *Cluster) takeOverSoon(id string, claim uint64, clean bool) {
+// goUnlessClosed runs f on its own goroutine, which Close waits for,
+// unless the node is closing.
+func (c *Cluster) goUnlessClosed(f func()) {
 	c.closeMu.RLock()
 	defer c.closeMu.RUnlock()
 	if c.closed.Load() {
@@ -389,6 +405,15 @@ func (c *Cluster) takeOverSoon(id string, claim uint64, clean bool) {
 	c.done.Add(1)
 	go func() {
 		defer c.done.Done()
+		f()
+	}()
+}
+
+// takeOverSoon tries TakeOver for a moment (40 times 25 ms), so that a
+// connection not attached yet does not stay connected beside a newer one
+// on another node. A connection that ended meanwhile makes these no-ops.
+func (c *Cluster) takeOverSoon(id string, claim uint64, clean bool) {
+	c.goUnlessClosed(func() {
 		for range 40 {
 			select {
 			case <-c.stop:
@@ -400,7 +425,7 @@ func (c *Cluster) takeOverSoon(id string, claim uint64, clean bool) {
 				return
 			}
 		}
-	}()
+	})
 }
 
 // retainedValue is a retained message in its bucket.

@@ -1,6 +1,10 @@
 package core
 
 import (
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,12 +58,18 @@ type Cluster interface {
 	// before its session is attached: a connection with that id on
 	// another node is closed there (Server.TakeOver). It returns the
 	// claim, which Release gives back, or 0 when it could not be made
-	// (the connection goes ahead, held on this node only). It runs on the
-	// connection's goroutine and may wait for one round trip.
+	// (the connection goes ahead, held on this node only). Without clean,
+	// a persistent session of clientID on the node that held the id
+	// before moves here (that node's ExportSession, this one's
+	// ImportSession) before Claim returns, so that attach finds it. It
+	// runs on the connection's goroutine and may wait for a few round
+	// trips.
 	Claim(clientID string, clean bool) uint64
 	// Release gives up claim when its connection ends, unless a newer
-	// claim replaced it. It must not block.
-	Release(clientID string, claim uint64)
+	// claim replaced it; session reports that the client's persistent
+	// session stays on this node, offline, for a later connection on any
+	// node to take (see ExportSession). It must not block.
+	Release(clientID string, claim uint64, session bool)
 }
 
 // forward hands msg, routed here to matches, to the cluster; the
@@ -147,4 +157,347 @@ func (s *Server) SetRetained(topic string, payload []byte, qos byte, props *code
 		payload = nil
 	}
 	_ = s.retainHere(&Message{Topic: topic, Payload: payload, QoS: min(qos, 2), Retain: true, Props: props, Expires: expires, From: from})
+}
+
+// errSessionOnline refuses to replace a session whose client is connected
+// on this node.
+var errSessionOnline = errors.New("core: the session is connected on this node")
+
+// ExportSession encodes clientID's persistent session, with the store's
+// records, for another node to install (ImportSession). Without take it
+// encodes the subscriptions only and changes nothing. With take the
+// session leaves this node: its connection here, if any, is closed with
+// Session taken over (MQTT 5) as a takeover does, a will waiting for its
+// delay is cancelled (the client is back), and the session's
+// subscriptions, queued and inflight messages and inbound QoS 2 state
+// go in the encoding and are removed here, store included. It returns
+// nil, changing nothing, when there is no persistent session of clientID
+// here or its encoding would exceed maxBytes (0: no limit).
+func (s *Server) ExportSession(clientID string, maxBytes int, take bool) []byte {
+	s.mu.Lock()
+	sess := s.sessions[clientID]
+	if sess == nil {
+		s.mu.Unlock()
+		return nil
+	}
+	sess.mu.Lock()
+	if !sess.persistent() || sess.pending {
+		sess.mu.Unlock()
+		s.mu.Unlock()
+		return nil
+	}
+	b := sess.exportLocked(time.Now(), take)
+	if maxBytes > 0 && len(b) > maxBytes {
+		sess.mu.Unlock()
+		s.mu.Unlock()
+		s.log.Warn("session not moved to another node: too large for one NATS message", zap.String("client_id", clientID),
+			zap.Int("bytes", len(b)), zap.Int("max_bytes", maxBytes))
+		return nil
+	}
+	if !take {
+		sess.mu.Unlock()
+		s.mu.Unlock()
+		return b
+	}
+	c := sess.c
+	sess.c = nil
+	sess.moved = true // its connection's detach keeps a delayed will unsent
+	if sess.willTimer != nil {
+		sess.willTimer.Stop()
+	}
+	sess.willTimer, sess.pendingWill = nil, nil
+	sess.mu.Unlock()
+	s.discardLocked(sess)
+	s.mu.Unlock()
+	if c != nil {
+		c.takenElsewhere.Store(true)
+		c.log(zap.InfoLevel, "session moved to another node")
+		c.close(CloseTakenOver, codec.SessionTakenOver)
+	}
+	return b
+}
+
+// exportLocked encodes the session for ExportSession: the format version,
+// the session record, the inbound record, then, with msgs, each message
+// (inflight ones first, in send order, then the queue) as a flags byte
+// (1: sent before, so DUP; 2: in flight, its packet id and PUBREL state
+// kept) and its delivery record. s.mu is held.
+func (s *session) exportLocked(now time.Time, msgs bool) []byte {
+	b := []byte{recordVersion}
+	b = appendString(b, string(s.recordLocked(now.Unix()).append(nil)))
+	in := inboundRecord{IDs: make([]uint16, 0, len(s.qos2in))}
+	for id := range s.qos2in {
+		in.IDs = append(in.IDs, id)
+	}
+	slices.Sort(in.IDs)
+	b = appendString(b, string(in.append(nil)))
+	if !msgs {
+		return binary.AppendUvarint(b, 0)
+	}
+	inflight := make([]*outMsg, 0, len(s.inflight))
+	for _, m := range s.inflight {
+		inflight = append(inflight, m)
+	}
+	slices.SortFunc(inflight, func(a, b *outMsg) int { return cmp.Compare(a.order, b.order) })
+	n := 0
+	var recs []byte
+	for _, m := range inflight {
+		recs = append(recs, 3)
+		recs = appendString(recs, string(appendDeliveryRecord(nil, m.msg, m.qos, m.retain, m.subID, m.id, m.pubrel)))
+		n++
+	}
+	for _, d := range s.queue[s.qhead:] {
+		if d.msg == nil || d.msg.expired(now) {
+			continue
+		}
+		recs = append(recs, boolByte(d.dup))
+		recs = appendString(recs, string(appendMessageRecord(nil, d.msg, d.qos, d.retain, d.subID)))
+		n++
+	}
+	b = binary.AppendUvarint(b, uint64(n))
+	return append(b, recs...)
+}
+
+// ImportSession installs a session that another node exported
+// (ExportSession) as clientID's offline session here, in memory and in
+// the store, for the client's connection to resume: its subscriptions
+// (announced to the cluster as any), its messages to be sent, those sent
+// before with DUP and their packet ids, in their order.
+//
+// A move is in two steps, so that no message published meanwhile is
+// lost. Without final, data holds the subscriptions (ExportSession
+// without take): the session is installed with them, pending, and queues
+// what comes for it while the other node still does the same. With
+// final, data is the whole session, which goes before what the pending
+// session queued; those messages may have reached the other node too, so
+// they go with DUP. An offline session of clientID here, older, is
+// replaced; one whose client is connected here is not (errSessionOnline).
+func (s *Server) ImportSession(clientID string, data []byte, final bool) error {
+	sr, in, msgs, err := decodeExport(data)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	s.mu.Lock()
+	sess := s.sessions[clientID]
+	pending := false
+	if sess != nil {
+		sess.mu.Lock()
+		online := sess.c != nil
+		pending = sess.pending
+		if !online && !pending && sess.willTimer != nil {
+			sess.willTimer.Stop() // the client is back, with its newer session
+			sess.willTimer, sess.pendingWill = nil, nil
+		}
+		sess.mu.Unlock()
+		if online {
+			s.mu.Unlock()
+			return errSessionOnline
+		}
+		if !pending {
+			s.discardLocked(sess)
+			sess = nil
+		}
+	}
+	if !pending {
+		sess = newSession(s, clientID)
+		sess.pending = !final
+		sess.inBase = s.newInBase()
+		sess.inSeq = sess.inBase
+		s.inBaseMax = max(s.inBaseMax, sess.inSeq)
+		s.putSessionLocked(sess)
+	}
+	s.setSubscriptions(sess, sr.Subs)
+	sess.mu.Lock()
+	sess.version, sess.expiry = sr.Version, sr.Expiry
+	if sr.OwnerKnown {
+		sess.setOwner(sr.Owner)
+	}
+	if !final {
+		sess.mu.Unlock()
+		s.mu.Unlock()
+		return nil
+	}
+	sess.pending = false
+	for _, id := range in.IDs {
+		if sess.qos2in == nil {
+			sess.qos2in = map[uint16]struct{}{}
+		}
+		sess.qos2in[id] = struct{}{}
+	}
+	// What the pending session queued goes after the moved messages, with
+	// new store sequences: the store is written again from scratch.
+	var queued []delivery
+	for _, d := range sess.queue[sess.qhead:] {
+		if d.msg != nil {
+			d.dup = d.qos > 0
+			queued = append(queued, d)
+		}
+	}
+	sess.queue, sess.qhead, sess.holes, sess.dropAt, sess.qbytes, sess.seq = nil, 0, 0, 0, 0, 0
+	s.stats.pending.Add(-int64(sess.load.Swap(0)))
+	if pending {
+		s.storeDelete(clientID)
+	}
+	var moved []delivery
+	for _, em := range msgs {
+		sm := em.storedMsg
+		if sm.msg.expired(now) {
+			continue
+		}
+		sm.msg.inSeq = 0 // numbered by the other node's publishers: meaningless here
+		d := delivery{msg: sm.msg, qos: sm.qos, retain: sm.retain, subID: sm.subID, dup: em.sent}
+		if em.inflight && sm.id != 0 && sm.qos > 0 {
+			if _, used := sess.inflight[sm.id]; !used {
+				sess.storeAddLocked(&d)
+				sess.order++
+				s.stats.inflight.Add(1)
+				if sess.inflight == nil {
+					sess.inflight = map[uint16]*outMsg{}
+				}
+				m := &outMsg{delivery: d, id: sm.id, pubrel: sm.pubrel, resend: true, dup: true, order: sess.order}
+				sess.inflight[sm.id] = m
+				if d.seq != 0 && d.qos == 2 {
+					s.storeUpdate(clientID, m)
+				}
+				sess.addLoad(1)
+				sess.qbytes += sm.msg.size()
+				continue
+			}
+		}
+		moved = append(moved, d)
+	}
+	sess.queue = append(moved, queued...)
+	for i := range sess.queue {
+		sess.storeAddLocked(&sess.queue[i])
+		sess.addLoad(1)
+		sess.qbytes += sess.queue[i].msg.size()
+	}
+	rec := sess.recordLocked(sr.DisconnectedAt)
+	var inbound []byte
+	if len(sess.qos2in) > 0 {
+		inbound = sess.inboundLocked(0)
+	}
+	sess.mu.Unlock()
+	s.mu.Unlock()
+	s.storeSave(clientID, rec)
+	if inbound != nil {
+		if err := s.store.PutInbound(clientID, inbound); err != nil {
+			s.storeError("store: saving a moved session's inbound state", err, zap.String("client_id", clientID))
+		}
+	}
+	if err := s.syncStore(); err != nil {
+		s.storeError("store: sync of a moved session failed", err, zap.String("client_id", clientID))
+	}
+	gone := now
+	if sr.DisconnectedAt != 0 {
+		gone = time.Unix(sr.DisconnectedAt, 0)
+	}
+	s.scheduleExpiry(sess, gone)
+	s.log.Info("session moved here from another node", zap.String("client_id", clientID),
+		zap.Int("subscriptions", len(sr.Subs)), zap.Int("messages", len(msgs)), zap.Int("queued_meanwhile", len(queued)))
+	return nil
+}
+
+// storeAddLocked gives a QoS 1/2 delivery of a persistent session its
+// store sequence and writes it; one the store refuses stays in memory
+// (seq 0): a move must not lose it. s.mu is held.
+func (s *session) storeAddLocked(d *delivery) {
+	d.seq = 0
+	if d.qos == 0 || !s.persistent() {
+		return
+	}
+	s.seq++
+	d.seq = s.seq
+	if s.srv.storeAdd(s.id, *d) != nil {
+		d.seq = 0
+	}
+}
+
+// setSubscriptions makes subs the subscriptions of sess (in the router
+// too), adding the new ones before removing the others, so that the
+// cluster's interest in a filter both use never lapses. Server.mu is held.
+func (s *Server) setSubscriptions(sess *session, subs []storedSub) {
+	want := make(map[string]storedSub, len(subs))
+	for _, sub := range subs {
+		group, filter, _, err := codec.ParseShared([]byte(sub.Filter))
+		if err != nil {
+			continue
+		}
+		want[sub.Filter] = sub
+		s.router.subscribe(sess, string(filter), string(group), sub.opts(s))
+	}
+	sess.mu.Lock()
+	old := sess.subs
+	sess.subs = want
+	sess.mu.Unlock()
+	for f := range old {
+		if _, kept := want[f]; !kept {
+			group, filter, _, _ := codec.ParseShared([]byte(f))
+			s.router.unsubscribe(sess, string(filter), string(group))
+		}
+	}
+}
+
+// DropImport ends clientID's pending session (ImportSession without
+// final) when its move failed, with what it queued.
+func (s *Server) DropImport(clientID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess := s.sessions[clientID]
+	if sess == nil {
+		return
+	}
+	sess.mu.Lock()
+	pending := sess.pending && sess.c == nil
+	sess.mu.Unlock()
+	if pending {
+		s.discardLocked(sess)
+	}
+}
+
+// exportedMsg is one message of an exported session.
+type exportedMsg struct {
+	storedMsg
+	sent     bool // sent before: DUP when sent again
+	inflight bool // in flight: its packet id and PUBREL state stand
+}
+
+// decodeExport reads what exportLocked wrote.
+func decodeExport(b []byte) (sr sessionRecord, in inboundRecord, msgs []exportedMsg, err error) {
+	d := recDecoder{b: b}
+	if v := d.byte(); d.err == nil && !readable(v) {
+		return sr, in, nil, formatError("moved session", v)
+	}
+	rec, inRec := d.string(), d.string()
+	if d.err != nil {
+		return sr, in, nil, d.err
+	}
+	if err := sr.decode([]byte(rec)); err != nil {
+		return sr, in, nil, err
+	}
+	if err := in.decode([]byte(inRec)); err != nil {
+		return sr, in, nil, err
+	}
+	n := d.uvarint()
+	if n > uint64(len(b)) {
+		return sr, in, nil, errRecord
+	}
+	msgs = make([]exportedMsg, 0, n)
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		flags := d.byte()
+		r := d.string()
+		if d.err != nil {
+			break
+		}
+		if flags > 3 {
+			return sr, in, nil, errRecord
+		}
+		sm, err := decodeDeliveryRecord([]byte(r))
+		if err != nil {
+			return sr, in, nil, err
+		}
+		msgs = append(msgs, exportedMsg{storedMsg: sm, sent: flags&1 != 0, inflight: flags&2 != 0})
+	}
+	return sr, in, msgs, d.done()
 }

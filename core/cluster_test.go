@@ -68,10 +68,10 @@ func (f *fakeCluster) Claim(clientID string, clean bool) uint64 {
 	return f.claims
 }
 
-func (f *fakeCluster) Release(clientID string, claim uint64) {
+func (f *fakeCluster) Release(clientID string, claim uint64, session bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.events = append(f.events, fmt.Sprintf("release %s %d", clientID, claim))
+	f.events = append(f.events, fmt.Sprintf("release %s %d %v", clientID, claim, session))
 }
 
 func (f *fakeCluster) forwarded() []fwdMsg {
@@ -239,7 +239,7 @@ func TestClusterClaimAndTakeOver(t *testing.T) {
 		t.Fatal("TakeOver did nothing")
 	}
 	a.expectDisconnect(codec.SessionTakenOver)
-	waitFor(t, "release", func() bool { return slices.Equal(fc.eventList("release"), []string{"release dev 1"}) })
+	waitFor(t, "release", func() bool { return slices.Equal(fc.eventList("release"), []string{"release dev 1 true"}) })
 	// The session stays here, offline, with its subscription.
 	info, ok := srv.Client("dev")
 	if !ok || info.Connected || len(info.Subscriptions) != 1 {
@@ -351,5 +351,204 @@ func TestClusterShared(t *testing.T) {
 	plain.expectNothing(quiet)
 	if n := srv.DeliverRemote("other", "sh/#", "sh/2", []byte("x"), 1, false, nil, time.Time{}, "x"); n != 0 {
 		t.Errorf("a group this node does not have: %d deliveries", n)
+	}
+}
+
+// TestSessionExportImport: a persistent session taken out of one node
+// (connected: its connection is taken over) and installed on another
+// resumes there with Session Present: its subscriptions, its messages
+// still in flight (QoS 1 sent again with DUP, a QoS 2 past PUBREC owed
+// only its PUBREL) and its queued messages in order, while nothing of it
+// stays on the first node.
+func TestSessionExportImport(t *testing.T) {
+	for _, tc := range persistentVersions {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newServer(t, core.Options{}, core.Config{})
+			b := newServer(t, core.Options{}, core.Config{})
+			s := client(t, a, tc.v, "mv", persistent)
+			s.subscribe(1, "m/#")
+			s.subscribe(2, "q/#")
+			pub := client(t, a, tc.v, "pub")
+			for _, m := range seq("m", 3) {
+				pub.pub("m/x", m, 1)
+			}
+			pub.pub("q/x", "q0", 2)
+			got := []*codec.Publish{s.expectPublish(), s.expectPublish(), s.expectPublish(), s.expectPublish()}
+			wantPayloads(t, got, "m0", "m1", "m2", "q0")
+			s.ack(got[0])
+			s.ack(got[3]) // PUBREC: only the PUBREL is owed
+			s.expectAck(codec.PUBREL, got[3].PacketID)
+
+			if a.ExportSession("mv", 10, true) != nil {
+				t.Fatal("exported past maxBytes")
+			}
+			s.expectNothing(quiet) // and left alone
+			data := a.ExportSession("mv", 0, true)
+			if data == nil {
+				t.Fatal("nothing exported")
+			}
+			if tc.v == codec.V5 {
+				s.expectDisconnect(codec.SessionTakenOver)
+			} else {
+				s.expectClosed()
+			}
+			if _, ok := a.Client("mv"); ok {
+				t.Fatal("the session stays on the node it left")
+			}
+			pub.pub("m/x", "gone", 1) // no subscriber here any more
+			if a.ExportSession("mv", 0, true) != nil {
+				t.Fatal("exported twice")
+			}
+
+			if err := b.ImportSession("mv", data, true); err != nil {
+				t.Fatal(err)
+			}
+			c := dial(t, b, tc.v)
+			cp := connectPacket(tc.v, "mv")
+			persistent(cp)
+			if ack := c.connect(cp); !ack.SessionPresent {
+				t.Fatal("session present 0 on the node it moved to")
+			}
+			for _, want := range []string{"m1", "m2"} {
+				p := c.expectPublish()
+				if string(p.Payload) != want || !p.Dup || p.QoS != 1 {
+					t.Fatalf("got %q dup %v qos %d, want %q again with DUP", p.Payload, p.Dup, p.QoS, want)
+				}
+				c.ack(p)
+			}
+			c.expectAck(codec.PUBREL, got[3].PacketID)
+			c.send(&codec.Ack{Kind: codec.PUBCOMP, PacketID: got[3].PacketID})
+			c.expectNothing(quiet)
+			bpub := client(t, b, tc.v, "pub-b")
+			bpub.pub("m/y", "here", 1)
+			bpub.pub("q/y", "here2", 2)
+			wantPayloads(t, c.recv(2), "here", "here2")
+		})
+	}
+}
+
+// TestSessionExportOffline: an offline session's queued messages move in
+// order, as first deliveries; a will waiting for its delay is not sent
+// (the client is back elsewhere); a session already offline on the
+// receiving node is replaced, one connected there is not; a damaged
+// export is refused.
+func TestSessionExportOffline(t *testing.T) {
+	a := newServer(t, core.Options{}, core.Config{})
+	b := newServer(t, core.Options{}, core.Config{})
+	watcher := client(t, a, codec.V5, "watcher")
+	watcher.subscribe(0, "will/#")
+	s := client(t, a, codec.V5, "off", persistent, func(p *codec.Connect) {
+		p.WillFlag, p.WillTopic, p.WillPayload = true, []byte("will/off"), []byte("gone")
+		p.WillProps.SetNum(codec.PropWillDelay, 1)
+	})
+	s.subscribe(1, "o/#")
+	s.close()
+	waitFor(t, "offline", func() bool { info, ok := a.Client("off"); return ok && !info.Connected })
+	pub := client(t, a, codec.V5, "pub")
+	for _, m := range seq("o", 4) {
+		pub.pub("o/x", m, 1)
+	}
+	stale := client(t, b, codec.V5, "off", persistent) // an older session of the id on b
+	stale.subscribe(1, "stale/#")
+	stale.disconnect()
+	waitFor(t, "stale offline", func() bool { info, ok := b.Client("off"); return ok && !info.Connected })
+
+	data := a.ExportSession("off", 0, true)
+	if data == nil {
+		t.Fatal("nothing exported")
+	}
+	if err := b.ImportSession("off", data[:len(data)-1], true); err == nil {
+		t.Fatal("a truncated export was imported")
+	}
+	if err := b.ImportSession("off", data, true); err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, b, codec.V5)
+	cp := connectPacket(codec.V5, "off")
+	persistent(cp)
+	if ack := c.connect(cp); !ack.SessionPresent {
+		t.Fatal("session present 0")
+	}
+	got := c.recv(4)
+	wantPayloads(t, got, seq("o", 4)...)
+	for _, p := range got {
+		if p.Dup {
+			t.Errorf("%q has DUP: it was never sent", p.Payload)
+		}
+	}
+	info, _ := b.Client("off")
+	if len(info.Subscriptions) != 1 || info.Subscriptions[0].Filter != "o/#" {
+		t.Errorf("subscriptions %+v, want the moved session's only", info.Subscriptions)
+	}
+	if err := b.ImportSession("off", data, true); err == nil {
+		t.Error("imported over a session connected here")
+	}
+	watcher.expectNothing(1500 * time.Millisecond) // past the will delay
+}
+
+// TestSessionImportInTwoSteps: while a session moves, the node it moves
+// to installs its subscriptions first (pending) and queues what comes;
+// the session's own messages then go before those, which come with DUP
+// (they may have reached the other node too); the cluster's interest in
+// its filters never lapses. A failed move drops the pending session.
+func TestSessionImportInTwoSteps(t *testing.T) {
+	a := newServer(t, core.Options{}, core.Config{})
+	fc := newFakeCluster()
+	b := newServer(t, core.Options{}, core.Config{Cluster: fc})
+	s := client(t, a, codec.V5, "two", persistent)
+	s.subscribe(1, "t/#")
+	s.close()
+	waitFor(t, "offline", func() bool { info, ok := a.Client("two"); return ok && !info.Connected })
+	pubA := client(t, a, codec.V5, "pub-a")
+	pubA.pub("t/x", "a0", 1)
+
+	subs := a.ExportSession("two", 0, false)
+	if subs == nil {
+		t.Fatal("nothing exported")
+	}
+	if info, ok := a.Client("two"); !ok || len(info.Subscriptions) != 1 {
+		t.Fatalf("exporting the subscriptions changed the session: %+v, %v", info, ok)
+	}
+	if err := b.ImportSession("two", subs, false); err != nil {
+		t.Fatal(err)
+	}
+	pubB := client(t, b, codec.V5, "pub-b")
+	pubA.pub("t/x", "a1", 1) // reaches the session on a
+	pubB.pub("t/x", "b0", 1) // reaches the pending one on b
+	data := a.ExportSession("two", 0, true)
+	if err := b.ImportSession("two", data, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := fc.eventList("+t/#", "-t/#"); !slices.Equal(got, []string{"+t/#"}) {
+		t.Errorf("interest %v, want it announced once and kept", got)
+	}
+	c := dial(t, b, codec.V5)
+	cp := connectPacket(codec.V5, "two")
+	persistent(cp)
+	if ack := c.connect(cp); !ack.SessionPresent {
+		t.Fatal("session present 0")
+	}
+	got := c.recv(3)
+	wantPayloads(t, got, "a0", "a1", "b0")
+	if got[0].Dup || got[1].Dup || !got[2].Dup {
+		t.Errorf("DUP %v %v %v, want only on the message queued while moving", got[0].Dup, got[1].Dup, got[2].Dup)
+	}
+	pubB.pub("t/y", "b1", 1)
+	wantPayloads(t, c.recv(1), "b1")
+
+	// A move that fails: the pending session goes, with its interest.
+	if err := b.ImportSession("gone", subs, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.Client("gone"); !ok {
+		t.Fatal("no pending session")
+	}
+	b.DropImport("gone")
+	if _, ok := b.Client("gone"); ok {
+		t.Fatal("the pending session stays after DropImport")
+	}
+	b.DropImport("two") // not pending: left alone
+	if _, ok := b.Client("two"); !ok {
+		t.Fatal("DropImport ended a session that is not pending")
 	}
 }

@@ -230,7 +230,7 @@ func (c *client) handshake() bool {
 	_, present, err := srv.attach(c, cleanStart, expiry)
 	if err != nil {
 		if c.claim != 0 {
-			srv.cluster.Release(c.id, c.claim)
+			srv.cluster.Release(c.id, c.claim, true) // the other user's session stays here
 		}
 		srv.stats.ownerRefused.Add(1)
 		return refuse(codec.NotAuthorized, CloseNotAuthorized, "the session of client id "+c.id+" belongs to another user")
@@ -290,7 +290,10 @@ func (c *client) finish() {
 	reason := c.closeReason()
 	if c.sess != nil {
 		if c.claim != 0 {
-			srv.cluster.Release(c.id, c.claim)
+			c.sess.mu.Lock()
+			kept := c.sess.persistent() && !c.sess.moved
+			c.sess.mu.Unlock()
+			srv.cluster.Release(c.id, c.claim, kept)
 		}
 		srv.detach(c, reason)
 		c.log(zap.InfoLevel, "client disconnected", zap.Stringer("reason", reason),

@@ -35,6 +35,8 @@
 // lock, so in order), each local PUBLISH is forwarded after local routing,
 // CONNECT claims the client id cluster-wide before attach, and other
 // nodes' messages, retained messages and takeovers come in through
-// DeliverRemote, SetRetained and TakeOver. Without one, each of those
-// places tests one nil field.
+// DeliverRemote, SetRetained and TakeOver; a persistent session leaves
+// for another node through ExportSession and arrives through
+// ImportSession, encoded with the store's records. Without one, each of
+// those places tests one nil field.
 package core

@@ -421,9 +421,11 @@ func (s *Server) detach(c *client, reason CloseReason) {
 	}
 	persistent := sess.persistent()
 	expiry := sess.expiry
+	moved := sess.moved
 	sess.mu.Unlock()
-	// A new connection with Clean Start took c's place and ended the session.
-	ended := !current && s.sessions[sess.id] != sess
+	// A new connection with Clean Start took c's place and ended the
+	// session; a session that moved to another node goes on there.
+	ended := !current && s.sessions[sess.id] != sess && !moved
 	if current && !persistent {
 		s.discardLocked(sess)
 	}

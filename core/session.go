@@ -78,6 +78,12 @@ type session struct {
 	willTimer   *time.Timer
 	pendingWill func() // publishes the will willTimer is waiting for; set with it
 	droppedWarn time.Time
+	// moved is set when the session went to another node
+	// (Server.ExportSession): its client is back there.
+	moved bool
+	// pending is set on a session moving here from another node whose
+	// messages have not arrived yet (Server.ImportSession).
+	pending bool
 }
 
 func newSession(srv *Server, id string) *session {

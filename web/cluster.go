@@ -17,12 +17,15 @@ type ClusterStats struct {
 	ClaimsUnavailable int64 // connections held on this node only: the registry was not writable
 	TakenOver         int64 // local connections or sessions another node's connection took over
 	RetainDropped     int64 // retained changes kept on this node only
+	SessionsIn        int64 // persistent sessions moved here from another node
+	SessionsOut       int64 // persistent sessions moved from here to another node
+	SessionsLost      int64 // connections that started a new session: the one on another node could not be moved
 }
 
 type clusterCollector struct {
 	stats                                                     func() ClusterStats
 	connected, routes, ready, msgs, dropped, interest, claims *prometheus.Desc
-	taken, retainDropped                                      *prometheus.Desc
+	taken, retainDropped, sessions, sessionsLost              *prometheus.Desc
 }
 
 func newClusterCollector(stats func() ClusterStats) *clusterCollector {
@@ -40,12 +43,17 @@ func newClusterCollector(stats func() ClusterStats) *clusterCollector {
 		taken:     d("taken_over_total", "Connections or sessions of this node that a connection on another node took over."),
 		retainDropped: d("retained_dropped_total",
 			"Retained messages kept on this node only (too many waiting to be replicated)."),
+		sessions: d("sessions_moved_total",
+			"Persistent sessions moved to this node (in) or from it (out) when their client reconnected elsewhere.", "direction"),
+		sessionsLost: d("sessions_lost_total",
+			"Connections that started a new session here: their session on another node could not be moved (node down, no answer)."),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.connected, c.routes, c.ready, c.msgs, c.dropped, c.interest, c.claims, c.taken, c.retainDropped} {
+	for _, d := range []*prometheus.Desc{c.connected, c.routes, c.ready, c.msgs, c.dropped, c.interest, c.claims, c.taken, c.retainDropped,
+		c.sessions, c.sessionsLost} {
 		ch <- d
 	}
 }
@@ -76,4 +84,7 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.claims, st.ClaimsUnavailable)
 	counter(c.taken, st.TakenOver)
 	counter(c.retainDropped, st.RetainDropped)
+	counter(c.sessions, st.SessionsIn, "in")
+	counter(c.sessions, st.SessionsOut, "out")
+	counter(c.sessionsLost, st.SessionsLost)
 }

@@ -16,7 +16,8 @@ func TestMetricsCluster(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
 	st := ClusterStats{Connected: true, Routes: 2, StateReady: true, Forwarded: 10, ForwardDropped: 1, Received: 20,
-		ReceivedDropped: 2, Interest: 3, ClaimsUnavailable: 4, TakenOver: 5, RetainDropped: 6}
+		ReceivedDropped: 2, Interest: 3, ClaimsUnavailable: 4, TakenOver: 5, RetainDropped: 6,
+		SessionsIn: 7, SessionsOut: 8, SessionsLost: 9}
 	s := newTestServer(t, srv, func(o *Options) {
 		o.Node = "n2"
 		o.Cluster = func() ClusterStats { return st }
@@ -37,6 +38,9 @@ func TestMetricsCluster(t *testing.T) {
 		{"xmq_cluster_claims_unavailable_total", "node=n2", 4},
 		{"xmq_cluster_taken_over_total", "node=n2", 5},
 		{"xmq_cluster_retained_dropped_total", "node=n2", 6},
+		{"xmq_cluster_sessions_moved_total", "direction=in,node=n2", 7},
+		{"xmq_cluster_sessions_moved_total", "direction=out,node=n2", 8},
+		{"xmq_cluster_sessions_lost_total", "node=n2", 9},
 		{"xmq_messages_received_total", "node=n2,qos=0", 0},
 	} {
 		if got, err := value(fams, tt.name, tt.labels); err != nil || got != tt.want {

@@ -129,6 +129,13 @@ type pahoClient struct {
 // pahoConnect connects an MQTT 5 client with id to addr.
 func pahoConnect(t *testing.T, addr, id string, mods ...func(*paho.Connect)) *pahoClient {
 	t.Helper()
+	c, _ := pahoConnectAck(t, addr, id, mods...)
+	return c
+}
+
+// pahoConnectAck is pahoConnect returning the CONNACK too.
+func pahoConnectAck(t *testing.T, addr, id string, mods ...func(*paho.Connect)) (*pahoClient, *paho.Connack) {
+	t.Helper()
 	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -149,14 +156,15 @@ func pahoConnect(t *testing.T, addr, id string, mods ...func(*paho.Connect)) *pa
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if ack, err := c.Connect(ctx, cp); err != nil {
+	ack, err := c.Connect(ctx, cp)
+	if err != nil {
 		t.Fatalf("connect %s to %s: %v (%+v)", id, addr, err, ack)
 	}
 	t.Cleanup(func() {
 		_ = c.Disconnect(&paho.Disconnect{})
 		_ = conn.Close()
 	})
-	return c
+	return c, ack
 }
 
 func (c *pahoClient) subscribe(t *testing.T, s *paho.Subscribe) {

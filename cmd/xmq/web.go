@@ -265,7 +265,8 @@ func (w *webRun) start(cfg *config, srv *core.Server, st core.Store, lns []liste
 			return web.ClusterStats{Connected: cl.Connected(), Routes: cl.Routes(), StateReady: cl.Ready(),
 				Forwarded: st.Forwarded, ForwardDropped: st.ForwardDropped, Received: st.Received,
 				ReceivedDropped: st.ReceivedDropped, Interest: st.Interest, ClaimsUnavailable: st.ClaimsUnavailable,
-				TakenOver: st.TakenOver, RetainDropped: st.RetainDropped}
+				TakenOver: st.TakenOver, RetainDropped: st.RetainDropped,
+				SessionsIn: st.SessionsIn, SessionsOut: st.SessionsOut, SessionsLost: st.SessionsLost}
 		}
 	}
 	if ops.reload != nil {

@@ -1,0 +1,269 @@
+package cluster
+
+import (
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+)
+
+// Sessions move: a connection that does not start clean, on a node other
+// than the one that held its client id (the registry's entry, connected
+// or with its session left offline there), brings the session from that
+// node before the session is attached, in two requests over NATS so that
+// no message published meanwhile is lost:
+//
+//  1. "subs": the old node answers with the session's subscriptions; this
+//     node installs them as a pending session, which queues what comes,
+//     and waits until every NATS server knows its interest (its own
+//     flushed, then a ping answered by every other node: a server
+//     forwards the ping after the interest it learned before, on the
+//     same route).
+//  2. "take": the old node, in order with the messages that reached it
+//     before, closes the connection if it is still there, takes the
+//     session out of its broker (core encodes it with its store's
+//     records) and answers with it; this node puts its messages before
+//     those the pending session queued (with DUP: they may be copies).
+//
+// CONNACK then says Session Present and the queued messages flow from here.
+
+// sessionTimeout bounds the wait for each answer of another node: past it
+// (the node is dead or cut off) the connection starts a new session here.
+const sessionTimeout = 2 * time.Second
+
+// pingTimeout bounds the wait for the other nodes' pings; with an
+// external NATS, whose nodes this node cannot count, the wait ends
+// pingQuiet after the last answer.
+const (
+	pingTimeout = time.Second
+	pingQuiet   = 50 * time.Millisecond
+)
+
+// hdrClaim is the header of a session request holding the requester's
+// claim (registry revision), hdrOp its step ("subs" or "take");
+// hdrError is the answer's refusal.
+const (
+	hdrClaim = "Xmq-Claim"
+	hdrOp    = "Xmq-Op"
+	hdrError = "Xmq-Error"
+)
+
+// sessionSubject is where node of cluster name answers session requests:
+// outside the subject prefix (which may not hold '$'), so that no MQTT
+// subscription, nor a NATS application reading MQTT traffic, sees it.
+func sessionSubject(name, node string) string {
+	return "$XMQ." + name + ".node." + node + ".session"
+}
+
+// pingSubject is where every node of cluster name answers pings with its
+// name.
+func pingSubject(name string) string { return "$XMQ." + name + ".ping" }
+
+// moveSession brings clientID's session from node, which held the id
+// before this node's claim rev.
+func (c *Cluster) moveSession(clientID, node string, rev uint64) {
+	start := time.Now()
+	lost := func(msg string, err error) {
+		c.sessionsLost.Add(1)
+		c.log.Warn(msg+": the connection starts a new session here", zap.String("client_id", clientID),
+			zap.String("from", node), zap.Error(err))
+	}
+	subs, err := c.sessionRequest(node, clientID, rev, "subs")
+	if err != nil {
+		lost("session not moved from another node", err)
+		return
+	}
+	if len(subs) == 0 {
+		return // no persistent session there (ended, expired, or MQTT 5 with no expiry)
+	}
+	if err := c.local.ImportSession(clientID, subs, false); err != nil {
+		lost("session from another node not installed", err)
+		return
+	}
+	if err := c.syncInterest(sessionTimeout); err != nil {
+		c.warn("a moving session's subscriptions are not on NATS yet", zap.String("client_id", clientID), zap.Error(err))
+	}
+	c.ping(pingTimeout)
+	data, err := c.sessionRequest(node, clientID, rev, "take")
+	if err == nil && len(data) == 0 {
+		err = errors.New("the session ended there meanwhile")
+	}
+	if err == nil {
+		// A message that reached the old node before the session left
+		// may reach this node after the answer: after a ping answered by
+		// every node, it is in the inbox, and the session is installed
+		// on routeLoop behind it, so that it is among what the pending
+		// session queued (sent with DUP), not a new message after.
+		c.ping(pingTimeout)
+		err = c.onRouteLoop(func() error { return c.local.ImportSession(clientID, data, true) })
+	}
+	if err != nil {
+		c.local.DropImport(clientID)
+		lost("session not moved from another node", err)
+		return
+	}
+	c.sessionsIn.Add(1)
+	c.log.Info("session moved here", zap.String("client_id", clientID), zap.String("from", node),
+		zap.Int("bytes", len(data)), zap.Duration("took", time.Since(start)))
+}
+
+// sessionRequest asks node for step op of clientID's session and returns
+// the answer's data.
+func (c *Cluster) sessionRequest(node, clientID string, rev uint64, op string) ([]byte, error) {
+	req := nats.NewMsg(sessionSubject(c.opts.Name, node))
+	req.Data = []byte(clientID)
+	req.Header.Set(hdrClaim, strconv.FormatUint(rev, 10))
+	req.Header.Set(hdrOp, op)
+	resp, err := c.nc.RequestMsg(req, sessionTimeout)
+	if err != nil {
+		return nil, err
+	}
+	if e := resp.Header.Get(hdrError); e != "" {
+		return nil, errorString(e)
+	}
+	return resp.Data, nil
+}
+
+// ping returns once every other node answered a ping, or timeout passed:
+// then every NATS server has the interest this node's server had before
+// (each forwards the ping after the interest changes it got before it).
+// With an embedded server the nodes are its routes' servers; otherwise
+// the wait ends pingQuiet after the last answer.
+func (c *Cluster) ping(timeout time.Duration) {
+	want := map[string]bool{}
+	counted := false
+	if c.emb != nil {
+		if rz, err := c.emb.srv.Routez(nil); err == nil {
+			counted = true
+			for _, r := range rz.Routes {
+				if r.RemoteName != c.opts.Node {
+					want[r.RemoteName] = true
+				}
+			}
+		}
+	}
+	if counted && len(want) == 0 {
+		return
+	}
+	inbox := c.nc.NewRespInbox()
+	ch := make(chan *nats.Msg, 64)
+	sub, err := c.nc.ChanSubscribe(inbox, ch)
+	if err != nil {
+		return
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if c.nc.PublishRequest(pingSubject(c.opts.Name), inbox, nil) != nil {
+		return
+	}
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	var quiet <-chan time.Time
+	for {
+		select {
+		case m := <-ch:
+			delete(want, string(m.Data))
+			if counted && len(want) == 0 {
+				return
+			}
+			if !counted {
+				quiet = time.After(pingQuiet)
+			}
+		case <-quiet:
+			return
+		case <-deadline.C:
+			if counted {
+				c.warn("nodes did not answer a ping in time: a session moving here may miss messages they publish meanwhile",
+					zap.Int("missing", len(want)))
+			}
+			return
+		}
+	}
+}
+
+type errorString string
+
+func (e errorString) Error() string { return string(e) }
+
+// pinged marks a "take" request put back in the inbox once the other
+// nodes answered this node's ping (serveSession); queued marks a function
+// to run on routeLoop (onRouteLoop).
+var (
+	pinged = new(nats.Subscription)
+	queued = new(nats.Subscription)
+)
+
+// onRouteLoop runs f on routeLoop, after the messages in the inbox now,
+// and returns its error.
+func (c *Cluster) onRouteLoop(f func() error) error {
+	m := &nats.Msg{Sub: queued}
+	done := make(chan error, 1)
+	c.queuedMu.Lock()
+	c.queued[m] = func() { done <- f() }
+	c.queuedMu.Unlock()
+	select {
+	case c.in <- m:
+	case <-c.stop:
+		return errors.New("cluster: closing")
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-c.stop:
+		return errors.New("cluster: closing")
+	}
+}
+
+// runQueued runs the function onRouteLoop queued as m.
+func (c *Cluster) runQueued(m *nats.Msg) {
+	c.queuedMu.Lock()
+	f := c.queued[m]
+	delete(c.queued, m)
+	c.queuedMu.Unlock()
+	if f != nil {
+		f()
+	}
+}
+
+// serveSession answers another node's request for a session of this
+// node, on routeLoop: unless a claim of this node newer than the
+// requester's holds the id (the client came back here meanwhile), "subs"
+// gets the session's subscriptions and "take" the whole session, which
+// leaves the broker (an empty answer: there is none).
+//
+// A "take" first pings the other nodes, off routeLoop, then goes back in
+// the inbox: each node's answer comes after the messages its NATS server
+// sent here before it learned the requester's interest, so those are in
+// the inbox before the request and reach the session before it leaves.
+func (c *Cluster) serveSession(m *nats.Msg) {
+	take := m.Header.Get(hdrOp) == "take"
+	if take && m.Sub != pinged {
+		c.goUnlessClosed(func() {
+			c.ping(pingTimeout)
+			m.Sub = pinged
+			select {
+			case c.in <- m:
+			case <-c.stop:
+			}
+		})
+		return
+	}
+	id := string(m.Data)
+	rev, _ := strconv.ParseUint(m.Header.Get(hdrClaim), 10, 64)
+	resp := nats.NewMsg(m.Reply)
+	c.claims.mu.Lock()
+	ours := c.claims.m[id]
+	c.claims.mu.Unlock()
+	if ours > rev {
+		resp.Header.Set(hdrError, "the client connected again on node "+c.opts.Node)
+	} else {
+		max := int(c.nc.MaxPayload()) - 1024 // room for the headers
+		if resp.Data = c.local.ExportSession(id, max, take); resp.Data != nil && take {
+			c.sessionsOut.Add(1)
+		}
+	}
+	if err := c.nc.PublishMsg(resp); err != nil {
+		c.warn("cannot answer a session request", zap.String("client_id", id), zap.Error(err))
+	}
+}
