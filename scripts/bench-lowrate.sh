@@ -32,18 +32,9 @@ BIN_base=${BASE:-}
 "$BIN_xmq" certs -data "$WORK/certs" >/dev/null # a certificate for the tls listener
 CERT=$WORK/certs/certs/server.pem KEY=$WORK/certs/certs/server-key.pem
 
-pid=""
-stop_broker() {
-	if [ -n "$pid" ]; then
-		kill "$pid" 2>/dev/null || true
-		wait "$pid" 2>/dev/null || true
-		pid=""
-	fi
-}
-trap stop_broker EXIT
-
 # shellcheck source=scripts/benchlib.sh
 . scripts/benchlib.sh
+trap stop_broker EXIT
 
 # start_broker NAME: tcp on 21883, ws on 21884, tls on 21885.
 start_broker() {

@@ -31,18 +31,9 @@ go build -o "$WORK/xmq" ./cmd/xmq
 go build -o "$WORK/loadtest" ./cmd/loadtest
 (cd bench/peers && go build -o "$WORK/peers" .)
 
-pid=""
-stop_broker() {
-	if [ -n "$pid" ]; then
-		kill "$pid" 2>/dev/null || true
-		wait "$pid" 2>/dev/null || true
-		pid=""
-	fi
-}
-trap stop_broker EXIT
-
 # shellcheck source=scripts/benchlib.sh
 . scripts/benchlib.sh
+trap stop_broker EXIT
 
 # start_broker NAME [all]: one broker on CPU 0; "all" gives xmq every transport.
 start_broker() {

@@ -11,3 +11,14 @@ wait_port() {
 	echo "$(basename "$0"): nothing listens on $1" >&2
 	return 1
 }
+
+# pid is the broker the script runs now; stop_broker stops it (the scripts
+# trap EXIT with it).
+pid=""
+stop_broker() {
+	if [ -n "$pid" ]; then
+		kill "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+		pid=""
+	fi
+}
