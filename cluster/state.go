@@ -268,15 +268,26 @@ func (c *Cluster) Claim(clientID string, clean bool) uint64 {
 	if ours != 0 {
 		prev = c.opts.Node
 		// Reconnecting here: update our own entry in one round trip.
-		if rev, err = st.clients.Update(ctx, k, v, ours); isWrongRevision(err) {
-			err = jetstream.ErrKeyExists // replaced meanwhile: as below
-		}
+		rev, err = st.clients.Update(ctx, k, v, ours) // refused when replaced meanwhile: as below
 	} else {
 		rev, err = st.clients.Create(ctx, k, v)
 	}
 	// A conflict is ErrKeyExists from Create, or "wrong last sequence"
-	// (one of two codes, R1 or replicated) from Update or Create.
-	for attempt := 0; (errors.Is(err, jetstream.ErrKeyExists) || isWrongRevision(err)) && attempt < 5; attempt++ {
+	// (one of two codes) from Update or Create: read and try again, until
+	// stateTimeout. The replicated code (10164) also comes while another
+	// write of the key is still being agreed on (the previous node's
+	// Release of a client that reconnected at once): the read then gives
+	// the revision before it, so pause a little first, longer each time.
+	for pause := time.Millisecond; errors.Is(err, jetstream.ErrKeyExists) || isWrongRevision(err); pause = min(2*pause, 50*time.Millisecond) {
+		if isMidWrite(err) {
+			select {
+			case <-time.After(pause):
+			case <-ctx.Done():
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
 		var e jetstream.KeyValueEntry
 		e, err = st.clients.Get(ctx, k)
 		switch {
@@ -284,10 +295,7 @@ func (c *Cluster) Claim(clientID string, clean bool) uint64 {
 			rev, err = st.clients.Create(ctx, k, v)
 		case err == nil:
 			prev = heldBy(e.Value())
-			rev, err = st.clients.Update(ctx, k, v, e.Revision())
-			if isWrongRevision(err) {
-				err = jetstream.ErrKeyExists // another claim came in between: again
-			}
+			rev, err = st.clients.Update(ctx, k, v, e.Revision()) // refused: another write came in between, again
 		}
 	}
 	c.claims.mu.Lock()
@@ -322,6 +330,13 @@ func isWrongRevision(err error) bool {
 	var apiErr *jetstream.APIError
 	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
 		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// isMidWrite reports the replicated stream's refusal that names no
+// revision: among other cases, a write of the same key is in flight.
+func isMidWrite(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
 }
 
 // Release deletes clientID's registry entry if it is still claim, or,

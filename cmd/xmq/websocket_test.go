@@ -44,7 +44,10 @@ func wsConnack(t *testing.T, url, origin, user, pass string) (int, codec.ReasonC
 	}
 	defer ws.Close()
 	_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))
-	c := codec.Connect{ProtocolVersion: codec.V5, CleanStart: true, ClientID: []byte("origin-test")}
+	// A client id of its own: the previous case's connection, closed
+	// without DISCONNECT, may still hold its id, and a session of another
+	// user is not taken over (session_owner_check).
+	c := codec.Connect{ProtocolVersion: codec.V5, CleanStart: true, ClientID: []byte(t.Name())}
 	if user != "" {
 		c.UsernameFlag, c.Username, c.PasswordFlag, c.Password = true, []byte(user), true, []byte(pass)
 	}
