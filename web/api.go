@@ -381,7 +381,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, _ principal, _
 		lns = append(lns, lj)
 	}
 	started := s.broker.StartTime()
-	writeJSON(w, http.StatusOK, map[string]any{
+	out := map[string]any{
 		"version":        s.opts.Version,
 		"go_version":     runtime.Version(),
 		"started_at":     started,
@@ -399,7 +399,11 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, _ principal, _
 		"history_seconds": int(historySpan / time.Second),
 		"limits":          map[string]any{"max_connections": s.broker.Options().MaxConnections},
 		"node":            s.node.read(s.opts.Store),
-	})
+	}
+	if s.opts.Peers != nil {
+		out["cluster_node"] = s.opts.Node // absent outside a cluster: the dashboard shows no Nodes page
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

@@ -239,7 +239,9 @@ func TestSubscriptionsAcrossNodes(t *testing.T) {
 // with more to come (a search's budget) bounds the merged page: nothing
 // past its cursor, whose items beyond are not known yet.
 func TestMergePagesStopsAtANodesCursor(t *testing.T) {
-	s := func(id string) subscriptionJSON { return subscriptionJSON{SubscriptionInfo: core.SubscriptionInfo{ClientID: id, Filter: "f"}} }
+	s := func(id string) subscriptionJSON {
+		return subscriptionJSON{SubscriptionInfo: core.SubscriptionInfo{ClientID: id, Filter: "f"}}
+	}
 	p := mergePages([]nodePage{
 		{items: []subscriptionJSON{s("a"), s("c"), s("e")}},
 		{items: []subscriptionJSON{s("b")}, next: []string{"d", "f"}},
