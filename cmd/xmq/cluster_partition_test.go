@@ -166,22 +166,8 @@ cluster:
       routes: [%s]
 `, i+1, interval, ports[i], nowhere, strings.Join(routes, ", ")))
 	}
-	procs := make([]*proc, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i, cfg := range cfgs {
-		dir := t.TempDir()
-		wg.Go(func() { procs[i], errs[i] = spawnBroker(bin, dir, "-c", cfg, "-web", "127.0.0.1:0") })
-	}
-	wg.Wait()
-	for i, p := range procs {
-		if p != nil {
-			t.Cleanup(p.kill)
-		}
-		if errs[i] != nil {
-			t.Fatalf("node %d: %v", i+1, errs[i])
-		}
-	}
+	// The flag turns on the web server that spawnBroker turns off.
+	procs := spawnNodes(t, bin, cfgs, "-web", "127.0.0.1:0")
 	return procs, links
 }
 
