@@ -254,6 +254,22 @@ func getNodes(t *testing.T, base string) nodesAnswer {
 	return a
 }
 
+// waitNodes waits until the node's GET /api/v1/nodes satisfies ok.
+func waitNodes(t *testing.T, base string, ok func(nodesAnswer) bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		a := getNodes(t, base)
+		if ok(a) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s/api/v1/nodes: %+v", base, a)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // TestClusterPartition: node n1 cut off from n2 and n3 logs both as
 // unreachable (and they n1), shows it in /metrics (unreachable nodes, no
 // routes) and /readyz; once the links are back, without a restart,
@@ -280,8 +296,18 @@ func TestClusterPartition(t *testing.T) {
 	sys.subscribe(t, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "$SYS/broker/cluster/#"}}})
 
 	// The whole cluster, as every node sees it.
+	// Each heartbeat says whether its node is ready: the one after its
+	// state is, up to an interval after the log says so.
 	for i := range nodes {
-		waitHTTP(t, web[i]+"/api/v1/nodes", 10*time.Second, `"reachable":3`)
+		waitNodes(t, web[i], func(a nodesAnswer) bool {
+			ready := 0
+			for _, n := range a.Items {
+				if n.Ready {
+					ready++
+				}
+			}
+			return a.Reachable == 3 && ready == 3
+		})
 	}
 	a := getNodes(t, web[0])
 	if a.Node != "n1" || len(a.Items) != 3 || a.Items[1].Node != "n2" || a.Items[1].Routes != 2 || !a.Items[1].Ready ||
