@@ -77,8 +77,8 @@ type NodeStatus struct {
 
 	// Set by the receiver: when it last heard from the node, whether
 	// that is recent, since when it is not, and whether it is this node.
-	LastSeen         time.Time `json:"last_seen"`
-	Reachable        bool      `json:"reachable"`
+	LastSeen         time.Time `json:"last_seen,omitzero"`
+	Reachable        bool      `json:"reachable,omitempty"`
 	UnreachableSince time.Time `json:"unreachable_since,omitzero"`
 	Local            bool      `json:"local,omitempty"`
 }
