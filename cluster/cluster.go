@@ -110,6 +110,8 @@ type Cluster struct {
 	state   atomic.Pointer[state]
 	claims  claims
 	retainQ retainQueue
+	// nodes is the heartbeat side (nodes.go), nil until StartHeartbeats.
+	nodes atomic.Pointer[nodes]
 
 	forwarded, forwardDropped, received, receivedDropped atomic.Int64
 	claimsUnavailable, takenOver, retainDropped          atomic.Int64

@@ -22,6 +22,11 @@
 //     (subscriptions, then the session core exported there) with pings
 //     that order the hand-off with the messages in flight
 //     (docs/cluster.md).
+//   - nodes.go: the heartbeats every node sends on NATS core and the
+//     table of the other nodes built from them (reachable or not, their
+//     load), whose sums are the cluster totals.
+//   - api.go: the admin API's lookups forwarded to another node, and
+//     the registry read that says which node holds a client id.
 //   - embedded.go, options.go: the embedded server and the options.
 //
 // Goroutines: interestLoop applies interest changes in order (Interest
@@ -31,9 +36,12 @@
 // that order too; stateLoop makes the buckets and runs their two
 // watches and retainLoop, which writes queued retained changes; Release
 // and a takeover of a connection not yet attached run briefly on their
-// own. Close stops them all and waits for them. Forward, Retain, Claim
-// and Release run on the broker's goroutines and never block on the
-// network, except Claim, which waits for one JetStream round trip (at
+// own; heartbeatLoop (from StartHeartbeats) sends the heartbeats and marks
+// the silent nodes, while the other nodes' heartbeats and API requests
+// are handled on the NATS connection's goroutines for their
+// subscriptions. Close stops them all and waits for them. Forward,
+// Retain, Claim and Release run on the broker's goroutines and never
+// block on the network, except Claim, which waits for one JetStream round trip (at
 // most 2 s per attempt) and, when a session moves here, for the other
 // node's two answers (at most 2 s each), this node's NATS subscriptions
 // and pings (at most 1 s each). A session request is served on routeLoop

@@ -125,6 +125,8 @@ type Server struct {
 	conns   sync.WaitGroup
 	stopSys chan struct{}
 	sysDone chan struct{}
+	// sysExtra is Config.SysTopics.
+	sysExtra func() [][2]string
 }
 
 // Config is what New needs besides Options; nil fields get defaults: a
@@ -136,6 +138,11 @@ type Config struct {
 	Store         Store
 	// Cluster links the broker to other nodes (cluster.go); nil: none.
 	Cluster Cluster
+	// SysTopics, when set, returns more topics and values to publish
+	// under $SYS/broker/ with the broker's own on every round (sys.go):
+	// a cluster's totals. It runs on the $SYS goroutine and must not
+	// block.
+	SysTopics func() [][2]string
 }
 
 // New builds a Server and restores the sessions and retained messages in
@@ -155,7 +162,7 @@ func New(opts Options, cfg Config) (*Server, error) {
 		opts: opts, log: cfg.Log, auth: cfg.Authenticator, authz: cfg.Authorizer, store: cfg.Store,
 		router: newRouter(opts.SharedStrategy), retained: newRetainedStore(), started: time.Now(),
 		sessions: map[string]*session{}, clients: map[*client]struct{}{}, listeners: map[net.Listener]struct{}{},
-		stopSys: make(chan struct{}), sysDone: make(chan struct{}), cluster: cfg.Cluster,
+		stopSys: make(chan struct{}), sysDone: make(chan struct{}), cluster: cfg.Cluster, sysExtra: cfg.SysTopics,
 	}
 	s.router.cluster = cfg.Cluster // before restore, whose subscriptions it hears of
 	s.live.store(&opts)

@@ -74,6 +74,7 @@ for ((i = 0; i < NODES; i++)); do
 	printf '  n%d  mqtt://127.0.0.1:%d  ws://127.0.0.1:%d/mqtt  dashboard http://127.0.0.1:%d  nats://127.0.0.1:%d  routes 127.0.0.1:%d\n' \
 		$((i + 1)) $((BASE + i)) $((BASE + 400 + i)) $((BASE + 100 + i)) $((BASE + 200 + i)) $((BASE + 300 + i))
 done
+echo "Every node's dashboard has a Nodes page (GET /api/v1/nodes: health and load of all nodes)."
 echo "NATS applications: subscribe to mqtt.> (topic a/b is subject mqtt.a.b; docs/cluster.md). Ctrl-C stops the cluster."
 # Any node exiting stops the cluster (a port in use, a bad flag …).
 wait -n "${pids[@]}" || true

@@ -96,15 +96,16 @@ func waitStateReady(t *testing.T, nodes ...*proc) {
 	}
 }
 
-// spawnNodes starts one xmq per configuration file, at once.
-func spawnNodes(t *testing.T, bin string, cfgs []string) []*proc {
+// spawnNodes starts one xmq per configuration file, at once, each with
+// the arguments extra too.
+func spawnNodes(t *testing.T, bin string, cfgs []string, extra ...string) []*proc {
 	t.Helper()
 	procs := make([]*proc, len(cfgs))
 	errs := make([]error, len(cfgs))
 	var wg sync.WaitGroup
 	for i, cfg := range cfgs {
 		dir := t.TempDir()
-		wg.Go(func() { procs[i], errs[i] = spawnBroker(bin, dir, "-c", cfg) })
+		wg.Go(func() { procs[i], errs[i] = spawnBroker(bin, dir, append([]string{"-c", cfg}, extra...)...) })
 	}
 	wg.Wait()
 	for i, p := range procs {
