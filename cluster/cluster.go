@@ -69,6 +69,10 @@ type Stats struct {
 	// from another node and started a new one here: that node did not
 	// answer, or its session could not be installed.
 	SessionsLost int64
+	// HandedOver counts shared-group messages handed to the group's
+	// members on other nodes: their member here left with them
+	// unacknowledged, and no other member was here (HandOver).
+	HandedOver int64
 }
 
 // Cluster is one node's link to the others (it satisfies core.Cluster).
@@ -113,13 +117,13 @@ type Cluster struct {
 	// nodes is the heartbeat side (nodes.go), nil until StartHeartbeats.
 	nodes atomic.Pointer[nodes]
 
-	forwarded, forwardDropped, received, receivedDropped atomic.Int64
-	claimsUnavailable, takenOver, retainDropped          atomic.Int64
-	sessionsIn, sessionsOut, sessionsLost                atomic.Int64
-	sessionSub, pingSub                                  *nats.Subscription
-	queuedMu                                             sync.Mutex
-	queued                                               map[*nats.Msg]func() // onRouteLoop
-	warned                                               sync.Map             // message → *atomic.Int64, Unix nanoseconds it was last logged
+	forwarded, forwardDropped, received, receivedDropped    atomic.Int64
+	claimsUnavailable, takenOver, retainDropped, handedOver atomic.Int64
+	sessionsIn, sessionsOut, sessionsLost                   atomic.Int64
+	sessionSub, pingSub                                     *nats.Subscription
+	queuedMu                                                sync.Mutex
+	queued                                                  map[*nats.Msg]func() // onRouteLoop
+	warned                                                  sync.Map             // message → *atomic.Int64, Unix nanoseconds it was last logged
 }
 
 // interest is a filter this node's plain subscribers use (group ""), or
@@ -399,6 +403,9 @@ func (c *Cluster) route(m *nats.Msg) {
 	if it.group != "" && slices.Contains(m.Header[hdrServed], queueName(it.group, it.filter)) {
 		return // a member on the publisher's node had it: NATS picked this node for nothing
 	}
+	if g := m.Header[hdrGroup]; len(g) > 0 && (it.group == "" || g[0] != queueName(it.group, it.filter)) {
+		return // handed over to another shared group's members
+	}
 	topic, err := Topic(c.opts.SubjectPrefix, m.Subject)
 	if err != nil {
 		c.receivedDropped.Add(1)
@@ -419,19 +426,49 @@ func (c *Cluster) route(m *nats.Msg) {
 // so that the node NATS picks for them drops its copy. A message NATS
 // cannot carry is dropped, counted and logged (at most every 10s).
 func (c *Cluster) Forward(topic string, payload []byte, qos byte, retain bool, props *codec.Properties, expires time.Time, from string, served []string) {
+	m := c.message(topic, payload, qos, retain, props, expires, from)
+	if m == nil {
+		return
+	}
+	for i := 0; i+1 < len(served); i += 2 {
+		m.Header[hdrServed] = append(m.Header[hdrServed], queueName(served[i], served[i+1]))
+	}
+	c.publish(m, topic)
+}
+
+// HandOver publishes, for the members of shared group group on filter
+// only, a message of the group whose member on this node went away with
+// it unacknowledged, when no other member is here; core.Cluster's
+// contract. NATS hands it to one node queue-subscribed for the group; the
+// nodes it reaches through other subscriptions drop it (hdrGroup). With no
+// member left on any node it is gone, as a shared message with no member
+// is on one node.
+func (c *Cluster) HandOver(group, filter, topic string, payload []byte, qos byte, retain bool, props *codec.Properties, expires time.Time, from string) {
+	m := c.message(topic, payload, qos, retain, props, expires, from)
+	if m == nil {
+		return
+	}
+	m.Header.Set(hdrGroup, queueName(group, filter))
+	c.handedOver.Add(1)
+	c.publish(m, topic)
+}
+
+// message is the NATS message carrying an MQTT message of this node, or
+// nil when it cannot travel (counted and logged).
+func (c *Cluster) message(topic string, payload []byte, qos byte, retain bool, props *codec.Properties, expires time.Time, from string) *nats.Msg {
 	if c.closed.Load() {
-		return // the node is stopping: its broker's last messages stay local
+		return nil // the node is stopping: its broker's last messages stay local
 	}
 	subj := Subject(c.opts.SubjectPrefix, topic)
 	if len(subj) > c.maxSubject {
 		c.forwardDropped.Add(1)
 		c.warn("message not forwarded to other nodes: topic too long for NATS", zap.Int("subject_bytes", len(subj)))
-		return
+		return nil
 	}
-	m := &nats.Msg{Subject: subj, Data: payload, Header: encodeHeader(c.opts.Node, qos, retain, props, expires, from)}
-	for i := 0; i+1 < len(served); i += 2 {
-		m.Header[hdrServed] = append(m.Header[hdrServed], queueName(served[i], served[i+1]))
-	}
+	return &nats.Msg{Subject: subj, Data: payload, Header: encodeHeader(c.opts.Node, qos, retain, props, expires, from)}
+}
+
+func (c *Cluster) publish(m *nats.Msg, topic string) {
 	if err := c.nc.PublishMsg(m); err != nil {
 		c.forwardDropped.Add(1)
 		c.warn("message not forwarded to other nodes", zap.String("topic", topic), zap.Error(err))
@@ -461,7 +498,8 @@ func (c *Cluster) Stats() Stats {
 	return Stats{Forwarded: c.forwarded.Load(), ForwardDropped: c.forwardDropped.Load(), Received: c.received.Load(),
 		ReceivedDropped: c.receivedDropped.Load(), Interest: int64(n), ClaimsUnavailable: c.claimsUnavailable.Load(),
 		TakenOver: c.takenOver.Load(), RetainDropped: c.retainDropped.Load(),
-		SessionsIn: c.sessionsIn.Load(), SessionsOut: c.sessionsOut.Load(), SessionsLost: c.sessionsLost.Load()}
+		SessionsIn: c.sessionsIn.Load(), SessionsOut: c.sessionsOut.Load(), SessionsLost: c.sessionsLost.Load(),
+		HandedOver: c.handedOver.Load()}
 }
 
 // Connected reports whether the node's NATS connection is up.

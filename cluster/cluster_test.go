@@ -678,6 +678,34 @@ func TestSharedGroupAcrossNodes(t *testing.T) {
 	}
 	b.local.none(t, 100*time.Millisecond)
 	c.local.none(t, 0)
+
+	// Handed over by a (its member left): one member of g gets each,
+	// neither the plain subscription nor another group on the filter.
+	c.Interest("h", "q/#", true)
+	time.Sleep(100 * time.Millisecond) // c's queue subscription for h reaches a
+	const handed = 50
+	for i := range handed {
+		a.HandOver("g", "q/#", "q/x", fmt.Appendf(nil, "h%d", i), 1, false, nil, time.Time{}, "p")
+	}
+	got := 0
+	for got < handed {
+		var d delivered
+		select {
+		case d = <-b.local.ch:
+		case d = <-c.local.ch:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d of %d handed-over messages arrived", got, handed)
+		}
+		if d.group != "g" || d.filter != "q/#" {
+			t.Fatalf("handed over to %+v, want group g only", d)
+		}
+		got++
+	}
+	b.local.none(t, 100*time.Millisecond)
+	c.local.none(t, 0)
+	if st := a.Stats(); st.HandedOver != handed {
+		t.Errorf("handed over %d, want %d", st.HandedOver, handed)
+	}
 }
 
 // TestHealthyReflectsMembership: a node with routes configured is not

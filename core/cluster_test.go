@@ -19,6 +19,7 @@ type fakeCluster struct {
 	events   []string
 	fwd      []fwdMsg
 	retained []fwdMsg
+	handed   []fwdMsg // HandOver: served holds group and filter
 	claims   uint64
 }
 
@@ -58,6 +59,18 @@ func (f *fakeCluster) Retain(topic string, payload []byte, qos byte, props *code
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.retained = append(f.retained, fwdMsg{topic, string(payload), from, qos, true, expires, props, nil})
+}
+
+func (f *fakeCluster) HandOver(group, filter, topic string, payload []byte, qos byte, retain bool, props *codec.Properties, expires time.Time, from string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.handed = append(f.handed, fwdMsg{topic, string(payload), from, qos, retain, expires, props, []string{group, filter}})
+}
+
+func (f *fakeCluster) handedOver() []fwdMsg {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.handed)
 }
 
 func (f *fakeCluster) Claim(clientID string, clean bool) uint64 {
@@ -123,6 +136,45 @@ func TestClusterInterestOncePerFilter(t *testing.T) {
 	waitFor(t, "group withdrawn", func() bool {
 		return slices.Equal(fc.eventList("+", "-"), []string{"+x/#", "+$share/g/y", "-x/#", "-$share/g/y"})
 	})
+}
+
+// TestClusterHandOver: a shared-group member that goes away with messages
+// unacknowledged hands them to another member of this node when there is
+// one, and to the group on the other nodes (HandOver) when there is none,
+// where before they were lost for the group.
+func TestClusterHandOver(t *testing.T) {
+	fc := newFakeCluster()
+	srv := newServer(t, core.Options{}, core.Config{Cluster: fc})
+	pub := client(t, srv, codec.V5, "pub")
+	m1 := client(t, srv, codec.V5, "m1")
+	m2 := client(t, srv, codec.V5, "m2")
+	m1.subscribe(1, "$share/g/q/#")
+	m2.subscribe(1, "$share/g/q/#")
+	// m1 and m2 take turns (round robin, the default); neither
+	// acknowledges.
+	for i := range 4 {
+		pub.pub(fmt.Sprintf("q/%d", i), "m", 1)
+	}
+	for range 2 {
+		m1.expectPublish()
+		m2.expectPublish()
+	}
+	m1.close() // its messages go to m2, on this node
+	for range 2 {
+		if p := m2.expectPublish(); !strings.HasPrefix(string(p.Topic), "q/") {
+			t.Fatalf("m2 got %q", p.Topic)
+		}
+	}
+	if h := fc.handedOver(); len(h) != 0 {
+		t.Fatalf("handed over %+v while m2 was here", h)
+	}
+	m2.close() // the last member here: its messages go to the group elsewhere
+	waitFor(t, "hand-over", func() bool { return len(fc.handedOver()) == 4 })
+	for _, h := range fc.handedOver() {
+		if !slices.Equal(h.served, []string{"g", "q/#"}) || !strings.HasPrefix(h.topic, "q/") || h.payload != "m" || h.qos != 1 || h.from != "pub" {
+			t.Errorf("handed over %+v", h)
+		}
+	}
 }
 
 // TestClusterForward: each message published on this node goes to the

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -513,12 +514,17 @@ func (s *Server) publishWill(m *Message, expiry time.Duration, sess *session, ow
 	s.publish(m)
 }
 
-// redispatch gives a shared-group delivery whose member went away to another member.
+// redispatch gives a shared-group delivery whose member went away to
+// another member: of this node, else of another node of the cluster.
 func (s *Server) redispatch(d delivery, from *session) {
 	s.router.mu.RLock()
 	m, ok := s.router.pick(d.group, d.msg.Topic, from)
 	s.router.mu.RUnlock()
 	if !ok {
+		if s.cluster != nil && !strings.HasPrefix(d.msg.Topic, "$SYS/") { // $SYS stays on its node (forward)
+			msg := d.msg
+			s.cluster.HandOver(d.group.name, d.group.filter, msg.Topic, msg.Payload, msg.QoS, msg.Retain, msg.Props, msg.Expires, msg.From)
+		}
 		return
 	}
 	if !s.mayRead(m.s, m.opts.acl, d.msg.Topic, s.aclGeneration()) {

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/xmq-io/xmq/codec"
 )
 
 // clusterNodes starts n xmq processes forming one cluster and returns
@@ -529,6 +531,41 @@ func TestClusterShared(t *testing.T) {
 	}
 	m2.nothing(t, 200*time.Millisecond)
 	m3.nothing(t, 0)
+
+	// The only member on the publisher's node leaves with messages it did
+	// not acknowledge: they go to the members on the other nodes, once.
+	if err := m1.Disconnect(&paho.Disconnect{}); err != nil {
+		t.Fatal(err)
+	}
+	lazy, _, err := dialMQTT(nodes[0].addr, "lazy", codec.V5, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSend(t, lazy, &codec.Subscribe{PacketID: 1, Subscriptions: []codec.Subscription{{Filter: []byte("$share/g/sh/#"), QoS: 1}}})
+	expectPacket[*codec.Suback](t, lazy)
+	const unacked = 10
+	for i := range unacked {
+		pub.publish(t, &paho.Publish{Topic: "sh/z", QoS: 1, Payload: fmt.Appendf(nil, "unacked %d", i)})
+	}
+	for i := range unacked {
+		if p := expectPacket[*codec.Publish](t, lazy); string(p.Payload) != fmt.Sprintf("unacked %d", i) {
+			t.Fatalf("the member on node 1 got %q", p.Payload)
+		}
+	}
+	_ = lazy.conn.Close() // gone without acknowledging any
+	clear(got)
+	deadline = time.Now().Add(5 * time.Second)
+	for got["m2"]+got["m3"] < unacked && time.Now().Before(deadline) {
+		count("m2", m2, 20*time.Millisecond)
+		count("m3", m3, 20*time.Millisecond)
+	}
+	count("m2", m2, 100*time.Millisecond)
+	count("m3", m3, 0)
+	for i := range unacked {
+		if k := fmt.Sprintf("unacked %d", i); got[k] != 1 {
+			t.Errorf("%s handed over to the other nodes' members %d times, want once", k, got[k])
+		}
+	}
 }
 
 // TestClusterNodeKilled: kill -9 of one of three nodes under QoS 1

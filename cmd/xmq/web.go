@@ -266,7 +266,8 @@ func (w *webRun) start(cfg *config, srv *core.Server, st core.Store, lns []liste
 				Forwarded: st.Forwarded, ForwardDropped: st.ForwardDropped, Received: st.Received,
 				ReceivedDropped: st.ReceivedDropped, Interest: st.Interest, ClaimsUnavailable: st.ClaimsUnavailable,
 				TakenOver: st.TakenOver, RetainDropped: st.RetainDropped,
-				SessionsIn: st.SessionsIn, SessionsOut: st.SessionsOut, SessionsLost: st.SessionsLost}
+				SessionsIn: st.SessionsIn, SessionsOut: st.SessionsOut, SessionsLost: st.SessionsLost,
+				HandedOver: st.HandedOver}
 			tot := cl.Totals()
 			ws.NodesReachable, ws.NodesUnreachable, ws.UnreachableTransitions = tot.Reachable, tot.Unreachable, tot.UnreachableTransitions
 			return ws
