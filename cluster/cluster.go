@@ -119,6 +119,7 @@ type Cluster struct {
 
 	forwarded, forwardDropped, received, receivedDropped    atomic.Int64
 	claimsUnavailable, takenOver, retainDropped, handedOver atomic.Int64
+	bar                                                     barrier // AwaitInterest's rounds
 	sessionsIn, sessionsOut, sessionsLost                   atomic.Int64
 	sessionSub, pingSub                                     *nats.Subscription
 	queuedMu                                                sync.Mutex

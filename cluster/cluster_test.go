@@ -569,6 +569,35 @@ func TestClaimHopsBetweenNodes(t *testing.T) {
 	}
 }
 
+// TestAwaitInterest: once AwaitInterest returns, a message another node
+// publishes reaches the new interest at once, with no probing: the SUBACK
+// of a client that then has a request published on another node
+// (request/response) comes after its subscription is everywhere.
+func TestAwaitInterest(t *testing.T) {
+	nodes := startNodes(t, 3)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	b.Interest("", "warm/up", true) // the routes are up
+	waitInterest(t, a, "warm/up", b)
+	for i := range 20 {
+		f := fmt.Sprintf("reply/%d", i)
+		b.Interest("", f, true)
+		c.Interest("g", f, true)
+		var wg sync.WaitGroup
+		for range 3 { // concurrent callers share rounds
+			wg.Go(b.AwaitInterest)
+		}
+		wg.Wait()
+		c.AwaitInterest()
+		a.Forward(f, []byte("answer"), 1, false, nil, time.Time{}, "server", nil)
+		if d := b.local.next(t); d.topic != f || d.group != "" {
+			t.Fatalf("b got %+v, want the answer on %s", d, f)
+		}
+		if d := c.local.next(t); d.topic != f || d.group != "g" {
+			t.Fatalf("c got %+v, want the answer on %s for group g", d, f)
+		}
+	}
+}
+
 // TestRetainedReplicated: a retained message set on one node is kept on
 // every node, cleared on every node, and survives the loss of the node
 // that set it: a node joining later gets it.

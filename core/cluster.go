@@ -65,6 +65,10 @@ type Cluster interface {
 	// runs on the connection's goroutine and may wait for a few round
 	// trips.
 	Claim(clientID string, clean bool) uint64
+	// AwaitInterest returns once the interest declared before the call
+	// is known to every other node, or after a bound: the broker calls it
+	// on the connection's goroutine before a SUBACK that declared some.
+	AwaitInterest()
 	// HandOver gives the other nodes a message of the shared group group
 	// on filter whose member here went away with it unacknowledged while
 	// no other member of the group is here: one member of the group on

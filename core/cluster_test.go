@@ -67,6 +67,12 @@ func (f *fakeCluster) HandOver(group, filter, topic string, payload []byte, qos 
 	f.handed = append(f.handed, fwdMsg{topic, string(payload), from, qos, retain, expires, props, []string{group, filter}})
 }
 
+func (f *fakeCluster) AwaitInterest() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.events = append(f.events, "await")
+}
+
 func (f *fakeCluster) handedOver() []fwdMsg {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -112,7 +118,7 @@ func (f *fakeCluster) eventList(prefixes ...string) []string {
 // TestClusterInterestOncePerFilter: the cluster hears of a filter when
 // its first plain subscriber comes and when its last goes, however many
 // sessions use it, and of a shared group when its first member comes and
-// its last goes.
+// its last goes; a SUBACK that announced interest waits for the cluster.
 func TestClusterInterestOncePerFilter(t *testing.T) {
 	fc := newFakeCluster()
 	srv := newServer(t, core.Options{}, core.Config{Cluster: fc})
@@ -126,6 +132,11 @@ func TestClusterInterestOncePerFilter(t *testing.T) {
 	a.send(&codec.Unsubscribe{PacketID: 77, Filters: [][]byte{[]byte("x/#")}})
 	expect[*codec.Unsuback](a)
 	if got, want := fc.eventList("+", "-"), []string{"+x/#", "+$share/g/y"}; !slices.Equal(got, want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+	// Each SUBACK that announced interest waited for the other nodes
+	// (AwaitInterest), the others did not.
+	if got, want := fc.eventList("+", "await"), []string{"+x/#", "await", "+$share/g/y", "await"}; !slices.Equal(got, want) {
 		t.Fatalf("events %v, want %v", got, want)
 	}
 	b.close() // a clean session ends: its subscriptions go

@@ -469,6 +469,28 @@ func TestClusterRetained(t *testing.T) {
 	}
 }
 
+// TestClusterSubscribeThenPublish: once SUBACK is in, a message published
+// on another node reaches the subscription, without waiting or probing:
+// request/response across nodes, where the answer follows the SUBACK.
+func TestClusterSubscribeThenPublish(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three brokers")
+	}
+	nodes := clusterNodes(t, 3)
+	pub := pahoConnect(t, nodes[0].addr, "answerer")
+	sub := pahoConnect(t, nodes[1].addr, "requester")
+	sub.subscribe(t, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "warm/probe"}}})
+	awaitInterest(t, pub, "warm/probe", sub) // the routes are up
+	for i := range 20 {
+		reply := fmt.Sprintf("reply/%d", i)
+		sub.subscribe(t, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: reply, QoS: 1}}})
+		pub.publish(t, &paho.Publish{Topic: reply, QoS: 1, Payload: []byte("answer")})
+		if p := sub.next(t); p.Topic != reply {
+			t.Fatalf("got %q, want the answer on %s", p.Topic, reply)
+		}
+	}
+}
+
 // TestClusterShared: each message to a shared group goes to exactly one
 // member cluster-wide, to a member on the publisher's node when there is
 // one.
