@@ -29,6 +29,10 @@ type Local interface {
 	// SetRetained keeps a retained message set on another node (an empty
 	// payload clears it) without delivering it.
 	SetRetained(topic string, payload []byte, qos byte, props *codec.Properties, expires time.Time, from string)
+	// LocalRetained calls f with each retained message this node keeps
+	// that the cluster replicates (not the broker's own $SYS ones); f
+	// must not call back into the broker.
+	LocalRetained(f func(topic string, payload []byte, qos byte, props *codec.Properties, expires time.Time, from string))
 	// ExportSession returns clientID's persistent session encoded, nil
 	// when there is none or it would exceed maxBytes: without take its
 	// subscriptions only, changing nothing; with take all of it, which

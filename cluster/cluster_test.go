@@ -132,6 +132,12 @@ func (f *fakeLocal) SetRetained(topic string, payload []byte, qos byte, props *c
 }
 
 // retainedCopy returns the retained messages kept.
+func (f *fakeLocal) LocalRetained(fn func(topic string, payload []byte, qos byte, props *codec.Properties, expires time.Time, from string)) {
+	for topic, payload := range f.retainedCopy() {
+		fn(topic, []byte(payload), 0, nil, time.Time{}, "before")
+	}
+}
+
 func (f *fakeLocal) retainedCopy() map[string]string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -600,7 +606,8 @@ func TestAwaitInterest(t *testing.T) {
 
 // TestRetainedReplicated: a retained message set on one node is kept on
 // every node, cleared on every node, and survives the loss of the node
-// that set it: a node joining later gets it.
+// that set it: a node joining later gets it, and the others get the
+// retained messages that node kept before it joined.
 func TestRetainedReplicated(t *testing.T) {
 	ports := freePorts(t, 4)
 	nodes := startNodesOn(t, ports[:3], 3)
@@ -613,7 +620,10 @@ func TestRetainedReplicated(t *testing.T) {
 	want := map[string]string{"r/1": "one", "r/3": "three"}
 	waitRetained := func(nd *testNode) {
 		t.Helper()
-		waitFor(t, "node "+nd.Node()+" keeps "+fmt.Sprint(want), 10*time.Second,
+		// 30 s: a node's watch whose consumer was on the node that left
+		// resumes once the ordered consumer misses its heartbeats (5 s
+		// each), and only then gets what changed meanwhile.
+		waitFor(t, "node "+nd.Node()+" keeps "+fmt.Sprint(want), 30*time.Second,
 			func() bool { return maps.Equal(nd.local.retainedCopy(), want) })
 	}
 	for _, nd := range nodes {
@@ -630,10 +640,38 @@ func TestRetainedReplicated(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = d.Close() })
+	// It was a broker of its own before, with retained messages: those
+	// the cluster knows are replaced by the cluster's (r/1) or cleared
+	// (r/2, cleared in the cluster); the one it does not know is uploaded,
+	// and every node gets it.
 	nd := &testNode{Cluster: d, local: newFakeLocal()}
+	maps.Copy(nd.local.retained, map[string]string{"pre/1": "kept before", "r/1": "old", "r/2": "stale"})
 	d.Start(nd.local)
 	waitReady(t, nd)
+	want["pre/1"] = "kept before"
 	waitRetained(nd)
+	waitRetained(nodes[1])
+	waitRetained(nodes[2])
+	// An upload of a topic the bucket has meanwhile is refused, and
+	// dropped rather than retried: the cluster's value stays.
+	if !nd.queueRetain("r/1", []byte("late upload"), 0, nil, time.Time{}, "before", true) {
+		t.Fatal("upload not queued")
+	}
+	waitFor(t, "the refused upload dropped", 5*time.Second, func() bool {
+		nd.retainQ.mu.Lock()
+		defer nd.retainQ.mu.Unlock()
+		return len(nd.retainQ.order) == 0
+	})
+	time.Sleep(300 * time.Millisecond) // a retry would come after 250 ms
+	nd.retainQ.mu.Lock()
+	retried := len(nd.retainQ.order)
+	nd.retainQ.mu.Unlock()
+	if retried != 0 {
+		t.Error("the refused upload is retried")
+	}
+	for _, n := range []*testNode{nd, nodes[1], nodes[2]} {
+		waitRetained(n)
+	}
 }
 
 // TestSharedGroupAcrossNodes: a message for a shared group goes to one

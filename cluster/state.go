@@ -121,8 +121,22 @@ func (c *Cluster) stateLoop() {
 		return // stopping
 	}
 	var wg sync.WaitGroup
-	wg.Go(func() { c.watch(ctx, st.clients, cw, c.clientEntry, jetstream.UpdatesOnly()) })
-	wg.Go(func() { c.watch(ctx, st.retained, rw, c.retainedEntry) })
+	wg.Go(func() { c.watch(ctx, st.clients, cw, c.clientEntry, nil, jetstream.UpdatesOnly()) })
+	// Topics the bucket has (or had: a cleared one keeps a delete marker)
+	// when this node starts watching; the others among this node's own
+	// retained messages were kept before it joined, and are uploaded.
+	known := map[string]bool{}
+	wg.Go(func() {
+		c.watch(ctx, st.retained, rw, func(e jetstream.KeyValueEntry) {
+			if known != nil {
+				known[e.Key()] = true
+			}
+			c.retainedEntry(e)
+		}, func() {
+			c.uploadRetained(known)
+			known = nil
+		})
+	})
 	wg.Go(func() { c.retainLoop(st) })
 	c.state.Store(st)
 	c.log.Info("cluster state ready", zap.Int("replicas", r))
@@ -194,19 +208,25 @@ func (c *Cluster) startWatch(ctx context.Context, kv jetstream.KeyValue, opts ..
 	}
 }
 
-// watch hands every entry of w to handle until ctx ends; when the watch
-// ends early (its consumer lost with a server), it watches again from the
-// revision after the last one handled, so no change is skipped (with
-// first's options when none was).
+// watch hands every entry of w to handle until ctx ends, and calls
+// initial (when not nil) once the bucket's values at the start are all
+// in; when the watch ends early (its consumer lost with a server), it
+// watches again from the revision after the last one handled, so no
+// change is skipped (with first's options when none was).
 func (c *Cluster) watch(ctx context.Context, kv jetstream.KeyValue, w jetstream.KeyWatcher, handle func(jetstream.KeyValueEntry),
-	first ...jetstream.WatchOpt) {
+	initial func(), first ...jetstream.WatchOpt) {
 	var last uint64
 	for {
 		for e := range w.Updates() {
-			if e != nil { // nil: the initial values are all in
-				last = e.Revision()
-				handle(e)
+			if e == nil { // the initial values are all in
+				if initial != nil {
+					initial()
+					initial = nil
+				}
+				continue
 			}
+			last = e.Revision()
+			handle(e)
 		}
 		_ = w.Stop()
 		if ctx.Err() != nil {
@@ -473,10 +493,21 @@ type retainQueue struct {
 // loss), so a change is lost only when the queue is full (logged,
 // counted) or the node stops first.
 func (c *Cluster) Retain(topic string, payload []byte, qos byte, props *codec.Properties, expires time.Time, from string) {
+	c.queueRetain(topic, payload, qos, props, expires, from, false)
+}
+
+// queueRetain queues a retained change for the bucket; with create, only
+// if the topic has no change queued already, and to be written only if
+// the bucket has no entry for it (a refusal drops it). It reports whether
+// it queued the change.
+func (c *Cluster) queueRetain(topic string, payload []byte, qos byte, props *codec.Properties, expires time.Time, from string, create bool) bool {
 	if c.closed.Load() {
-		return
+		return false
 	}
 	m := &nats.Msg{Header: nats.Header{}}
+	if create {
+		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
+	}
 	if len(payload) == 0 {
 		m.Header.Set("KV-Operation", "DEL")
 	} else {
@@ -497,9 +528,12 @@ func (c *Cluster) Retain(topic string, payload []byte, qos byte, props *codec.Pr
 			q.mu.Unlock()
 			c.retainDropped.Add(1)
 			c.warn("retained message kept on this node only: too many waiting to be replicated", zap.String("topic", topic))
-			return
+			return false
 		}
 		q.order = append(q.order, topic)
+	} else if create {
+		q.mu.Unlock()
+		return false // a change of this node is on its way
 	}
 	q.ops[topic] = m
 	q.mu.Unlock()
@@ -507,6 +541,7 @@ func (c *Cluster) Retain(topic string, payload []byte, qos byte, props *codec.Pr
 	case q.wake <- struct{}{}:
 	default:
 	}
+	return true
 }
 
 // retainLoop writes the queued retained changes to the bucket, in
@@ -554,6 +589,9 @@ func (c *Cluster) retainLoop(st *state) {
 				if err == nil {
 					continue
 				}
+				if isWrongRevision(err) && batch[i].Header.Get(jetstream.ExpectedLastSubjSeqHeader) == "0" {
+					continue // an upload (uploadRetained) of a topic another node set meanwhile: theirs wins
+				}
 				failed = true
 				c.warn("retained message not replicated yet: retrying", zap.String("topic", order[i]), zap.Error(err))
 				q.mu.Lock()
@@ -571,6 +609,26 @@ func (c *Cluster) retainLoop(st *state) {
 				}
 			}
 		}
+	}
+}
+
+// uploadRetained queues for the bucket this node's retained messages
+// whose topic the bucket has never had (known holds the keys it has):
+// those a broker kept before it became a node of the cluster, or set
+// while alone. Each is written only if the topic still has no entry
+// then: a value another node set meanwhile wins.
+func (c *Cluster) uploadRetained(known map[string]bool) {
+	n := 0
+	c.local.LocalRetained(func(topic string, payload []byte, qos byte, props *codec.Properties, expires time.Time, from string) {
+		if known[key(topic)] || len(payload) == 0 {
+			return
+		}
+		if c.queueRetain(topic, payload, qos, props, expires, from, true) {
+			n++
+		}
+	})
+	if n > 0 {
+		c.log.Info("retained messages kept before joining the cluster are replicated", zap.Int("topics", n))
 	}
 }
 

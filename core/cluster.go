@@ -119,6 +119,26 @@ func (s *Server) DeliverRemote(group, filter, topic string, payload []byte, qos 
 	return r.n
 }
 
+// LocalRetained calls f with each unexpired retained message of this node
+// that the cluster replicates (the broker's own $SYS ones stay on their
+// node), outside the store's lock: the cluster uploads those of a broker
+// that joins it with retained messages of its own.
+func (s *Server) LocalRetained(f func(topic string, payload []byte, qos byte, props *codec.Properties, expires time.Time, from string)) {
+	now := time.Now()
+	var ms []*Message
+	s.retained.mu.RLock()
+	s.retained.walk(retainedScan{}, func(e *retainedEntry) bool {
+		if s.persistRetained(e.m.Topic) && !e.m.expired(now) {
+			ms = append(ms, e.m)
+		}
+		return true
+	})
+	s.retained.mu.RUnlock()
+	for _, m := range ms {
+		f(m.Topic, m.Payload, m.QoS, m.Props, m.Expires, m.From)
+	}
+}
+
 // TakeOver closes clientID's connection on this node because a
 // connection on another node took the client id over (Cluster.Claim),
 // with Session taken over (MQTT 5), as a takeover on one node does. claim
