@@ -40,6 +40,16 @@ type Local interface {
 	ImportSession(clientID string, data []byte, final bool) error
 	// DropImport ends a pending session whose move failed.
 	DropImport(clientID string)
+	// RestoreSession installs clientID's session from the records another
+	// node's store was given (replica.go), offline; withWill schedules
+	// its will.
+	RestoreSession(clientID string, session, inbound []byte, seqs []uint64, msgs [][]byte, will []byte, withWill bool) error
+	// StaleSessions lists the persistent sessions whose client is not
+	// connected here.
+	StaleSessions() []string
+	// MergeSession adds the messages of an exported session to
+	// clientID's session here and returns how many it took.
+	MergeSession(clientID string, data []byte) (int, error)
 }
 
 // inboxSize bounds the messages received from NATS and not yet routed
@@ -69,6 +79,15 @@ type Stats struct {
 	// from another node and started a new one here: that node did not
 	// answer, or its session could not be installed.
 	SessionsLost int64
+	// SessionsAdopted counts a dead node's sessions rebuilt here from
+	// the session replicas while their client was away; SessionsRestored
+	// those rebuilt for a client connecting here; SessionsMerged stale
+	// sessions (this node was down while their client moved on) whose
+	// messages went to the client's session on another node.
+	SessionsAdopted, SessionsRestored, SessionsMerged int64
+	// ReplicaDropped counts session records not replicated (too many
+	// waiting for the stream); NodesDead the nodes seen dying.
+	ReplicaDropped, NodesDead int64
 }
 
 // Cluster is one node's link to the others (it satisfies core.Cluster).
@@ -114,6 +133,10 @@ type Cluster struct {
 	forwarded, forwardDropped, received, receivedDropped atomic.Int64
 	claimsUnavailable, takenOver, retainDropped          atomic.Int64
 	sessionsIn, sessionsOut, sessionsLost                atomic.Int64
+	sessionsAdopted, sessionsRestored, sessionsMerged    atomic.Int64
+	replicaDropped, nodesDead                            atomic.Int64
+	rep                                                  *replica // the session replicas (replica.go)
+	live                                                 liveness
 	sessionSub, pingSub                                  *nats.Subscription
 	queuedMu                                             sync.Mutex
 	queued                                               map[*nats.Msg]func() // onRouteLoop
@@ -154,10 +177,12 @@ func New(opts Options, log *zap.Logger) (*Cluster, error) {
 	c := &Cluster{
 		opts: opts, log: log, opsWake: make(chan struct{}, 1), stop: make(chan struct{}),
 		subs: map[*nats.Subscription]interest{}, filters: map[interest][]*nats.Subscription{},
-		in: make(chan *nats.Msg, inboxSize), maxSubject: externalMaxSubject, claims: claims{m: map[string]uint64{}, pending: map[string]int{}, newer: map[string]otherClaim{}},
+		in: make(chan *nats.Msg, inboxSize), maxSubject: externalMaxSubject, claims: claims{m: map[string]uint64{}, pending: map[string]int{}, newer: map[string]otherClaim{}, busy: map[string]chan struct{}{}},
 		retainQ: retainQueue{ops: map[string]*nats.Msg{}, wake: make(chan struct{}, 1)},
 		queued:  map[*nats.Msg]func(){},
+		live:    liveness{dead: map[string]bool{}},
 	}
+	c.rep = newReplica(c)
 	nopts := []nats.Option{
 		nats.Name("xmq/" + opts.Name + "/" + opts.Node),
 		// A node routes its own messages locally before forwarding them.
@@ -459,7 +484,9 @@ func (c *Cluster) Stats() Stats {
 	return Stats{Forwarded: c.forwarded.Load(), ForwardDropped: c.forwardDropped.Load(), Received: c.received.Load(),
 		ReceivedDropped: c.receivedDropped.Load(), Interest: int64(n), ClaimsUnavailable: c.claimsUnavailable.Load(),
 		TakenOver: c.takenOver.Load(), RetainDropped: c.retainDropped.Load(),
-		SessionsIn: c.sessionsIn.Load(), SessionsOut: c.sessionsOut.Load(), SessionsLost: c.sessionsLost.Load()}
+		SessionsIn: c.sessionsIn.Load(), SessionsOut: c.sessionsOut.Load(), SessionsLost: c.sessionsLost.Load(),
+		SessionsAdopted: c.sessionsAdopted.Load(), SessionsRestored: c.sessionsRestored.Load(), SessionsMerged: c.sessionsMerged.Load(),
+		ReplicaDropped: c.replicaDropped.Load(), NodesDead: c.nodesDead.Load()}
 }
 
 // Connected reports whether the node's NATS connection is up.

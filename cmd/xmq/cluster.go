@@ -22,8 +22,11 @@ type clusterConfig struct {
 	// SubjectPrefix is the root of the topic ↔ subject mapping (default "mqtt").
 	SubjectPrefix string `yaml:"subject_prefix"`
 	// Replicas of the replicated state; 0 = min(3, nodes).
-	Replicas int               `yaml:"replicas"`
-	NATS     clusterNATSConfig `yaml:"nats"`
+	Replicas int `yaml:"replicas"`
+	// SessionReplicas is the number of copies of each persistent
+	// session (1: the node's store only; up to 3).
+	SessionReplicas int               `yaml:"session_replicas"`
+	NATS            clusterNATSConfig `yaml:"nats"`
 }
 
 // clusterNATSConfig is where the NATS the nodes share runs.
@@ -59,7 +62,7 @@ type clusterEmbedded struct {
 func (c clusterConfig) withDefaults() clusterConfig {
 	o := c.options("")
 	o.SetDefaults()
-	c.Name, c.Node, c.SubjectPrefix = o.Name, o.Node, o.SubjectPrefix
+	c.Name, c.Node, c.SubjectPrefix, c.SessionReplicas = o.Name, o.Node, o.SubjectPrefix, o.SessionReplicas
 	c.NATS.Embedded.Listen, c.NATS.Embedded.ClientListen = o.Embedded.Listen, o.Embedded.ClientListen
 	if len(c.NATS.Embedded.Routes) == 0 {
 		c.NATS.Embedded.Routes = nil
@@ -71,7 +74,7 @@ func (c clusterConfig) withDefaults() clusterConfig {
 // <data_dir>/nats (a temporary directory for data_dir "").
 func (c clusterConfig) options(dataDir string) cluster.Options {
 	o := cluster.Options{
-		Name: c.Name, Node: c.Node, SubjectPrefix: c.SubjectPrefix, Replicas: c.Replicas,
+		Name: c.Name, Node: c.Node, SubjectPrefix: c.SubjectPrefix, Replicas: c.Replicas, SessionReplicas: c.SessionReplicas,
 		URL: c.NATS.URL, CredentialsFile: c.NATS.CredentialsFile, User: c.NATS.User, Password: c.NATS.Password,
 		Token: c.NATS.Token, CAFile: c.NATS.TLS.CAFile, CertFile: c.NATS.TLS.CertFile, KeyFile: c.NATS.TLS.KeyFile,
 		Embedded: cluster.EmbeddedOptions{Listen: c.NATS.Embedded.Listen, ClientListen: c.NATS.Embedded.ClientListen,
@@ -87,7 +90,7 @@ func (c clusterConfig) options(dataDir string) cluster.Options {
 
 // clusterKeys names the key of each cluster.Options field.
 var clusterKeys = map[string][]string{
-	"Name": {"name"}, "Node": {"node"}, "SubjectPrefix": {"subject_prefix"}, "Replicas": {"replicas"},
+	"Name": {"name"}, "Node": {"node"}, "SubjectPrefix": {"subject_prefix"}, "Replicas": {"replicas"}, "SessionReplicas": {"session_replicas"},
 	"CredentialsFile":       {"nats", "credentials_file"},
 	"CertFile":              {"nats", "tls", "cert_file"},
 	"Embedded.Listen":       {"nats", "embedded", "listen"},

@@ -33,6 +33,13 @@ func clusterNodes(t *testing.T, n int) []*proc {
 // the route ports.
 func clusterNodesPorts(t *testing.T, n, m int) ([]*proc, []int) {
 	t.Helper()
+	return clusterNodesConfig(t, n, m, "")
+}
+
+// clusterNodesConfig is clusterNodesPorts with extra lines (indented) in
+// each node's cluster section.
+func clusterNodesConfig(t *testing.T, n, m int, extra string) ([]*proc, []int) {
+	t.Helper()
 	bin, err := xmqBinary()
 	if err != nil {
 		t.Skipf("cannot build xmq: %v", err)
@@ -62,7 +69,7 @@ func clusterNodesPorts(t *testing.T, n, m int) ([]*proc, []int) {
       listen: 127.0.0.1:%d
       client_listen: 127.0.0.1:0
       routes: [%s]
-`, i+1, ports[i], strings.Join(routes, ", ")))
+%s`, i+1, ports[i], strings.Join(routes, ", "), extra))
 	}
 	clusterConfigs = cfgs
 	return spawnNodes(t, bin, cfgs[:n]), ports
@@ -104,7 +111,11 @@ func spawnNodes(t *testing.T, bin string, cfgs []string) []*proc {
 	var wg sync.WaitGroup
 	for i, cfg := range cfgs {
 		dir := t.TempDir()
-		wg.Go(func() { procs[i], errs[i] = spawnBroker(bin, dir, "-c", cfg) })
+		wg.Go(func() {
+			if procs[i], errs[i] = spawnBroker(bin, dir, "-c", cfg); procs[i] != nil {
+				procs[i].dir = dir
+			}
+		})
 	}
 	wg.Wait()
 	for i, p := range procs {

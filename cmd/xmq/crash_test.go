@@ -51,6 +51,7 @@ type proc struct {
 	addr   string
 	stderr *syncBuffer
 	exited chan struct{}
+	dir    string // the data directory, set by spawnNodes
 }
 
 // startBroker runs xmq on a free loopback port with dataDir and waits until

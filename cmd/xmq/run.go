@@ -165,6 +165,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	ccfg := core.Config{Log: log.Named("core"), Authenticator: mqttAuthn, Authorizer: mqttAuthz, Store: st}
 	if cl != nil {
 		ccfg.Cluster = cl // not a nil *cluster.Cluster in the interface: core tests it against nil
+		// With session replicas, what core writes for persistent sessions
+		// goes to the cluster's session stream too.
+		ccfg.Store = cl.ReplicateStore(st)
 	}
 	bopts := cfg.Broker.options()
 	bopts.Version = build().Version

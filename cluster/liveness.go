@@ -1,0 +1,286 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"hash/fnv"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+)
+
+// Node death, in one place (so that another liveness signal, such as
+// node heartbeats, can replace it here alone): every livenessEvery this
+// node pings the others (the ping subject every node answers, session.go);
+// a node that answered once and then answers none for deadAfter is dead.
+// A node that stops for good and one that is cut off look the same from
+// here: what is done for a dead node is guarded by the client id
+// registry's compare-and-set, so that a session is taken by one node.
+//
+// With session replicas, the dead node's persistent sessions are adopted
+// by the survivors (each takes the client ids that hash to it, then,
+// after deadAfter more, any left): rebuilt from the stream, offline, with
+// their wills scheduled, and the registry entry moved to "NODE s" so that
+// a client connecting anywhere moves the session from there. A will thus
+// fires once, from the adopting node, unless its client comes back first.
+const (
+	livenessEvery = 500 * time.Millisecond
+	deadAfter     = 3 * time.Second
+)
+
+// liveness is what this node knows of the others' life.
+type liveness struct {
+	mu   sync.Mutex
+	dead map[string]bool
+}
+
+// isDead reports whether node was declared dead and has not answered since.
+func (c *Cluster) isDead(node string) bool {
+	c.live.mu.Lock()
+	defer c.live.mu.Unlock()
+	return c.live.dead[node]
+}
+
+// livenessLoop pings the other nodes until Close and handles the deaths.
+func (c *Cluster) livenessLoop(st *state) {
+	seen := map[string]time.Time{} // node → its last answer
+	t := time.NewTicker(livenessEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		answered := c.pingNodes(livenessEvery)
+		var died []string
+		c.live.mu.Lock()
+		for n := range answered {
+			seen[n] = now
+			if c.live.dead[n] {
+				delete(c.live.dead, n)
+				c.log.Info("node back", zap.String("node", n))
+			}
+		}
+		for n, at := range seen {
+			if !c.live.dead[n] && now.Sub(at) > deadAfter {
+				c.live.dead[n] = true
+				died = append(died, n)
+			}
+		}
+		alive := []string{c.opts.Node}
+		for n := range seen {
+			if !c.live.dead[n] {
+				alive = append(alive, n)
+			}
+		}
+		c.live.mu.Unlock()
+		slices.Sort(alive)
+		for _, n := range died {
+			c.nodesDead.Add(1)
+			c.log.Warn("node dead: no answer to pings", zap.String("node", n), zap.Duration("after", deadAfter))
+			if c.opts.SessionReplicas > 1 {
+				c.goUnlessClosed(func() { c.adoptNode(st, n, alive) })
+			}
+		}
+	}
+}
+
+// pingNodes returns the names of the nodes that answer a ping within
+// timeout.
+func (c *Cluster) pingNodes(timeout time.Duration) map[string]bool {
+	got := map[string]bool{}
+	inbox := c.nc.NewRespInbox()
+	ch := make(chan *nats.Msg, 64)
+	sub, err := c.nc.ChanSubscribe(inbox, ch)
+	if err != nil {
+		return got
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if c.nc.PublishRequest(pingSubject(c.opts.Name), inbox, nil) != nil {
+		return got
+	}
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		select {
+		case m := <-ch:
+			got[string(m.Data)] = true
+		case <-deadline.C:
+			return got
+		case <-c.stop:
+			return got
+		}
+	}
+}
+
+// adoptNode adopts the dead node's replicated sessions whose client did
+// not come back: those that hash to this node first, the others once
+// their own adopter had deadAfter to do it.
+func (c *Cluster) adoptNode(st *state, node string, alive []string) {
+	ids, err := c.replicaIDs(st, node)
+	if err != nil {
+		c.log.Error("cannot list a dead node's sessions: they come back when a client connects, or with the node",
+			zap.String("node", node), zap.Error(err))
+		return
+	}
+	me := slices.Index(alive, c.opts.Node)
+	var later []string
+	n := 0
+	for _, id := range ids {
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(id))
+		if int(h.Sum32()%uint32(len(alive))) != me {
+			later = append(later, id)
+			continue
+		}
+		if c.adopt(st, node, id) {
+			n++
+		}
+	}
+	if len(later) > 0 {
+		select {
+		case <-c.stop:
+			return
+		case <-time.After(deadAfter):
+		}
+		for _, id := range later {
+			if !c.isDead(node) {
+				break // back: it has them
+			}
+			if c.adopt(st, node, id) {
+				n++
+			}
+		}
+	}
+	c.log.Info("sessions of a dead node adopted", zap.String("node", node), zap.Int("sessions", len(ids)), zap.Int("adopted_here", n))
+}
+
+// replicaIDs lists the client ids with a session record from node.
+func (c *Cluster) replicaIDs(st *state, node string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*stateTimeout)
+	defer cancel()
+	prefix := repPrefix(c.opts.Name, node)
+	info, err := st.sessions.Info(ctx, jetstream.WithSubjectFilter(prefix+"*.s"))
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, len(info.State.Subjects))
+	for subj := range info.State.Subjects {
+		k := strings.TrimSuffix(strings.TrimPrefix(subj, prefix), ".s")
+		if id, ok := unkey(k); ok {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// adopt takes clientID's session from the dead node's records, if the
+// registry still names that node, and reports whether it did.
+func (c *Cluster) adopt(st *state, node, clientID string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
+	defer cancel()
+	k := key(clientID)
+	e, err := st.clients.Get(ctx, k)
+	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		c.warn("cannot read the client id registry: a dead node's session not adopted", zap.String("client_id", clientID), zap.Error(err))
+		return false
+	}
+	if err != nil || heldBy(e.Value()) != node {
+		return false // the client is back elsewhere (that node took the session), or its session ended
+	}
+	ok, err := c.restoreFromReplica(st, node, clientID, true)
+	if err != nil || !ok {
+		if err != nil {
+			c.log.Warn("a dead node's session not adopted", zap.String("client_id", clientID), zap.Error(err))
+		}
+		return false
+	}
+	if _, err := st.clients.Update(ctx, k, []byte(c.opts.Node+" s"), e.Revision()); err != nil {
+		// Another node took it (its client connected, or another adopter):
+		// unless that is this node, the copy here goes, will unsent.
+		if e2, err2 := st.clients.Get(ctx, k); err2 != nil || heldBy(e2.Value()) != c.opts.Node {
+			c.local.ExportSession(clientID, 0, true)
+		}
+		return false
+	}
+	c.dropReplica(st, node, clientID)
+	c.sessionsAdopted.Add(1)
+	return true
+}
+
+// reconcile runs once the registry is ready on a node that (re)started
+// with persistent sessions: a session whose client id the registry gives
+// to another node is stale (its client moved on while this node was
+// down). With session replicas, the session there came from the
+// replicated records and this copy goes; without, this copy's messages
+// are merged into the session there (with DUP), so that nothing this node
+// acknowledged is lost. A session the registry does not know is
+// registered as left offline here, so that the client's next connection
+// anywhere moves it.
+func (c *Cluster) reconcile(st *state) {
+	ids := c.local.StaleSessions()
+	stale, registered := 0, 0
+	for _, id := range ids {
+		if c.closed.Load() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
+		k := key(id)
+		e, err := st.clients.Get(ctx, k)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			if _, err := st.clients.Create(ctx, k, []byte(c.opts.Node+" s")); err == nil {
+				registered++
+			}
+		case err != nil:
+			c.warn("cannot read the client id registry: a session left as it is", zap.String("client_id", id), zap.Error(err))
+		case heldBy(e.Value()) != c.opts.Node:
+			stale++
+			c.dropStale(id, heldBy(e.Value()))
+		}
+		cancel()
+	}
+	if stale > 0 || registered > 0 {
+		c.log.Info("sessions checked against the registry", zap.Int("sessions", len(ids)), zap.Int("stale", stale),
+			zap.Int("registered", registered))
+	}
+}
+
+// dropStale ends clientID's stale session here (its will unsent: the
+// client is back on holder) and, without session replicas, merges its
+// messages into the session on holder.
+func (c *Cluster) dropStale(clientID, holder string) {
+	data := c.local.ExportSession(clientID, 0, true)
+	if data == nil || c.opts.SessionReplicas > 1 {
+		return
+	}
+	req := nats.NewMsg(sessionSubject(c.opts.Name, holder))
+	req.Data = data
+	req.Header.Set(hdrClaim, "0")
+	req.Header.Set(hdrOp, "merge")
+	req.Header.Set(hdrClient, clientID)
+	resp, err := c.nc.RequestMsg(req, sessionTimeout)
+	if err == nil {
+		if e := resp.Header.Get(hdrError); e != "" {
+			err = errorString(e)
+		}
+	}
+	if err != nil {
+		// Kept here rather than lost: the client's next move takes it.
+		if ierr := c.local.ImportSession(clientID, data, true); ierr != nil {
+			c.log.Error("a stale session's messages lost", zap.String("client_id", clientID), zap.Error(ierr))
+		}
+		c.log.Warn("a stale session's messages not merged into its client's session: kept here", zap.String("client_id", clientID),
+			zap.String("node", holder), zap.Error(err))
+		return
+	}
+	c.sessionsMerged.Add(1)
+}
