@@ -31,6 +31,8 @@ import (
 const (
 	livenessEvery = 500 * time.Millisecond
 	deadAfter     = 3 * time.Second
+	// adoptTimeout bounds the tries to list a dead node's sessions.
+	adoptTimeout = 30 * time.Second
 )
 
 // liveness is what this node knows of the others' life.
@@ -59,9 +61,24 @@ func (c *Cluster) livenessLoop(st *state) {
 		}
 		now := time.Now()
 		answered := c.pingNodes(livenessEvery)
+		// The embedded server's routed nodes count as seen too: a node
+		// that dies before its first answer is dead all the same.
+		if c.emb != nil {
+			if rz, err := c.emb.srv.Routez(nil); err == nil {
+				for _, r := range rz.Routes {
+					if _, known := seen[r.RemoteName]; !known && r.RemoteName != "" && r.RemoteName != c.opts.Node {
+						seen[r.RemoteName] = now
+						c.log.Info("node seen", zap.String("node", r.RemoteName))
+					}
+				}
+			}
+		}
 		var died []string
 		c.live.mu.Lock()
 		for n := range answered {
+			if _, known := seen[n]; !known {
+				c.log.Info("node seen", zap.String("node", n))
+			}
 			seen[n] = now
 			if c.live.dead[n] {
 				delete(c.live.dead, n)
@@ -124,7 +141,11 @@ func (c *Cluster) pingNodes(timeout time.Duration) map[string]bool {
 // not come back: those that hash to this node first, the others once
 // their own adopter had deadAfter to do it.
 func (c *Cluster) adoptNode(st *state, node string, alive []string) {
-	ids, err := c.replicaIDs(st, node)
+	var ids []string
+	err := c.retry(adoptTimeout, func() (err error) {
+		ids, err = c.replicaIDs(st, node)
+		return err
+	})
 	if err != nil {
 		c.log.Error("cannot list a dead node's sessions: they come back when a client connects, or with the node",
 			zap.String("node", node), zap.Error(err))
@@ -185,10 +206,20 @@ func (c *Cluster) replicaIDs(st *state, node string) ([]string, error) {
 // adopt takes clientID's session from the dead node's records, if the
 // registry still names that node, and reports whether it did.
 func (c *Cluster) adopt(st *state, node, clientID string) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
-	defer cancel()
 	k := key(clientID)
-	e, err := st.clients.Get(ctx, k)
+	var e jetstream.KeyValueEntry
+	err := c.retry(replicaSyncTimeout, func() (err error) {
+		gctx, gcancel := context.WithTimeout(context.Background(), stateTimeout)
+		defer gcancel()
+		e, err = st.clients.Get(gctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil
+		}
+		return err
+	})
+	if err == nil && e == nil {
+		return false // no entry: its session ended
+	}
 	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		c.warn("cannot read the client id registry: a dead node's session not adopted", zap.String("client_id", clientID), zap.Error(err))
 		return false
@@ -203,13 +234,29 @@ func (c *Cluster) adopt(st *state, node, clientID string) bool {
 		}
 		return false
 	}
-	if _, err := st.clients.Update(ctx, k, []byte(c.opts.Node+" s"), e.Revision()); err != nil {
-		// Another node took it (its client connected, or another adopter):
-		// unless that is this node, the copy here goes, will unsent.
+	refused := false
+	err = c.retry(replicaSyncTimeout, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
+		defer cancel()
+		_, err := st.clients.Update(ctx, k, []byte(c.opts.Node+" s"), e.Revision())
+		if err != nil && !isLeaderless(err) {
+			refused = true // another write came first
+			return nil
+		}
+		return err
+	})
+	if err != nil || refused {
+		// Another node took it (its client connected, or another adopter;
+		// or, after a lost answer, this node's own update): unless it is
+		// this node, the copy here goes, will unsent. A read may lag
+		// behind the write it follows (a replica answers): the leader's
+		// answer to an update with the revision read says which.
+		ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
+		defer cancel()
 		if e2, err2 := st.clients.Get(ctx, k); err2 != nil || heldBy(e2.Value()) != c.opts.Node {
 			c.local.ExportSession(clientID, 0, true)
+			return false
 		}
-		return false
 	}
 	c.dropReplica(st, node, clientID)
 	c.sessionsAdopted.Add(1)

@@ -568,16 +568,11 @@ func (c *Cluster) readReplica(st *state, node, clientID string) (*replicaRecords
 func (c *Cluster) restoreFromReplica(st *state, node, clientID string, withWill bool) (bool, error) {
 	// The stream's leader may have been on the dead node: its replicas
 	// elect another within seconds, meanwhile reads fail.
-	deadline := time.Now().Add(replicaSyncTimeout)
-	recs, err := c.readReplica(st, node, clientID)
-	for err != nil && time.Now().Before(deadline) {
-		select {
-		case <-c.stop:
-			return false, err
-		case <-time.After(250 * time.Millisecond):
-		}
+	var recs *replicaRecords
+	err := c.retry(replicaSyncTimeout, func() (err error) {
 		recs, err = c.readReplica(st, node, clientID)
-	}
+		return err
+	})
 	if err != nil || recs == nil {
 		return false, err
 	}
@@ -598,4 +593,21 @@ func (c *Cluster) dropReplica(st *state, node, clientID string) {
 		c.log.Warn("records of a session restored here stay in the stream", zap.String("client_id", clientID),
 			zap.String("node", node), zap.Error(err))
 	}
+}
+
+// retry calls f until it succeeds, for up to d (a JetStream stream whose
+// leader was on a dead node answers again once its replicas elected
+// another: seconds), and returns its last error.
+func (c *Cluster) retry(d time.Duration, f func() error) error {
+	deadline := time.Now().Add(d)
+	err := f()
+	for err != nil && time.Now().Before(deadline) {
+		select {
+		case <-c.stop:
+			return err
+		case <-time.After(250 * time.Millisecond):
+		}
+		err = f()
+	}
+	return err
 }

@@ -71,11 +71,6 @@ func deathTraffic(t *testing.T, nodes []*proc, victim, back, other int, resume b
 		// session is not queued for it (docs/cluster.md).
 		t.Cleanup(func() {
 			if t.Failed() {
-				if d := os.Getenv("XMQ_DEATH_LOGS"); d != "" {
-					for i, n := range nodes {
-						_ = os.WriteFile(fmt.Sprintf("%s/n%d.log", d, i+1), []byte(n.stderr.String()), 0o644)
-					}
-				}
 				for _, l := range strings.Split(nodes[back].stderr.String(), "\n") {
 					if (strings.Contains(l, "dsub") || strings.Contains(l, "session") || strings.Contains(l, `"warn"`) || strings.Contains(l, `"error"`)) && !strings.Contains(l, "connect to route") {
 						t.Logf("back: %.300s", l)
@@ -124,6 +119,7 @@ func TestClusterNodeDeathReplicas(t *testing.T) {
 		t.Skip("starts three brokers")
 	}
 	nodes, _ := clusterNodesConfig(t, 3, 3, "  session_replicas: 3\n"+deathBroker)
+	keepLogs(t, nodes)
 	waitStateReady(t, nodes...)
 	awaitRegistry(t, nodes...)
 	pubs, subs := deathTraffic(t, nodes, 2, 0, 1, true, nil)
@@ -152,6 +148,7 @@ func TestClusterNodeDeathRestart(t *testing.T) {
 		t.Skip("starts three brokers")
 	}
 	nodes, _ := clusterNodesConfig(t, 3, 3, deathBroker)
+	keepLogs(t, nodes)
 	waitStateReady(t, nodes...)
 	awaitRegistry(t, nodes...)
 	pubs, subs := deathTraffic(t, nodes, 2, 0, 1, false, func() {
@@ -193,22 +190,32 @@ func TestClusterWillOnNodeDeath(t *testing.T) {
 		t.Skip("starts three brokers")
 	}
 	nodes, _ := clusterNodesConfig(t, 3, 3, "  session_replicas: 3\n")
+	keepLogs(t, nodes)
 	waitStateReady(t, nodes...)
 	awaitRegistry(t, nodes...)
 	watch := pahoConnect(t, nodes[0].addr, "will-watch")
 	watch.subscribe(t, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "will/#", QoS: 1}}})
+	waitUntil(t, "node 3 seen by the others", func() bool {
+		return logHas(nodes[0], `"node seen","node":"n3"`) && logHas(nodes[1], `"node seen","node":"n3"`)
+	})
 	willConnect(t, nodes[2].addr, "w-away", 2)
 	willConnect(t, nodes[2].addr, "w-back", 10)
-	willConnect(t, nodes[2].addr, "w-late", 8)
+	willConnect(t, nodes[2].addr, "w-late", 12)
 	time.Sleep(300 * time.Millisecond) // the wills are replicated before CONNACK; the registry write too
 	killed := time.Now()
 	nodes[2].kill()
-	willConnect(t, nodes[1].addr, "w-back", 10)
+	back := make(chan struct{})
+	go func() {
+		defer close(back)
+		willConnect(t, nodes[1].addr, "w-back", 10)
+	}()
 	// After the death is noticed (deadAfter, 3 s) and the session adopted.
 	time.Sleep(5 * time.Second)
-	willConnect(t, nodes[0].addr, "w-late", 8)
+	willConnect(t, nodes[0].addr, "w-late", 12)
+	<-back
+	t.Logf("w-late back after %v", time.Since(killed).Round(100*time.Millisecond))
 
-	deadline := time.After(12 * time.Second)
+	deadline := time.After(10 * time.Second)
 	var got []string
 	for done := false; !done; {
 		select {
@@ -238,4 +245,18 @@ func logHas(p *proc, parts ...string) bool {
 		}
 	}
 	return false
+}
+
+// keepLogs writes the nodes' logs to $XMQ_DEATH_LOGS/nN.log when the test
+// fails, for a look at what each node did.
+func keepLogs(t *testing.T, nodes []*proc) {
+	t.Cleanup(func() {
+		d := os.Getenv("XMQ_DEATH_LOGS")
+		if !t.Failed() || d == "" {
+			return
+		}
+		for i, n := range nodes {
+			_ = os.WriteFile(fmt.Sprintf("%s/n%d.log", d, i+1), []byte(n.stderr.String()), 0o644)
+		}
+	})
 }

@@ -153,7 +153,7 @@ func pahoConnectAck(t *testing.T, addr, id string, mods ...func(*paho.Connect)) 
 	}
 	c := &pahoClient{msgs: make(chan *paho.Publish, 10000), gone: make(chan *paho.Disconnect, 1)}
 	c.Client = paho.NewClient(paho.ClientConfig{
-		ClientID: id, Conn: conn, PacketTimeout: 5 * time.Second,
+		ClientID: id, Conn: conn, PacketTimeout: 15 * time.Second,
 		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(r paho.PublishReceived) (bool, error) {
 			c.msgs <- r.Packet
 			return true, nil
@@ -165,7 +165,9 @@ func pahoConnectAck(t *testing.T, addr, id string, mods ...func(*paho.Connect)) 
 	for _, m := range mods {
 		m(cp)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// Long enough for a claim that waits out the election of the
+	// registry's leader after a node's death.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	ack, err := c.Connect(ctx, cp)
 	if err != nil {
