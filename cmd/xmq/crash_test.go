@@ -158,14 +158,24 @@ type crashPub struct {
 	qos   byte
 	topic string
 
-	mu      sync.Mutex
-	next    int            // next sequence number to publish
-	nextID  uint16         // last packet id used
-	flight  map[uint16]int // packet id → sequence, awaiting PUBACK / PUBCOMP
-	recd    map[uint16]bool
-	acked   []int // sequences acknowledged (PUBACK / PUBCOMP)
-	refused int
+	mu sync.Mutex
+	// interval paces publishing: a message every interval (0: as fast
+	// as the window allows; below 0: no more).
+	interval time.Duration
+	next     int            // next sequence number to publish
+	nextID   uint16         // last packet id used
+	flight   map[uint16]int // packet id → sequence, awaiting PUBACK / PUBCOMP
+	recd     map[uint16]bool
+	acked    []int // sequences acknowledged (PUBACK / PUBCOMP)
+	refused  int
 }
+
+// closedTime is a channel that is always ready.
+var closedTime = func() <-chan time.Time {
+	ch := make(chan time.Time)
+	close(ch)
+	return ch
+}()
 
 func newCrashPub(id string, v, qos byte, topic string) *crashPub {
 	return &crashPub{id: id, v: v, qos: qos, topic: topic, flight: map[uint16]int{}, recd: map[uint16]bool{}}
@@ -268,6 +278,25 @@ func (p *crashPub) run(addr string, stop <-chan struct{}) error {
 		}
 	}()
 	for {
+		p.mu.Lock()
+		iv := p.interval
+		p.mu.Unlock()
+		var pace <-chan time.Time
+		switch {
+		case iv > 0:
+			pace = time.After(iv)
+		case iv < 0:
+			pace = nil // never
+		default:
+			pace = closedTime
+		}
+		select {
+		case <-pace:
+		case err := <-readErr:
+			return err
+		case <-stop:
+			return nil
+		}
 		select {
 		case window <- struct{}{}:
 		case err := <-readErr:
