@@ -136,6 +136,12 @@ func (s *Server) MergeSession(clientID string, data []byte) (int, error) {
 	if sess == nil {
 		return 0, nil
 	}
+	sess.mu.Lock()
+	keeps := sess.persistent()
+	sess.mu.Unlock()
+	if !keeps {
+		return 0, nil
+	}
 	now := time.Now()
 	n := 0
 	for _, em := range msgs {
