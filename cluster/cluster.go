@@ -180,7 +180,7 @@ func New(opts Options, log *zap.Logger) (*Cluster, error) {
 		in: make(chan *nats.Msg, inboxSize), maxSubject: externalMaxSubject, claims: claims{m: map[string]uint64{}, pending: map[string]int{}, newer: map[string]otherClaim{}, busy: map[string]chan struct{}{}},
 		retainQ: retainQueue{ops: map[string]*nats.Msg{}, wake: make(chan struct{}, 1)},
 		queued:  map[*nats.Msg]func(){},
-		live:    liveness{dead: map[string]bool{}},
+		live:    liveness{dead: map[string]bool{}, left: map[string]bool{}},
 	}
 	c.rep = newReplica(c)
 	nopts := []nats.Option{
@@ -525,6 +525,7 @@ func (c *Cluster) Close() error {
 	if !first {
 		return nil
 	}
+	c.leave()
 	close(c.stop)
 	c.done.Wait()
 	c.nc.Close()

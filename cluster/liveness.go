@@ -39,6 +39,23 @@ const (
 type liveness struct {
 	mu   sync.Mutex
 	dead map[string]bool
+	// left are the nodes that said they stop (Close): their silence is
+	// not a death, and their sessions are not adopted (they come back
+	// with the node, or move from the replicas when their client
+	// connects elsewhere). The last records of a stopping node do not
+	// all reach the stream (its broker stops after the cluster link), so
+	// adopting its wills could publish one that was already sent.
+	left map[string]bool
+}
+
+// leaveSubject is where a stopping node says so.
+func leaveSubject(name string) string { return "$XMQ." + name + ".leave" }
+
+// leave tells the other nodes that this one stops (Close).
+func (c *Cluster) leave() {
+	if c.nc.Publish(leaveSubject(c.opts.Name), []byte(c.opts.Node)) == nil {
+		_ = c.nc.FlushTimeout(time.Second)
+	}
 }
 
 // isDead reports whether node was declared dead and has not answered since.
@@ -51,6 +68,15 @@ func (c *Cluster) isDead(node string) bool {
 // livenessLoop pings the other nodes until Close and handles the deaths.
 func (c *Cluster) livenessLoop(st *state) {
 	seen := map[string]time.Time{} // node → its last answer
+	sub, err := c.nc.Subscribe(leaveSubject(c.opts.Name), func(m *nats.Msg) {
+		c.live.mu.Lock()
+		c.live.left[string(m.Data)] = true
+		c.live.mu.Unlock()
+		c.log.Info("node stopping", zap.String("node", string(m.Data)))
+	})
+	if err == nil {
+		defer func() { _ = sub.Unsubscribe() }()
+	}
 	t := time.NewTicker(livenessEvery)
 	defer t.Stop()
 	for {
@@ -80,13 +106,14 @@ func (c *Cluster) livenessLoop(st *state) {
 				c.log.Info("node seen", zap.String("node", n))
 			}
 			seen[n] = now
+			delete(c.live.left, n) // back
 			if c.live.dead[n] {
 				delete(c.live.dead, n)
 				c.log.Info("node back", zap.String("node", n))
 			}
 		}
 		for n, at := range seen {
-			if !c.live.dead[n] && now.Sub(at) > deadAfter {
+			if !c.live.dead[n] && !c.live.left[n] && now.Sub(at) > deadAfter {
 				c.live.dead[n] = true
 				died = append(died, n)
 			}

@@ -133,6 +133,9 @@ func (c *Cluster) repSubject(id, kind string) string {
 }
 
 func (r *replica) add(op replicaOp, id string) {
+	if r.c.closed.Load() {
+		return // stopping: replicaLoop is gone (see liveness.left)
+	}
 	r.mu.Lock()
 	if len(r.queue) >= maxReplicaPending {
 		r.dropped = true
@@ -303,6 +306,9 @@ func (r *replica) wait(target uint64, timeout time.Duration) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for r.done < target {
+		if r.c.closed.Load() {
+			return nil // stopping: nothing more reaches the stream; the local store has it
+		}
 		if time.Now().After(deadline) {
 			r.c.warn("session records not replicated in time: acknowledgements refused", zap.Uint64("waiting", target-r.done))
 			return errReplica
