@@ -5,7 +5,6 @@ import (
 	"errors"
 	"hash/fnv"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -46,6 +45,9 @@ type liveness struct {
 	// all reach the stream (its broker stops after the cluster link), so
 	// adopting its wills could publish one that was already sent.
 	left map[string]bool
+	// gone are the nodes whose session subject had no responders, not
+	// yet declared dead.
+	gone map[string]bool
 }
 
 // leaveSubject is where a stopping node says so.
@@ -56,6 +58,22 @@ func (c *Cluster) leave() {
 	if c.nc.Publish(leaveSubject(c.opts.Name), []byte(c.opts.Node)) == nil {
 		_ = c.nc.FlushTimeout(time.Second)
 	}
+}
+
+// noResponders notes that no NATS server has node's session subject:
+// its server is gone from the cluster, so the liveness loop declares it
+// dead at its next round rather than after deadAfter (the sooner its
+// sessions are adopted, the fewer messages published meanwhile find no
+// session).
+func (c *Cluster) noResponders(node string) {
+	c.live.mu.Lock()
+	if !c.live.dead[node] && !c.live.left[node] {
+		if c.live.gone == nil {
+			c.live.gone = map[string]bool{}
+		}
+		c.live.gone[node] = true
+	}
+	c.live.mu.Unlock()
 }
 
 // isDead reports whether node was declared dead and has not answered since.
@@ -107,14 +125,16 @@ func (c *Cluster) livenessLoop(st *state) {
 			}
 			seen[n] = now
 			delete(c.live.left, n) // back
+			delete(c.live.gone, n)
 			if c.live.dead[n] {
 				delete(c.live.dead, n)
 				c.log.Info("node back", zap.String("node", n))
 			}
 		}
 		for n, at := range seen {
-			if !c.live.dead[n] && !c.live.left[n] && now.Sub(at) > deadAfter {
+			if !c.live.dead[n] && !c.live.left[n] && (now.Sub(at) > deadAfter || c.live.gone[n] && !answered[n]) {
 				c.live.dead[n] = true
+				delete(c.live.gone, n)
 				died = append(died, n)
 			}
 		}
@@ -128,7 +148,7 @@ func (c *Cluster) livenessLoop(st *state) {
 		slices.Sort(alive)
 		for _, n := range died {
 			c.nodesDead.Add(1)
-			c.log.Warn("node dead: no answer to pings", zap.String("node", n), zap.Duration("after", deadAfter))
+			c.log.Warn("node dead: no answer to pings, or its NATS server gone", zap.String("node", n))
 			if c.opts.SessionReplicas > 1 {
 				c.goUnlessClosed(func() { c.adoptNode(st, n, alive) })
 			}
@@ -168,11 +188,18 @@ func (c *Cluster) pingNodes(timeout time.Duration) map[string]bool {
 // not come back: those that hash to this node first, the others once
 // their own adopter had deadAfter to do it.
 func (c *Cluster) adoptNode(st *state, node string, alive []string) {
-	var ids []string
+	// All its records in one pass (one ordered consumer), not one read
+	// per session.
+	var all map[string]*replicaRecords
 	err := c.retry(adoptTimeout, func() (err error) {
-		ids, err = c.replicaIDs(st, node)
+		all, err = c.readRecords(st, node, ">")
 		return err
 	})
+	ids := make([]string, 0, len(all))
+	for id := range all {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
 	if err != nil {
 		c.log.Error("cannot list a dead node's sessions: they come back when a client connects, or with the node",
 			zap.String("node", node), zap.Error(err))
@@ -188,7 +215,7 @@ func (c *Cluster) adoptNode(st *state, node string, alive []string) {
 			later = append(later, id)
 			continue
 		}
-		if c.adopt(st, node, id) {
+		if c.adopt(st, node, id, all[id]) {
 			n++
 		}
 	}
@@ -202,7 +229,7 @@ func (c *Cluster) adoptNode(st *state, node string, alive []string) {
 			if !c.isDead(node) {
 				break // back: it has them
 			}
-			if c.adopt(st, node, id) {
+			if c.adopt(st, node, id, all[id]) {
 				n++
 			}
 		}
@@ -210,29 +237,9 @@ func (c *Cluster) adoptNode(st *state, node string, alive []string) {
 	c.log.Info("sessions of a dead node adopted", zap.String("node", node), zap.Int("sessions", len(ids)), zap.Int("adopted_here", n))
 }
 
-// replicaIDs lists the client ids with a session record from node.
-func (c *Cluster) replicaIDs(st *state, node string) ([]string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*stateTimeout)
-	defer cancel()
-	prefix := repPrefix(c.opts.Name, node)
-	info, err := st.sessions.Info(ctx, jetstream.WithSubjectFilter(prefix+"*.s"))
-	if err != nil {
-		return nil, err
-	}
-	ids := make([]string, 0, len(info.State.Subjects))
-	for subj := range info.State.Subjects {
-		k := strings.TrimSuffix(strings.TrimPrefix(subj, prefix), ".s")
-		if id, ok := unkey(k); ok {
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
-	return ids, nil
-}
-
-// adopt takes clientID's session from the dead node's records, if the
-// registry still names that node, and reports whether it did.
-func (c *Cluster) adopt(st *state, node, clientID string) bool {
+// adopt takes clientID's session from the dead node's records recs, if
+// the registry still names that node, and reports whether it did.
+func (c *Cluster) adopt(st *state, node, clientID string, recs *replicaRecords) bool {
 	k := key(clientID)
 	var e jetstream.KeyValueEntry
 	err := c.retry(replicaSyncTimeout, func() (err error) {
@@ -254,7 +261,7 @@ func (c *Cluster) adopt(st *state, node, clientID string) bool {
 	if err != nil || heldBy(e.Value()) != node {
 		return false // the client is back elsewhere (that node took the session), or its session ended
 	}
-	ok, err := c.restoreFromReplica(st, node, clientID, true)
+	ok, err := c.install(clientID, recs, true)
 	if err != nil || !ok {
 		if err != nil {
 			c.log.Warn("a dead node's session not adopted", zap.String("client_id", clientID), zap.Error(err))

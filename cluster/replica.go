@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -490,10 +491,21 @@ type replicaRecords struct {
 // readReplica reads clientID's records written by node; nil when there
 // is no session record.
 func (c *Cluster) readReplica(st *state, node, clientID string) (*replicaRecords, error) {
+	all, err := c.readRecords(st, node, key(clientID)+".>")
+	if err != nil {
+		return nil, err
+	}
+	return all[clientID], nil
+}
+
+// readRecords reads the records node wrote under filter (below its
+// prefix) with one ordered consumer, by client id; ids without a
+// session record are left out.
+func (c *Cluster) readRecords(st *state, node, filter string) (map[string]*replicaRecords, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
 	defer cancel()
-	prefix := repPrefix(c.opts.Name, node) + key(clientID) + "."
-	info, err := st.sessions.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
+	prefix := repPrefix(c.opts.Name, node)
+	info, err := st.sessions.Info(ctx, jetstream.WithSubjectFilter(prefix+filter))
 	if err != nil {
 		return nil, err
 	}
@@ -502,16 +514,16 @@ func (c *Cluster) readReplica(st *state, node, clientID string) (*replicaRecords
 		return nil, nil
 	}
 	cons, err := st.js.OrderedConsumer(ctx, st.sessions.CachedInfo().Config.Name, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{prefix + ">"}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy})
+		FilterSubjects: []string{prefix + filter}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy})
 	if err != nil {
 		return nil, err
 	}
-	recs := &replicaRecords{}
 	type msgRec struct {
 		seq uint64
 		rec []byte
 	}
-	var msgs []msgRec
+	recs := map[string]*replicaRecords{}
+	msgs := map[string][]msgRec{}
 	got := 0
 	for got < want {
 		b, err := cons.Fetch(min(want-got, 512), jetstream.FetchMaxWait(time.Second))
@@ -522,23 +534,33 @@ func (c *Cluster) readReplica(st *state, node, clientID string) (*replicaRecords
 		for m := range b.Messages() {
 			n++
 			got++
+			if md, err := m.Metadata(); err == nil && md.NumPending == 0 {
+				got = want
+			}
 			if len(m.Data()) == 0 {
 				continue // deleted
 			}
-			switch kind := strings.TrimPrefix(m.Subject(), prefix); {
+			k, kind, _ := strings.Cut(strings.TrimPrefix(m.Subject(), prefix), ".")
+			id, ok := unkey(k)
+			if !ok {
+				continue
+			}
+			r := recs[id]
+			if r == nil {
+				r = &replicaRecords{}
+				recs[id] = r
+			}
+			switch {
 			case kind == "s":
-				recs.session = m.Data()
+				r.session = m.Data()
 			case kind == "i":
-				recs.inbound = m.Data()
+				r.inbound = m.Data()
 			case kind == "w":
-				recs.will = m.Data()
+				r.will = m.Data()
 			case strings.HasPrefix(kind, "m."):
 				if seq, err := strconv.ParseUint(kind[2:], 10, 64); err == nil {
-					msgs = append(msgs, msgRec{seq, m.Data()})
+					msgs[id] = append(msgs[id], msgRec{seq, m.Data()})
 				}
-			}
-			if md, err := m.Metadata(); err == nil && md.NumPending == 0 {
-				got = want
 			}
 		}
 		if b.Error() != nil && n == 0 {
@@ -548,21 +570,17 @@ func (c *Cluster) readReplica(st *state, node, clientID string) (*replicaRecords
 			break
 		}
 	}
-	if recs.session == nil && recs.will == nil {
-		return nil, nil
-	}
-	slices.SortFunc(msgs, func(a, b msgRec) int {
-		switch {
-		case a.seq < b.seq:
-			return -1
-		case a.seq > b.seq:
-			return 1
+	for id, r := range recs {
+		if r.session == nil {
+			delete(recs, id) // a will whose session ended (its expiry was shorter): see docs
+			continue
 		}
-		return 0
-	})
-	for _, m := range msgs {
-		recs.seqs = append(recs.seqs, m.seq)
-		recs.msgs = append(recs.msgs, m.rec)
+		ms := msgs[id]
+		slices.SortFunc(ms, func(a, b msgRec) int { return cmp.Compare(a.seq, b.seq) })
+		for _, m := range ms {
+			r.seqs = append(r.seqs, m.seq)
+			r.msgs = append(r.msgs, m.rec)
+		}
 	}
 	return recs, nil
 }
@@ -582,10 +600,11 @@ func (c *Cluster) restoreFromReplica(st *state, node, clientID string, withWill 
 	if err != nil || recs == nil {
 		return false, err
 	}
-	if recs.session == nil {
-		// A will whose session ended (its expiry was shorter): only the will.
-		return false, nil
-	}
+	return c.install(clientID, recs, withWill)
+}
+
+// install installs a session read from the stream.
+func (c *Cluster) install(clientID string, recs *replicaRecords, withWill bool) (bool, error) {
 	if err := c.local.RestoreSession(clientID, recs.session, recs.inbound, recs.seqs, recs.msgs, recs.will, withWill); err != nil {
 		return false, err
 	}

@@ -74,6 +74,9 @@ func (c *Cluster) moveSession(clientID, node string, rev uint64) {
 			zap.String("from", node), zap.Error(err))
 	}
 	subs, err := c.sessionRequest(node, clientID, rev, "subs")
+	if errors.Is(err, nats.ErrNoResponders) {
+		c.noResponders(node)
+	}
 	if err != nil && c.opts.SessionReplicas > 1 && (errors.Is(err, nats.ErrNoResponders) || c.isDead(node)) {
 		// The node is gone (no NATS server has its session subject): the
 		// session comes from its replicated records.

@@ -350,7 +350,7 @@ func newCrashSub(id string, v, qos byte, filter string) *crashSub {
 
 // run connects and receives until the connection fails or stop closes.
 func (s *crashSub) run(addr string, stop <-chan struct{}) error {
-	c, _, err := dialMQTT(addr, s.id, s.v, false)
+	c, ack, err := dialMQTT(addr, s.id, s.v, false)
 	if err != nil {
 		return err
 	}
@@ -359,7 +359,9 @@ func (s *crashSub) run(addr string, stop <-chan struct{}) error {
 	s.mu.Lock()
 	first := !s.subscribed
 	s.mu.Unlock()
-	if first {
+	// Subscribed again when its session is gone (a cluster node died
+	// with it), as a real client does on Session Present 0.
+	if first || !ack.SessionPresent {
 		if err := c.send(&codec.Subscribe{PacketID: 1, Subscriptions: []codec.Subscription{{Filter: []byte(s.filter), QoS: s.qos}}}); err != nil {
 			return err
 		}
