@@ -427,16 +427,9 @@ func (c *Cluster) publishOps(st *state, ops []replicaOp) []replicaOp {
 	}
 	var failed []replicaOp
 	for i, f := range futures {
-		var err error
-		if f == nil {
-			err = errors.New("not sent")
-		} else {
-			select {
-			case <-f.Ok():
-			case err = <-f.Err():
-			case <-c.stop:
-				return ops[i:]
-			}
+		err, stopped := c.awaitAck(f)
+		if stopped {
+			return ops[i:]
 		}
 		if err != nil && last[ops[i].subject] == i {
 			c.warn("session record not replicated yet: retrying", zap.String("subject", ops[i].subject), zap.Error(err))

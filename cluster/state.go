@@ -617,16 +617,9 @@ func (c *Cluster) retainLoop(st *state) {
 			}
 			failed := false
 			for i, f := range futures {
-				var err error
-				if f == nil {
-					err = errors.New("not sent")
-				} else {
-					select {
-					case <-f.Ok():
-					case err = <-f.Err():
-					case <-c.stop:
-						return
-					}
+				err, stopped := c.awaitAck(f)
+				if stopped {
+					return
 				}
 				if err == nil {
 					continue
@@ -673,4 +666,20 @@ func (c *Cluster) retainedEntry(e jetstream.KeyValueEntry) {
 		exp = time.UnixMilli(v.Expires)
 	}
 	c.local.SetRetained(topic, v.Payload, v.QoS, decodeHeader(v.Props).props, exp, v.From)
+}
+
+// awaitAck waits for an asynchronous publish's answer (f nil: it was not
+// sent); stopped reports that the node is closing first.
+func (c *Cluster) awaitAck(f jetstream.PubAckFuture) (err error, stopped bool) {
+	if f == nil {
+		return errors.New("not sent"), false
+	}
+	select {
+	case <-f.Ok():
+		return nil, false
+	case err = <-f.Err():
+		return err, false
+	case <-c.stop:
+		return nil, true
+	}
 }

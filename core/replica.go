@@ -77,23 +77,19 @@ func (s *Server) RestoreSession(clientID string, session, inbound []byte, seqs [
 	if at.IsZero() {
 		at = now.Add(w.Delay) // its client was connected when its node died
 	}
-	var owner *string
-	if w.OwnerKnown {
-		owner = &w.Owner
-	}
 	s.mu.Lock()
 	sess := s.sessions[clientID]
+	s.mu.Unlock()
 	if sess == nil {
-		s.mu.Unlock()
 		return nil
 	}
 	sess.mu.Lock()
-	if sess.c == nil && sess.willTimer == nil {
-		sess.pendingWill = func() { s.publishWill(w.Msg, w.Expiry, sess, owner) }
-		sess.willTimer = time.AfterFunc(max(at.Sub(now), 0), sess.pendingWill)
-	}
+	free := sess.c == nil && sess.willTimer == nil
 	sess.mu.Unlock()
-	s.mu.Unlock()
+	if !free {
+		return nil // its client is back already
+	}
+	s.scheduleWill(sess, &w, max(at.Sub(now), 0))
 	s.storePutWill(clientID, &willRecord{At: at, Expiry: w.Expiry, Msg: w.Msg, Delay: w.Delay, Owner: w.Owner, OwnerKnown: w.OwnerKnown})
 	if err := s.syncStore(); err != nil {
 		s.storeError("store: sync of a restored will failed", err, zap.String("client_id", clientID))

@@ -170,15 +170,7 @@ func TestClusterNodeDeathRestart(t *testing.T) {
 			return logHas(nodes[0], `"session_present":false`, `"client_id":"dsub5"`) &&
 				logHas(nodes[0], `"session_present":false`, `"client_id":"dsub3"`)
 		})
-		bin, err := xmqBinary()
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := spawnBroker(bin, nodes[2].dir, "-c", clusterConfigs[2])
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(p.kill)
+		p := restartNode(t, nodes[2], 2)
 		waitStateReady(t, p)
 		time.Sleep(time.Second)
 	})
@@ -277,4 +269,21 @@ func keepLogs(t *testing.T, nodes []*proc) {
 			_ = os.WriteFile(fmt.Sprintf("%s/n%d.log", d, i+1), []byte(n.stderr.String()), 0o644)
 		}
 	})
+}
+
+// restartNode starts node i (from 0) of the last clusterNodesConfig again,
+// with p's data directory.
+func restartNode(t *testing.T, p *proc, i int) *proc {
+	t.Helper()
+	bin, err := xmqBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	np, err := spawnBroker(bin, p.dir, "-c", clusterConfigs[i])
+	if err != nil {
+		t.Fatal(err)
+	}
+	np.dir = p.dir
+	t.Cleanup(np.kill)
+	return np
 }

@@ -141,15 +141,7 @@ func measureNodeKill(t *testing.T, replicas int) {
 	close(killed)
 	if replicas == 1 {
 		time.Sleep(5 * time.Second)
-		bin, err := xmqBinary()
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := spawnBroker(bin, nodes[2].dir, "-c", clusterConfigs[2])
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(p.kill)
+		restartNode(t, nodes[2], 2)
 	}
 	// Every client of node 3 is back once node 1 and 2 log its CONNECT.
 	waitBack := func() time.Duration {
