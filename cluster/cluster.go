@@ -79,6 +79,10 @@ type Stats struct {
 	// from another node and started a new one here: that node did not
 	// answer, or its session could not be installed.
 	SessionsLost int64
+	// HandedOver counts shared-group messages handed to the group's
+	// members on other nodes: their member here left with them
+	// unacknowledged, and no other member was here (HandOver).
+	HandedOver int64
 	// SessionsAdopted counts a dead node's sessions rebuilt here from
 	// the session replicas while their client was away; SessionsRestored
 	// those rebuilt for a client connecting here; SessionsMerged stale
@@ -129,18 +133,21 @@ type Cluster struct {
 	state   atomic.Pointer[state]
 	claims  claims
 	retainQ retainQueue
+	// nodes is the heartbeat side (nodes.go), nil until StartHeartbeats.
+	nodes atomic.Pointer[nodes]
 
-	forwarded, forwardDropped, received, receivedDropped atomic.Int64
-	claimsUnavailable, takenOver, retainDropped          atomic.Int64
-	sessionsIn, sessionsOut, sessionsLost                atomic.Int64
-	sessionsAdopted, sessionsRestored, sessionsMerged    atomic.Int64
-	replicaDropped, nodesDead                            atomic.Int64
-	rep                                                  *replica // the session replicas (replica.go)
-	live                                                 liveness
-	sessionSub, pingSub                                  *nats.Subscription
-	queuedMu                                             sync.Mutex
-	queued                                               map[*nats.Msg]func() // onRouteLoop
-	warned                                               sync.Map             // message → *atomic.Int64, Unix nanoseconds it was last logged
+	forwarded, forwardDropped, received, receivedDropped    atomic.Int64
+	claimsUnavailable, takenOver, retainDropped, handedOver atomic.Int64
+	bar                                                     barrier // AwaitInterest's rounds
+	sessionsIn, sessionsOut, sessionsLost                   atomic.Int64
+	sessionsAdopted, sessionsRestored, sessionsMerged       atomic.Int64
+	replicaDropped, nodesDead                               atomic.Int64
+	rep                                                     *replica // the session replicas (replica.go)
+	live                                                    liveness
+	sessionSub, pingSub                                     *nats.Subscription
+	queuedMu                                                sync.Mutex
+	queued                                                  map[*nats.Msg]func() // onRouteLoop
+	warned                                                  sync.Map             // message → *atomic.Int64, Unix nanoseconds it was last logged
 }
 
 // interest is a filter this node's plain subscribers use (group ""), or
@@ -422,6 +429,9 @@ func (c *Cluster) route(m *nats.Msg) {
 	if it.group != "" && slices.Contains(m.Header[hdrServed], queueName(it.group, it.filter)) {
 		return // a member on the publisher's node had it: NATS picked this node for nothing
 	}
+	if g := m.Header[hdrGroup]; len(g) > 0 && (it.group == "" || g[0] != queueName(it.group, it.filter)) {
+		return // handed over to another shared group's members
+	}
 	topic, err := Topic(c.opts.SubjectPrefix, m.Subject)
 	if err != nil {
 		c.receivedDropped.Add(1)
@@ -442,19 +452,49 @@ func (c *Cluster) route(m *nats.Msg) {
 // so that the node NATS picks for them drops its copy. A message NATS
 // cannot carry is dropped, counted and logged (at most every 10s).
 func (c *Cluster) Forward(topic string, payload []byte, qos byte, retain bool, props *codec.Properties, expires time.Time, from string, served []string) {
+	m := c.message(topic, payload, qos, retain, props, expires, from)
+	if m == nil {
+		return
+	}
+	for i := 0; i+1 < len(served); i += 2 {
+		m.Header[hdrServed] = append(m.Header[hdrServed], queueName(served[i], served[i+1]))
+	}
+	c.publish(m, topic)
+}
+
+// HandOver publishes, for the members of shared group group on filter
+// only, a message of the group whose member on this node went away with
+// it unacknowledged, when no other member is here; core.Cluster's
+// contract. NATS hands it to one node queue-subscribed for the group; the
+// nodes it reaches through other subscriptions drop it (hdrGroup). With no
+// member left on any node it is gone, as a shared message with no member
+// is on one node.
+func (c *Cluster) HandOver(group, filter, topic string, payload []byte, qos byte, retain bool, props *codec.Properties, expires time.Time, from string) {
+	m := c.message(topic, payload, qos, retain, props, expires, from)
+	if m == nil {
+		return
+	}
+	m.Header.Set(hdrGroup, queueName(group, filter))
+	c.handedOver.Add(1)
+	c.publish(m, topic)
+}
+
+// message is the NATS message carrying an MQTT message of this node, or
+// nil when it cannot travel (counted and logged).
+func (c *Cluster) message(topic string, payload []byte, qos byte, retain bool, props *codec.Properties, expires time.Time, from string) *nats.Msg {
 	if c.closed.Load() {
-		return // the node is stopping: its broker's last messages stay local
+		return nil // the node is stopping: its broker's last messages stay local
 	}
 	subj := Subject(c.opts.SubjectPrefix, topic)
 	if len(subj) > c.maxSubject {
 		c.forwardDropped.Add(1)
 		c.warn("message not forwarded to other nodes: topic too long for NATS", zap.Int("subject_bytes", len(subj)))
-		return
+		return nil
 	}
-	m := &nats.Msg{Subject: subj, Data: payload, Header: encodeHeader(c.opts.Node, qos, retain, props, expires, from)}
-	for i := 0; i+1 < len(served); i += 2 {
-		m.Header[hdrServed] = append(m.Header[hdrServed], queueName(served[i], served[i+1]))
-	}
+	return &nats.Msg{Subject: subj, Data: payload, Header: encodeHeader(c.opts.Node, qos, retain, props, expires, from)}
+}
+
+func (c *Cluster) publish(m *nats.Msg, topic string) {
 	if err := c.nc.PublishMsg(m); err != nil {
 		c.forwardDropped.Add(1)
 		c.warn("message not forwarded to other nodes", zap.String("topic", topic), zap.Error(err))
@@ -485,6 +525,7 @@ func (c *Cluster) Stats() Stats {
 		ReceivedDropped: c.receivedDropped.Load(), Interest: int64(n), ClaimsUnavailable: c.claimsUnavailable.Load(),
 		TakenOver: c.takenOver.Load(), RetainDropped: c.retainDropped.Load(),
 		SessionsIn: c.sessionsIn.Load(), SessionsOut: c.sessionsOut.Load(), SessionsLost: c.sessionsLost.Load(),
+		HandedOver:      c.handedOver.Load(),
 		SessionsAdopted: c.sessionsAdopted.Load(), SessionsRestored: c.sessionsRestored.Load(), SessionsMerged: c.sessionsMerged.Load(),
 		ReplicaDropped: c.replicaDropped.Load(), NodesDead: c.nodesDead.Load()}
 }

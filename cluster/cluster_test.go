@@ -574,6 +574,35 @@ func TestClaimHopsBetweenNodes(t *testing.T) {
 	}
 }
 
+// TestAwaitInterest: once AwaitInterest returns, a message another node
+// publishes reaches the new interest at once, with no probing: the SUBACK
+// of a client that then has a request published on another node
+// (request/response) comes after its subscription is everywhere.
+func TestAwaitInterest(t *testing.T) {
+	nodes := startNodes(t, 3)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	b.Interest("", "warm/up", true) // the routes are up
+	waitInterest(t, a, "warm/up", b)
+	for i := range 20 {
+		f := fmt.Sprintf("reply/%d", i)
+		b.Interest("", f, true)
+		c.Interest("g", f, true)
+		var wg sync.WaitGroup
+		for range 3 { // concurrent callers share rounds
+			wg.Go(b.AwaitInterest)
+		}
+		wg.Wait()
+		c.AwaitInterest()
+		a.Forward(f, []byte("answer"), 1, false, nil, time.Time{}, "server", nil)
+		if d := b.local.next(t); d.topic != f || d.group != "" {
+			t.Fatalf("b got %+v, want the answer on %s", d, f)
+		}
+		if d := c.local.next(t); d.topic != f || d.group != "g" {
+			t.Fatalf("c got %+v, want the answer on %s for group g", d, f)
+		}
+	}
+}
+
 // TestRetainedReplicated: a retained message set on one node is kept on
 // every node, cleared on every node, and survives the loss of the node
 // that set it: a node joining later gets it.
@@ -683,6 +712,34 @@ func TestSharedGroupAcrossNodes(t *testing.T) {
 	}
 	b.local.none(t, 100*time.Millisecond)
 	c.local.none(t, 0)
+
+	// Handed over by a (its member left): one member of g gets each,
+	// neither the plain subscription nor another group on the filter.
+	c.Interest("h", "q/#", true)
+	time.Sleep(100 * time.Millisecond) // c's queue subscription for h reaches a
+	const handed = 50
+	for i := range handed {
+		a.HandOver("g", "q/#", "q/x", fmt.Appendf(nil, "h%d", i), 1, false, nil, time.Time{}, "p")
+	}
+	got := 0
+	for got < handed {
+		var d delivered
+		select {
+		case d = <-b.local.ch:
+		case d = <-c.local.ch:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d of %d handed-over messages arrived", got, handed)
+		}
+		if d.group != "g" || d.filter != "q/#" {
+			t.Fatalf("handed over to %+v, want group g only", d)
+		}
+		got++
+	}
+	b.local.none(t, 100*time.Millisecond)
+	c.local.none(t, 0)
+	if st := a.Stats(); st.HandedOver != handed {
+		t.Errorf("handed over %d, want %d", st.HandedOver, handed)
+	}
 }
 
 // TestHealthyReflectsMembership: a node with routes configured is not

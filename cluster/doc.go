@@ -29,6 +29,11 @@
 //   - liveness.go: node death (pings), the adoption of a dead node's
 //     sessions and wills, and the check of a node's sessions against
 //     the registry when it comes back.
+//   - nodes.go: the heartbeats every node sends on NATS core and the
+//     table of the other nodes built from them (reachable or not, their
+//     load), whose sums are the cluster totals.
+//   - api.go: the admin API's lookups forwarded to another node, and
+//     the registry read that says which node holds a client id.
 //   - embedded.go, options.go: the embedded server and the options.
 //
 // Goroutines: interestLoop applies interest changes in order (Interest
@@ -38,17 +43,20 @@
 // that order too; stateLoop makes the buckets and runs their two
 // watches and retainLoop, which writes queued retained changes; Release
 // and a takeover of a connection not yet attached run briefly on their
-// own. Close stops them all and waits for them. Forward, Retain, Claim
-// and Release run on the broker's goroutines and never block on the
-// network, except Claim, which waits for one JetStream round trip (at
-// most 2 s per attempt, 10 s in all while the registry elects a leader)
-// and, when a session moves here, for the other node's two answers (at
-// most 2 s each) or the dead node's replicated records (at most 10 s),
-// this node's NATS subscriptions and pings (at most 1 s each); claims of
-// one client id on one node run one at a time. replicaLoop writes the
-// session replicas; livenessLoop pings the other nodes and adopts a dead
-// one's sessions on goroutines of its own; reconcile runs once the state
-// is ready. A session request is served on routeLoop
+// own; heartbeatLoop (from StartHeartbeats) sends the heartbeats and marks
+// the silent nodes, while the other nodes' heartbeats and API requests
+// are handled on the NATS connection's goroutines for their
+// subscriptions. replicaLoop writes the session replicas; livenessLoop
+// pings the other nodes and adopts a dead one's sessions on goroutines
+// of its own; reconcile runs once the state is ready. Close stops them
+// all and waits for them. Forward, Retain, Claim and Release run on the
+// broker's goroutines and never block on the network, except Claim,
+// which waits for one JetStream round trip (at most 2 s per attempt, 10
+// s in all while the registry elects a leader) and, when a session moves
+// here, for the other node's two answers (at most 2 s each) or the dead
+// node's replicated records (at most 10 s), this node's NATS
+// subscriptions and pings (at most 1 s each); claims of one client id on
+// one node run one at a time. A session request is served on routeLoop
 // (a "take" after a ping, on its own goroutine), and the session that
 // arrives is installed there, so both are ordered with the messages.
 package cluster

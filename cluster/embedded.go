@@ -45,7 +45,7 @@ func startEmbedded(o *Options, log *zap.Logger) (*embedded, error) {
 		ServerName:     o.Node,
 		Host:           host,
 		Port:           randomIfZero(port),
-		Cluster:        server.ClusterOpts{Name: o.Name, Host: chost, Port: randomIfZero(cport)},
+		Cluster:        server.ClusterOpts{Name: o.Name, Host: chost, Port: randomIfZero(cport), Advertise: o.Embedded.Advertise},
 		JetStream:      true,
 		StoreDir:       dir,
 		NoSigs:         true,

@@ -30,6 +30,7 @@ const (
 	hdrUser          = "Mqtt-User"             // repeated in order: escaped key "=" escaped value
 	hdrNode          = "Xmq-Node"              // the node it was published on
 	hdrServed        = "Xmq-Served"            // repeated: the NATS queue of each shared group served on that node
+	hdrGroup         = "Xmq-Group"             // handed over: for this NATS queue's shared group only (Cluster.HandOver)
 )
 
 // encodeHeader returns the headers of a forwarded message.

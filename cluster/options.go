@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 )
@@ -22,6 +23,9 @@ const (
 	// DefaultClientListen is the embedded NATS server's client port, for
 	// NATS applications; xmq itself talks to it in process.
 	DefaultClientListen = "127.0.0.1:4222"
+	// DefaultHeartbeatInterval is how often a node tells the others how
+	// it is; one not heard from for three intervals is unreachable.
+	DefaultHeartbeatInterval = 2 * time.Second
 )
 
 // Options configure a node. The zero value plus Node is an embedded NATS
@@ -66,6 +70,9 @@ type Options struct {
 	// every node configured with the bridge runs, must not take each
 	// other over.
 	NodeLocalIDs []string
+	// HeartbeatInterval is how often the node sends its heartbeat
+	// (nodes.go; default DefaultHeartbeatInterval, 100ms to 1m).
+	HeartbeatInterval time.Duration
 }
 
 // EmbeddedOptions configure the NATS server a node runs in process.
@@ -79,6 +86,10 @@ type EmbeddedOptions struct {
 	// Routes are the route addresses (host:port or nats-route://host:port)
 	// of the other nodes; this node's own may be listed too.
 	Routes []string
+	// Advertise is the route address the other nodes are told to use
+	// for this one (host:port), when it differs from Listen: behind NAT,
+	// a container's published port, a proxy. Empty: Listen.
+	Advertise string
 	// Dir holds JetStream's files (cmd/xmq: <data_dir>/nats); empty keeps
 	// them in a temporary directory removed at Close.
 	Dir string
@@ -111,6 +122,9 @@ func (o *Options) SetDefaults() {
 	if o.Embedded.ClientListen == "" {
 		o.Embedded.ClientListen = DefaultClientListen
 	}
+	if o.HeartbeatInterval == 0 {
+		o.HeartbeatInterval = DefaultHeartbeatInterval
+	}
 }
 
 // OptionError names the option a problem is about.
@@ -141,6 +155,9 @@ func (o *Options) Validate() error {
 	if o.SessionReplicas < 1 || o.SessionReplicas > 3 {
 		bad("SessionReplicas", "%d is not from 1 (the node's store only) to 3", o.SessionReplicas)
 	}
+	if o.HeartbeatInterval < 100*time.Millisecond || o.HeartbeatInterval > time.Minute {
+		bad("HeartbeatInterval", "%v is not from 100ms to 1m", o.HeartbeatInterval)
+	}
 	if (o.CertFile == "") != (o.KeyFile == "") {
 		bad("CertFile", "cert_file and key_file go together")
 	}
@@ -148,6 +165,11 @@ func (o *Options) Validate() error {
 		for _, a := range []struct{ opt, addr string }{{"Embedded.Listen", o.Embedded.Listen}, {"Embedded.ClientListen", o.Embedded.ClientListen}} {
 			if _, _, err := splitHostPort(a.addr); err != nil {
 				bad(a.opt, "%q: %v", a.addr, err)
+			}
+		}
+		if o.Embedded.Advertise != "" {
+			if _, _, err := splitHostPort(o.Embedded.Advertise); err != nil {
+				bad("Embedded.Advertise", "%q: %v", o.Embedded.Advertise, err)
 			}
 		}
 		for _, r := range o.Embedded.Routes {

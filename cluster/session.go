@@ -168,8 +168,9 @@ func (c *Cluster) sessionRequest(node, clientID string, rev uint64, op string) (
 // ping returns once every other node answered a ping, or timeout passed:
 // then every NATS server has the interest this node's server had before
 // (each forwards the ping after the interest changes it got before it).
-// With an embedded server the nodes are its routes' servers; otherwise
-// the wait ends pingQuiet after the last answer.
+// With an embedded server the nodes are its routes' servers; with an
+// external NATS those the heartbeats show reachable, or, before any
+// heartbeat, the wait ends pingQuiet after the last answer.
 func (c *Cluster) ping(timeout time.Duration) {
 	want := map[string]bool{}
 	counted := false
@@ -180,6 +181,15 @@ func (c *Cluster) ping(timeout time.Duration) {
 				if r.RemoteName != c.opts.Node {
 					want[r.RemoteName] = true
 				}
+			}
+		}
+	}
+	if !counted && c.nodes.Load() != nil {
+		// External NATS: the heartbeats name the nodes to wait for.
+		counted = true
+		for _, st := range c.Nodes() {
+			if st.Reachable && st.Node != c.opts.Node {
+				want[st.Node] = true
 			}
 		}
 	}
@@ -210,6 +220,8 @@ func (c *Cluster) ping(timeout time.Duration) {
 				quiet = time.After(pingQuiet)
 			}
 		case <-quiet:
+			return
+		case <-c.stop:
 			return
 		case <-deadline.C:
 			if counted {

@@ -109,13 +109,13 @@ func (c *Cluster) replicas() int {
 	if c.opts.Replicas > 0 {
 		return c.opts.Replicas
 	}
-	return min(3, c.nodes())
+	return min(3, c.nodeCount())
 }
 
-// nodes counts the cluster's nodes, from the embedded routes (this
+// nodeCount counts the cluster's nodes, from the embedded routes (this
 // node's own listed route aside) or, with an external NATS, from the
 // servers the connection knows.
-func (c *Cluster) nodes() int {
+func (c *Cluster) nodeCount() int {
 	n := 1
 	if c.emb != nil {
 		for _, r := range c.opts.Embedded.Routes {
@@ -205,7 +205,7 @@ func (c *Cluster) makeBuckets(js jetstream.JetStream, replicas int) (*state, err
 	}
 	st.retainedSubject = "$KV." + c.opts.Name + "_retained."
 	if c.opts.SessionReplicas > 1 {
-		n := min(c.opts.SessionReplicas, c.nodes())
+		n := min(c.opts.SessionReplicas, c.nodeCount())
 		if st.sessions, err = c.makeSessionStream(js, n); err != nil {
 			return nil, err
 		}

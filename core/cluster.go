@@ -65,6 +65,16 @@ type Cluster interface {
 	// runs on the connection's goroutine and may wait for a few round
 	// trips.
 	Claim(clientID string, clean bool) uint64
+	// AwaitInterest returns once the interest declared before the call
+	// is known to every other node, or after a bound: the broker calls it
+	// on the connection's goroutine before a SUBACK that declared some.
+	AwaitInterest()
+	// HandOver gives the other nodes a message of the shared group group
+	// on filter whose member here went away with it unacknowledged while
+	// no other member of the group is here: one member of the group on
+	// another node gets it, no other subscriber. The arguments are as
+	// Forward's; it must not block on the network either.
+	HandOver(group, filter, topic string, payload []byte, qos byte, retain bool, props *codec.Properties, expires time.Time, from string)
 	// Release gives up claim when its connection ends, unless a newer
 	// claim replaced it; session reports that the client's persistent
 	// session stays on this node, offline, for a later connection on any

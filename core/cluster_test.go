@@ -19,6 +19,7 @@ type fakeCluster struct {
 	events   []string
 	fwd      []fwdMsg
 	retained []fwdMsg
+	handed   []fwdMsg // HandOver: served holds group and filter
 	claims   uint64
 }
 
@@ -60,6 +61,24 @@ func (f *fakeCluster) Retain(topic string, payload []byte, qos byte, props *code
 	f.retained = append(f.retained, fwdMsg{topic, string(payload), from, qos, true, expires, props, nil})
 }
 
+func (f *fakeCluster) HandOver(group, filter, topic string, payload []byte, qos byte, retain bool, props *codec.Properties, expires time.Time, from string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.handed = append(f.handed, fwdMsg{topic, string(payload), from, qos, retain, expires, props, []string{group, filter}})
+}
+
+func (f *fakeCluster) AwaitInterest() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.events = append(f.events, "await")
+}
+
+func (f *fakeCluster) handedOver() []fwdMsg {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.handed)
+}
+
 func (f *fakeCluster) Claim(clientID string, clean bool) uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -99,7 +118,7 @@ func (f *fakeCluster) eventList(prefixes ...string) []string {
 // TestClusterInterestOncePerFilter: the cluster hears of a filter when
 // its first plain subscriber comes and when its last goes, however many
 // sessions use it, and of a shared group when its first member comes and
-// its last goes.
+// its last goes; a SUBACK that announced interest waits for the cluster.
 func TestClusterInterestOncePerFilter(t *testing.T) {
 	fc := newFakeCluster()
 	srv := newServer(t, core.Options{}, core.Config{Cluster: fc})
@@ -115,6 +134,11 @@ func TestClusterInterestOncePerFilter(t *testing.T) {
 	if got, want := fc.eventList("+", "-"), []string{"+x/#", "+$share/g/y"}; !slices.Equal(got, want) {
 		t.Fatalf("events %v, want %v", got, want)
 	}
+	// Each SUBACK that announced interest waited for the other nodes
+	// (AwaitInterest), the others did not.
+	if got, want := fc.eventList("+", "await"), []string{"+x/#", "await", "+$share/g/y", "await"}; !slices.Equal(got, want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
 	b.close() // a clean session ends: its subscriptions go
 	waitFor(t, "interest withdrawn", func() bool {
 		return slices.Equal(fc.eventList("+", "-"), []string{"+x/#", "+$share/g/y", "-x/#"})
@@ -123,6 +147,45 @@ func TestClusterInterestOncePerFilter(t *testing.T) {
 	waitFor(t, "group withdrawn", func() bool {
 		return slices.Equal(fc.eventList("+", "-"), []string{"+x/#", "+$share/g/y", "-x/#", "-$share/g/y"})
 	})
+}
+
+// TestClusterHandOver: a shared-group member that goes away with messages
+// unacknowledged hands them to another member of this node when there is
+// one, and to the group on the other nodes (HandOver) when there is none,
+// where before they were lost for the group.
+func TestClusterHandOver(t *testing.T) {
+	fc := newFakeCluster()
+	srv := newServer(t, core.Options{}, core.Config{Cluster: fc})
+	pub := client(t, srv, codec.V5, "pub")
+	m1 := client(t, srv, codec.V5, "m1")
+	m2 := client(t, srv, codec.V5, "m2")
+	m1.subscribe(1, "$share/g/q/#")
+	m2.subscribe(1, "$share/g/q/#")
+	// m1 and m2 take turns (round robin, the default); neither
+	// acknowledges.
+	for i := range 4 {
+		pub.pub(fmt.Sprintf("q/%d", i), "m", 1)
+	}
+	for range 2 {
+		m1.expectPublish()
+		m2.expectPublish()
+	}
+	m1.close() // its messages go to m2, on this node
+	for range 2 {
+		if p := m2.expectPublish(); !strings.HasPrefix(string(p.Topic), "q/") {
+			t.Fatalf("m2 got %q", p.Topic)
+		}
+	}
+	if h := fc.handedOver(); len(h) != 0 {
+		t.Fatalf("handed over %+v while m2 was here", h)
+	}
+	m2.close() // the last member here: its messages go to the group elsewhere
+	waitFor(t, "hand-over", func() bool { return len(fc.handedOver()) == 4 })
+	for _, h := range fc.handedOver() {
+		if !slices.Equal(h.served, []string{"g", "q/#"}) || !strings.HasPrefix(h.topic, "q/") || h.payload != "m" || h.qos != 1 || h.from != "pub" {
+			t.Errorf("handed over %+v", h)
+		}
+	}
 }
 
 // TestClusterForward: each message published on this node goes to the

@@ -103,8 +103,9 @@ func (r *router) walk(filter string, create bool) *node {
 }
 
 // subscribe adds or replaces s's subscription to filter (in group when
-// non-empty) and reports whether it existed before.
-func (r *router) subscribe(s *session, filter, group string, o subOpts) bool {
+// non-empty) and reports whether it existed before, and whether it is
+// this node's first for filter (or group), which the cluster was told.
+func (r *router) subscribe(s *session, filter, group string, o subOpts) (existed, announced bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := r.walk(filter, true)
@@ -119,23 +120,24 @@ func (r *router) subscribe(s *session, filter, group string, o subOpts) bool {
 			r.groups.Add(1)
 			if r.cluster != nil {
 				r.cluster.Interest(group, filter, true)
+				announced = true
 			}
 		}
 		for i := range g.members {
 			if g.members[i].s == s {
 				g.members[i].opts = o
-				return true
+				return true, announced
 			}
 		}
 		g.members = append(g.members, subscriber{s, o})
 		r.count.Add(1)
 		r.shared.Add(1)
 		s.routes.Add(1)
-		return false
+		return false, announced
 	}
 	if i, ok := n.index[s]; ok {
 		n.subs[i].opts = o
-		return true
+		return true, false
 	}
 	if n.index == nil {
 		n.index = map[*session]int{}
@@ -146,8 +148,9 @@ func (r *router) subscribe(s *session, filter, group string, o subOpts) bool {
 	s.routes.Add(1)
 	if r.cluster != nil && len(n.subs) == 1 {
 		r.cluster.Interest("", filter, true)
+		announced = true
 	}
-	return false
+	return false, announced
 }
 
 // unsubscribe removes s's subscription and reports whether there was one.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -125,6 +126,8 @@ type Server struct {
 	conns   sync.WaitGroup
 	stopSys chan struct{}
 	sysDone chan struct{}
+	// sysExtra is Config.SysTopics.
+	sysExtra func() [][2]string
 }
 
 // Config is what New needs besides Options; nil fields get defaults: a
@@ -136,6 +139,11 @@ type Config struct {
 	Store         Store
 	// Cluster links the broker to other nodes (cluster.go); nil: none.
 	Cluster Cluster
+	// SysTopics, when set, returns more topics and values to publish
+	// under $SYS/broker/ with the broker's own on every round (sys.go):
+	// a cluster's totals. It runs on the $SYS goroutine and must not
+	// block.
+	SysTopics func() [][2]string
 }
 
 // New builds a Server and restores the sessions and retained messages in
@@ -155,7 +163,7 @@ func New(opts Options, cfg Config) (*Server, error) {
 		opts: opts, log: cfg.Log, auth: cfg.Authenticator, authz: cfg.Authorizer, store: cfg.Store,
 		router: newRouter(opts.SharedStrategy), retained: newRetainedStore(), started: time.Now(),
 		sessions: map[string]*session{}, clients: map[*client]struct{}{}, listeners: map[net.Listener]struct{}{},
-		stopSys: make(chan struct{}), sysDone: make(chan struct{}), cluster: cfg.Cluster,
+		stopSys: make(chan struct{}), sysDone: make(chan struct{}), cluster: cfg.Cluster, sysExtra: cfg.SysTopics,
 	}
 	s.router.cluster = cfg.Cluster // before restore, whose subscriptions it hears of
 	s.live.store(&opts)
@@ -506,12 +514,17 @@ func (s *Server) publishWill(m *Message, expiry time.Duration, sess *session, ow
 	s.publish(m)
 }
 
-// redispatch gives a shared-group delivery whose member went away to another member.
+// redispatch gives a shared-group delivery whose member went away to
+// another member: of this node, else of another node of the cluster.
 func (s *Server) redispatch(d delivery, from *session) {
 	s.router.mu.RLock()
 	m, ok := s.router.pick(d.group, d.msg.Topic, from)
 	s.router.mu.RUnlock()
 	if !ok {
+		if s.cluster != nil && !strings.HasPrefix(d.msg.Topic, "$SYS/") { // $SYS stays on its node (forward)
+			msg := d.msg
+			s.cluster.HandOver(d.group.name, d.group.filter, msg.Topic, msg.Payload, msg.QoS, msg.Retain, msg.Props, msg.Expires, msg.From)
+		}
 		return
 	}
 	if !s.mayRead(m.s, m.opts.acl, d.msg.Topic, s.aclGeneration()) {

@@ -157,7 +157,11 @@ func (s *Server) sysTopics(sys *sysState, now time.Time) [][2]string {
 }
 
 func (s *Server) publishSys(sys *sysState, now time.Time) {
-	for _, kv := range s.sysTopics(sys, now) {
+	topics := s.sysTopics(sys, now)
+	if s.sysExtra != nil {
+		topics = append(topics, s.sysExtra()...)
+	}
+	for _, kv := range topics {
 		_ = s.Publish("$SYS/broker/"+kv[0], []byte(kv[1]), 0, true)
 	}
 }

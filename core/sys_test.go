@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -231,4 +232,18 @@ func TestPacketCounts(t *testing.T) {
 	if st := srv.Stats(); st.ConnectsByListener["pipe"] != 2 || st.Connects != 2 {
 		t.Errorf("connects %d, by listener %v: want 2 on pipe", st.Connects, st.ConnectsByListener)
 	}
+}
+
+// TestSysExtraTopics: Config.SysTopics's topics go out under $SYS/broker/
+// with the broker's own, read again on every round.
+func TestSysExtraTopics(t *testing.T) {
+	var n atomic.Int64
+	srv := newServer(t, core.Options{SysInterval: 20 * time.Millisecond}, core.Config{SysTopics: func() [][2]string {
+		return [][2]string{{"cluster/nodes/total", strconv.FormatInt(n.Add(1), 10)}}
+	}})
+	f := newSysFeed(t, srv)
+	f.until("cluster/nodes/total beyond 2", func(v map[string]string) bool {
+		got, _ := strconv.Atoi(v["cluster/nodes/total"])
+		return got > 2 && v["uptime"] != ""
+	})
 }

@@ -38,6 +38,7 @@ func exported(t *testing.T) map[string]bool {
 			CertNotAfter:      func() time.Time { return time.Now().Add(time.Hour) }}},
 		AuthStats: func() web.AuthStats { return web.AuthStats{} },
 		Store:     func() web.StoreUsage { return web.StoreUsage{DiskBytes: 1, BudgetBytes: 2} },
+		Cluster:   func() web.ClusterStats { return web.ClusterStats{} },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -227,7 +228,7 @@ func TestAlertRulesUseExportedMetrics(t *testing.T) {
 	have["up"] = true
 	rs := rules(t)
 	for _, want := range []string{"XMQDown", "XMQConnectionsNearLimit", "XMQMessagesDropped", "XMQStoreNearBudget",
-		"XMQCertificateExpiring", "XMQAuthFailureSpike"} {
+		"XMQCertificateExpiring", "XMQAuthFailureSpike", "XMQClusterNodeUnreachable"} {
 		if rs[want] == "" {
 			t.Errorf("alerts.yml has no %s", want)
 		}

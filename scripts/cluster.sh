@@ -8,8 +8,10 @@
 #   NODES=5 BASE=41883 scripts/cluster.sh
 #   DATA=/tmp/xmq-cluster scripts/cluster.sh      (default ./data/cluster)
 #   ARGS='-log-level debug' scripts/cluster.sh    (more flags for every node)
+#   PPROF=1 scripts/cluster.sh          net/http/pprof of node i on 127.0.0.1:BASE+500+i
 #
-# Ports of node i (from 0): MQTT BASE+i, dashboard and API BASE+100+i,
+# Ports of node i (from 0): MQTT BASE+i, WebSocket BASE+400+i (/mqtt),
+# dashboard and API BASE+100+i,
 # NATS client BASE+200+i, NATS routes BASE+300+i.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,6 +49,9 @@ for ((i = 0; i < NODES; i++)); do
 	mkdir -p "$dir"
 	cat >"$dir/xmq.yaml" <<YAML
 # written by scripts/cluster.sh
+listeners:
+  - {name: mqtt, transport: tcp, address: "127.0.0.1:$((BASE + i))"}
+  - {name: ws, transport: ws, address: "127.0.0.1:$((BASE + 400 + i))"}
 cluster:
   enabled: true
   node: $n
@@ -57,16 +62,19 @@ cluster:
       routes: $(routes "$i")
 YAML
 	# shellcheck disable=SC2086 # ARGS holds several flags
-	bin/xmq -c "$dir/xmq.yaml" -data "$dir" -listen "127.0.0.1:$((BASE + i))" -web "127.0.0.1:$((BASE + 100 + i))" \
+	pprof=()
+	[[ -z ${PPROF:-} ]] || pprof=(-pprof "127.0.0.1:$((BASE + 500 + i))")
+	bin/xmq -c "$dir/xmq.yaml" -data "$dir" -web "127.0.0.1:$((BASE + 100 + i))" "${pprof[@]}" \
 		$ARGS 2>"$dir/xmq.log" &
 	pids+=($!)
 done
 
 echo "xmq cluster of $NODES nodes (logs in $DATA/NODE/xmq.log):"
 for ((i = 0; i < NODES; i++)); do
-	printf '  n%d  mqtt://127.0.0.1:%d  dashboard http://127.0.0.1:%d  nats://127.0.0.1:%d  routes 127.0.0.1:%d\n' \
-		$((i + 1)) $((BASE + i)) $((BASE + 100 + i)) $((BASE + 200 + i)) $((BASE + 300 + i))
+	printf '  n%d  mqtt://127.0.0.1:%d  ws://127.0.0.1:%d/mqtt  dashboard http://127.0.0.1:%d  nats://127.0.0.1:%d  routes 127.0.0.1:%d\n' \
+		$((i + 1)) $((BASE + i)) $((BASE + 400 + i)) $((BASE + 100 + i)) $((BASE + 200 + i)) $((BASE + 300 + i))
 done
+echo "Every node's dashboard has a Nodes page (GET /api/v1/nodes: health and load of all nodes)."
 echo "NATS applications: subscribe to mqtt.> (topic a/b is subject mqtt.a.b; docs/cluster.md). Ctrl-C stops the cluster."
 # Any node exiting stops the cluster (a port in use, a bad flag …).
 wait -n "${pids[@]}" || true

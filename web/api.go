@@ -50,6 +50,7 @@ func (s *Server) apiRoutes() *apiRouter {
 		{"GET", p("/auth/mqtt"), RoleViewer, s.mqttLogin},
 		{"GET", p("/openapi.json"), "", s.openAPI},
 		{"GET", p("/overview"), RoleViewer, s.overview},
+		{"GET", p("/nodes"), RoleViewer, s.listNodes},
 		{"GET", p("/clients"), RoleViewer, s.listClients},
 		{"GET", p("/clients/"), RoleViewer, s.getClient},
 		{"POST", p("/clients/"), RoleAdmin, s.clientAction},
@@ -380,7 +381,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, _ principal, _
 		lns = append(lns, lj)
 	}
 	started := s.broker.StartTime()
-	writeJSON(w, http.StatusOK, map[string]any{
+	out := map[string]any{
 		"version":        s.opts.Version,
 		"go_version":     runtime.Version(),
 		"started_at":     started,
@@ -398,7 +399,11 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, _ principal, _
 		"history_seconds": int(historySpan / time.Second),
 		"limits":          map[string]any{"max_connections": s.broker.Options().MaxConnections},
 		"node":            s.node.read(s.opts.Store),
-	})
+	}
+	if s.opts.Peers != nil {
+		out["cluster_node"] = s.opts.Node // absent outside a cluster: the dashboard shows no Nodes page
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -571,6 +576,7 @@ type clientJSON struct {
 	WillPending     bool                    `json:"will_pending,omitempty"`
 	TLS             *core.TLSInfo           `json:"tls,omitempty"`
 	Subscriptions   []core.SubscriptionInfo `json:"subscriptions,omitempty"`
+	Node            string                  `json:"node,omitempty"` // in a cluster: the node the client is on
 }
 
 type willJSON struct {
@@ -587,7 +593,7 @@ func (s *Server) clientJSON(ci core.ClientInfo) clientJSON {
 		Listener: ci.Listener, ProtocolVersion: ci.ProtocolVersion, Protocol: protocolName(ci.ProtocolVersion),
 		KeepAlive: int64(ci.KeepAlive / time.Second), ConnectedAt: ci.ConnectedAt, SessionExpiry: ci.SessionExpiry,
 		Inflight: ci.Inflight, Queued: ci.Queued, QueuedBytes: ci.QueuedBytes, Traffic: ci.Traffic, WillPending: ci.WillPending,
-		TLS: ci.TLS, Subscriptions: ci.Subscriptions}
+		TLS: ci.TLS, Subscriptions: ci.Subscriptions, Node: s.opts.Node}
 	if w := ci.Will; w != nil {
 		c.Will = &willJSON{Topic: w.Topic, QoS: w.QoS, Retain: w.Retain, Size: w.Size, DelaySeconds: w.Delay,
 			ExpirySeconds: int64(w.Expiry / time.Second)}
@@ -672,10 +678,12 @@ func (s *Server) listClients(w http.ResponseWriter, r *http.Request, _ principal
 	return nil
 }
 
-func (s *Server) getClient(w http.ResponseWriter, r *http.Request, _ principal, id string) error {
+// getClient serves GET /clients/{id}; in a cluster, a client on another
+// node comes from there (remoteClient).
+func (s *Server) getClient(w http.ResponseWriter, r *http.Request, p principal, id string) error {
 	ci, ok := s.broker.Client(id)
 	if !ok {
-		return notFound(fmt.Sprintf("client %q not found", id))
+		return s.remoteClient(w, r, p, id)
 	}
 	writeJSON(w, http.StatusOK, s.clientJSON(ci))
 	return nil
@@ -717,7 +725,7 @@ func (s *Server) removeSession(w http.ResponseWriter, r *http.Request, p princip
 
 // ---- subscriptions ----
 
-func (s *Server) listSubscriptions(w http.ResponseWriter, r *http.Request, _ principal, _ string) error {
+func (s *Server) listSubscriptions(w http.ResponseWriter, r *http.Request, p principal, _ string) error {
 	limit, after, err := parseCursor(r, 's', 2)
 	if err != nil {
 		return err
@@ -745,12 +753,39 @@ func (s *Server) listSubscriptions(w http.ResponseWriter, r *http.Request, _ pri
 			return codec.Match(f, []byte(topic))
 		}
 	}
-	p := s.broker.SubscriptionsPage(sq)
-	out := newCursorPage(p.Total, limit, p.Subscriptions)
-	if p.More {
-		out.Next = encodeCursor('s', p.NextClient, p.NextFilter)
+	if node := q.Get("node"); node != "" && node != s.opts.Node {
+		return s.nodeSubscriptions(w, r, p, node)
 	}
-	writeJSON(w, http.StatusOK, out)
+	sp := s.broker.SubscriptionsPage(sq)
+	local := nodePage{items: make([]subscriptionJSON, len(sp.Subscriptions))}
+	for i, sub := range sp.Subscriptions {
+		local.items[i] = subscriptionJSON{SubscriptionInfo: sub, Node: s.opts.Node}
+	}
+	if sp.Total >= 0 {
+		local.total = &sp.Total
+	}
+	if sp.More {
+		local.next = []string{sp.NextClient, sp.NextFilter}
+	}
+	if s.opts.Peers != nil && !forwarded(r) && q.Get("node") == "" {
+		writeJSON(w, http.StatusOK, s.gatherSubscriptions(r, p, local, limit))
+		return nil
+	}
+	writeJSON(w, http.StatusOK, mergePages([]nodePage{local}, limit))
+	return nil
+}
+
+// nodeSubscriptions serves ?node=NAME, another node's subscriptions only.
+func (s *Server) nodeSubscriptions(w http.ResponseWriter, r *http.Request, p principal, node string) error {
+	if s.opts.Peers == nil || forwarded(r) || !slices.ContainsFunc(s.opts.Peers.Nodes(), func(n Node) bool { return n.Node == node }) {
+		return notFound(fmt.Sprintf("node %q: no such node in this cluster", node))
+	}
+	np, err := s.askSubscriptions(node, forwardedRequest{Op: "subscriptions", Query: r.URL.RawQuery, User: p.User})
+	if err != nil {
+		return unavailable(node, err)
+	}
+	limit, _ := parseLimit(r)
+	writeJSON(w, http.StatusOK, mergePages([]nodePage{np}, limit))
 	return nil
 }
 

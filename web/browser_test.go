@@ -61,6 +61,26 @@ func (f *fakeBridges) set(name, state string) (bool, error) {
 func (f *fakeBridges) StartBridge(name string) (bool, error) { return f.set(name, "connected") }
 func (f *fakeBridges) StopBridge(name string) (bool, error)  { return f.set(name, "stopped") }
 
+// threeNodes are the Peers of node n1 of a cluster of three, n3 cut off.
+type threeNodes struct{}
+
+func (threeNodes) Nodes() []web.Node {
+	start := time.Now().Add(-time.Hour)
+	return []web.Node{
+		{Node: "n1", Version: "browser-test", Started: start, Listeners: []string{"tcp://10.0.0.1:1883"}, Clients: 1200,
+			Subscriptions: 3400, RateIn: 250.5, RateOut: 990, Routes: 1, Ready: true, LastSeen: time.Now(), Reachable: true, Local: true},
+		{Node: "n2", Version: "browser-test", Started: start, Listeners: []string{"tcp://10.0.0.2:1883"}, Clients: 1100,
+			OfflineSessions: 7, Routes: 1, Ready: true, LastSeen: time.Now(), Reachable: true},
+		{Node: "n3", Version: "browser-test", Started: start, Clients: 900, LastSeen: time.Now().Add(-time.Minute),
+			UnreachableSince: time.Now().Add(-time.Minute)},
+	}
+}
+
+func (threeNodes) Holder(string) (string, bool, error) { return "", false, nil }
+func (threeNodes) Ask(string, []byte, time.Duration) ([]byte, error) {
+	return nil, errors.New("not in this test")
+}
+
 const (
 	browserPassword = "browser-test-password"
 	probePassword   = "probe-password"
@@ -131,9 +151,11 @@ func startDashboard(t *testing.T) *dashboard {
 	go func() { _ = s.Serve(webL) }()
 	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
 
-	// A second web server on the same broker that knows of no ws listener.
+	// A second web server on the same broker that knows of no ws listener,
+	// and is told it is node n1 of a cluster of three, n3 unreachable.
 	bare, err := web.New(srv, web.Options{AdminPasswordHash: hash, MQTTTokens: tokens, Version: "browser-test",
-		Listeners: []web.Listener{{Name: "tcp", Transport: "tcp", Address: tcp.Addr().String()}}})
+		Listeners: []web.Listener{{Name: "tcp", Transport: "tcp", Address: tcp.Addr().String()}},
+		Node:      "n1", Peers: threeNodes{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,6 +306,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	// The overview's own MQTT connection ($SYS over WebSocket) counts too:
 	// it logged in with the session, anonymous access being off.
 	waitJS(t, ctx, "the overview's $SYS connection", `document.querySelector('#sys-state')?.classList.contains('on') === true`)
+	if ok, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`!document.querySelector('#nav-nodes')`)); !ok {
+		t.Error("a broker outside a cluster shows a Nodes page")
+	}
 	before := int(d.srv.Stats().Connected)
 	if before != 1 {
 		t.Fatalf("broker has %d connections, want the dashboard's own one", before)
@@ -609,6 +634,20 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitJS(t, ctx, "the overview's $SYS panel without ws", `document.querySelector('#sys-state')?.textContent === 'no ws listener'`)
+
+	// That server is a node of a cluster: the Nodes page shows the three
+	// with their health and load.
+	waitJS(t, ctx, "the Nodes entry of a cluster node", `!!document.querySelector('#nav-nodes')`)
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#nav-nodes"))); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the nodes table", `(() => { const rows = document.querySelectorAll('#nodes-body tr');
+		const n1 = document.querySelector('tr[data-node="n1"]'), n3 = document.querySelector('tr[data-node="n3"]');
+		return rows.length === 3 && n1.textContent.includes('this node') && n1.textContent.includes('1,200') &&
+			n1.textContent.includes('251') && n1.textContent.includes('tcp://10.0.0.1:1883') &&
+			n3.querySelector('.badge.err')?.textContent === 'unreachable' &&
+			document.querySelector('#nodes-count').textContent.includes('1 unreachable') })()`)
+	shoot(t, ctx, shots, "nodes.png")
 
 	if errs := console.all(); len(errs) > 0 {
 		t.Errorf("the page logged %d errors:\n  %s", len(errs), strings.Join(errs, "\n  "))

@@ -20,12 +20,19 @@ type ClusterStats struct {
 	SessionsIn        int64 // persistent sessions moved here from another node
 	SessionsOut       int64 // persistent sessions moved from here to another node
 	SessionsLost      int64 // connections that started a new session: the one on another node could not be moved
+	HandedOver        int64 // shared-group messages handed to members on other nodes: their member here left
+	// NodesReachable and NodesUnreachable count the nodes of the
+	// heartbeat table (this one included, reachable);
+	// UnreachableTransitions counts the times a node became unreachable.
+	NodesReachable, NodesUnreachable int
+	UnreachableTransitions           int64
 }
 
 type clusterCollector struct {
 	stats                                                     func() ClusterStats
 	connected, routes, ready, msgs, dropped, interest, claims *prometheus.Desc
-	taken, retainDropped, sessions, sessionsLost              *prometheus.Desc
+	taken, retainDropped, sessions, sessionsLost, handedOver  *prometheus.Desc
+	nodes, unreachable                                        *prometheus.Desc
 }
 
 func newClusterCollector(stats func() ClusterStats) *clusterCollector {
@@ -47,13 +54,18 @@ func newClusterCollector(stats func() ClusterStats) *clusterCollector {
 			"Persistent sessions moved to this node (in) or from it (out) when their client reconnected elsewhere.", "direction"),
 		sessionsLost: d("sessions_lost_total",
 			"Connections that started a new session here: their session on another node could not be moved (node down, no answer)."),
+		handedOver: d("shared_handed_over_total",
+			"Shared-group messages handed to the group's members on other nodes: their member here left with them unacknowledged, no other was here."),
+		nodes: d("nodes", "Nodes this node knows from their heartbeats (itself included), by state: reachable, or unreachable "+
+			"(no heartbeat for three intervals: down or cut off by a partition).", "state"),
+		unreachable: d("node_unreachable_total", "Times another node became unreachable from this one (a partition or a node down)."),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.connected, c.routes, c.ready, c.msgs, c.dropped, c.interest, c.claims, c.taken, c.retainDropped,
-		c.sessions, c.sessionsLost} {
+		c.sessions, c.sessionsLost, c.handedOver, c.nodes, c.unreachable} {
 		ch <- d
 	}
 }
@@ -87,4 +99,8 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.sessions, st.SessionsIn, "in")
 	counter(c.sessions, st.SessionsOut, "out")
 	counter(c.sessionsLost, st.SessionsLost)
+	counter(c.handedOver, st.HandedOver)
+	ch <- prometheus.MustNewConstMetric(c.nodes, prometheus.GaugeValue, float64(st.NodesReachable), "reachable")
+	ch <- prometheus.MustNewConstMetric(c.nodes, prometheus.GaugeValue, float64(st.NodesUnreachable), "unreachable")
+	counter(c.unreachable, st.UnreachableTransitions)
 }

@@ -17,7 +17,7 @@ func TestMetricsCluster(t *testing.T) {
 	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
 	st := ClusterStats{Connected: true, Routes: 2, StateReady: true, Forwarded: 10, ForwardDropped: 1, Received: 20,
 		ReceivedDropped: 2, Interest: 3, ClaimsUnavailable: 4, TakenOver: 5, RetainDropped: 6,
-		SessionsIn: 7, SessionsOut: 8, SessionsLost: 9}
+		SessionsIn: 7, SessionsOut: 8, SessionsLost: 9, NodesReachable: 2, NodesUnreachable: 1, UnreachableTransitions: 11}
 	s := newTestServer(t, srv, func(o *Options) {
 		o.Node = "n2"
 		o.Cluster = func() ClusterStats { return st }
@@ -41,6 +41,9 @@ func TestMetricsCluster(t *testing.T) {
 		{"xmq_cluster_sessions_moved_total", "direction=in,node=n2", 7},
 		{"xmq_cluster_sessions_moved_total", "direction=out,node=n2", 8},
 		{"xmq_cluster_sessions_lost_total", "node=n2", 9},
+		{"xmq_cluster_nodes", "node=n2,state=reachable", 2},
+		{"xmq_cluster_nodes", "node=n2,state=unreachable", 1},
+		{"xmq_cluster_node_unreachable_total", "node=n2", 11},
 		{"xmq_messages_received_total", "node=n2,qos=0", 0},
 	} {
 		if got, err := value(fams, tt.name, tt.labels); err != nil || got != tt.want {

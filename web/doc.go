@@ -44,6 +44,13 @@
 // may subscribe to $SYS/# only, an admin may do anything; every other
 // client goes to the wrapped ones unchanged.
 //
+// In a cluster (Options.Peers, nodes.go) the API answers for every node:
+// GET /api/v1/nodes lists them from their heartbeats, and the client and
+// subscription lookups reach the other nodes over the cluster's NATS once
+// this node has authenticated the request and checked its role; a node
+// asked (ServeForwarded) serves only those read-only lookups, from its
+// own state, as a viewer.
+//
 // Goroutines: handlers run on net/http's goroutines and share the session
 // store (guarded by its mutex) and the sampler's ring (guarded by its
 // mutex). Close stops the sampler; Shutdown stops the HTTP server too.

@@ -177,6 +177,10 @@ type Options struct {
 	// Cluster reads this node's cluster counters for the xmq_cluster_*
 	// series; nil: not in a cluster, no such series.
 	Cluster func() ClusterStats
+	// Peers reach the other nodes of the cluster: GET /api/v1/nodes, and
+	// the client and subscription lookups answered for every node
+	// (nodes.go); nil: not in a cluster, the nodes API answers 404.
+	Peers Peers
 	// Log receives the server's logs (default: none).
 	Log *zap.Logger
 }

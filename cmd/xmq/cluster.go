@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"path/filepath"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -25,8 +26,11 @@ type clusterConfig struct {
 	Replicas int `yaml:"replicas"`
 	// SessionReplicas is the number of copies of each persistent
 	// session (1: the node's store only; up to 3).
-	SessionReplicas int               `yaml:"session_replicas"`
-	NATS            clusterNATSConfig `yaml:"nats"`
+	SessionReplicas int `yaml:"session_replicas"`
+	// HeartbeatInterval is how often the node tells the others how it is;
+	// one silent for three intervals is unreachable (default 2s).
+	HeartbeatInterval time.Duration     `yaml:"heartbeat_interval"`
+	NATS              clusterNATSConfig `yaml:"nats"`
 }
 
 // clusterNATSConfig is where the NATS the nodes share runs.
@@ -56,13 +60,17 @@ type clusterEmbedded struct {
 	ClientListen string `yaml:"client_listen"`
 	// Routes are the other nodes' listen addresses.
 	Routes []string `yaml:"routes"`
+	// Advertise is the route address the other nodes are told to use for
+	// this one, when it is not listen (NAT, containers, a proxy).
+	Advertise string `yaml:"advertise"`
 }
 
 // withDefaults spells out the defaults (for comparing configurations).
 func (c clusterConfig) withDefaults() clusterConfig {
 	o := c.options("")
 	o.SetDefaults()
-	c.Name, c.Node, c.SubjectPrefix, c.SessionReplicas = o.Name, o.Node, o.SubjectPrefix, o.SessionReplicas
+	c.Name, c.Node, c.SubjectPrefix, c.HeartbeatInterval = o.Name, o.Node, o.SubjectPrefix, o.HeartbeatInterval
+	c.SessionReplicas = o.SessionReplicas
 	c.NATS.Embedded.Listen, c.NATS.Embedded.ClientListen = o.Embedded.Listen, o.Embedded.ClientListen
 	if len(c.NATS.Embedded.Routes) == 0 {
 		c.NATS.Embedded.Routes = nil
@@ -74,11 +82,12 @@ func (c clusterConfig) withDefaults() clusterConfig {
 // <data_dir>/nats (a temporary directory for data_dir "").
 func (c clusterConfig) options(dataDir string) cluster.Options {
 	o := cluster.Options{
-		Name: c.Name, Node: c.Node, SubjectPrefix: c.SubjectPrefix, Replicas: c.Replicas, SessionReplicas: c.SessionReplicas,
-		URL: c.NATS.URL, CredentialsFile: c.NATS.CredentialsFile, User: c.NATS.User, Password: c.NATS.Password,
+		Name: c.Name, Node: c.Node, SubjectPrefix: c.SubjectPrefix, Replicas: c.Replicas, HeartbeatInterval: c.HeartbeatInterval,
+		SessionReplicas: c.SessionReplicas,
+		URL:             c.NATS.URL, CredentialsFile: c.NATS.CredentialsFile, User: c.NATS.User, Password: c.NATS.Password,
 		Token: c.NATS.Token, CAFile: c.NATS.TLS.CAFile, CertFile: c.NATS.TLS.CertFile, KeyFile: c.NATS.TLS.KeyFile,
 		Embedded: cluster.EmbeddedOptions{Listen: c.NATS.Embedded.Listen, ClientListen: c.NATS.Embedded.ClientListen,
-			Routes: c.NATS.Embedded.Routes},
+			Routes: c.NATS.Embedded.Routes, Advertise: c.NATS.Embedded.Advertise},
 	}
 	if dataDir != "" {
 		o.Embedded.Dir = filepath.Join(dataDir, "nats")
@@ -96,6 +105,8 @@ var clusterKeys = map[string][]string{
 	"Embedded.Listen":       {"nats", "embedded", "listen"},
 	"Embedded.ClientListen": {"nats", "embedded", "client_listen"},
 	"Embedded.Routes":       {"nats", "embedded", "routes"},
+	"Embedded.Advertise":    {"nats", "embedded", "advertise"},
+	"HeartbeatInterval":     {"heartbeat_interval"},
 }
 
 // validateCluster checks the cluster section (when enabled) with the

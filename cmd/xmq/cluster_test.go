@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/xmq-io/xmq/codec"
 )
 
 // clusterNodes starts n xmq processes forming one cluster and returns
@@ -103,8 +105,9 @@ func waitStateReady(t *testing.T, nodes ...*proc) {
 	}
 }
 
-// spawnNodes starts one xmq per configuration file, at once.
-func spawnNodes(t *testing.T, bin string, cfgs []string) []*proc {
+// spawnNodes starts one xmq per configuration file, at once, each with
+// the arguments extra too.
+func spawnNodes(t *testing.T, bin string, cfgs []string, extra ...string) []*proc {
 	t.Helper()
 	procs := make([]*proc, len(cfgs))
 	errs := make([]error, len(cfgs))
@@ -112,7 +115,7 @@ func spawnNodes(t *testing.T, bin string, cfgs []string) []*proc {
 	for i, cfg := range cfgs {
 		dir := t.TempDir()
 		wg.Go(func() {
-			if procs[i], errs[i] = spawnBroker(bin, dir, "-c", cfg); procs[i] != nil {
+			if procs[i], errs[i] = spawnBroker(bin, dir, append([]string{"-c", cfg}, extra...)...); procs[i] != nil {
 				procs[i].dir = dir
 			}
 		})
@@ -153,7 +156,7 @@ func pahoConnectAck(t *testing.T, addr, id string, mods ...func(*paho.Connect)) 
 	}
 	c := &pahoClient{msgs: make(chan *paho.Publish, 10000), gone: make(chan *paho.Disconnect, 1)}
 	c.Client = paho.NewClient(paho.ClientConfig{
-		ClientID: id, Conn: conn, PacketTimeout: 15 * time.Second,
+		ClientID: id, Conn: conn, PacketTimeout: 30 * time.Second,
 		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(r paho.PublishReceived) (bool, error) {
 			c.msgs <- r.Packet
 			return true, nil
@@ -166,8 +169,9 @@ func pahoConnectAck(t *testing.T, addr, id string, mods ...func(*paho.Connect)) 
 		m(cp)
 	}
 	// Long enough for a claim that waits out the election of the
-	// registry's leader after a node's death.
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	// registry's and the session stream's leaders after a node's death
+	// (up to 10 s each), under the race detector.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ack, err := c.Connect(ctx, cp)
 	if err != nil {
@@ -479,6 +483,28 @@ func TestClusterRetained(t *testing.T) {
 	}
 }
 
+// TestClusterSubscribeThenPublish: once SUBACK is in, a message published
+// on another node reaches the subscription, without waiting or probing:
+// request/response across nodes, where the answer follows the SUBACK.
+func TestClusterSubscribeThenPublish(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three brokers")
+	}
+	nodes := clusterNodes(t, 3)
+	pub := pahoConnect(t, nodes[0].addr, "answerer")
+	sub := pahoConnect(t, nodes[1].addr, "requester")
+	sub.subscribe(t, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "warm/probe"}}})
+	awaitInterest(t, pub, "warm/probe", sub) // the routes are up
+	for i := range 20 {
+		reply := fmt.Sprintf("reply/%d", i)
+		sub.subscribe(t, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: reply, QoS: 1}}})
+		pub.publish(t, &paho.Publish{Topic: reply, QoS: 1, Payload: []byte("answer")})
+		if p := sub.next(t); p.Topic != reply {
+			t.Fatalf("got %q, want the answer on %s", p.Topic, reply)
+		}
+	}
+}
+
 // TestClusterShared: each message to a shared group goes to exactly one
 // member cluster-wide, to a member on the publisher's node when there is
 // one.
@@ -541,6 +567,41 @@ func TestClusterShared(t *testing.T) {
 	}
 	m2.nothing(t, 200*time.Millisecond)
 	m3.nothing(t, 0)
+
+	// The only member on the publisher's node leaves with messages it did
+	// not acknowledge: they go to the members on the other nodes, once.
+	if err := m1.Disconnect(&paho.Disconnect{}); err != nil {
+		t.Fatal(err)
+	}
+	lazy, _, err := dialMQTT(nodes[0].addr, "lazy", codec.V5, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSend(t, lazy, &codec.Subscribe{PacketID: 1, Subscriptions: []codec.Subscription{{Filter: []byte("$share/g/sh/#"), QoS: 1}}})
+	expectPacket[*codec.Suback](t, lazy)
+	const unacked = 10
+	for i := range unacked {
+		pub.publish(t, &paho.Publish{Topic: "sh/z", QoS: 1, Payload: fmt.Appendf(nil, "unacked %d", i)})
+	}
+	for i := range unacked {
+		if p := expectPacket[*codec.Publish](t, lazy); string(p.Payload) != fmt.Sprintf("unacked %d", i) {
+			t.Fatalf("the member on node 1 got %q", p.Payload)
+		}
+	}
+	_ = lazy.conn.Close() // gone without acknowledging any
+	clear(got)
+	deadline = time.Now().Add(5 * time.Second)
+	for got["m2"]+got["m3"] < unacked && time.Now().Before(deadline) {
+		count("m2", m2, 20*time.Millisecond)
+		count("m3", m3, 20*time.Millisecond)
+	}
+	count("m2", m2, 100*time.Millisecond)
+	count("m3", m3, 0)
+	for i := range unacked {
+		if k := fmt.Sprintf("unacked %d", i); got[k] != 1 {
+			t.Errorf("%s handed over to the other nodes' members %d times, want once", k, got[k])
+		}
+	}
 }
 
 // TestClusterNodeKilled: kill -9 of one of three nodes under QoS 1

@@ -165,6 +165,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	ccfg := core.Config{Log: log.Named("core"), Authenticator: mqttAuthn, Authorizer: mqttAuthz, Store: st}
 	if cl != nil {
 		ccfg.Cluster = cl // not a nil *cluster.Cluster in the interface: core tests it against nil
+		ccfg.SysTopics = clusterSysTopics(cl)
 		// With session replicas, what core writes for persistent sessions
 		// goes to the cluster's session stream too.
 		ccfg.Store = cl.ReplicateStore(st)
@@ -183,6 +184,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	}
 	if cl != nil {
 		cl.Start(srv)
+		startHeartbeats(cl, srv, lns)
 	}
 	bridges := newBridges(srv, log)
 	ba.bridges = bridges // before any connection

@@ -262,12 +262,17 @@ func (w *webRun) start(cfg *config, srv *core.Server, st core.Store, lns []liste
 		opts.Node = cl.Node()
 		opts.Cluster = func() web.ClusterStats {
 			st := cl.Stats()
-			return web.ClusterStats{Connected: cl.Connected(), Routes: cl.Routes(), StateReady: cl.Ready(),
+			ws := web.ClusterStats{Connected: cl.Connected(), Routes: cl.Routes(), StateReady: cl.Ready(),
 				Forwarded: st.Forwarded, ForwardDropped: st.ForwardDropped, Received: st.Received,
 				ReceivedDropped: st.ReceivedDropped, Interest: st.Interest, ClaimsUnavailable: st.ClaimsUnavailable,
 				TakenOver: st.TakenOver, RetainDropped: st.RetainDropped,
-				SessionsIn: st.SessionsIn, SessionsOut: st.SessionsOut, SessionsLost: st.SessionsLost}
+				SessionsIn: st.SessionsIn, SessionsOut: st.SessionsOut, SessionsLost: st.SessionsLost,
+				HandedOver: st.HandedOver}
+			tot := cl.Totals()
+			ws.NodesReachable, ws.NodesUnreachable, ws.UnreachableTransitions = tot.Reachable, tot.Unreachable, tot.UnreachableTransitions
+			return ws
 		}
+		opts.Peers = webPeers{cl}
 	}
 	if ops.reload != nil {
 		opts.Reload = func() (web.Reloaded, error) {
@@ -308,6 +313,12 @@ func (w *webRun) start(cfg *config, srv *core.Server, st core.Store, lns []liste
 	w.srv, err = web.New(srv, opts)
 	if err != nil {
 		return err
+	}
+	if cl := ops.cluster; cl != nil {
+		// The other nodes' API lookups of this node's clients and subscriptions.
+		if err := cl.ServeAPI(w.srv.ServeForwarded); err != nil {
+			wlog.Warn("the other nodes' admin API cannot look up this node's clients", zap.Error(err))
+		}
 	}
 	scheme := "http"
 	if cfg.Web.TLS {

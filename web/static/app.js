@@ -13,6 +13,7 @@ const state = {
   mqttLog: [],       // messages received on it, newest first
   mqttSubs: [],      // {filter, qos}
   range: '5m',       // the overview charts' span: a key of RANGES
+  clustered: undefined, // whether this broker is a node of a cluster (the overview's cluster_node); asked once
 };
 
 // RANGES are the overview charts' spans, from the hour of one-second
@@ -67,6 +68,7 @@ const ICONS = {
   retained: 'M19 21l-7-5-7 5V5a2 2 0 0 1 2-2h10a2 2 0 0 1 2 2z',
   banned: 'M12 22a10 10 0 1 0 0-20 10 10 0 0 0 0 20|M4.93 4.93l14.14 14.14',
   bridges: 'M4 18V9|M20 18V9|M2 9h20|M4 13c4 0 5-4 8-4s4 4 8 4',
+  nodes: 'M5 3h14v6H5z|M5 15h14v6H5z|M12 9v6|M8 6h.01|M8 18h.01',
   mqtt: 'M22 2L11 13|M22 2l-7 20-4-9-9-4 20-7z',
   traces: 'M22 12h-4l-3 9L9 3l-3 9H2',
 };
@@ -213,6 +215,7 @@ async function dashboardLogin() {
 
 const PAGES = [
   ['overview', 'Overview'],
+  ['nodes', 'Nodes'],
   ['clients', 'Clients'],
   ['subscriptions', 'Subscriptions'],
   ['retained', 'Retained'],
@@ -223,7 +226,9 @@ const PAGES = [
 ];
 
 function shell(active, content) {
-  const nav = h('nav', { class: 'nav' }, PAGES.map(([id, label]) =>
+  // The Nodes page exists in a cluster only.
+  const pages = PAGES.filter(([id]) => id !== 'nodes' || state.clustered);
+  const nav = h('nav', { class: 'nav' }, pages.map(([id, label]) =>
     h('a', { href: '#/' + id, class: active === id ? 'active' : '', id: 'nav-' + id, title: label },
       icon(ICONS[id]), h('span', {}, label))));
   const foot = h('div', { class: 'foot' },
@@ -755,6 +760,7 @@ function clientPage(id) {
           h('dl', { class: 'kv' },
             kv('Client id', h('span', { class: 'mono' }, c.client_id)),
             kv('User name', c.username || '—'),
+            c.node ? kv('Node', h('span', { class: 'mono', id: 'client-node' }, c.node)) : null,
             kv('Address', c.remote || '—'),
             kv('Listener', c.listener ? `${c.listener} (${c.transport || '?'})` : '—'),
             kv('Protocol', 'MQTT ' + c.protocol),
@@ -834,7 +840,8 @@ function subscriptionsPage() {
         input('filter', 'Filter contains…'), input('topic', 'Matches topic… (e.g. sensors/1/temp)'), input('client_id', 'Client id starts with…')),
       err,
       h('div', { class: 'table-wrap' }, h('table', {},
-        h('thead', {}, h('tr', {}, h('th', {}, 'Client'), h('th', {}, 'Filter'), h('th', {}, 'QoS'), h('th', {}, 'Options'))),
+        h('thead', {}, h('tr', {}, h('th', {}, 'Client'), h('th', {}, 'Filter'), h('th', {}, 'QoS'), h('th', {}, 'Options'),
+          state.clustered ? h('th', {}, 'Node') : null)),
         tbody)),
       pager),
   ]));
@@ -852,11 +859,12 @@ function subscriptionsPage() {
       return;
     }
     const count = document.getElementById('subs-count');
-    if (count) count.textContent = matchingText(res);
+    if (count) count.textContent = matchingText(res) + (res.nodes_missing ? ` · not answering: ${res.nodes_missing.join(', ')}` : '');
     tbody.replaceChildren(...(res.items.length ? res.items.map((s) => h('tr', {},
       h('td', { class: 'mono' }, h('a', { href: '#/clients/' + encodeURIComponent(s.client_id) }, s.client_id)),
       h('td', { class: 'mono wrap' }, s.filter),
-      h('td', {}, s.qos), h('td', { class: 'muted' }, subOptions(s))))
+      h('td', {}, s.qos), h('td', { class: 'muted' }, subOptions(s)),
+      state.clustered ? h('td', { class: 'mono soft' }, s.node || '') : null))
       : [h('tr', {}, h('td', { class: 'empty', colspan: 4 }, res.next ? 'No match in this part of the list: Next searches on' : 'No subscriptions match'))]));
     pagerFor(pager, res, paging, refresh);
   }
@@ -1042,6 +1050,63 @@ function bannedPage() {
       : [h('tr', {}, h('td', { class: 'empty', colspan: 5 }, 'Nobody is banned'))]));
   }
   every(5000, refresh);
+}
+
+// ---------- nodes ----------
+
+// nodeHealth shows a node's health: reachable and ready is good; ready
+// but cut off from some nodes, or not ready, a warning; unreachable an
+// error.
+function nodeHealth(n) {
+  if (!n.reachable) return h('span', { class: 'badge err' }, 'unreachable');
+  if (!n.ready) return h('span', { class: 'badge warn' }, 'not ready');
+  return h('span', { class: 'badge on' }, 'ready');
+}
+
+function nodesPage() {
+  const tbody = h('tbody', { id: 'nodes-body' });
+  const notice = h('div', { class: 'notice hidden' });
+  app.replaceChildren(shell('nodes', [
+    pageHead('Nodes', h('span', { id: 'nodes-count' }, 'The nodes of the cluster, from their heartbeats')),
+    notice,
+    h('div', { class: 'panel' }, h('div', { class: 'table-wrap' }, h('table', {},
+      h('thead', {}, h('tr', {},
+        h('th', {}, 'Node'), h('th', {}, 'Health'), h('th', { class: 'num' }, 'Routes'), h('th', { class: 'num' }, 'Clients'),
+        h('th', { class: 'num' }, 'Offline sessions'), h('th', { class: 'num' }, 'Subscriptions'),
+        h('th', { class: 'num' }, 'In /s'), h('th', { class: 'num' }, 'Out /s'), h('th', {}, 'Listeners'), h('th', {}, 'Up'))),
+      tbody))),
+  ]));
+  async function refresh() {
+    let res;
+    try {
+      res = await api('GET', '/nodes');
+    } catch (e) {
+      if (e.status === 404) {
+        notice.textContent = e.message;
+        notice.classList.remove('hidden');
+        tbody.replaceChildren(h('tr', {}, h('td', { class: 'empty', colspan: 10 }, 'Not a cluster: this broker runs alone')));
+        return;
+      }
+      throw e;
+    }
+    const count = document.getElementById('nodes-count');
+    if (count) {
+      count.textContent = `${fmtInt(res.items.length)} nodes · ${fmtInt(res.reachable)} reachable` +
+        (res.unreachable ? ` · ${fmtInt(res.unreachable)} unreachable (down, or cut off from ${res.node})` : '') + ` · seen from ${res.node}`;
+    }
+    tbody.replaceChildren(...res.items.map((n) => h('tr', { dataset: { node: n.node }, class: n.reachable ? '' : 'dim' },
+      h('td', {}, h('strong', {}, n.node), n.local ? h('span', { class: 'muted' }, ' · this node') : null,
+        h('div', { class: 'muted' }, n.version)),
+      h('td', { class: 'soft' }, nodeHealth(n),
+        !n.reachable ? h('div', { class: 'muted' }, 'silent since ' + fmtSince(n.unreachable_since || n.last_seen)) : null),
+      h('td', { class: 'num' }, n.routes < 0 ? 'external' : fmtInt(n.routes)),
+      h('td', { class: 'num' }, fmtInt(n.clients_connected)), h('td', { class: 'num' }, fmtInt(n.sessions_offline)),
+      h('td', { class: 'num' }, fmtInt(n.subscriptions)),
+      h('td', { class: 'num' }, fmtNum(n.messages_in_rate || 0)), h('td', { class: 'num' }, fmtNum(n.messages_out_rate || 0)),
+      h('td', { class: 'mono soft' }, (n.listeners || []).map((l) => h('div', {}, l))),
+      h('td', { title: n.started_at }, fmtSince(n.started_at).replace(' ago', '')))));
+  }
+  every(2000, refresh);
 }
 
 // ---------- bridges ----------
@@ -1433,6 +1498,10 @@ async function route() {
     }
   }
   if (!state.me) { loginPage(); return; }
+  if (state.clustered === undefined) {
+    // The overview names the cluster node; a broker alone has none.
+    try { state.overview = await api('GET', '/overview?history=0'); state.clustered = !!state.overview.cluster_node; } catch { /* asked again on the next page */ }
+  }
   const [, page, ...rest] = (location.hash || '#/overview').split('/');
   switch (page) {
     case 'clients':
@@ -1443,6 +1512,7 @@ async function route() {
     case 'retained': retainedPage(); break;
     case 'banned': bannedPage(); break;
     case 'bridges': bridgesPage(); break;
+    case 'nodes': nodesPage(); break;
     case 'traces': tracesPage(); break;
     case 'mqtt':
       if (!state.overview) {

@@ -1,0 +1,74 @@
+package cluster
+
+import (
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// interestWait bounds how long AwaitInterest holds a SUBACK: past it (a
+// node that does not answer) the subscription is acknowledged anyway,
+// and a message published on that node meanwhile may miss it.
+const interestWait = time.Second
+
+// barrier coalesces AwaitInterest calls: one round (interest flushed to
+// this node's NATS server, then a ping answered by every other node)
+// serves every call made before it started, so a storm of subscriptions
+// costs a round per batch, not per SUBSCRIBE.
+type barrier struct {
+	mu      sync.Mutex
+	waiting []chan struct{}
+	running bool
+}
+
+// AwaitInterest returns once every interest change declared before the
+// call (Interest) is known to every other node's NATS server, so that a
+// message published on any node after it reaches this node's new
+// subscriber, or after interestWait; core.Cluster's contract. The broker
+// calls it before a SUBACK that added interest: a client that subscribes
+// and then has a request published on another node (request/response)
+// gets the answer.
+func (c *Cluster) AwaitInterest() {
+	ch := make(chan struct{})
+	c.bar.mu.Lock()
+	c.bar.waiting = append(c.bar.waiting, ch)
+	start := !c.bar.running
+	c.bar.running = true
+	c.bar.mu.Unlock()
+	if start {
+		c.goUnlessClosed(c.barrierLoop)
+	}
+	t := time.NewTimer(interestWait)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-c.stop:
+	case <-t.C:
+		c.warn("a subscription is acknowledged before every node knows it: a message published on a node that is slow to answer may miss it")
+	}
+}
+
+// barrierLoop runs rounds while calls wait.
+func (c *Cluster) barrierLoop() {
+	for {
+		c.bar.mu.Lock()
+		w := c.bar.waiting
+		c.bar.waiting = nil
+		if len(w) == 0 {
+			c.bar.running = false
+			c.bar.mu.Unlock()
+			return
+		}
+		c.bar.mu.Unlock()
+		// The changes the callers declared were queued before they
+		// waited: the marker syncInterest queues comes after them.
+		if err := c.syncInterest(interestWait); err != nil {
+			c.warn("interest not flushed to NATS in time", zap.Error(err))
+		}
+		c.ping(interestWait)
+		for _, ch := range w {
+			close(ch)
+		}
+	}
+}
