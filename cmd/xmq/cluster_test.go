@@ -140,6 +140,9 @@ type pahoClient struct {
 	gone chan *paho.Disconnect // the server's DISCONNECT
 }
 
+// connectTimeout bounds pahoConnect's wait for CONNACK.
+var connectTimeout = 30 * time.Second
+
 // pahoConnect connects an MQTT 5 client with id to addr.
 func pahoConnect(t *testing.T, addr, id string, mods ...func(*paho.Connect)) *pahoClient {
 	t.Helper()
@@ -156,7 +159,7 @@ func pahoConnectAck(t *testing.T, addr, id string, mods ...func(*paho.Connect)) 
 	}
 	c := &pahoClient{msgs: make(chan *paho.Publish, 10000), gone: make(chan *paho.Disconnect, 1)}
 	c.Client = paho.NewClient(paho.ClientConfig{
-		ClientID: id, Conn: conn, PacketTimeout: 30 * time.Second,
+		ClientID: id, Conn: conn, PacketTimeout: connectTimeout,
 		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(r paho.PublishReceived) (bool, error) {
 			c.msgs <- r.Packet
 			return true, nil
@@ -171,7 +174,7 @@ func pahoConnectAck(t *testing.T, addr, id string, mods ...func(*paho.Connect)) 
 	// Long enough for a claim that waits out the election of the
 	// registry's and the session stream's leaders after a node's death
 	// (up to 10 s each), under the race detector.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
 	defer cancel()
 	ack, err := c.Connect(ctx, cp)
 	if err != nil {
