@@ -506,8 +506,12 @@ func (c *Cluster) readRecords(st *state, node, filter string) (map[string]*repli
 	if want == 0 {
 		return nil, nil
 	}
+	// One try to (re)create it (nats.go retries forever by default, which
+	// would hold a CONNECT while JetStream elects a leader: the caller
+	// tries again, bounded), and gone soon after the read.
 	cons, err := st.js.OrderedConsumer(ctx, st.sessions.CachedInfo().Config.Name, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{prefix + filter}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy})
+		FilterSubjects: []string{prefix + filter}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy,
+		MaxResetAttempts: 1, InactiveThreshold: 5 * time.Second})
 	if err != nil {
 		return nil, err
 	}
