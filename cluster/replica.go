@@ -495,9 +495,9 @@ func (c *Cluster) readReplica(st *state, node, clientID string) (*replicaRecords
 // prefix) with one ordered consumer, by client id; ids without a
 // session record are left out.
 func (c *Cluster) readRecords(st *state, node, filter string) (map[string]*replicaRecords, error) {
+	prefix := repPrefix(c.opts.Name, node)
 	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
 	defer cancel()
-	prefix := repPrefix(c.opts.Name, node)
 	info, err := st.sessions.Info(ctx, jetstream.WithSubjectFilter(prefix+filter))
 	if err != nil {
 		return nil, err
@@ -505,6 +505,26 @@ func (c *Cluster) readRecords(st *state, node, filter string) (map[string]*repli
 	want := len(info.State.Subjects)
 	if want == 0 {
 		return nil, nil
+	}
+	if want <= maxGets {
+		// A few records (one session): one get each from the stream's
+		// leader (which has every acknowledged write), no consumer to make
+		// (that needs JetStream's meta leader too, which a dead node may
+		// have been).
+		rb := newRecordsBuilder(prefix)
+		for subj := range info.State.Subjects {
+			gctx, gcancel := context.WithTimeout(context.Background(), stateTimeout)
+			m, err := st.sessions.GetLastMsgForSubject(gctx, subj)
+			gcancel()
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				continue // gone meanwhile (a deletion marker's TTL)
+			}
+			if err != nil {
+				return nil, err
+			}
+			rb.add(m.Subject, m.Data)
+		}
+		return rb.done(), nil
 	}
 	// One try to (re)create it (nats.go retries forever by default, which
 	// would hold a CONNECT while JetStream elects a leader: the caller
@@ -515,12 +535,7 @@ func (c *Cluster) readRecords(st *state, node, filter string) (map[string]*repli
 	if err != nil {
 		return nil, err
 	}
-	type msgRec struct {
-		seq uint64
-		rec []byte
-	}
-	recs := map[string]*replicaRecords{}
-	msgs := map[string][]msgRec{}
+	rb := newRecordsBuilder(prefix)
 	got := 0
 	for got < want {
 		b, err := cons.Fetch(min(want-got, 512), jetstream.FetchMaxWait(time.Second))
@@ -534,31 +549,7 @@ func (c *Cluster) readRecords(st *state, node, filter string) (map[string]*repli
 			if md, err := m.Metadata(); err == nil && md.NumPending == 0 {
 				got = want
 			}
-			if len(m.Data()) == 0 {
-				continue // deleted
-			}
-			k, kind, _ := strings.Cut(strings.TrimPrefix(m.Subject(), prefix), ".")
-			id, ok := unkey(k)
-			if !ok {
-				continue
-			}
-			r := recs[id]
-			if r == nil {
-				r = &replicaRecords{}
-				recs[id] = r
-			}
-			switch {
-			case kind == "s":
-				r.session = m.Data()
-			case kind == "i":
-				r.inbound = m.Data()
-			case kind == "w":
-				r.will = m.Data()
-			case strings.HasPrefix(kind, "m."):
-				if seq, err := strconv.ParseUint(kind[2:], 10, 64); err == nil {
-					msgs[id] = append(msgs[id], msgRec{seq, m.Data()})
-				}
-			}
+			rb.add(m.Subject(), m.Data())
 		}
 		if b.Error() != nil && n == 0 {
 			return nil, b.Error()
@@ -567,19 +558,74 @@ func (c *Cluster) readRecords(st *state, node, filter string) (map[string]*repli
 			break
 		}
 	}
-	for id, r := range recs {
+	return rb.done(), nil
+}
+
+// maxGets bounds the records read one get each; more are read with a
+// consumer.
+const maxGets = 256
+
+// recordsBuilder sorts the records read from the stream by client id.
+type recordsBuilder struct {
+	prefix string
+	recs   map[string]*replicaRecords
+	msgs   map[string][]msgRec
+}
+
+type msgRec struct {
+	seq uint64
+	rec []byte
+}
+
+func newRecordsBuilder(prefix string) *recordsBuilder {
+	return &recordsBuilder{prefix: prefix, recs: map[string]*replicaRecords{}, msgs: map[string][]msgRec{}}
+}
+
+// add takes the record on subject (empty: deleted).
+func (b *recordsBuilder) add(subject string, data []byte) {
+	if len(data) == 0 {
+		return
+	}
+	k, kind, _ := strings.Cut(strings.TrimPrefix(subject, b.prefix), ".")
+	id, ok := unkey(k)
+	if !ok {
+		return
+	}
+	r := b.recs[id]
+	if r == nil {
+		r = &replicaRecords{}
+		b.recs[id] = r
+	}
+	switch {
+	case kind == "s":
+		r.session = data
+	case kind == "i":
+		r.inbound = data
+	case kind == "w":
+		r.will = data
+	case strings.HasPrefix(kind, "m."):
+		if seq, err := strconv.ParseUint(kind[2:], 10, 64); err == nil {
+			b.msgs[id] = append(b.msgs[id], msgRec{seq, data})
+		}
+	}
+}
+
+// done returns the sessions read, their messages in sequence order; ids
+// without a session record are left out.
+func (b *recordsBuilder) done() map[string]*replicaRecords {
+	for id, r := range b.recs {
 		if r.session == nil {
-			delete(recs, id) // a will whose session ended (its expiry was shorter): see docs
+			delete(b.recs, id) // a will whose session ended (its expiry was shorter): see docs
 			continue
 		}
-		ms := msgs[id]
+		ms := b.msgs[id]
 		slices.SortFunc(ms, func(a, b msgRec) int { return cmp.Compare(a.seq, b.seq) })
 		for _, m := range ms {
 			r.seqs = append(r.seqs, m.seq)
 			r.msgs = append(r.msgs, m.rec)
 		}
 	}
-	return recs, nil
+	return b.recs
 }
 
 // restoreFromReplica installs clientID's session from the records node
