@@ -54,7 +54,7 @@
 // which waits for one JetStream round trip (at most 2 s per attempt, 10
 // s in all while the registry elects a leader) and, when a session moves
 // here, for the other node's two answers (at most 2 s each) or the dead
-// node's replicated records (at most 10 s), this node's NATS
+// node's replicated records (at most 30 s), this node's NATS
 // subscriptions and pings (at most 1 s each); claims of one client id on
 // one node run one at a time. A session request is served on routeLoop
 // (a "take" after a ping, on its own goroutine), and the session that

@@ -68,6 +68,12 @@ type Store interface {
 // code, MQTT 3 ones are disconnected and send again).
 const replicaSyncTimeout = 10 * time.Second
 
+// replicaReadTimeout bounds the tries to read a dead node's records for
+// a session: the stream's leader may have been on that node, and its
+// election, seconds usually, takes longer on a loaded machine. A client
+// connecting meanwhile waits rather than get an empty session.
+const replicaReadTimeout = 30 * time.Second
+
 // maxReplicaPending bounds the writes waiting for the stream: past it a
 // write is dropped (counted, logged) and the next Sync fails.
 const maxReplicaPending = 256 << 10
@@ -636,7 +642,7 @@ func (c *Cluster) restoreFromReplica(st *state, node, clientID string, withWill 
 	// The stream's leader may have been on the dead node: its replicas
 	// elect another within seconds, meanwhile reads fail.
 	var recs *replicaRecords
-	err := c.retry(replicaSyncTimeout, func() (err error) {
+	err := c.retry(replicaReadTimeout, func() (err error) {
 		recs, err = c.readReplica(st, node, clientID)
 		return err
 	})

@@ -61,10 +61,14 @@ type claims struct {
 	busy map[string]chan struct{}
 }
 
+// serializeTimeout bounds the wait for another claim of the same id:
+// longer than a claim that restores a dead node's session can take.
+const serializeTimeout = time.Minute
+
 // serialize waits until no claim of clientID is under way here (at most
-// claimTimeout) and marks this one; the returned function ends it.
+// serializeTimeout) and marks this one; the returned function ends it.
 func (cl *claims) serialize(clientID string) func() {
-	deadline := time.After(claimTimeout)
+	deadline := time.After(serializeTimeout)
 	for {
 		cl.mu.Lock()
 		ch := cl.busy[clientID]
