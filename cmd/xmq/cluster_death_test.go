@@ -91,7 +91,7 @@ func deathTraffic(t *testing.T, nodes []*proc, victim, back, other int, resume b
 			}
 		})
 		// Their claims wait for the JetStream leaders the dead node held.
-		waitFor(t, 45*time.Second, "subscribers back", func() bool {
+		waitFor(t, 90*time.Second, "subscribers back", func() bool {
 			for _, s := range subs {
 				if !logHas(nodes[back], `"session_present":true`, `"client_id":"`+s.id+`"`) {
 					return false
@@ -212,7 +212,7 @@ func TestClusterWillOnNodeDeath(t *testing.T) {
 	// A claim right after the death waits for the JetStream leaders the
 	// dead node held (up to 10 s each, slower under the race detector):
 	// the client waits for it rather than give up (its will would go).
-	connectTimeout = time.Minute
+	connectTimeout = 90 * time.Second
 	t.Cleanup(func() { connectTimeout = 30 * time.Second })
 	willConnect(t, nodes[2].addr, "w-away", 2)
 	willConnect(t, nodes[2].addr, "w-back", 20)
