@@ -44,6 +44,16 @@ type Local interface {
 	ImportSession(clientID string, data []byte, final bool) error
 	// DropImport ends a pending session whose move failed.
 	DropImport(clientID string)
+	// RestoreSession installs clientID's session from the records another
+	// node's store was given (replica.go), offline; withWill schedules
+	// its will.
+	RestoreSession(clientID string, session, inbound []byte, seqs []uint64, msgs [][]byte, will []byte, withWill bool) error
+	// StaleSessions lists the persistent sessions whose client is not
+	// connected here.
+	StaleSessions() []string
+	// MergeSession adds the messages of an exported session to
+	// clientID's session here and returns how many it took.
+	MergeSession(clientID string, data []byte) (int, error)
 }
 
 // inboxSize bounds the messages received from NATS and not yet routed
@@ -77,6 +87,15 @@ type Stats struct {
 	// members on other nodes: their member here left with them
 	// unacknowledged, and no other member was here (HandOver).
 	HandedOver int64
+	// SessionsAdopted counts a dead node's sessions rebuilt here from
+	// the session replicas while their client was away; SessionsRestored
+	// those rebuilt for a client connecting here; SessionsMerged stale
+	// sessions (this node was down while their client moved on) whose
+	// messages went to the client's session on another node.
+	SessionsAdopted, SessionsRestored, SessionsMerged int64
+	// ReplicaDropped counts session records not replicated (too many
+	// waiting for the stream); NodesDead the nodes seen dying.
+	ReplicaDropped, NodesDead int64
 }
 
 // Cluster is one node's link to the others (it satisfies core.Cluster).
@@ -125,6 +144,10 @@ type Cluster struct {
 	claimsUnavailable, takenOver, retainDropped, handedOver atomic.Int64
 	bar                                                     barrier // AwaitInterest's rounds
 	sessionsIn, sessionsOut, sessionsLost                   atomic.Int64
+	sessionsAdopted, sessionsRestored, sessionsMerged       atomic.Int64
+	replicaDropped, nodesDead                               atomic.Int64
+	rep                                                     *replica // the session replicas (replica.go)
+	live                                                    liveness
 	sessionSub, pingSub                                     *nats.Subscription
 	queuedMu                                                sync.Mutex
 	queued                                                  map[*nats.Msg]func() // onRouteLoop
@@ -165,10 +188,12 @@ func New(opts Options, log *zap.Logger) (*Cluster, error) {
 	c := &Cluster{
 		opts: opts, log: log, opsWake: make(chan struct{}, 1), stop: make(chan struct{}),
 		subs: map[*nats.Subscription]interest{}, filters: map[interest][]*nats.Subscription{},
-		in: make(chan *nats.Msg, inboxSize), maxSubject: externalMaxSubject, claims: claims{m: map[string]uint64{}, pending: map[string]int{}, newer: map[string]otherClaim{}},
+		in: make(chan *nats.Msg, inboxSize), maxSubject: externalMaxSubject, claims: claims{m: map[string]uint64{}, pending: map[string]int{}, newer: map[string]otherClaim{}, busy: map[string]chan struct{}{}},
 		retainQ: retainQueue{ops: map[string]*nats.Msg{}, wake: make(chan struct{}, 1)},
 		queued:  map[*nats.Msg]func(){},
+		live:    liveness{dead: map[string]bool{}, left: map[string]bool{}},
 	}
+	c.rep = newReplica(c)
 	nopts := []nats.Option{
 		nats.Name("xmq/" + opts.Name + "/" + opts.Node),
 		// A node routes its own messages locally before forwarding them.
@@ -504,7 +529,9 @@ func (c *Cluster) Stats() Stats {
 		ReceivedDropped: c.receivedDropped.Load(), Interest: int64(n), ClaimsUnavailable: c.claimsUnavailable.Load(),
 		TakenOver: c.takenOver.Load(), RetainDropped: c.retainDropped.Load(),
 		SessionsIn: c.sessionsIn.Load(), SessionsOut: c.sessionsOut.Load(), SessionsLost: c.sessionsLost.Load(),
-		HandedOver: c.handedOver.Load()}
+		HandedOver:      c.handedOver.Load(),
+		SessionsAdopted: c.sessionsAdopted.Load(), SessionsRestored: c.sessionsRestored.Load(), SessionsMerged: c.sessionsMerged.Load(),
+		ReplicaDropped: c.replicaDropped.Load(), NodesDead: c.nodesDead.Load()}
 }
 
 // Connected reports whether the node's NATS connection is up.
@@ -543,6 +570,7 @@ func (c *Cluster) Close() error {
 	if !first {
 		return nil
 	}
+	c.leave()
 	close(c.stop)
 	c.done.Wait()
 	c.nc.Close()

@@ -48,6 +48,11 @@ type fakeLocal struct {
 	pending, dropped []string
 	// onPending, when set, runs once a pending import is recorded.
 	onPending func(clientID string)
+	// restored and merged, when set, receive RestoreSession's and
+	// MergeSession's calls; stale is what StaleSessions returns.
+	restored chan restoredSession
+	merged   chan [2]string
+	stale    []string
 }
 
 // ExportSession hands out "subs of S" for session S without take.

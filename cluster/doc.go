@@ -22,6 +22,13 @@
 //     (subscriptions, then the session core exported there) with pings
 //     that order the hand-off with the messages in flight
 //     (docs/cluster.md).
+//   - replica.go: with Options.SessionReplicas above 1, the store
+//     wrapper that writes persistent sessions' store records to one
+//     JetStream stream per cluster too (Sync waits for them), and the
+//     rebuilding of a session from a dead node's records.
+//   - liveness.go: node death (pings), the adoption of a dead node's
+//     sessions and wills, and the check of a node's sessions against
+//     the registry when it comes back.
 //   - nodes.go: the heartbeats every node sends on NATS core and the
 //     table of the other nodes built from them (reachable or not, their
 //     load), whose sums are the cluster totals.
@@ -39,12 +46,17 @@
 // own; heartbeatLoop (from StartHeartbeats) sends the heartbeats and marks
 // the silent nodes, while the other nodes' heartbeats and API requests
 // are handled on the NATS connection's goroutines for their
-// subscriptions. Close stops them all and waits for them. Forward,
-// Retain, Claim and Release run on the broker's goroutines and never
-// block on the network, except Claim, which waits for one JetStream round trip (at
-// most 2 s per attempt) and, when a session moves here, for the other
-// node's two answers (at most 2 s each), this node's NATS subscriptions
-// and pings (at most 1 s each). A session request is served on routeLoop
+// subscriptions. replicaLoop writes the session replicas; livenessLoop
+// pings the other nodes and adopts a dead one's sessions on goroutines
+// of its own; reconcile runs once the state is ready. Close stops them
+// all and waits for them. Forward, Retain, Claim and Release run on the
+// broker's goroutines and never block on the network, except Claim,
+// which waits for one JetStream round trip (at most 2 s per attempt, 10
+// s in all while the registry elects a leader) and, when a session moves
+// here, for the other node's two answers (at most 2 s each) or the dead
+// node's replicated records (at most 30 s), this node's NATS
+// subscriptions and pings (at most 1 s each); claims of one client id on
+// one node run one at a time. A session request is served on routeLoop
 // (a "take" after a ping, on its own goroutine), and the session that
 // arrives is installed there, so both are ordered with the messages.
 package cluster

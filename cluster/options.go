@@ -54,6 +54,15 @@ type Options struct {
 	// Replicas is the replica count of the JetStream buckets (client id
 	// registry, retained messages); 0 = min(3, the number of nodes).
 	Replicas int
+	// SessionReplicas is the number of copies of each persistent
+	// session's records (subscriptions, queued and inflight messages,
+	// inbound QoS 2 state, pending will): 1 (default) keeps them in the
+	// node's store only; 2 or 3 replicates them in a JetStream stream
+	// (replica.go) so that another node rebuilds a session whose node is
+	// gone for good, at the cost of a replicated write before each
+	// acknowledgement that covers them (docs/cluster.md). It is capped
+	// at the number of nodes.
+	SessionReplicas int
 	// Embedded configures the embedded NATS server (when URL is empty).
 	Embedded EmbeddedOptions
 	// NodeLocalIDs are client id prefixes held per node, never claimed
@@ -104,6 +113,9 @@ func (o *Options) SetDefaults() {
 	if o.SubjectPrefix == "" {
 		o.SubjectPrefix = DefaultSubjectPrefix
 	}
+	if o.SessionReplicas == 0 {
+		o.SessionReplicas = 1
+	}
 	if o.Embedded.Listen == "" {
 		o.Embedded.Listen = DefaultListen
 	}
@@ -139,6 +151,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Replicas < 0 || o.Replicas > 5 {
 		bad("Replicas", "%d is not from 0 (automatic) to 5", o.Replicas)
+	}
+	if o.SessionReplicas < 1 || o.SessionReplicas > 3 {
+		bad("SessionReplicas", "%d is not from 1 (the node's store only) to 3", o.SessionReplicas)
 	}
 	if o.HeartbeatInterval < 100*time.Millisecond || o.HeartbeatInterval > time.Minute {
 		bad("HeartbeatInterval", "%v is not from 100ms to 1m", o.HeartbeatInterval)

@@ -48,6 +48,9 @@ const (
 	hdrClaim = "Xmq-Claim"
 	hdrOp    = "Xmq-Op"
 	hdrError = "Xmq-Error"
+	// hdrClient names the client id of a "merge" request, whose data is
+	// the session (liveness.go).
+	hdrClient = "Xmq-Client"
 )
 
 // sessionSubject is where node of cluster name answers session requests:
@@ -71,6 +74,15 @@ func (c *Cluster) moveSession(clientID, node string, rev uint64) {
 			zap.String("from", node), zap.Error(err))
 	}
 	subs, err := c.sessionRequest(node, clientID, rev, "subs")
+	if errors.Is(err, nats.ErrNoResponders) {
+		c.noResponders(node)
+	}
+	if err != nil && c.opts.SessionReplicas > 1 && (errors.Is(err, nats.ErrNoResponders) || c.isDead(node)) {
+		// The node is gone (no NATS server has its session subject): the
+		// session comes from its replicated records.
+		c.restoreHere(node, clientID, start)
+		return
+	}
 	if err != nil {
 		lost("session not moved from another node", err)
 		return
@@ -107,6 +119,33 @@ func (c *Cluster) moveSession(clientID, node string, rev uint64) {
 	c.sessionsIn.Add(1)
 	c.log.Info("session moved here", zap.String("client_id", clientID), zap.String("from", node),
 		zap.Int("bytes", len(data)), zap.Duration("took", time.Since(start)))
+}
+
+// restoreHere rebuilds clientID's session from the records node (gone)
+// replicated, for its client connecting here; with none, a session this
+// node adopted meanwhile, if any, is the client's.
+func (c *Cluster) restoreHere(node, clientID string, start time.Time) {
+	st := c.state.Load()
+	ok, err := c.restoreFromReplica(st, node, clientID, false)
+	if err != nil {
+		c.sessionsLost.Add(1)
+		c.log.Warn("session of a node gone not restored from its replicas: the connection starts a new session here",
+			zap.String("client_id", clientID), zap.String("from", node), zap.Error(err))
+		return
+	}
+	if !ok {
+		return
+	}
+	// Every node routes to the session before its client is told it is
+	// there (CONNACK), as after a move.
+	if err := c.syncInterest(sessionTimeout); err != nil {
+		c.warn("a restored session's subscriptions are not on NATS yet", zap.String("client_id", clientID), zap.Error(err))
+	}
+	c.ping(pingTimeout)
+	c.dropReplica(st, node, clientID)
+	c.sessionsRestored.Add(1)
+	c.log.Info("session restored here from the replicas of a node gone", zap.String("client_id", clientID),
+		zap.String("from", node), zap.Duration("took", time.Since(start)))
 }
 
 // sessionRequest asks node for step op of clientID's session and returns
@@ -249,6 +288,10 @@ func (c *Cluster) runQueued(m *nats.Msg) {
 // sent here before it learned the requester's interest, so those are in
 // the inbox before the request and reach the session before it leaves.
 func (c *Cluster) serveSession(m *nats.Msg) {
+	if m.Header.Get(hdrOp) == "merge" {
+		c.serveMerge(m)
+		return
+	}
 	take := m.Header.Get(hdrOp) == "take"
 	if take && m.Sub != pinged {
 		c.goUnlessClosed(func() {
@@ -278,4 +321,20 @@ func (c *Cluster) serveSession(m *nats.Msg) {
 	if err := c.nc.PublishMsg(resp); err != nil {
 		c.warn("cannot answer a session request", zap.String("client_id", id), zap.Error(err))
 	}
+}
+
+// serveMerge takes the messages of a stale session on the requesting
+// node (liveness.go) into the client's session here, off routeLoop: the
+// store's Sync may wait for the session replicas.
+func (c *Cluster) serveMerge(m *nats.Msg) {
+	c.goUnlessClosed(func() {
+		id := m.Header.Get(hdrClient)
+		resp := nats.NewMsg(m.Reply)
+		if _, err := c.local.MergeSession(id, m.Data); err != nil {
+			resp.Header.Set(hdrError, err.Error())
+		}
+		if err := c.nc.PublishMsg(resp); err != nil {
+			c.warn("cannot answer a session request", zap.String("client_id", id), zap.Error(err))
+		}
+	})
 }

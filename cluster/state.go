@@ -35,6 +35,9 @@ type state struct {
 	js       jetstream.JetStream
 	clients  jetstream.KeyValue
 	retained jetstream.KeyValue
+	// sessions is the session replicas' stream (replica.go), nil
+	// without session replicas.
+	sessions jetstream.Stream
 	// retainedSubject is the subject prefix of retained's keys, for
 	// asynchronous puts.
 	retainedSubject string
@@ -50,6 +53,43 @@ type claims struct {
 	// watch may deliver it before the claim's own answer arrives).
 	pending map[string]int
 	newer   map[string]otherClaim
+	// busy holds, per client id, the end of the claim under way here
+	// (closed when it returns): a second connection with the id waits
+	// for it, so that it finds the session the first one brought here
+	// rather than make a new one beside it (liveness.go: a client that
+	// gave up waiting for its CONNACK while the session came).
+	busy map[string]chan struct{}
+}
+
+// serializeTimeout bounds the wait for another claim of the same id:
+// longer than a claim that restores a dead node's session can take.
+const serializeTimeout = time.Minute
+
+// serialize waits until no claim of clientID is under way here (at most
+// serializeTimeout) and marks this one; the returned function ends it.
+func (cl *claims) serialize(clientID string) func() {
+	deadline := time.After(serializeTimeout)
+	for {
+		cl.mu.Lock()
+		ch := cl.busy[clientID]
+		if ch == nil {
+			ch = make(chan struct{})
+			cl.busy[clientID] = ch
+			cl.mu.Unlock()
+			return func() {
+				cl.mu.Lock()
+				delete(cl.busy, clientID)
+				cl.mu.Unlock()
+				close(ch)
+			}
+		}
+		cl.mu.Unlock()
+		select {
+		case <-ch:
+		case <-deadline:
+			return func() {} // as before: side by side
+		}
+	}
 }
 
 // otherClaim is another node's claim of a client id.
@@ -73,6 +113,13 @@ func (c *Cluster) replicas() int {
 	if c.opts.Replicas > 0 {
 		return c.opts.Replicas
 	}
+	return min(3, c.nodeCount())
+}
+
+// nodeCount counts the cluster's nodes, from the embedded routes (this
+// node's own listed route aside) or, with an external NATS, from the
+// servers the connection knows.
+func (c *Cluster) nodeCount() int {
 	n := 1
 	if c.emb != nil {
 		for _, r := range c.opts.Embedded.Routes {
@@ -83,7 +130,7 @@ func (c *Cluster) replicas() int {
 	} else {
 		n = max(1, len(c.nc.Servers()))
 	}
-	return min(3, n)
+	return n
 }
 
 // stateLoop makes the buckets, retrying until JetStream answers (a
@@ -138,7 +185,12 @@ func (c *Cluster) stateLoop() {
 		})
 	})
 	wg.Go(func() { c.retainLoop(st) })
+	if st.sessions != nil {
+		wg.Go(func() { c.replicaLoop(st) })
+	}
+	wg.Go(func() { c.livenessLoop(st) })
 	c.state.Store(st)
+	wg.Go(func() { c.reconcile(st) })
 	c.log.Info("cluster state ready", zap.Int("replicas", r))
 	select { // changes queued before the bucket existed
 	case c.retainQ.wake <- struct{}{}:
@@ -170,6 +222,12 @@ func (c *Cluster) makeBuckets(js jetstream.JetStream, replicas int) (*state, err
 		return nil, err
 	}
 	st.retainedSubject = "$KV." + c.opts.Name + "_retained."
+	if c.opts.SessionReplicas > 1 {
+		n := min(c.opts.SessionReplicas, c.nodeCount())
+		if st.sessions, err = c.makeSessionStream(js, n); err != nil {
+			return nil, err
+		}
+	}
 	return st, nil
 }
 
@@ -275,8 +333,18 @@ func (c *Cluster) Claim(clientID string, clean bool) uint64 {
 		c.warn("client id registry not ready: the connection is held on this node only", zap.String("client_id", clientID))
 		return 0
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
+	defer c.claims.serialize(clientID)()
+	// A registry whose leader was on a node that died answers again once
+	// its replicas elected another (seconds): the claim waits for that.
+	// Each request waits up to stateTimeout (one lost to a leader
+	// election is not answered), all of them up to claimTimeout.
+	ctx, cancel := context.WithTimeout(context.Background(), claimTimeout)
 	defer cancel()
+	try := func(f func(context.Context)) {
+		actx, acancel := context.WithTimeout(ctx, stateTimeout)
+		f(actx)
+		acancel()
+	}
 	k, v := key(clientID), claimValue(c.opts.Node, clean)
 	c.claims.mu.Lock()
 	ours := c.claims.m[clientID]
@@ -288,9 +356,9 @@ func (c *Cluster) Claim(clientID string, clean bool) uint64 {
 	if ours != 0 {
 		prev = c.opts.Node
 		// Reconnecting here: update our own entry in one round trip.
-		rev, err = st.clients.Update(ctx, k, v, ours) // refused when replaced meanwhile: as below
+		try(func(ctx context.Context) { rev, err = st.clients.Update(ctx, k, v, ours) }) // refused when replaced meanwhile: as below
 	} else {
-		rev, err = st.clients.Create(ctx, k, v)
+		try(func(ctx context.Context) { rev, err = st.clients.Create(ctx, k, v) })
 	}
 	// A conflict is ErrKeyExists from Create, or "wrong last sequence"
 	// (one of two codes) from Update or Create: read and try again, until
@@ -298,8 +366,11 @@ func (c *Cluster) Claim(clientID string, clean bool) uint64 {
 	// write of the key is still being agreed on (the previous node's
 	// Release of a client that reconnected at once): the read then gives
 	// the revision before it, so pause a little first, longer each time.
-	for pause := time.Millisecond; errors.Is(err, jetstream.ErrKeyExists) || isWrongRevision(err); pause = min(2*pause, 50*time.Millisecond) {
-		if isMidWrite(err) {
+	for pause := time.Millisecond; errors.Is(err, jetstream.ErrKeyExists) || isWrongRevision(err) || isLeaderless(err); pause = min(2*pause, 50*time.Millisecond) {
+		if isLeaderless(err) {
+			pause = 250 * time.Millisecond
+		}
+		if isMidWrite(err) || isLeaderless(err) {
 			select {
 			case <-time.After(pause):
 			case <-ctx.Done():
@@ -309,13 +380,13 @@ func (c *Cluster) Claim(clientID string, clean bool) uint64 {
 			break
 		}
 		var e jetstream.KeyValueEntry
-		e, err = st.clients.Get(ctx, k)
+		try(func(ctx context.Context) { e, err = st.clients.Get(ctx, k) })
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
-			rev, err = st.clients.Create(ctx, k, v)
+			try(func(ctx context.Context) { rev, err = st.clients.Create(ctx, k, v) })
 		case err == nil:
 			prev = heldBy(e.Value())
-			rev, err = st.clients.Update(ctx, k, v, e.Revision()) // refused: another write came in between, again
+			try(func(ctx context.Context) { rev, err = st.clients.Update(ctx, k, v, e.Revision()) }) // refused: another write came in between, again
 		}
 	}
 	c.claims.mu.Lock()
@@ -344,6 +415,16 @@ func (c *Cluster) Claim(clientID string, clean bool) uint64 {
 		c.moveSession(clientID, prev, rev)
 	}
 	return rev
+}
+
+// claimTimeout bounds a claim: a few round trips, or the election of
+// the registry's leader after the loss of the node that was.
+const claimTimeout = 10 * time.Second
+
+// isLeaderless reports a request no stream leader answered (in time).
+func isLeaderless(err error) bool {
+	return errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
 }
 
 func isWrongRevision(err error) bool {
@@ -575,16 +656,9 @@ func (c *Cluster) retainLoop(st *state) {
 			}
 			failed := false
 			for i, f := range futures {
-				var err error
-				if f == nil {
-					err = errors.New("not sent")
-				} else {
-					select {
-					case <-f.Ok():
-					case err = <-f.Err():
-					case <-c.stop:
-						return
-					}
+				err, stopped := c.awaitAck(f)
+				if stopped {
+					return
 				}
 				if err == nil {
 					continue
@@ -654,4 +728,20 @@ func (c *Cluster) retainedEntry(e jetstream.KeyValueEntry) {
 		exp = time.UnixMilli(v.Expires)
 	}
 	c.local.SetRetained(topic, v.Payload, v.QoS, decodeHeader(v.Props).props, exp, v.From)
+}
+
+// awaitAck waits for an asynchronous publish's answer (f nil: it was not
+// sent); stopped reports that the node is closing first.
+func (c *Cluster) awaitAck(f jetstream.PubAckFuture) (err error, stopped bool) {
+	if f == nil {
+		return errors.New("not sent"), false
+	}
+	select {
+	case <-f.Ok():
+		return nil, false
+	case err = <-f.Err():
+		return err, false
+	case <-c.stop:
+		return nil, true
+	}
 }

@@ -534,10 +534,7 @@ func (r *restorer) will(id string, rec []byte) error {
 		owner = &w.Owner
 	}
 	if sess := s.sessions[id]; sess != nil {
-		sess.mu.Lock() // the timer may fire at once and clear willTimer
-		sess.pendingWill = func() { s.publishWill(w.Msg, w.Expiry, sess, owner) }
-		sess.willTimer = time.AfterFunc(wait, sess.pendingWill)
-		sess.mu.Unlock()
+		s.scheduleWill(sess, &w, wait)
 		return nil
 	}
 	s.willTimers = append(s.willTimers, time.AfterFunc(wait, func() {
@@ -545,6 +542,19 @@ func (r *restorer) will(id string, rec []byte) error {
 		s.publishWill(w.Msg, w.Expiry, nil, owner)
 	}))
 	return nil
+}
+
+// scheduleWill makes w sess's will waiting for its delay, published
+// after wait unless its client comes back first.
+func (s *Server) scheduleWill(sess *session, w *willRecord, wait time.Duration) {
+	var owner *string
+	if w.OwnerKnown {
+		owner = &w.Owner
+	}
+	sess.mu.Lock() // the timer may fire at once and clear willTimer
+	sess.pendingWill = func() { s.publishWill(w.Msg, w.Expiry, sess, owner) }
+	sess.willTimer = time.AfterFunc(wait, sess.pendingWill)
+	sess.mu.Unlock()
 }
 
 // sweep deletes what restore left behind: expired sessions and messages,

@@ -21,6 +21,13 @@ type ClusterStats struct {
 	SessionsOut       int64 // persistent sessions moved from here to another node
 	SessionsLost      int64 // connections that started a new session: the one on another node could not be moved
 	HandedOver        int64 // shared-group messages handed to members on other nodes: their member here left
+	// SessionsAdopted and SessionsRestored count a dead node's sessions
+	// rebuilt here from the session replicas (adopted while their client
+	// was away; for their client connecting here); SessionsMerged stale
+	// sessions whose messages went to their client's session elsewhere.
+	SessionsAdopted, SessionsRestored, SessionsMerged int64
+	ReplicaDropped                                    int64 // session records not replicated (too many waiting)
+	NodesDead                                         int64 // nodes seen dying (no answer to pings)
 	// NodesReachable and NodesUnreachable count the nodes of the
 	// heartbeat table (this one included, reachable);
 	// UnreachableTransitions counts the times a node became unreachable.
@@ -33,6 +40,7 @@ type clusterCollector struct {
 	connected, routes, ready, msgs, dropped, interest, claims *prometheus.Desc
 	taken, retainDropped, sessions, sessionsLost, handedOver  *prometheus.Desc
 	nodes, unreachable                                        *prometheus.Desc
+	restored, merged, replicaDropped, dead                    *prometheus.Desc
 }
 
 func newClusterCollector(stats func() ClusterStats) *clusterCollector {
@@ -59,13 +67,20 @@ func newClusterCollector(stats func() ClusterStats) *clusterCollector {
 		nodes: d("nodes", "Nodes this node knows from their heartbeats (itself included), by state: reachable, or unreachable "+
 			"(no heartbeat for three intervals: down or cut off by a partition).", "state"),
 		unreachable: d("node_unreachable_total", "Times another node became unreachable from this one (a partition or a node down)."),
+		restored: d("sessions_restored_total", "A dead node's persistent sessions rebuilt here from the session replicas: adopted "+
+			"while their client was away (by=adoption), or for their client connecting here (by=client).", "by"),
+		merged: d("sessions_merged_total",
+			"Stale sessions of this node (down while their client moved on) whose messages went to the client's session on another node."),
+		replicaDropped: d("session_records_dropped_total",
+			"Persistent sessions' records not replicated (too many waiting for the stream); the next acknowledgement is refused."),
+		dead: d("nodes_dead_total", "Times another node was seen dead (no answer to pings, or its NATS server gone)."),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.connected, c.routes, c.ready, c.msgs, c.dropped, c.interest, c.claims, c.taken, c.retainDropped,
-		c.sessions, c.sessionsLost, c.handedOver, c.nodes, c.unreachable} {
+		c.sessions, c.sessionsLost, c.handedOver, c.nodes, c.unreachable, c.restored, c.merged, c.replicaDropped, c.dead} {
 		ch <- d
 	}
 }
@@ -103,4 +118,9 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.nodes, prometheus.GaugeValue, float64(st.NodesReachable), "reachable")
 	ch <- prometheus.MustNewConstMetric(c.nodes, prometheus.GaugeValue, float64(st.NodesUnreachable), "unreachable")
 	counter(c.unreachable, st.UnreachableTransitions)
+	counter(c.restored, st.SessionsAdopted, "adoption")
+	counter(c.restored, st.SessionsRestored, "client")
+	counter(c.merged, st.SessionsMerged)
+	counter(c.replicaDropped, st.ReplicaDropped)
+	counter(c.dead, st.NodesDead)
 }

@@ -17,7 +17,8 @@ func TestMetricsCluster(t *testing.T) {
 	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
 	st := ClusterStats{Connected: true, Routes: 2, StateReady: true, Forwarded: 10, ForwardDropped: 1, Received: 20,
 		ReceivedDropped: 2, Interest: 3, ClaimsUnavailable: 4, TakenOver: 5, RetainDropped: 6,
-		SessionsIn: 7, SessionsOut: 8, SessionsLost: 9, NodesReachable: 2, NodesUnreachable: 1, UnreachableTransitions: 11}
+		SessionsIn: 7, SessionsOut: 8, SessionsLost: 9, NodesReachable: 2, NodesUnreachable: 1, UnreachableTransitions: 11,
+		SessionsAdopted: 12, SessionsRestored: 13, SessionsMerged: 14, ReplicaDropped: 15, NodesDead: 16}
 	s := newTestServer(t, srv, func(o *Options) {
 		o.Node = "n2"
 		o.Cluster = func() ClusterStats { return st }
@@ -44,6 +45,11 @@ func TestMetricsCluster(t *testing.T) {
 		{"xmq_cluster_nodes", "node=n2,state=reachable", 2},
 		{"xmq_cluster_nodes", "node=n2,state=unreachable", 1},
 		{"xmq_cluster_node_unreachable_total", "node=n2", 11},
+		{"xmq_cluster_sessions_restored_total", "by=adoption,node=n2", 12},
+		{"xmq_cluster_sessions_restored_total", "by=client,node=n2", 13},
+		{"xmq_cluster_sessions_merged_total", "node=n2", 14},
+		{"xmq_cluster_session_records_dropped_total", "node=n2", 15},
+		{"xmq_cluster_nodes_dead_total", "node=n2", 16},
 		{"xmq_messages_received_total", "node=n2,qos=0", 0},
 	} {
 		if got, err := value(fams, tt.name, tt.labels); err != nil || got != tt.want {

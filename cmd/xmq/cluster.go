@@ -24,6 +24,9 @@ type clusterConfig struct {
 	SubjectPrefix string `yaml:"subject_prefix"`
 	// Replicas of the replicated state; 0 = min(3, nodes).
 	Replicas int `yaml:"replicas"`
+	// SessionReplicas is the number of copies of each persistent
+	// session (1: the node's store only; up to 3).
+	SessionReplicas int `yaml:"session_replicas"`
 	// HeartbeatInterval is how often the node tells the others how it is;
 	// one silent for three intervals is unreachable (default 2s).
 	HeartbeatInterval time.Duration     `yaml:"heartbeat_interval"`
@@ -67,6 +70,7 @@ func (c clusterConfig) withDefaults() clusterConfig {
 	o := c.options("")
 	o.SetDefaults()
 	c.Name, c.Node, c.SubjectPrefix, c.HeartbeatInterval = o.Name, o.Node, o.SubjectPrefix, o.HeartbeatInterval
+	c.SessionReplicas = o.SessionReplicas
 	c.NATS.Embedded.Listen, c.NATS.Embedded.ClientListen = o.Embedded.Listen, o.Embedded.ClientListen
 	if len(c.NATS.Embedded.Routes) == 0 {
 		c.NATS.Embedded.Routes = nil
@@ -79,7 +83,8 @@ func (c clusterConfig) withDefaults() clusterConfig {
 func (c clusterConfig) options(dataDir string) cluster.Options {
 	o := cluster.Options{
 		Name: c.Name, Node: c.Node, SubjectPrefix: c.SubjectPrefix, Replicas: c.Replicas, HeartbeatInterval: c.HeartbeatInterval,
-		URL: c.NATS.URL, CredentialsFile: c.NATS.CredentialsFile, User: c.NATS.User, Password: c.NATS.Password,
+		SessionReplicas: c.SessionReplicas,
+		URL:             c.NATS.URL, CredentialsFile: c.NATS.CredentialsFile, User: c.NATS.User, Password: c.NATS.Password,
 		Token: c.NATS.Token, CAFile: c.NATS.TLS.CAFile, CertFile: c.NATS.TLS.CertFile, KeyFile: c.NATS.TLS.KeyFile,
 		Embedded: cluster.EmbeddedOptions{Listen: c.NATS.Embedded.Listen, ClientListen: c.NATS.Embedded.ClientListen,
 			Routes: c.NATS.Embedded.Routes, Advertise: c.NATS.Embedded.Advertise},
@@ -94,7 +99,7 @@ func (c clusterConfig) options(dataDir string) cluster.Options {
 
 // clusterKeys names the key of each cluster.Options field.
 var clusterKeys = map[string][]string{
-	"Name": {"name"}, "Node": {"node"}, "SubjectPrefix": {"subject_prefix"}, "Replicas": {"replicas"},
+	"Name": {"name"}, "Node": {"node"}, "SubjectPrefix": {"subject_prefix"}, "Replicas": {"replicas"}, "SessionReplicas": {"session_replicas"},
 	"CredentialsFile":       {"nats", "credentials_file"},
 	"CertFile":              {"nats", "tls", "cert_file"},
 	"Embedded.Listen":       {"nats", "embedded", "listen"},

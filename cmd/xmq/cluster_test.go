@@ -35,6 +35,13 @@ func clusterNodes(t *testing.T, n int) []*proc {
 // the route ports.
 func clusterNodesPorts(t *testing.T, n, m int) ([]*proc, []int) {
 	t.Helper()
+	return clusterNodesConfig(t, n, m, "")
+}
+
+// clusterNodesConfig is clusterNodesPorts with extra lines (indented) in
+// each node's cluster section.
+func clusterNodesConfig(t *testing.T, n, m int, extra string) ([]*proc, []int) {
+	t.Helper()
 	bin, err := xmqBinary()
 	if err != nil {
 		t.Skipf("cannot build xmq: %v", err)
@@ -64,7 +71,7 @@ func clusterNodesPorts(t *testing.T, n, m int) ([]*proc, []int) {
       listen: 127.0.0.1:%d
       client_listen: 127.0.0.1:0
       routes: [%s]
-`, i+1, ports[i], strings.Join(routes, ", ")))
+%s`, i+1, ports[i], strings.Join(routes, ", "), extra))
 	}
 	clusterConfigs = cfgs
 	return spawnNodes(t, bin, cfgs[:n]), ports
@@ -107,7 +114,11 @@ func spawnNodes(t *testing.T, bin string, cfgs []string, extra ...string) []*pro
 	var wg sync.WaitGroup
 	for i, cfg := range cfgs {
 		dir := t.TempDir()
-		wg.Go(func() { procs[i], errs[i] = spawnBroker(bin, dir, append([]string{"-c", cfg}, extra...)...) })
+		wg.Go(func() {
+			if procs[i], errs[i] = spawnBroker(bin, dir, append([]string{"-c", cfg}, extra...)...); procs[i] != nil {
+				procs[i].dir = dir
+			}
+		})
 	}
 	wg.Wait()
 	for i, p := range procs {
@@ -129,6 +140,9 @@ type pahoClient struct {
 	gone chan *paho.Disconnect // the server's DISCONNECT
 }
 
+// connectTimeout bounds pahoConnect's wait for CONNACK.
+var connectTimeout = 30 * time.Second
+
 // pahoConnect connects an MQTT 5 client with id to addr.
 func pahoConnect(t *testing.T, addr, id string, mods ...func(*paho.Connect)) *pahoClient {
 	t.Helper()
@@ -145,7 +159,7 @@ func pahoConnectAck(t *testing.T, addr, id string, mods ...func(*paho.Connect)) 
 	}
 	c := &pahoClient{msgs: make(chan *paho.Publish, 10000), gone: make(chan *paho.Disconnect, 1)}
 	c.Client = paho.NewClient(paho.ClientConfig{
-		ClientID: id, Conn: conn, PacketTimeout: 5 * time.Second,
+		ClientID: id, Conn: conn, PacketTimeout: connectTimeout,
 		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(r paho.PublishReceived) (bool, error) {
 			c.msgs <- r.Packet
 			return true, nil
@@ -157,7 +171,10 @@ func pahoConnectAck(t *testing.T, addr, id string, mods ...func(*paho.Connect)) 
 	for _, m := range mods {
 		m(cp)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// Long enough for a claim that waits out the election of the
+	// registry's and the session stream's leaders after a node's death
+	// (up to 10 s each), under the race detector.
+	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
 	defer cancel()
 	ack, err := c.Connect(ctx, cp)
 	if err != nil {

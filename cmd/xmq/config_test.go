@@ -356,6 +356,7 @@ func TestConfigErrors(t *testing.T) {
 		{name: "cluster node name", file: "cluster:\n  enabled: true\n  node: a.b\n", err: `cluster.node: "a.b" must be letters, digits`},
 		{name: "cluster route", file: "cluster:\n  enabled: true\n  nats:\n    embedded:\n      routes: [nohost]\n", err: `cluster.nats.embedded.routes: "nohost"`},
 		{name: "cluster replicas", file: "cluster:\n  enabled: true\n  replicas: 7\n", err: "cluster.replicas: 7 is not from 0"},
+		{name: "cluster session replicas", file: "cluster:\n  enabled: true\n  session_replicas: 4\n", err: "cluster.session_replicas: 4 is not from 1"},
 		{name: "cluster heartbeat", file: "cluster:\n  enabled: true\n  heartbeat_interval: 10ms\n", err: "cluster.heartbeat_interval: 10ms is not from 100ms to 1m"},
 		{name: "cluster advertise", file: "cluster:\n  enabled: true\n  nats:\n    embedded:\n      advertise: nohost\n", err: `cluster.nats.embedded.advertise: "nohost"`},
 		{name: "cluster credentials and user", file: "cluster:\n  enabled: true\n  nats:\n    url: nats://h\n    credentials_file: c\n    user: u\n", err: "cluster.nats.credentials_file: credentials_file excludes user"},

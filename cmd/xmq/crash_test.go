@@ -51,6 +51,7 @@ type proc struct {
 	addr   string
 	stderr *syncBuffer
 	exited chan struct{}
+	dir    string // the data directory, set by spawnNodes
 }
 
 // startBroker runs xmq on a free loopback port with dataDir and waits until
@@ -157,14 +158,24 @@ type crashPub struct {
 	qos   byte
 	topic string
 
-	mu      sync.Mutex
-	next    int            // next sequence number to publish
-	nextID  uint16         // last packet id used
-	flight  map[uint16]int // packet id → sequence, awaiting PUBACK / PUBCOMP
-	recd    map[uint16]bool
-	acked   []int // sequences acknowledged (PUBACK / PUBCOMP)
-	refused int
+	mu sync.Mutex
+	// interval paces publishing: a message every interval (0: as fast
+	// as the window allows; below 0: no more).
+	interval time.Duration
+	next     int            // next sequence number to publish
+	nextID   uint16         // last packet id used
+	flight   map[uint16]int // packet id → sequence, awaiting PUBACK / PUBCOMP
+	recd     map[uint16]bool
+	acked    []int // sequences acknowledged (PUBACK / PUBCOMP)
+	refused  int
 }
+
+// closedTime is a channel that is always ready.
+var closedTime = func() <-chan time.Time {
+	ch := make(chan time.Time)
+	close(ch)
+	return ch
+}()
 
 func newCrashPub(id string, v, qos byte, topic string) *crashPub {
 	return &crashPub{id: id, v: v, qos: qos, topic: topic, flight: map[uint16]int{}, recd: map[uint16]bool{}}
@@ -267,6 +278,25 @@ func (p *crashPub) run(addr string, stop <-chan struct{}) error {
 		}
 	}()
 	for {
+		p.mu.Lock()
+		iv := p.interval
+		p.mu.Unlock()
+		var pace <-chan time.Time
+		switch {
+		case iv > 0:
+			pace = time.After(iv)
+		case iv < 0:
+			pace = nil // never
+		default:
+			pace = closedTime
+		}
+		select {
+		case <-pace:
+		case err := <-readErr:
+			return err
+		case <-stop:
+			return nil
+		}
 		select {
 		case window <- struct{}{}:
 		case err := <-readErr:
@@ -320,7 +350,7 @@ func newCrashSub(id string, v, qos byte, filter string) *crashSub {
 
 // run connects and receives until the connection fails or stop closes.
 func (s *crashSub) run(addr string, stop <-chan struct{}) error {
-	c, _, err := dialMQTT(addr, s.id, s.v, false)
+	c, ack, err := dialMQTT(addr, s.id, s.v, false)
 	if err != nil {
 		return err
 	}
@@ -329,7 +359,9 @@ func (s *crashSub) run(addr string, stop <-chan struct{}) error {
 	s.mu.Lock()
 	first := !s.subscribed
 	s.mu.Unlock()
-	if first {
+	// Subscribed again when its session is gone (a cluster node died
+	// with it), as a real client does on Session Present 0.
+	if first || !ack.SessionPresent {
 		if err := c.send(&codec.Subscribe{PacketID: 1, Subscriptions: []codec.Subscription{{Filter: []byte(s.filter), QoS: s.qos}}}); err != nil {
 			return err
 		}

@@ -166,6 +166,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	if cl != nil {
 		ccfg.Cluster = cl // not a nil *cluster.Cluster in the interface: core tests it against nil
 		ccfg.SysTopics = clusterSysTopics(cl)
+		// With session replicas, what core writes for persistent sessions
+		// goes to the cluster's session stream too.
+		ccfg.Store = cl.ReplicateStore(st)
 	}
 	bopts := cfg.Broker.options()
 	bopts.Version = build().Version

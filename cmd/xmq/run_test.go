@@ -274,7 +274,13 @@ func TestRunHelp(t *testing.T) {
 // waitUntil polls cond until it holds, failing the test after 15 s.
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	waitFor(t, 15*time.Second, what, cond)
+}
+
+// waitFor is waitUntil with its own limit.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

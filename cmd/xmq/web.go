@@ -267,7 +267,8 @@ func (w *webRun) start(cfg *config, srv *core.Server, st core.Store, lns []liste
 				ReceivedDropped: st.ReceivedDropped, Interest: st.Interest, ClaimsUnavailable: st.ClaimsUnavailable,
 				TakenOver: st.TakenOver, RetainDropped: st.RetainDropped,
 				SessionsIn: st.SessionsIn, SessionsOut: st.SessionsOut, SessionsLost: st.SessionsLost,
-				HandedOver: st.HandedOver}
+				HandedOver: st.HandedOver, SessionsAdopted: st.SessionsAdopted, SessionsRestored: st.SessionsRestored,
+				SessionsMerged: st.SessionsMerged, ReplicaDropped: st.ReplicaDropped, NodesDead: st.NodesDead}
 			tot := cl.Totals()
 			ws.NodesReachable, ws.NodesUnreachable, ws.UnreachableTransitions = tot.Reachable, tot.Unreachable, tot.UnreachableTransitions
 			return ws

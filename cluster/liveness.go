@@ -1,0 +1,367 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"hash/fnv"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+)
+
+// Node death, in one place (so that another liveness signal, such as
+// node heartbeats, can replace it here alone): every livenessEvery this
+// node pings the others (the ping subject every node answers, session.go);
+// a node that answered once and then answers none for deadAfter is dead.
+// A node that stops for good and one that is cut off look the same from
+// here: what is done for a dead node is guarded by the client id
+// registry's compare-and-set, so that a session is taken by one node.
+//
+// With session replicas, the dead node's persistent sessions are adopted
+// by the survivors (each takes the client ids that hash to it, then,
+// after deadAfter more, any left): rebuilt from the stream, offline, with
+// their wills scheduled, and the registry entry moved to "NODE s" so that
+// a client connecting anywhere moves the session from there. A will thus
+// fires once, from the adopting node, unless its client comes back first.
+const (
+	livenessEvery = 500 * time.Millisecond
+	deadAfter     = 3 * time.Second
+	// adoptTimeout bounds the tries to list a dead node's sessions.
+	adoptTimeout = 30 * time.Second
+)
+
+// liveness is what this node knows of the others' life.
+type liveness struct {
+	mu   sync.Mutex
+	dead map[string]bool
+	// left are the nodes that said they stop (Close): their silence is
+	// not a death, and their sessions are not adopted (they come back
+	// with the node, or move from the replicas when their client
+	// connects elsewhere). The last records of a stopping node do not
+	// all reach the stream (its broker stops after the cluster link), so
+	// adopting its wills could publish one that was already sent.
+	left map[string]bool
+	// gone are the nodes whose session subject had no responders, not
+	// yet declared dead.
+	gone map[string]bool
+}
+
+// leaveSubject is where a stopping node says so.
+func leaveSubject(name string) string { return "$XMQ." + name + ".leave" }
+
+// leave tells the other nodes that this one stops (Close).
+func (c *Cluster) leave() {
+	if c.nc.Publish(leaveSubject(c.opts.Name), []byte(c.opts.Node)) == nil {
+		_ = c.nc.FlushTimeout(time.Second)
+	}
+}
+
+// noResponders notes that no NATS server has node's session subject:
+// its server is gone from the cluster, so the liveness loop declares it
+// dead at its next round rather than after deadAfter (the sooner its
+// sessions are adopted, the fewer messages published meanwhile find no
+// session).
+func (c *Cluster) noResponders(node string) {
+	c.live.mu.Lock()
+	if !c.live.dead[node] && !c.live.left[node] {
+		if c.live.gone == nil {
+			c.live.gone = map[string]bool{}
+		}
+		c.live.gone[node] = true
+	}
+	c.live.mu.Unlock()
+}
+
+// isDead reports whether node was declared dead and has not answered since.
+func (c *Cluster) isDead(node string) bool {
+	c.live.mu.Lock()
+	defer c.live.mu.Unlock()
+	return c.live.dead[node]
+}
+
+// livenessLoop pings the other nodes until Close and handles the deaths.
+func (c *Cluster) livenessLoop(st *state) {
+	seen := map[string]time.Time{} // node → its last answer
+	sub, err := c.nc.Subscribe(leaveSubject(c.opts.Name), func(m *nats.Msg) {
+		c.live.mu.Lock()
+		c.live.left[string(m.Data)] = true
+		c.live.mu.Unlock()
+		c.log.Info("node stopping", zap.String("node", string(m.Data)))
+	})
+	if err == nil {
+		defer func() { _ = sub.Unsubscribe() }()
+	}
+	t := time.NewTicker(livenessEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		answered := c.pingNodes(livenessEvery)
+		// The embedded server's routed nodes count as seen too: a node
+		// that dies before its first answer is dead all the same.
+		if c.emb != nil {
+			if rz, err := c.emb.srv.Routez(nil); err == nil {
+				for _, r := range rz.Routes {
+					if _, known := seen[r.RemoteName]; !known && r.RemoteName != "" && r.RemoteName != c.opts.Node {
+						seen[r.RemoteName] = now
+						c.log.Info("node seen", zap.String("node", r.RemoteName))
+					}
+				}
+			}
+		}
+		var died []string
+		c.live.mu.Lock()
+		for n := range answered {
+			if _, known := seen[n]; !known {
+				c.log.Info("node seen", zap.String("node", n))
+			}
+			seen[n] = now
+			delete(c.live.left, n) // back
+			delete(c.live.gone, n)
+			if c.live.dead[n] {
+				delete(c.live.dead, n)
+				c.log.Info("node back", zap.String("node", n))
+			}
+		}
+		for n, at := range seen {
+			if !c.live.dead[n] && !c.live.left[n] && (now.Sub(at) > deadAfter || c.live.gone[n] && !answered[n]) {
+				c.live.dead[n] = true
+				delete(c.live.gone, n)
+				died = append(died, n)
+			}
+		}
+		alive := []string{c.opts.Node}
+		for n := range seen {
+			if !c.live.dead[n] {
+				alive = append(alive, n)
+			}
+		}
+		c.live.mu.Unlock()
+		slices.Sort(alive)
+		for _, n := range died {
+			c.nodesDead.Add(1)
+			c.log.Warn("node dead: no answer to pings, or its NATS server gone", zap.String("node", n))
+			if c.opts.SessionReplicas > 1 {
+				c.goUnlessClosed(func() { c.adoptNode(st, n, alive) })
+			}
+		}
+	}
+}
+
+// pingNodes returns the names of the nodes that answer a ping within
+// timeout.
+func (c *Cluster) pingNodes(timeout time.Duration) map[string]bool {
+	got := map[string]bool{}
+	inbox := c.nc.NewRespInbox()
+	ch := make(chan *nats.Msg, 64)
+	sub, err := c.nc.ChanSubscribe(inbox, ch)
+	if err != nil {
+		return got
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if c.nc.PublishRequest(pingSubject(c.opts.Name), inbox, nil) != nil {
+		return got
+	}
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		select {
+		case m := <-ch:
+			got[string(m.Data)] = true
+		case <-deadline.C:
+			return got
+		case <-c.stop:
+			return got
+		}
+	}
+}
+
+// adoptNode adopts the dead node's replicated sessions whose client did
+// not come back: those that hash to this node first, the others once
+// their own adopter had deadAfter to do it.
+func (c *Cluster) adoptNode(st *state, node string, alive []string) {
+	// All its records in one pass (one ordered consumer), not one read
+	// per session.
+	var all map[string]*replicaRecords
+	err := c.retry(adoptTimeout, func() (err error) {
+		all, err = c.readRecords(st, node, ">")
+		return err
+	})
+	ids := make([]string, 0, len(all))
+	for id := range all {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	if err != nil {
+		c.log.Error("cannot list a dead node's sessions: they come back when a client connects, or with the node",
+			zap.String("node", node), zap.Error(err))
+		return
+	}
+	me := slices.Index(alive, c.opts.Node)
+	var later []string
+	n := 0
+	for _, id := range ids {
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(id))
+		if int(h.Sum32()%uint32(len(alive))) != me {
+			later = append(later, id)
+			continue
+		}
+		if c.adopt(st, node, id, all[id]) {
+			n++
+		}
+	}
+	if len(later) > 0 {
+		select {
+		case <-c.stop:
+			return
+		case <-time.After(deadAfter):
+		}
+		for _, id := range later {
+			if !c.isDead(node) {
+				break // back: it has them
+			}
+			if c.adopt(st, node, id, all[id]) {
+				n++
+			}
+		}
+	}
+	c.log.Info("sessions of a dead node adopted", zap.String("node", node), zap.Int("sessions", len(ids)), zap.Int("adopted_here", n))
+}
+
+// adopt takes clientID's session from the dead node's records recs, if
+// the registry still names that node, and reports whether it did.
+func (c *Cluster) adopt(st *state, node, clientID string, recs *replicaRecords) bool {
+	k := key(clientID)
+	var e jetstream.KeyValueEntry
+	err := c.retry(replicaSyncTimeout, func() (err error) {
+		gctx, gcancel := context.WithTimeout(context.Background(), stateTimeout)
+		defer gcancel()
+		e, err = st.clients.Get(gctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil
+		}
+		return err
+	})
+	if err == nil && e == nil {
+		return false // no entry: its session ended
+	}
+	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		c.warn("cannot read the client id registry: a dead node's session not adopted", zap.String("client_id", clientID), zap.Error(err))
+		return false
+	}
+	if err != nil || heldBy(e.Value()) != node {
+		return false // the client is back elsewhere (that node took the session), or its session ended
+	}
+	ok, err := c.install(clientID, recs, true)
+	if err != nil || !ok {
+		if err != nil {
+			c.log.Warn("a dead node's session not adopted", zap.String("client_id", clientID), zap.Error(err))
+		}
+		return false
+	}
+	refused := false
+	err = c.retry(replicaSyncTimeout, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
+		defer cancel()
+		_, err := st.clients.Update(ctx, k, []byte(c.opts.Node+" s"), e.Revision())
+		if err != nil && !isLeaderless(err) {
+			refused = true // another write came first
+			return nil
+		}
+		return err
+	})
+	if err != nil || refused {
+		// Another node took it (its client connected, or another adopter;
+		// or, after a lost answer, this node's own update): unless it is
+		// this node, the copy here goes, will unsent. A read may lag
+		// behind the write it follows (a replica answers): the leader's
+		// answer to an update with the revision read says which.
+		ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
+		defer cancel()
+		if e2, err2 := st.clients.Get(ctx, k); err2 != nil || heldBy(e2.Value()) != c.opts.Node {
+			c.local.ExportSession(clientID, 0, true)
+			return false
+		}
+	}
+	c.dropReplica(st, node, clientID)
+	c.sessionsAdopted.Add(1)
+	return true
+}
+
+// reconcile runs once the registry is ready on a node that (re)started
+// with persistent sessions: a session whose client id the registry gives
+// to another node is stale (its client moved on while this node was
+// down). With session replicas, the session there came from the
+// replicated records and this copy goes; without, this copy's messages
+// are merged into the session there (with DUP), so that nothing this node
+// acknowledged is lost. A session the registry does not know is
+// registered as left offline here, so that the client's next connection
+// anywhere moves it.
+func (c *Cluster) reconcile(st *state) {
+	ids := c.local.StaleSessions()
+	stale, registered := 0, 0
+	for _, id := range ids {
+		if c.closed.Load() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
+		k := key(id)
+		e, err := st.clients.Get(ctx, k)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			if _, err := st.clients.Create(ctx, k, []byte(c.opts.Node+" s")); err == nil {
+				registered++
+			}
+		case err != nil:
+			c.warn("cannot read the client id registry: a session left as it is", zap.String("client_id", id), zap.Error(err))
+		case heldBy(e.Value()) != c.opts.Node:
+			stale++
+			c.dropStale(id, heldBy(e.Value()))
+		}
+		cancel()
+	}
+	if stale > 0 || registered > 0 {
+		c.log.Info("sessions checked against the registry", zap.Int("sessions", len(ids)), zap.Int("stale", stale),
+			zap.Int("registered", registered))
+	}
+}
+
+// dropStale ends clientID's stale session here (its will unsent: the
+// client is back on holder) and, without session replicas, merges its
+// messages into the session on holder.
+func (c *Cluster) dropStale(clientID, holder string) {
+	data := c.local.ExportSession(clientID, 0, true)
+	if data == nil || c.opts.SessionReplicas > 1 {
+		return
+	}
+	req := nats.NewMsg(sessionSubject(c.opts.Name, holder))
+	req.Data = data
+	req.Header.Set(hdrClaim, "0")
+	req.Header.Set(hdrOp, "merge")
+	req.Header.Set(hdrClient, clientID)
+	resp, err := c.nc.RequestMsg(req, sessionTimeout)
+	if err == nil {
+		if e := resp.Header.Get(hdrError); e != "" {
+			err = errorString(e)
+		}
+	}
+	if err != nil {
+		// Kept here rather than lost: the client's next move takes it.
+		if ierr := c.local.ImportSession(clientID, data, true); ierr != nil {
+			c.log.Error("a stale session's messages lost", zap.String("client_id", clientID), zap.Error(ierr))
+		}
+		c.log.Warn("a stale session's messages not merged into its client's session: kept here", zap.String("client_id", clientID),
+			zap.String("node", holder), zap.Error(err))
+		return
+	}
+	c.sessionsMerged.Add(1)
+}

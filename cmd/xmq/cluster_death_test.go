@@ -1,0 +1,300 @@
+//go:build unix
+
+package main
+
+// A node dies (kill -9): its clients reconnect to the others. With
+// session_replicas 3 they resume their sessions there and a dead node's
+// wills fire from a survivor; with 1 the node's sessions come back with
+// it, and a session whose client started another one meanwhile gives its
+// messages to that one.
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/xmq-io/xmq/codec"
+)
+
+// deathTraffic runs a QoS 1 publisher and a persistent subscriber (MQTT
+// 5 and 3.1.1) on node victim, kills it under traffic, then reconnects
+// the subscriber to node back. With resume the subscriber is online
+// during the traffic and the publisher goes on on node other once the
+// subscriber is back; without, the subscriber is offline during the
+// traffic (its messages queue on the victim). afterKill runs once the
+// subscribers are reconnecting. It returns the pairs.
+func deathTraffic(t *testing.T, nodes []*proc, victim, back, other int, resume bool, afterKill func()) ([]*crashPub, []*crashSub) {
+	t.Helper()
+	pubs := []*crashPub{newCrashPub("dpub5", codec.V5, 1, "death/q5"), newCrashPub("dpub3", codec.V311, 1, "death/q3")}
+	subs := []*crashSub{newCrashSub("dsub5", codec.V5, 1, "death/q5"), newCrashSub("dsub3", codec.V311, 1, "death/q3")}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	subStop := make(chan struct{})
+	for _, s := range subs {
+		wg.Go(func() { _ = s.run(nodes[victim].addr, subStop) })
+	}
+	waitUntil(t, "subscriptions", func() bool { return allSubscribed(subs...) })
+	if !resume {
+		// Offline during the traffic: what is published queues in the
+		// victim's store.
+		close(subStop)
+		wg.Wait()
+	}
+	for _, p := range pubs {
+		wg.Go(func() { _ = p.run(nodes[victim].addr, stop) })
+	}
+	time.Sleep(400 * time.Millisecond)
+	nodes[victim].kill()
+	close(stop)
+	if resume {
+		close(subStop)
+	}
+	wg.Wait()
+
+	stop = make(chan struct{})
+	for _, s := range subs {
+		// Again while the connection fails: a CONNECT waits while the
+		// cluster elects the leaders the dead node held (seconds), past
+		// the test client's 5 s CONNACK wait at times.
+		wg.Go(func() {
+			for {
+				err := s.run(nodes[back].addr, stop)
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err != nil && !isConnErr(err) && !strings.Contains(err.Error(), "CONNECT") {
+					t.Errorf("%s: %v", s.id, err)
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		})
+	}
+	if resume {
+		// The subscribers' sessions are somewhere again before anything
+		// is published for them: what is published while no node holds a
+		// session is not queued for it (docs/cluster.md).
+		t.Cleanup(func() {
+			if t.Failed() {
+				for _, l := range strings.Split(nodes[back].stderr.String(), "\n") {
+					if (strings.Contains(l, "dsub") || strings.Contains(l, "session") || strings.Contains(l, `"warn"`) || strings.Contains(l, `"error"`)) && !strings.Contains(l, "connect to route") {
+						t.Logf("back: %.300s", l)
+					}
+				}
+			}
+		})
+		// Their claims wait for the JetStream leaders the dead node held.
+		waitFor(t, 90*time.Second, "subscribers back", func() bool {
+			for _, s := range subs {
+				if !logHas(nodes[back], `"session_present":true`, `"client_id":"`+s.id+`"`) {
+					return false
+				}
+			}
+			return true
+		})
+		pstop := make(chan struct{})
+		for _, p := range pubs {
+			wg.Go(func() { _ = p.run(nodes[other].addr, pstop) })
+		}
+		time.Sleep(500 * time.Millisecond)
+		close(pstop)
+	}
+	if afterKill != nil {
+		afterKill()
+	}
+	waitUntil(t, "subscribers to drain", func() bool {
+		return subs[0].quietFor() > 500*time.Millisecond && subs[1].quietFor() > 500*time.Millisecond
+	})
+	close(stop)
+	wg.Wait()
+	return pubs, subs
+}
+
+// deathBroker lets the subscribers' queues hold what the publishers
+// send while they are away (the default max_queued would refuse some).
+const deathBroker = "broker:\n  max_queued: 1000000\n"
+
+// TestClusterNodeDeathReplicas: with session_replicas 3, kill -9 of the
+// node holding a publisher and a persistent subscriber under QoS 1
+// traffic, never restarted: the subscriber resumes its session on
+// another node (it does not subscribe again) and gets every message its
+// publisher had acknowledged, and those published after, in order,
+// repeats only with DUP.
+func TestClusterNodeDeathReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three brokers")
+	}
+	nodes, _ := clusterNodesConfig(t, 3, 3, "  session_replicas: 3\n"+deathBroker)
+	keepLogs(t, nodes)
+	waitStateReady(t, nodes...)
+	awaitRegistry(t, nodes...)
+	pubs, subs := deathTraffic(t, nodes, 2, 0, 1, true, nil)
+	for i, p := range pubs {
+		checkDelivered(t, p, subs[i])
+	}
+	if t.Failed() {
+		for i, n := range nodes[:2] {
+			for _, l := range strings.Split(n.stderr.String(), "\n") {
+				if strings.Contains(l, "dsub") || strings.Contains(l, "dpub") || strings.Contains(l, "session") {
+					t.Logf("node %d: %s", i+1, l)
+				}
+			}
+		}
+	}
+}
+
+// TestClusterNodeDeathRestart: with session_replicas 1, kill -9 of the
+// node holding a publisher and an offline persistent subscriber under
+// QoS 1 traffic; the subscriber reconnects to another node meanwhile (a
+// new session there: its node does not answer) and the node comes back
+// with its data: the stale session's messages go to the subscriber's new
+// session, so every acknowledged message arrives (repeats with DUP).
+func TestClusterNodeDeathRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three brokers")
+	}
+	nodes, _ := clusterNodesConfig(t, 3, 3, deathBroker)
+	keepLogs(t, nodes)
+	waitStateReady(t, nodes...)
+	awaitRegistry(t, nodes...)
+	pubs, subs := deathTraffic(t, nodes, 2, 0, 1, false, func() {
+		// The subscribers have a new session on node 1 before node 3
+		// comes back: theirs there are stale.
+		waitFor(t, 45*time.Second, "new sessions", func() bool {
+			return logHas(nodes[0], `"session_present":false`, `"client_id":"dsub5"`) &&
+				logHas(nodes[0], `"session_present":false`, `"client_id":"dsub3"`)
+		})
+		p := restartNode(t, nodes[2], 2)
+		waitStateReady(t, p)
+		time.Sleep(time.Second)
+	})
+	for i, p := range pubs {
+		checkDelivered(t, p, subs[i])
+	}
+}
+
+// willConnect connects id to addr with a persistent session and a will
+// on will/ID with the given delay.
+func willConnect(t *testing.T, addr, id string, delay uint32) *pahoClient {
+	t.Helper()
+	return pahoConnect(t, addr, id, persistentV5, func(cp *paho.Connect) {
+		cp.WillMessage = &paho.WillMessage{Topic: "will/" + id, Payload: []byte("gone " + id), QoS: 1}
+		cp.WillProperties = &paho.WillProperties{WillDelayInterval: ptr(delay)}
+	})
+}
+
+// TestClusterWillOnNodeDeath: with session_replicas 3, the wills of the
+// clients of a killed node: one whose client stays away fires once, from
+// a surviving node, after its delay; one whose client reconnects to
+// another node at once (its claim races the adoption), and one whose
+// client reconnects after a survivor adopted its session but before its
+// delay passed, do not fire.
+func TestClusterWillOnNodeDeath(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three brokers")
+	}
+	nodes, _ := clusterNodesConfig(t, 3, 3, "  session_replicas: 3\n")
+	keepLogs(t, nodes)
+	waitStateReady(t, nodes...)
+	awaitRegistry(t, nodes...)
+	watch := pahoConnect(t, nodes[0].addr, "will-watch")
+	watch.subscribe(t, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "will/#", QoS: 1}}})
+	waitUntil(t, "node 3 seen by the others", func() bool {
+		return logHas(nodes[0], `"node seen","node":"n3"`) && logHas(nodes[1], `"node seen","node":"n3"`)
+	})
+	// A claim right after the death waits for the JetStream leaders the
+	// dead node held (up to 10 s each, slower under the race detector):
+	// the client waits for it rather than give up (its will would go).
+	connectTimeout = 90 * time.Second
+	t.Cleanup(func() { connectTimeout = 30 * time.Second })
+	willConnect(t, nodes[2].addr, "w-away", 2)
+	willConnect(t, nodes[2].addr, "w-back", 20)
+	willConnect(t, nodes[2].addr, "w-late", 20)
+	time.Sleep(300 * time.Millisecond) // the wills are replicated before CONNACK; the registry write too
+	killed := time.Now()
+	nodes[2].kill()
+	back := make(chan struct{})
+	go func() {
+		defer close(back)
+		willConnect(t, nodes[1].addr, "w-back", 20)
+	}()
+	// After the death is noticed and the session adopted (the adoption
+	// is logged).
+	waitFor(t, 45*time.Second, "adoption", func() bool {
+		return logHas(nodes[0], "sessions of a dead node adopted") && logHas(nodes[1], "sessions of a dead node adopted")
+	})
+	willConnect(t, nodes[0].addr, "w-late", 20)
+	<-back
+	t.Logf("w-late back after %v", time.Since(killed).Round(100*time.Millisecond))
+
+	// Until a will not cancelled would have come (20 s after its
+	// adoption), and at least 10 s after the last client is back.
+	deadline := time.After(max(time.Until(killed.Add(25*time.Second)), 10*time.Second))
+	var got []string
+	for done := false; !done; {
+		select {
+		case p := <-watch.msgs:
+			got = append(got, p.Topic)
+			if p.Topic == "will/w-away" {
+				t.Logf("will of w-away after %v", time.Since(killed).Round(100*time.Millisecond))
+			}
+		case <-deadline:
+			done = true
+		}
+	}
+	if len(got) != 1 || got[0] != "will/w-away" {
+		t.Errorf("wills received %v, want will/w-away once", got)
+	}
+}
+
+// logHas reports whether one of p's log lines holds all of parts.
+func logHas(p *proc, parts ...string) bool {
+	for _, l := range strings.Split(p.stderr.String(), "\n") {
+		all := true
+		for _, s := range parts {
+			all = all && strings.Contains(l, s)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+// keepLogs writes the nodes' logs to $XMQ_DEATH_LOGS/nN.log when the test
+// fails, for a look at what each node did.
+func keepLogs(t *testing.T, nodes []*proc) {
+	t.Cleanup(func() {
+		d := os.Getenv("XMQ_DEATH_LOGS")
+		if !t.Failed() || d == "" {
+			return
+		}
+		for i, n := range nodes {
+			_ = os.WriteFile(fmt.Sprintf("%s/n%d.log", d, i+1), []byte(n.stderr.String()), 0o644)
+		}
+	})
+}
+
+// restartNode starts node i (from 0) of the last clusterNodesConfig again,
+// with p's data directory.
+func restartNode(t *testing.T, p *proc, i int) *proc {
+	t.Helper()
+	bin, err := xmqBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	np, err := spawnBroker(bin, p.dir, "-c", clusterConfigs[i])
+	if err != nil {
+		t.Fatal(err)
+	}
+	np.dir = p.dir
+	t.Cleanup(np.kill)
+	return np
+}

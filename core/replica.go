@@ -1,0 +1,162 @@
+package core
+
+import (
+	"encoding/binary"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// This file serves a cluster whose node died: its persistent sessions
+// come back on another node from the records its store was given (which
+// the cluster may replicate, being the Store's caller's wrapper), and a
+// node that comes back after its clients moved on hands their stale
+// sessions' messages to where the clients are now.
+
+// RestoreSession installs clientID's persistent session, from the records
+// core wrote to a store for it on another node (which died), as an
+// offline session here: session is its session record, inbound its
+// inbound QoS 2 record (nil for none), msgs its message records in
+// delivery order, seqs their store sequences (which say, against the
+// session record, which may have been sent: those go with DUP), will its
+// pending will record (nil for none). With withWill the will is
+// scheduled, its delay running from now when its client was connected
+// when the node died, as a restart would; without, the client is back and
+// the will is dropped [MQTT-3.1.3-9]. An offline session of clientID here
+// is replaced; one whose client is connected here is not
+// (errSessionOnline).
+func (s *Server) RestoreSession(clientID string, session, inbound []byte, seqs []uint64, msgs [][]byte, will []byte, withWill bool) error {
+	var sr sessionRecord
+	if err := sr.decode(session); err != nil {
+		return err
+	}
+	var in inboundRecord
+	if inbound != nil {
+		if err := in.decode(inbound); err != nil {
+			return err
+		}
+	}
+	// The encoding of ExportSession (exportLocked), built from the records.
+	b := []byte{recordVersion}
+	b = appendString(b, string(session))
+	b = appendString(b, string(in.append(nil)))
+	var recs []byte
+	n := 0
+	for i, rec := range msgs {
+		sm, err := decodeDeliveryRecord(rec)
+		if err != nil {
+			s.log.Warn("a replicated message record does not decode: skipped", zap.String("client_id", clientID), zap.Error(err))
+			continue
+		}
+		var flags byte
+		if sr.DisconnectedAt == 0 || seqs[i] <= sr.SentSeq {
+			flags |= 1 // may have been sent (see restorer.message)
+		}
+		if sm.id != 0 && sm.qos == 2 {
+			flags |= 2
+		}
+		recs = append(recs, flags)
+		recs = appendString(recs, string(rec))
+		n++
+	}
+	b = binary.AppendUvarint(b, uint64(n))
+	b = append(b, recs...)
+	if err := s.ImportSession(clientID, b, true); err != nil {
+		return err
+	}
+	if !withWill || will == nil {
+		return nil
+	}
+	var w willRecord
+	if err := w.decode(will); err != nil {
+		s.log.Warn("a replicated will does not decode: not published", zap.String("client_id", clientID), zap.Error(err))
+		return nil
+	}
+	now := time.Now()
+	at := w.At
+	if at.IsZero() {
+		at = now.Add(w.Delay) // its client was connected when its node died
+	}
+	s.mu.Lock()
+	sess := s.sessions[clientID]
+	s.mu.Unlock()
+	if sess == nil {
+		return nil
+	}
+	sess.mu.Lock()
+	free := sess.c == nil && sess.willTimer == nil
+	sess.mu.Unlock()
+	if !free {
+		return nil // its client is back already
+	}
+	s.scheduleWill(sess, &w, max(at.Sub(now), 0))
+	s.storePutWill(clientID, &willRecord{At: at, Expiry: w.Expiry, Msg: w.Msg, Delay: w.Delay, Owner: w.Owner, OwnerKnown: w.OwnerKnown})
+	if err := s.syncStore(); err != nil {
+		s.storeError("store: sync of a restored will failed", err, zap.String("client_id", clientID))
+	}
+	return nil
+}
+
+// StaleSessions returns the client ids of the persistent sessions here
+// whose client is not connected, for a node that comes back to ask the
+// cluster which of them moved on meanwhile.
+func (s *Server) StaleSessions() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ids []string
+	for id, sess := range s.sessions {
+		sess.mu.Lock()
+		if sess.persistent() && sess.c == nil && !sess.pending {
+			ids = append(ids, id)
+		}
+		sess.mu.Unlock()
+	}
+	return ids
+}
+
+// MergeSession adds the messages of an exported session (ExportSession
+// with take, on a node that held clientID's session while its client
+// started another here) to clientID's session here, after what it holds,
+// with DUP (they may have been sent before), and reports how many it
+// took. A session here that is not persistent takes none: its client
+// chose not to keep messages. Subscriptions are not merged: the client's
+// session here has the ones it made since.
+func (s *Server) MergeSession(clientID string, data []byte) (int, error) {
+	_, _, msgs, err := decodeExport(data)
+	if err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	sess := s.sessions[clientID]
+	s.mu.Unlock()
+	if sess == nil {
+		return 0, nil
+	}
+	sess.mu.Lock()
+	keeps := sess.persistent()
+	sess.mu.Unlock()
+	if !keeps {
+		return 0, nil
+	}
+	now := time.Now()
+	n := 0
+	for _, em := range msgs {
+		sm := em.storedMsg
+		if sm.qos == 0 || sm.msg.expired(now) {
+			continue
+		}
+		sm.msg.inSeq = 0
+		switch sess.enqueue(delivery{msg: sm.msg, qos: sm.qos, retain: sm.retain, subID: sm.subID, dup: true}) &^ enqLagging {
+		case enqQueued, enqStored:
+			n++
+		}
+	}
+	if n > 0 {
+		if err := s.syncStore(); err != nil {
+			s.storeError("store: sync of merged messages failed", err, zap.String("client_id", clientID))
+		}
+	}
+	s.log.Info("messages of a stale session on another node merged", zap.String("client_id", clientID),
+		zap.Int("messages", len(msgs)), zap.Int("taken", n))
+	return n, nil
+}

@@ -1,0 +1,181 @@
+package core_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/core"
+)
+
+// storeRecords are the records a store holds for one client id.
+type storeRecords struct {
+	session, inbound, will []byte
+	seqs                   []uint64
+	msgs                   [][]byte
+}
+
+func recordsOf(t *testing.T, st *core.MemStore, id string) storeRecords {
+	t.Helper()
+	var r storeRecords
+	keep := func(b []byte) []byte { return append([]byte(nil), b...) }
+	err := st.Load(func(cid string, rec []byte) error {
+		if cid == id {
+			r.session = keep(rec)
+		}
+		return nil
+	}, func(cid string, seq uint64, rec []byte) error {
+		if cid == id {
+			r.seqs = append(r.seqs, seq)
+			r.msgs = append(r.msgs, keep(rec))
+		}
+		return nil
+	}, func(string, []byte) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = st.LoadWills(func(cid string, rec []byte) error {
+		if cid == id {
+			r.will = keep(rec)
+		}
+		return nil
+	})
+	return r
+}
+
+// TestRestoreSession: a session rebuilt on another server from the
+// records its server's store held (its node died) has its subscriptions
+// and queued messages, in order, with DUP where they may have been sent;
+// with its will, the will fires after its delay unless the client comes
+// back; without, it never does. Damaged records are refused.
+func TestRestoreSession(t *testing.T) {
+	// With the will, the client was connected and had been sent the
+	// messages (not acknowledged) when its node died; without, it was
+	// offline and they were only queued.
+	for _, withWill := range []bool{true, false} {
+		st := core.NewMemStore()
+		a := newServer(t, core.Options{}, core.Config{Store: st})
+		s := client(t, a, codec.V5, "rs", persistent, func(p *codec.Connect) {
+			p.WillFlag, p.WillTopic, p.WillPayload = true, []byte("will/rs"), []byte("gone")
+			p.WillProps.SetNum(codec.PropWillDelay, 1)
+		})
+		s.subscribe(1, "r/#")
+		if withWill {
+			s.pause() // sent, not acknowledged: in flight when the node dies
+		} else {
+			s.close()
+			waitFor(t, "offline", func() bool { info, ok := a.Client("rs"); return ok && !info.Connected })
+		}
+		pub := client(t, a, codec.V5, "pub")
+		for _, m := range seq("r", 3) {
+			pub.pub("r/x", m, 1)
+		}
+		recs := recordsOf(t, st, "rs")
+		if recs.session == nil || len(recs.msgs) != 3 || recs.will == nil {
+			t.Fatalf("records %+v", recs)
+		}
+
+		b := newServer(t, core.Options{}, core.Config{})
+		watcher := client(t, b, codec.V5, "watcher")
+		watcher.subscribe(0, "will/#")
+		if err := b.RestoreSession("rs", recs.session[:len(recs.session)-1], nil, nil, nil, nil, false); err == nil {
+			t.Fatal("a damaged session record was restored")
+		}
+		if err := b.RestoreSession("rs", recs.session, recs.inbound, recs.seqs, recs.msgs, recs.will, withWill); err != nil {
+			t.Fatal(err)
+		}
+		if withWill {
+			w := watcher.expectPublish()
+			if string(w.Topic) != "will/rs" {
+				t.Fatalf("got %q", w.Topic)
+			}
+			// The will went with the delay over: the session is still there.
+		} else {
+			watcher.expectNothing(1500 * time.Millisecond)
+		}
+		c := dial(t, b, codec.V5)
+		cp := connectPacket(codec.V5, "rs")
+		persistent(cp)
+		if ack := c.connect(cp); !ack.SessionPresent {
+			t.Fatal("session present 0")
+		}
+		got := c.recv(3)
+		wantPayloads(t, got, seq("r", 3)...)
+		for _, p := range got {
+			if p.Dup != withWill {
+				t.Errorf("%q: DUP %v, want %v (sent before the node died)", p.Payload, p.Dup, withWill)
+			}
+		}
+		pub2 := client(t, b, codec.V5, "pub2")
+		pub2.pub("r/y", "after", 1)
+		if p := c.expectPublish(); string(p.Payload) != "after" {
+			t.Errorf("got %q, want the restored subscription's next message", p.Payload)
+		}
+	}
+}
+
+// TestRestoreSessionClientBack: a will restored with its session does not
+// fire when the client connects within its delay.
+func TestRestoreSessionClientBack(t *testing.T) {
+	st := core.NewMemStore()
+	a := newServer(t, core.Options{}, core.Config{Store: st})
+	client(t, a, codec.V5, "rb", persistent, func(p *codec.Connect) {
+		p.WillFlag, p.WillTopic, p.WillPayload = true, []byte("will/rb"), []byte("gone")
+		p.WillProps.SetNum(codec.PropWillDelay, 1)
+	})
+	recs := recordsOf(t, st, "rb")
+	b := newServer(t, core.Options{}, core.Config{})
+	watcher := client(t, b, codec.V5, "watcher")
+	watcher.subscribe(0, "will/#")
+	if err := b.RestoreSession("rb", recs.session, nil, nil, nil, recs.will, true); err != nil {
+		t.Fatal(err)
+	}
+	client(t, b, codec.V5, "rb", persistent)
+	watcher.expectNothing(1500 * time.Millisecond)
+}
+
+// TestMergeSession: the messages of a stale session exported on one
+// server go, with DUP, after what the client's session on another server
+// holds; a session that is not persistent takes none.
+func TestMergeSession(t *testing.T) {
+	a := newServer(t, core.Options{}, core.Config{})
+	s := client(t, a, codec.V5, "mg", persistent)
+	s.subscribe(1, "m/#")
+	s.close()
+	waitFor(t, "offline", func() bool { info, ok := a.Client("mg"); return ok && !info.Connected })
+	pub := client(t, a, codec.V5, "pub")
+	for _, m := range seq("m", 3) {
+		pub.pub("m/x", m, 1)
+	}
+	data := a.ExportSession("mg", 0, true)
+	if data == nil {
+		t.Fatal("nothing exported")
+	}
+	if _, ok := a.Client("mg"); ok {
+		t.Error("the stale session is still on its server")
+	}
+
+	b := newServer(t, core.Options{}, core.Config{})
+	c := client(t, b, codec.V5, "mg", persistent)
+	c.subscribe(1, "other/#")
+	if _, err := b.MergeSession("mg", data[:len(data)-1]); err == nil {
+		t.Error("a damaged export was merged")
+	}
+	n, err := b.MergeSession("mg", data)
+	if err != nil || n != 3 {
+		t.Fatalf("merged %d, %v", n, err)
+	}
+	got := c.recv(3)
+	wantPayloads(t, got, seq("m", 3)...)
+	for _, p := range got {
+		if !p.Dup {
+			t.Errorf("%q without DUP", p.Payload)
+		}
+	}
+
+	clean := client(t, b, codec.V5, "mg2")
+	if n, _ := b.MergeSession("mg2", data); n != 0 {
+		t.Errorf("a non-persistent session took %d messages", n)
+	}
+	clean.expectNothing(quiet)
+}
