@@ -144,6 +144,7 @@ type Cluster struct {
 	claimsUnavailable, takenOver, retainDropped, handedOver atomic.Int64
 	bar                                                     barrier // AwaitInterest's rounds
 	sessionsIn, sessionsOut, sessionsLost                   atomic.Int64
+	given                                                   map[string]given // sessions given away lately (keepGiven), on routeLoop
 	sessionsAdopted, sessionsRestored, sessionsMerged       atomic.Int64
 	replicaDropped, nodesDead                               atomic.Int64
 	rep                                                     *replica // the session replicas (replica.go)

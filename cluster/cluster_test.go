@@ -989,4 +989,31 @@ func TestSessionMoves(t *testing.T) {
 	if !kept {
 		t.Error("the session left on a request older than the node's own claim")
 	}
+
+	// A "take" answer lost on the way: the same request again gets the
+	// session the first answer carried; another claim's does not.
+	a.local.mu.Lock()
+	a.local.sessions["s7"] = "s7 on a"
+	a.local.mu.Unlock()
+	take := func(rev uint64) string {
+		t.Helper()
+		req := &nats.Msg{Subject: sessionSubject(b.opts.Name, "n1"), Data: []byte("s7"), Header: nats.Header{}}
+		req.Header.Set(hdrClaim, strconv.FormatUint(rev, 10))
+		req.Header.Set(hdrOp, "take")
+		resp, err := b.nc.RequestMsg(req, 2*sessionTimeout)
+		if err != nil || resp.Header.Get(hdrError) != "" {
+			t.Fatalf("take: %v, %v", resp, err)
+		}
+		return string(resp.Data)
+	}
+	const rev = 1 << 40 // newer than any claim of a
+	if got := take(rev); got != "s7 on a" {
+		t.Fatalf("take: %q", got)
+	}
+	if got := take(rev); got != "s7 on a" {
+		t.Errorf("the same take again: %q, want the session given before", got)
+	}
+	if got := take(rev + 1); got != "" {
+		t.Errorf("another claim's take: %q, want nothing", got)
+	}
 }

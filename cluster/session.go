@@ -99,6 +99,11 @@ func (c *Cluster) moveSession(clientID, node string, rev uint64) {
 	}
 	c.ping(pingTimeout)
 	data, err := c.sessionRequest(node, clientID, rev, "take")
+	if errors.Is(err, nats.ErrTimeout) && !c.isDead(node) {
+		// The answer may be lost, not the node: it keeps what it gave
+		// for this claim (keepGiven), so ask once more.
+		data, err = c.sessionRequest(node, clientID, rev, "take")
+	}
 	if err == nil && len(data) == 0 {
 		err = errors.New("the session ended there meanwhile")
 	}
@@ -277,6 +282,43 @@ func (c *Cluster) runQueued(m *nats.Msg) {
 	}
 }
 
+// givenKeep is how long a node keeps a session it gave away in a "take"
+// answer, for the same request again: an answer lost on the way would
+// otherwise lose the session, which has left this node.
+const givenKeep = 30 * time.Second
+
+// given is a session a "take" answer carried (serveSession's, on routeLoop).
+type given struct {
+	rev  uint64
+	data []byte
+	at   time.Time
+}
+
+// keepGiven keeps data, the session id just left with for the claim rev,
+// and returns it; with no data (the session is not here), what a former
+// answer to the same claim carried, if any. It runs on routeLoop.
+func (c *Cluster) keepGiven(id string, rev uint64, data []byte) []byte {
+	now := time.Now()
+	for k, g := range c.given {
+		if now.Sub(g.at) > givenKeep {
+			delete(c.given, k)
+		}
+	}
+	if data != nil {
+		c.sessionsOut.Add(1)
+		if c.given == nil {
+			c.given = map[string]given{}
+		}
+		c.given[id] = given{rev, data, now}
+		return data
+	}
+	if g, ok := c.given[id]; ok && g.rev == rev {
+		c.log.Info("session given again: the first answer did not arrive", zap.String("client_id", id))
+		return g.data
+	}
+	return nil
+}
+
 // serveSession answers another node's request for a session of this
 // node, on routeLoop: unless a claim of this node newer than the
 // requester's holds the id (the client came back here meanwhile), "subs"
@@ -314,8 +356,9 @@ func (c *Cluster) serveSession(m *nats.Msg) {
 		resp.Header.Set(hdrError, "the client connected again on node "+c.opts.Node)
 	} else {
 		max := int(c.nc.MaxPayload()) - 1024 // room for the headers
-		if resp.Data = c.local.ExportSession(id, max, take); resp.Data != nil && take {
-			c.sessionsOut.Add(1)
+		resp.Data = c.local.ExportSession(id, max, take)
+		if take {
+			resp.Data = c.keepGiven(id, rev, resp.Data)
 		}
 	}
 	if err := c.nc.PublishMsg(resp); err != nil {
