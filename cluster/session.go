@@ -287,6 +287,10 @@ func (c *Cluster) runQueued(m *nats.Msg) {
 // otherwise lose the session, which has left this node.
 const givenKeep = 30 * time.Second
 
+// givenMax bounds the bytes kept (keepGiven): past it, during a storm of
+// moves, the newest sessions given are not kept.
+const givenMax = 64 << 20
+
 // given is a session a "take" answer carried (serveSession's, on routeLoop).
 type given struct {
 	rev  uint64
@@ -299,9 +303,12 @@ type given struct {
 // answer to the same claim carried, if any. It runs on routeLoop.
 func (c *Cluster) keepGiven(id string, rev uint64, data []byte) []byte {
 	now := time.Now()
+	kept := 0
 	for k, g := range c.given {
 		if now.Sub(g.at) > givenKeep {
 			delete(c.given, k)
+		} else {
+			kept += len(g.data)
 		}
 	}
 	if data != nil {
@@ -309,7 +316,9 @@ func (c *Cluster) keepGiven(id string, rev uint64, data []byte) []byte {
 		if c.given == nil {
 			c.given = map[string]given{}
 		}
-		c.given[id] = given{rev, data, now}
+		if kept+len(data) <= givenMax {
+			c.given[id] = given{rev, data, now}
+		}
 		return data
 	}
 	if g, ok := c.given[id]; ok && g.rev == rev {
