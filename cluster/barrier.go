@@ -22,14 +22,18 @@ type barrier struct {
 	running bool
 }
 
-// AwaitInterest returns once every interest change declared before the
-// call (Interest) is known to every other node's NATS server, so that a
-// message published on any node after it reaches this node's new
-// subscriber, or after interestWait; core.Cluster's contract. The broker
-// calls it before a SUBACK that added interest: a client that subscribes
-// and then has a request published on another node (request/response)
-// gets the answer.
-func (c *Cluster) AwaitInterest() {
+// AwaitInterest returns once the interest change numbered seq (Interest's
+// result) is known to every other node's NATS server, so that a message
+// published on any node after it reaches this node's new subscriber, or
+// after interestWait; core.Cluster's contract. The broker calls it before
+// a SUBACK, with the number of the change that announced each filter:
+// a client that subscribes and then has a request published on another
+// node (request/response) gets the answer. A change known already costs
+// an atomic load.
+func (c *Cluster) AwaitInterest(seq uint64) {
+	if c.confirmed.Load() >= seq {
+		return
+	}
 	ch := make(chan struct{})
 	c.bar.mu.Lock()
 	c.bar.waiting = append(c.bar.waiting, ch)
@@ -61,12 +65,18 @@ func (c *Cluster) barrierLoop() {
 			return
 		}
 		c.bar.mu.Unlock()
-		// The changes the callers declared were queued before they
-		// waited: the marker syncInterest queues comes after them.
-		if err := c.syncInterest(interestWait); err != nil {
+		// The changes the callers wait for were queued before they
+		// waited: the marker syncInterest queues comes after them, and
+		// upto counts them.
+		upto := c.declared.Load()
+		err := c.syncInterest(interestWait)
+		if err != nil {
 			c.warn("interest not flushed to NATS in time", zap.Error(err))
 		}
-		c.ping(interestWait)
+		if c.ping(interestWait) && err == nil {
+			for old := c.confirmed.Load(); old < upto && !c.confirmed.CompareAndSwap(old, upto); old = c.confirmed.Load() {
+			}
+		}
 		for _, ch := range w {
 			close(ch)
 		}

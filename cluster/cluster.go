@@ -142,7 +142,8 @@ type Cluster struct {
 
 	forwarded, forwardDropped, received, receivedDropped    atomic.Int64
 	claimsUnavailable, takenOver, retainDropped, handedOver atomic.Int64
-	bar                                                     barrier // AwaitInterest's rounds
+	bar                                                     barrier       // AwaitInterest's rounds
+	declared, confirmed                                     atomic.Uint64 // interest changes queued (Interest), and known to every node (barrier)
 	sessionsIn, sessionsOut, sessionsLost                   atomic.Int64
 	given                                                   map[string]given // sessions given away lately (keepGiven), on routeLoop
 	sessionsAdopted, sessionsRestored, sessionsMerged       atomic.Int64
@@ -300,10 +301,20 @@ func (c *Cluster) ClientURL() string {
 }
 
 // Interest records that filter (group "") or the shared group group on
-// filter is wanted on this node (on) or no longer (!on); core.Cluster's
-// contract: it never blocks.
-func (c *Cluster) Interest(group, filter string, on bool) {
-	c.queueOp(interestOp{interest: interest{group, filter}, on: on})
+// filter is wanted on this node (on) or no longer (!on), and returns the
+// change's number for AwaitInterest; core.Cluster's contract: it never
+// blocks. The number is taken under opsMu with the queueing, so numbers
+// follow the queue's order.
+func (c *Cluster) Interest(group, filter string, on bool) uint64 {
+	c.opsMu.Lock()
+	c.ops = append(c.ops, interestOp{interest: interest{group, filter}, on: on})
+	n := c.declared.Add(1)
+	c.opsMu.Unlock()
+	select {
+	case c.opsWake <- struct{}{}:
+	default:
+	}
+	return n
 }
 
 func (c *Cluster) queueOp(op interestOp) {

@@ -580,10 +580,11 @@ func TestClaimHopsBetweenNodes(t *testing.T) {
 	}
 }
 
-// TestAwaitInterest: once AwaitInterest returns, a message another node
-// publishes reaches the new interest at once, with no probing: the SUBACK
-// of a client that then has a request published on another node
-// (request/response) comes after its subscription is everywhere.
+// TestAwaitInterest: once AwaitInterest returns for an interest change,
+// a message another node publishes reaches it at once, with no probing:
+// the SUBACK of a client that then has a request published on another
+// node (request/response) comes after its subscription is everywhere. A
+// change known already is not waited for again.
 func TestAwaitInterest(t *testing.T) {
 	nodes := startNodes(t, 3)
 	a, b, c := nodes[0], nodes[1], nodes[2]
@@ -591,20 +592,28 @@ func TestAwaitInterest(t *testing.T) {
 	waitInterest(t, a, "warm/up", b)
 	for i := range 20 {
 		f := fmt.Sprintf("reply/%d", i)
-		b.Interest("", f, true)
-		c.Interest("g", f, true)
+		sb := b.Interest("", f, true)
+		sc := c.Interest("g", f, true)
 		var wg sync.WaitGroup
 		for range 3 { // concurrent callers share rounds
-			wg.Go(b.AwaitInterest)
+			wg.Go(func() { b.AwaitInterest(sb) })
 		}
 		wg.Wait()
-		c.AwaitInterest()
+		c.AwaitInterest(sc)
 		a.Forward(f, []byte("answer"), 1, false, nil, time.Time{}, "server", nil)
 		if d := b.local.next(t); d.topic != f || d.group != "" {
 			t.Fatalf("b got %+v, want the answer on %s", d, f)
 		}
 		if d := c.local.next(t); d.topic != f || d.group != "g" {
 			t.Fatalf("c got %+v, want the answer on %s for group g", d, f)
+		}
+		if b.confirmed.Load() < sb {
+			t.Fatalf("change %d not marked known after its wait", sb)
+		}
+		start := time.Now()
+		b.AwaitInterest(sb)
+		if d := time.Since(start); d > 10*time.Millisecond {
+			t.Errorf("waiting again for a known change took %v", d)
 		}
 	}
 }

@@ -175,8 +175,9 @@ func (c *Cluster) sessionRequest(node, clientID string, rev uint64, op string) (
 // (each forwards the ping after the interest changes it got before it).
 // With an embedded server the nodes are its routes' servers; with an
 // external NATS those the heartbeats show reachable, or, before any
-// heartbeat, the wait ends pingQuiet after the last answer.
-func (c *Cluster) ping(timeout time.Duration) {
+// heartbeat, the wait ends pingQuiet after the last answer. It reports
+// whether the nodes it waited for answered (false: timeout or closing).
+func (c *Cluster) ping(timeout time.Duration) bool {
 	want := map[string]bool{}
 	counted := false
 	if c.emb != nil {
@@ -199,17 +200,17 @@ func (c *Cluster) ping(timeout time.Duration) {
 		}
 	}
 	if counted && len(want) == 0 {
-		return
+		return true
 	}
 	inbox := c.nc.NewRespInbox()
 	ch := make(chan *nats.Msg, 64)
 	sub, err := c.nc.ChanSubscribe(inbox, ch)
 	if err != nil {
-		return
+		return false
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	if c.nc.PublishRequest(pingSubject(c.opts.Name), inbox, nil) != nil {
-		return
+		return false
 	}
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
@@ -219,21 +220,21 @@ func (c *Cluster) ping(timeout time.Duration) {
 		case m := <-ch:
 			delete(want, string(m.Data))
 			if counted && len(want) == 0 {
-				return
+				return true
 			}
 			if !counted {
 				quiet = time.After(pingQuiet)
 			}
 		case <-quiet:
-			return
+			return true
 		case <-c.stop:
-			return
+			return false
 		case <-deadline.C:
 			if counted {
 				c.warn("nodes did not answer a ping in time: a session moving here may miss messages they publish meanwhile",
 					zap.Int("missing", len(want)))
 			}
-			return
+			return !counted
 		}
 	}
 }

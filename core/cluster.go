@@ -38,8 +38,9 @@ type Cluster interface {
 	// subscription to filter (group "") or member of the shared group
 	// group on filter came or went, whatever the number of sessions. It
 	// is called with the router's lock held, in the order of the changes:
-	// it must neither block nor call the Server.
-	Interest(group, filter string, on bool)
+	// it must neither block nor call the Server. It returns the change's
+	// number (increasing), for AwaitInterest.
+	Interest(group, filter string, on bool) uint64
 	// Forward hands the other nodes a message published on this node, on
 	// the publisher's goroutine, once its local subscribers have it. The
 	// arguments are the immutable parts of a Message: Forward must not
@@ -65,10 +66,12 @@ type Cluster interface {
 	// runs on the connection's goroutine and may wait for a few round
 	// trips.
 	Claim(clientID string, clean bool) uint64
-	// AwaitInterest returns once the interest declared before the call
-	// is known to every other node, or after a bound: the broker calls it
-	// on the connection's goroutine before a SUBACK that declared some.
-	AwaitInterest()
+	// AwaitInterest returns once the interest change numbered seq is
+	// known to every other node, or after a bound: the broker calls it on
+	// the connection's goroutine before a SUBACK, with the number of the
+	// change that announced its filters (a change known long ago costs
+	// nothing).
+	AwaitInterest(seq uint64)
 	// HandOver gives the other nodes a message of the shared group group
 	// on filter whose member here went away with it unacknowledged while
 	// no other member of the group is here: one member of the group on

@@ -21,6 +21,7 @@ type fakeCluster struct {
 	retained []fwdMsg
 	handed   []fwdMsg // HandOver: served holds group and filter
 	claims   uint64
+	seq      uint64 // Interest's numbers
 }
 
 type fwdMsg struct {
@@ -34,9 +35,10 @@ type fwdMsg struct {
 
 func newFakeCluster() *fakeCluster { return &fakeCluster{interest: map[string]int{}} }
 
-func (f *fakeCluster) Interest(group, filter string, on bool) {
+func (f *fakeCluster) Interest(group, filter string, on bool) uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.seq++
 	if group != "" {
 		filter = "$share/" + group + "/" + filter
 	}
@@ -47,6 +49,7 @@ func (f *fakeCluster) Interest(group, filter string, on bool) {
 		f.interest[filter]--
 		f.events = append(f.events, "-"+filter)
 	}
+	return f.seq
 }
 
 func (f *fakeCluster) Forward(topic string, payload []byte, qos byte, retain bool, props *codec.Properties, expires time.Time, from string, served []string) {
@@ -67,10 +70,10 @@ func (f *fakeCluster) HandOver(group, filter, topic string, payload []byte, qos 
 	f.handed = append(f.handed, fwdMsg{topic, string(payload), from, qos, retain, expires, props, []string{group, filter}})
 }
 
-func (f *fakeCluster) AwaitInterest() {
+func (f *fakeCluster) AwaitInterest(seq uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.events = append(f.events, "await")
+	f.events = append(f.events, fmt.Sprintf("await %d", seq))
 }
 
 func (f *fakeCluster) handedOver() []fwdMsg {
@@ -134,9 +137,11 @@ func TestClusterInterestOncePerFilter(t *testing.T) {
 	if got, want := fc.eventList("+", "-"), []string{"+x/#", "+$share/g/y"}; !slices.Equal(got, want) {
 		t.Fatalf("events %v, want %v", got, want)
 	}
-	// Each SUBACK that announced interest waited for the other nodes
-	// (AwaitInterest), the others did not.
-	if got, want := fc.eventList("+", "await"), []string{"+x/#", "await", "+$share/g/y", "await"}; !slices.Equal(got, want) {
+	// Each SUBACK waits until the change that announced its filter is
+	// known to the other nodes (AwaitInterest), whichever SUBSCRIBE made
+	// it: a second subscriber of a filter announced an instant before
+	// must not get its SUBACK first.
+	if got, want := fc.eventList("+", "await"), []string{"+x/#", "await 1", "await 1", "await 1", "+$share/g/y", "await 2", "await 2"}; !slices.Equal(got, want) {
 		t.Fatalf("events %v, want %v", got, want)
 	}
 	b.close() // a clean session ends: its subscriptions go

@@ -33,14 +33,16 @@ type node struct {
 	subs     []subscriber
 	index    map[*session]int // position of each session in subs
 	groups   map[string]*sharedGroup
+	announce uint64 // the cluster's number of the change that announced subs (Cluster.Interest)
 }
 
 // sharedGroup is a $share/{group}/{filter} group: one message, one member.
 type sharedGroup struct {
-	name    string
-	filter  string
-	members []subscriber
-	next    atomic.Uint32
+	name     string
+	filter   string
+	announce uint64 // the cluster's number of the change that announced the group
+	members  []subscriber
+	next     atomic.Uint32
 }
 
 // match is one delivery the router found for a topic.
@@ -103,9 +105,10 @@ func (r *router) walk(filter string, create bool) *node {
 }
 
 // subscribe adds or replaces s's subscription to filter (in group when
-// non-empty) and reports whether it existed before, and whether it is
-// this node's first for filter (or group), which the cluster was told.
-func (r *router) subscribe(s *session, filter, group string, o subOpts) (existed, announced bool) {
+// non-empty) and reports whether it existed before, and the cluster's
+// number of the change that announced filter (or group) on this node (0
+// without a cluster), for the SUBACK to wait for (Cluster.AwaitInterest).
+func (r *router) subscribe(s *session, filter, group string, o subOpts) (existed bool, announce uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := r.walk(filter, true)
@@ -119,25 +122,24 @@ func (r *router) subscribe(s *session, filter, group string, o subOpts) (existed
 			n.groups[group] = g
 			r.groups.Add(1)
 			if r.cluster != nil {
-				r.cluster.Interest(group, filter, true)
-				announced = true
+				g.announce = r.cluster.Interest(group, filter, true)
 			}
 		}
 		for i := range g.members {
 			if g.members[i].s == s {
 				g.members[i].opts = o
-				return true, announced
+				return true, g.announce
 			}
 		}
 		g.members = append(g.members, subscriber{s, o})
 		r.count.Add(1)
 		r.shared.Add(1)
 		s.routes.Add(1)
-		return false, announced
+		return false, g.announce
 	}
 	if i, ok := n.index[s]; ok {
 		n.subs[i].opts = o
-		return true, false
+		return true, n.announce
 	}
 	if n.index == nil {
 		n.index = map[*session]int{}
@@ -147,10 +149,9 @@ func (r *router) subscribe(s *session, filter, group string, o subOpts) (existed
 	r.count.Add(1)
 	s.routes.Add(1)
 	if r.cluster != nil && len(n.subs) == 1 {
-		r.cluster.Interest("", filter, true)
-		announced = true
+		n.announce = r.cluster.Interest("", filter, true)
 	}
-	return false, announced
+	return false, n.announce
 }
 
 // unsubscribe removes s's subscription and reports whether there was one.

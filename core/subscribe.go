@@ -20,7 +20,7 @@ func (c *client) handleSubscribe(p *codec.Subscribe) bool {
 		opts   subOpts
 	}
 	var wantRetained []retainedReq
-	awaitInterest := false // a filter new to this node was announced to the cluster
+	var announce uint64 // the latest cluster change announcing one of the filters
 	for i := range p.Subscriptions {
 		sub := &p.Subscriptions[i]
 		if err := c.subErrs[i]; err != nil {
@@ -52,8 +52,8 @@ func (c *client) handleSubscribe(p *codec.Subscribe) bool {
 			o = subOpts{qos: sub.QoS, noLocal: c.bridge, rap: c.bridge}
 		}
 		o.acl = newSubACL(srv, full)
-		existed, announced := srv.router.subscribe(s, string(filter), string(group), o)
-		awaitInterest = awaitInterest || announced
+		existed, a := srv.router.subscribe(s, string(filter), string(group), o)
+		announce = max(announce, a)
 		s.mu.Lock()
 		if s.subs == nil {
 			s.subs = map[string]storedSub{}
@@ -72,10 +72,11 @@ func (c *client) handleSubscribe(p *codec.Subscribe) bool {
 	// SUBACK goes once the subscriptions are on disk, after the held
 	// acknowledgements, and before the retained messages it enables.
 	c.needSync = srv.saveSession(s) || c.needSync
-	if awaitInterest {
-		// A new filter for this node: SUBACK once the other nodes know
-		// it, so that what is published on them after SUBACK comes here.
-		srv.cluster.AwaitInterest()
+	if announce > 0 {
+		// SUBACK once the other nodes know the filters (at once for
+		// those announced long ago), so that what is published on them
+		// after SUBACK comes here.
+		srv.cluster.AwaitInterest(announce)
 	}
 	c.releaseAcksWait()
 	c.send(ack)
