@@ -145,7 +145,7 @@ type Cluster struct {
 	bar                                                     barrier       // AwaitInterest's rounds
 	declared, confirmed                                     atomic.Uint64 // interest changes queued (Interest), and known to every node (barrier)
 	sessionsIn, sessionsOut, sessionsLost                   atomic.Int64
-	given                                                   map[string]given // sessions given away lately (keepGiven), on routeLoop
+	given                                                   givenSessions // sessions given away lately (keepGiven), on routeLoop
 	sessionsAdopted, sessionsRestored, sessionsMerged       atomic.Int64
 	replicaDropped, nodesDead                               atomic.Int64
 	rep                                                     *replica // the session replicas (replica.go)

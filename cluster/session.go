@@ -294,35 +294,49 @@ const givenMax = 64 << 20
 
 // given is a session a "take" answer carried (serveSession's, on routeLoop).
 type given struct {
+	id   string
 	rev  uint64
 	data []byte
 	at   time.Time
+}
+
+// givenSessions are the sessions given away lately, in the order given,
+// so that expiring them costs only the expired ones in a storm of moves.
+type givenSessions struct {
+	byID  map[string]*given
+	order []*given
+	bytes int
 }
 
 // keepGiven keeps data, the session id just left with for the claim rev,
 // and returns it; with no data (the session is not here), what a former
 // answer to the same claim carried, if any. It runs on routeLoop.
 func (c *Cluster) keepGiven(id string, rev uint64, data []byte) []byte {
+	gs := &c.given
 	now := time.Now()
-	kept := 0
-	for k, g := range c.given {
-		if now.Sub(g.at) > givenKeep {
-			delete(c.given, k)
-		} else {
-			kept += len(g.data)
+	for len(gs.order) > 0 && now.Sub(gs.order[0].at) > givenKeep {
+		g := gs.order[0]
+		gs.order[0] = nil
+		gs.order = gs.order[1:]
+		gs.bytes -= len(g.data)
+		if gs.byID[g.id] == g {
+			delete(gs.byID, g.id)
 		}
 	}
 	if data != nil {
 		c.sessionsOut.Add(1)
-		if c.given == nil {
-			c.given = map[string]given{}
-		}
-		if kept+len(data) <= givenMax {
-			c.given[id] = given{rev, data, now}
+		if gs.bytes+len(data) <= givenMax {
+			if gs.byID == nil {
+				gs.byID = map[string]*given{}
+			}
+			g := &given{id, rev, data, now}
+			gs.byID[id] = g
+			gs.order = append(gs.order, g)
+			gs.bytes += len(data)
 		}
 		return data
 	}
-	if g, ok := c.given[id]; ok && g.rev == rev {
+	if g := gs.byID[id]; g != nil && g.rev == rev {
 		c.log.Info("session given again: the first answer did not arrive", zap.String("client_id", id))
 		return g.data
 	}
