@@ -44,6 +44,14 @@ type Local interface {
 	ImportSession(clientID string, data []byte, final bool) error
 	// DropImport ends a pending session whose move failed.
 	DropImport(clientID string)
+	// PendSession installs a dead node's session from its session record
+	// as a pending session, queuing what comes, and returns the filters
+	// of its plain subscriptions; RestoreSession completes it.
+	PendSession(clientID string, session []byte) ([]string, error)
+	// ReplayPending routes a message published while no node held
+	// clientID's session to it, pending, before what it queued meanwhile.
+	ReplayPending(clientID, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
+		expires time.Time, from string) int
 	// RestoreSession installs clientID's session from the records another
 	// node's store was given (replica.go), offline; withWill schedules
 	// its will.
@@ -96,6 +104,9 @@ type Stats struct {
 	// ReplicaDropped counts session records not replicated (too many
 	// waiting for the stream); NodesDead the nodes seen dying.
 	ReplicaDropped, NodesDead int64
+	// Replayed counts the deliveries of messages published while no
+	// node held their subscriber's session, its node dead (replay.go).
+	Replayed int64
 }
 
 // Cluster is one node's link to the others (it satisfies core.Cluster).
@@ -147,8 +158,9 @@ type Cluster struct {
 	sessionsIn, sessionsOut, sessionsLost                   atomic.Int64
 	given                                                   givenSessions // sessions given away lately (keepGiven), on routeLoop
 	sessionsAdopted, sessionsRestored, sessionsMerged       atomic.Int64
-	replicaDropped, nodesDead                               atomic.Int64
+	replicaDropped, nodesDead, replayedMsgs                 atomic.Int64
 	rep                                                     *replica // the session replicas (replica.go)
+	recent                                                  recent   // what this node forwarded lately, for replays (replay.go)
 	live                                                    liveness
 	sessionSub, pingSub                                     *nats.Subscription
 	queuedMu                                                sync.Mutex
@@ -279,6 +291,9 @@ func (c *Cluster) Start(local Local) {
 	c.pingSub, err = c.nc.Subscribe(pingSubject(c.opts.Name), func(m *nats.Msg) { _ = m.Respond([]byte(c.opts.Node)) })
 	if err != nil {
 		c.log.Error("cannot answer other nodes' pings: sessions moving to them may lose messages published meanwhile", zap.Error(err))
+	}
+	if _, err := c.nc.Subscribe(replaySubject(c.opts.Name), c.serveReplay); err != nil {
+		c.log.Error("cannot answer other nodes' replays: sessions of a dead node may miss messages published here meanwhile", zap.Error(err))
 	}
 	c.done.Add(2)
 	go c.routeLoop()
@@ -460,6 +475,9 @@ func (c *Cluster) route(m *nats.Msg) {
 		payload = nil
 	}
 	c.local.DeliverRemote(it.group, it.filter, topic, payload, in.qos, in.retain, in.props, in.expires, in.from)
+	if in.seq != 0 && c.opts.SessionReplicas > 1 {
+		c.rep.mark(in.node, in.seq)
+	}
 }
 
 // Forward publishes a message of this node on NATS, where only nodes with
@@ -474,6 +492,10 @@ func (c *Cluster) Forward(topic string, payload []byte, qos byte, retain bool, p
 	}
 	for i := 0; i+1 < len(served); i += 2 {
 		m.Header[hdrServed] = append(m.Header[hdrServed], queueName(served[i], served[i+1]))
+	}
+	if qos > 0 && c.opts.SessionReplicas > 1 {
+		c.publishNumbered(m, topic) // kept for a replay (replay.go)
+		return
 	}
 	c.publish(m, topic)
 }
@@ -543,7 +565,7 @@ func (c *Cluster) Stats() Stats {
 		SessionsIn: c.sessionsIn.Load(), SessionsOut: c.sessionsOut.Load(), SessionsLost: c.sessionsLost.Load(),
 		HandedOver:      c.handedOver.Load(),
 		SessionsAdopted: c.sessionsAdopted.Load(), SessionsRestored: c.sessionsRestored.Load(), SessionsMerged: c.sessionsMerged.Load(),
-		ReplicaDropped: c.replicaDropped.Load(), NodesDead: c.nodesDead.Load()}
+		ReplicaDropped: c.replicaDropped.Load(), NodesDead: c.nodesDead.Load(), Replayed: c.replayedMsgs.Load()}
 }
 
 // Connected reports whether the node's NATS connection is up.

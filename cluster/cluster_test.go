@@ -53,6 +53,8 @@ type fakeLocal struct {
 	restored chan restoredSession
 	merged   chan [2]string
 	stale    []string
+	// replayedLog is what ReplayPending got.
+	replayedLog []string
 }
 
 // ExportSession hands out "subs of S" for session S without take.
@@ -231,6 +233,13 @@ func startNodes(t *testing.T, n int) []*testNode {
 // ports (each routed to all the others).
 func startNodesOn(t *testing.T, ports []int, n int) []*testNode {
 	t.Helper()
+	return startNodesWith(t, ports, n, nil)
+}
+
+// startNodesWith is startNodesOn with each node's options changed by
+// change (nil: none).
+func startNodesWith(t *testing.T, ports []int, n int, change func(*Options)) []*testNode {
+	t.Helper()
 	nodes := make([]*testNode, n)
 	var wg sync.WaitGroup
 	errs := make([]error, n)
@@ -243,6 +252,9 @@ func startNodesOn(t *testing.T, ports []int, n int) []*testNode {
 		}
 		o := Options{Node: fmt.Sprintf("n%d", i+1), Embedded: EmbeddedOptions{
 			Listen: fmt.Sprintf("127.0.0.1:%d", ports[i]), ClientListen: "127.0.0.1:0", Routes: routes, Dir: t.TempDir()}}
+		if change != nil {
+			change(&o)
+		}
 		wg.Go(func() {
 			c, err := New(o, zaptest.NewLogger(t).Named(o.Node))
 			if err != nil {

@@ -205,6 +205,7 @@ func (c *Cluster) adoptNode(st *state, node string, alive []string) {
 			zap.String("node", node), zap.Error(err))
 		return
 	}
+	marks := c.readMarksRetrying(st, node)
 	me := slices.Index(alive, c.opts.Node)
 	var later []string
 	n := 0
@@ -215,7 +216,7 @@ func (c *Cluster) adoptNode(st *state, node string, alive []string) {
 			later = append(later, id)
 			continue
 		}
-		if c.adopt(st, node, id, all[id]) {
+		if c.adopt(st, node, id, all[id], marks) {
 			n++
 		}
 	}
@@ -229,7 +230,7 @@ func (c *Cluster) adoptNode(st *state, node string, alive []string) {
 			if !c.isDead(node) {
 				break // back: it has them
 			}
-			if c.adopt(st, node, id, all[id]) {
+			if c.adopt(st, node, id, all[id], marks) {
 				n++
 			}
 		}
@@ -238,8 +239,11 @@ func (c *Cluster) adoptNode(st *state, node string, alive []string) {
 }
 
 // adopt takes clientID's session from the dead node's records recs, if
-// the registry still names that node, and reports whether it did.
-func (c *Cluster) adopt(st *state, node, clientID string, recs *replicaRecords) bool {
+// the registry still names that node, with what was published for it
+// since the node's marks, and reports whether it did.
+func (c *Cluster) adopt(st *state, node, clientID string, recs *replicaRecords, marks map[string]uint64) bool {
+	// One at a time with a claim of the id here (which may restore it).
+	defer c.claims.serialize(clientID)()
 	k := key(clientID)
 	var e jetstream.KeyValueEntry
 	err := c.retry(replicaSyncTimeout, func() (err error) {
@@ -261,7 +265,7 @@ func (c *Cluster) adopt(st *state, node, clientID string, recs *replicaRecords) 
 	if err != nil || heldBy(e.Value()) != node {
 		return false // the client is back elsewhere (that node took the session), or its session ended
 	}
-	ok, err := c.install(clientID, recs, true)
+	ok, err := c.install(node, clientID, recs, marks, true)
 	if err != nil || !ok {
 		if err != nil {
 			c.log.Warn("a dead node's session not adopted", zap.String("client_id", clientID), zap.Error(err))

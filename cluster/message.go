@@ -83,6 +83,10 @@ type incoming struct {
 	props   *codec.Properties
 	expires time.Time
 	from    string
+	// node is the node it was published on, seq its number there (0:
+	// none; replay.go).
+	node string
+	seq  uint64
 }
 
 // decodeHeader reads the headers encodeHeader writes; a value that does
@@ -97,6 +101,11 @@ func decodeHeader(h nats.Header) incoming {
 		in.qos = v[0] - '0'
 	}
 	in.retain = h.Get(hdrRetain) == "1"
+	if v := h.Get(hdrSeq); v != "" {
+		if n, err := strconv.ParseUint(v, 36, 64); err == nil && token(h.Get(hdrNode)) {
+			in.node, in.seq = h.Get(hdrNode), n
+		}
+	}
 	if v := h.Get(hdrExpires); v != "" {
 		if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
 			in.expires = time.UnixMilli(ms)

@@ -23,6 +23,10 @@ const (
 	// DefaultClientListen is the embedded NATS server's client port, for
 	// NATS applications; xmq itself talks to it in process.
 	DefaultClientListen = "127.0.0.1:4222"
+	// DefaultReplayWindow and DefaultReplayMaxBytes bound the messages a
+	// node keeps for replays (Options.ReplayWindow).
+	DefaultReplayWindow   = 30 * time.Second
+	DefaultReplayMaxBytes = 64 << 20
 	// DefaultHeartbeatInterval is how often a node tells the others how
 	// it is; one not heard from for three intervals is unreachable.
 	DefaultHeartbeatInterval = 2 * time.Second
@@ -73,6 +77,15 @@ type Options struct {
 	// HeartbeatInterval is how often the node sends its heartbeat
 	// (nodes.go; default DefaultHeartbeatInterval, 100ms to 1m).
 	HeartbeatInterval time.Duration
+	// ReplayWindow and ReplayMaxBytes bound how long, and in how many
+	// bytes, a node with SessionReplicas above 1 keeps the QoS 1/2
+	// messages it forwarded, for the survivor that rebuilds a dead node's
+	// sessions to fetch those published while no node held them
+	// (replay.go; defaults DefaultReplayWindow, 1s to 10m, and
+	// DefaultReplayMaxBytes, at least 1 MiB). The window must outlast the
+	// time from a node's death to its sessions' rebuilding (seconds).
+	ReplayWindow   time.Duration
+	ReplayMaxBytes int64
 }
 
 // EmbeddedOptions configure the NATS server a node runs in process.
@@ -125,6 +138,12 @@ func (o *Options) SetDefaults() {
 	if o.HeartbeatInterval == 0 {
 		o.HeartbeatInterval = DefaultHeartbeatInterval
 	}
+	if o.ReplayWindow == 0 {
+		o.ReplayWindow = DefaultReplayWindow
+	}
+	if o.ReplayMaxBytes == 0 {
+		o.ReplayMaxBytes = DefaultReplayMaxBytes
+	}
 }
 
 // OptionError names the option a problem is about.
@@ -154,6 +173,12 @@ func (o *Options) Validate() error {
 	}
 	if o.SessionReplicas < 1 || o.SessionReplicas > 3 {
 		bad("SessionReplicas", "%d is not from 1 (the node's store only) to 3", o.SessionReplicas)
+	}
+	if o.ReplayWindow < time.Second || o.ReplayWindow > 10*time.Minute {
+		bad("ReplayWindow", "%v is not from 1s to 10m", o.ReplayWindow)
+	}
+	if o.ReplayMaxBytes < 1<<20 {
+		bad("ReplayMaxBytes", "%d is below 1 MiB", o.ReplayMaxBytes)
 	}
 	if o.HeartbeatInterval < 100*time.Millisecond || o.HeartbeatInterval > time.Minute {
 		bad("HeartbeatInterval", "%v is not from 100ms to 1m", o.HeartbeatInterval)

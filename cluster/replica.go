@@ -107,6 +107,10 @@ type replica struct {
 	// persistent costs nothing).
 	ids  map[string]struct{}
 	wake chan struct{}
+	// marks are the numbers routed here per origin node not yet in the
+	// stream, written the last ones written (replay.go).
+	marks   map[string][]mark
+	written map[string]uint64
 }
 
 // replicaStore is a Store whose session records go to the stream too.
@@ -127,7 +131,7 @@ func (c *Cluster) ReplicateStore(st Store) Store {
 }
 
 func newReplica(c *Cluster) *replica {
-	r := &replica{c: c, ids: map[string]struct{}{}, wake: make(chan struct{}, 1)}
+	r := &replica{c: c, ids: map[string]struct{}{}, wake: make(chan struct{}, 1), marks: map[string][]mark{}, written: map[string]uint64{}}
 	r.cond = sync.NewCond(&r.mu)
 	return r
 }
@@ -342,8 +346,14 @@ func (s *replicaStore) Close() error {
 // waits for the writes before it and is one request.
 func (c *Cluster) replicaLoop(st *state) {
 	r := c.rep
+	tick := time.NewTicker(markEvery)
+	defer tick.Stop()
 	for {
 		select {
+		case <-tick.C:
+			// Marks of messages that queued no record move on their own.
+			c.writeMarks(st)
+			continue
 		case <-c.stop:
 			// Nothing more reaches the stream: Syncs waiting fail, not hang.
 			r.mu.Lock()
@@ -374,6 +384,7 @@ func (c *Cluster) replicaLoop(st *state) {
 			r.cond.Broadcast()
 			r.mu.Unlock()
 		}
+		c.writeMarks(st)
 	}
 }
 
@@ -649,15 +660,7 @@ func (c *Cluster) restoreFromReplica(st *state, node, clientID string, withWill 
 	if err != nil || recs == nil {
 		return false, err
 	}
-	return c.install(clientID, recs, withWill)
-}
-
-// install installs a session read from the stream.
-func (c *Cluster) install(clientID string, recs *replicaRecords, withWill bool) (bool, error) {
-	if err := c.local.RestoreSession(clientID, recs.session, recs.inbound, recs.seqs, recs.msgs, recs.will, withWill); err != nil {
-		return false, err
-	}
-	return true, nil
+	return c.install(node, clientID, recs, c.readMarksRetrying(st, node), withWill)
 }
 
 // dropReplica removes the records node wrote for clientID, once the

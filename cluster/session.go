@@ -178,27 +178,7 @@ func (c *Cluster) sessionRequest(node, clientID string, rev uint64, op string) (
 // heartbeat, the wait ends pingQuiet after the last answer. It reports
 // whether the nodes it waited for answered (false: timeout or closing).
 func (c *Cluster) ping(timeout time.Duration) bool {
-	want := map[string]bool{}
-	counted := false
-	if c.emb != nil {
-		if rz, err := c.emb.srv.Routez(nil); err == nil {
-			counted = true
-			for _, r := range rz.Routes {
-				if r.RemoteName != c.opts.Node {
-					want[r.RemoteName] = true
-				}
-			}
-		}
-	}
-	if !counted && c.nodes.Load() != nil {
-		// External NATS: the heartbeats name the nodes to wait for.
-		counted = true
-		for _, st := range c.Nodes() {
-			if st.Reachable && st.Node != c.opts.Node {
-				want[st.Node] = true
-			}
-		}
-	}
+	want, counted := c.peers()
 	if counted && len(want) == 0 {
 		return true
 	}
@@ -242,6 +222,34 @@ func (c *Cluster) ping(timeout time.Duration) bool {
 type errorString string
 
 func (e errorString) Error() string { return string(e) }
+
+// peers are the other nodes to wait for: with an embedded server its
+// routes' servers, with an external NATS those the heartbeats show
+// reachable; counted is false when neither is known (an external NATS
+// before any heartbeat).
+func (c *Cluster) peers() (want map[string]bool, counted bool) {
+	want = map[string]bool{}
+	if c.emb != nil {
+		if rz, err := c.emb.srv.Routez(nil); err == nil {
+			counted = true
+			for _, r := range rz.Routes {
+				if r.RemoteName != c.opts.Node {
+					want[r.RemoteName] = true
+				}
+			}
+		}
+	}
+	if !counted && c.nodes.Load() != nil {
+		// External NATS: the heartbeats name the nodes to wait for.
+		counted = true
+		for _, st := range c.Nodes() {
+			if st.Reachable && st.Node != c.opts.Node {
+				want[st.Node] = true
+			}
+		}
+	}
+	return want, counted
+}
 
 // pinged marks a "take" request put back in the inbox once the other
 // nodes answered this node's ping (serveSession); queued marks a function

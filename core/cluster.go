@@ -351,7 +351,7 @@ func (s *Server) ImportSession(clientID string, data []byte, final bool) error {
 		s.mu.Unlock()
 		return nil
 	}
-	sess.pending = false
+	sess.pending, sess.replayed = false, 0
 	for _, id := range in.IDs {
 		if sess.qos2in == nil {
 			sess.qos2in = map[uint16]struct{}{}

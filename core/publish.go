@@ -307,30 +307,43 @@ func (s *Server) deliver(msg *Message, matches []match, r *routed, from *client)
 	n := 0
 	gen := s.aclGeneration()
 	for i := range matches {
-		m := &matches[i]
-		if m.s == nil {
+		d, ok := s.deliveryFor(msg, matches, i, gen)
+		if !ok {
 			continue
 		}
-		if m.opts.noLocal && m.group == nil && msg.From == m.s.id {
-			continue // [MQTT-3.8.3-3]
-		}
-		if !s.mayRead(m.s, m.opts.acl, msg.Topic, gen) {
-			continue // the subscriber may not read it now
-		}
-		qos := min(msg.QoS, m.opts.qos)
-		if !m.opts.v5 && m.group == nil && m.s.routes.Load() > 1 {
-			for j := i + 1; j < len(matches); j++ {
-				o := &matches[j]
-				if o.s == m.s && o.group == nil {
-					qos = max(qos, min(msg.QoS, o.opts.qos))
-					o.s = nil
-				}
-			}
-		}
-		retain := msg.Retain && m.opts.rap // [MQTT-3.3.1-12] [MQTT-3.3.1-13]
-		r.add(m.s.enqueueFrom(delivery{msg: msg, qos: qos, retain: retain, subID: m.opts.subID, group: m.group}, from))
+		r.add(matches[i].s.enqueueFrom(d, from))
 		n++
 	}
 	s.stats.deliveries.Add(int64(n))
 	r.n += n
+}
+
+// deliveryFor is the delivery of msg that matches[i] makes, false for
+// none: No Local, no read right now, or an MQTT 3 subscriber's other
+// matching subscription, which takes this one's place (the highest QoS of
+// them, once: the other entries' sessions are cleared). gen is the ACL
+// generation the rights are checked against.
+func (s *Server) deliveryFor(msg *Message, matches []match, i int, gen uint64) (delivery, bool) {
+	m := &matches[i]
+	if m.s == nil {
+		return delivery{}, false
+	}
+	if m.opts.noLocal && m.group == nil && msg.From == m.s.id {
+		return delivery{}, false // [MQTT-3.8.3-3]
+	}
+	if !s.mayRead(m.s, m.opts.acl, msg.Topic, gen) {
+		return delivery{}, false // the subscriber may not read it now
+	}
+	qos := min(msg.QoS, m.opts.qos)
+	if !m.opts.v5 && m.group == nil && m.s.routes.Load() > 1 {
+		for j := i + 1; j < len(matches); j++ {
+			o := &matches[j]
+			if o.s == m.s && o.group == nil {
+				qos = max(qos, min(msg.QoS, o.opts.qos))
+				o.s = nil
+			}
+		}
+	}
+	retain := msg.Retain && m.opts.rap // [MQTT-3.3.1-12] [MQTT-3.3.1-13]
+	return delivery{msg: msg, qos: qos, retain: retain, subID: m.opts.subID, group: m.group}, true
 }

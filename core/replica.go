@@ -2,9 +2,12 @@ package core
 
 import (
 	"encoding/binary"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/xmq-io/xmq/codec"
 )
 
 // This file serves a cluster whose node died: its persistent sessions
@@ -36,10 +39,6 @@ func (s *Server) RestoreSession(clientID string, session, inbound []byte, seqs [
 			return err
 		}
 	}
-	// The encoding of ExportSession (exportLocked), built from the records.
-	b := []byte{recordVersion}
-	b = appendString(b, string(session))
-	b = appendString(b, string(in.append(nil)))
 	var recs []byte
 	n := 0
 	for i, rec := range msgs {
@@ -59,9 +58,7 @@ func (s *Server) RestoreSession(clientID string, session, inbound []byte, seqs [
 		recs = appendString(recs, string(rec))
 		n++
 	}
-	b = binary.AppendUvarint(b, uint64(n))
-	b = append(b, recs...)
-	if err := s.ImportSession(clientID, b, true); err != nil {
+	if err := s.ImportSession(clientID, restoredExport(session, &in, n, recs), true); err != nil {
 		return err
 	}
 	if !withWill || will == nil {
@@ -95,6 +92,91 @@ func (s *Server) RestoreSession(clientID string, session, inbound []byte, seqs [
 		s.storeError("store: sync of a restored will failed", err, zap.String("client_id", clientID))
 	}
 	return nil
+}
+
+// restoredExport is the encoding of ExportSession (exportLocked) of a
+// session built from its records: the session record, the inbound
+// record, then n messages as recs holds them.
+func restoredExport(session []byte, in *inboundRecord, n int, recs []byte) []byte {
+	b := []byte{recordVersion}
+	b = appendString(b, string(session))
+	b = appendString(b, string(in.append(nil)))
+	b = binary.AppendUvarint(b, uint64(n))
+	return append(b, recs...)
+}
+
+// PendSession installs clientID's persistent session from its session
+// record written on another node (which died) as a pending session: its
+// subscriptions are in the router (and announced to the cluster), and it
+// queues what comes for it until RestoreSession, with the rest of the
+// records, completes it and puts them before. It returns the filters of
+// its plain subscriptions: the cluster asks the other nodes for what they
+// published to those while no node held the session (ReplayPending). An
+// offline session of clientID here is replaced; one whose client is
+// connected here is not (errSessionOnline).
+func (s *Server) PendSession(clientID string, session []byte) ([]string, error) {
+	var sr sessionRecord
+	if err := sr.decode(session); err != nil {
+		return nil, err
+	}
+	if err := s.ImportSession(clientID, restoredExport(session, &inboundRecord{}, 0, nil), false); err != nil {
+		return nil, err
+	}
+	var filters []string
+	for _, sub := range sr.Subs {
+		if group, _, _, err := codec.ParseShared([]byte(sub.Filter)); err == nil && group == nil {
+			filters = append(filters, sub.Filter)
+		}
+	}
+	return filters, nil
+}
+
+// ReplayPending routes a message published on another node while no node
+// held clientID's session (its node had died) to that session, pending
+// (PendSession), with the rules of a PUBLISH for its plain subscriptions
+// (QoS downgrade, retain as published, No Local, subscription
+// identifiers, read rights): after the messages replayed before, before
+// those it queued meanwhile, and with DUP, since the dead node may have
+// sent it. The arguments become the message. It returns the number of
+// deliveries made: none once the session is no longer pending.
+func (s *Server) ReplayPending(clientID, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
+	expires time.Time, from string) int {
+	msg := &Message{Topic: topic, Payload: payload, QoS: min(qos, 2), Retain: retain, Props: props, Expires: expires, From: from}
+	if msg.expired(time.Now()) {
+		return 0
+	}
+	s.mu.Lock()
+	sess := s.sessions[clientID]
+	s.mu.Unlock()
+	if sess == nil {
+		return 0
+	}
+	matches := s.router.match(topic, from, nil)
+	gen := s.aclGeneration()
+	n := 0
+	for i := range matches {
+		if matches[i].s != sess || matches[i].group != nil {
+			continue
+		}
+		d, ok := s.deliveryFor(msg, matches, i, gen)
+		if !ok || d.qos == 0 {
+			continue // a QoS 0 delivery is not kept for an offline session
+		}
+		d.dup = true
+		sess.mu.Lock()
+		if !sess.pending || sess.c != nil {
+			sess.mu.Unlock()
+			break
+		}
+		// Not stored yet: RestoreSession writes the whole queue again.
+		at := sess.qhead + sess.replayed
+		sess.queue = slices.Insert(sess.queue, at, d)
+		sess.replayed++
+		sess.mu.Unlock()
+		n++
+	}
+	s.stats.deliveries.Add(int64(n))
+	return n
 }
 
 // StaleSessions returns the client ids of the persistent sessions here

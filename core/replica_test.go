@@ -1,6 +1,7 @@
 package core_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -178,4 +179,74 @@ func TestMergeSession(t *testing.T) {
 		t.Errorf("a non-persistent session took %d messages", n)
 	}
 	clean.expectNothing(quiet)
+}
+
+// TestReplayPending: a dead node's session rebuilt in two steps — pending
+// from its session record, then with its records — gets its records
+// first, then what was replayed into it (with the rules of a PUBLISH:
+// QoS downgrade, No Local, only its plain subscriptions; QoS 0 not
+// kept), then what it queued while pending, all but the records with
+// DUP, in that order; a replay once it is no longer pending does nothing.
+func TestReplayPending(t *testing.T) {
+	st := core.NewMemStore()
+	a := newServer(t, core.Options{}, core.Config{Store: st})
+	s := client(t, a, codec.V5, "rp", persistent)
+	s.subscribePacket(&codec.Subscribe{Subscriptions: []codec.Subscription{
+		{Filter: []byte("r/#"), QoS: 1},
+		{Filter: []byte("nl/#"), QoS: 2, NoLocal: true},
+		{Filter: []byte("$share/g/sh/#"), QoS: 1},
+	}})
+	s.close()
+	waitFor(t, "offline", func() bool { info, ok := a.Client("rp"); return ok && !info.Connected })
+	pub := client(t, a, codec.V5, "pub")
+	pub.pub("r/x", "rec", 1)
+	recs := recordsOf(t, st, "rp")
+
+	b := newServer(t, core.Options{}, core.Config{})
+	filters, err := b.PendSession("rp", recs.session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(filters)
+	if !slices.Equal(filters, []string{"nl/#", "r/#"}) {
+		t.Errorf("filters %q, want the plain ones", filters)
+	}
+	pub2 := client(t, b, codec.V5, "pub2")
+	pub2.pub("r/x", "queued", 1) // while pending: after the replayed ones
+	for _, c := range []struct {
+		topic, payload string
+		qos            byte
+		from           string
+		want           int
+	}{
+		{"r/x", "replayed1", 2, "p", 1},
+		{"nl/x", "mine", 1, "rp", 0}, // No Local
+		{"sh/x", "shared", 1, "p", 0},
+		{"r/x", "qos0", 0, "p", 0},
+		{"r/x", "replayed2", 1, "p", 1},
+	} {
+		if n := b.ReplayPending("rp", c.topic, []byte(c.payload), c.qos, false, nil, time.Time{}, c.from); n != c.want {
+			t.Errorf("%s: %d deliveries, want %d", c.payload, n, c.want)
+		}
+	}
+	if err := b.RestoreSession("rp", recs.session, recs.inbound, recs.seqs, recs.msgs, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.ReplayPending("rp", "r/x", []byte("late"), 1, false, nil, time.Time{}, "p"); n != 0 {
+		t.Errorf("a replay into a complete session made %d deliveries", n)
+	}
+	c := dial(t, b, codec.V5)
+	cp := connectPacket(codec.V5, "rp")
+	persistent(cp)
+	if ack := c.connect(cp); !ack.SessionPresent {
+		t.Fatal("session present 0")
+	}
+	got := c.recv(4)
+	wantPayloads(t, got, "rec", "replayed1", "replayed2", "queued")
+	for _, p := range got[1:] {
+		if !p.Dup || p.QoS != 1 {
+			t.Errorf("%q: DUP %v QoS %d, want DUP at QoS 1", p.Payload, p.Dup, p.QoS)
+		}
+	}
+	c.expectNothing(quiet)
 }

@@ -84,6 +84,10 @@ type session struct {
 	// pending is set on a session moving here from another node whose
 	// messages have not arrived yet (Server.ImportSession).
 	pending bool
+	// replayed counts the messages at the head of a pending session's
+	// queue that Server.ReplayPending put there: the next goes after them,
+	// before what the session queued meanwhile.
+	replayed int
 }
 
 func newSession(srv *Server, id string) *session {

@@ -28,6 +28,7 @@ type ClusterStats struct {
 	SessionsAdopted, SessionsRestored, SessionsMerged int64
 	ReplicaDropped                                    int64 // session records not replicated (too many waiting)
 	NodesDead                                         int64 // nodes seen dying (no answer to pings)
+	Replayed                                          int64 // deliveries of messages published while no node held their subscriber's session
 	// NodesReachable and NodesUnreachable count the nodes of the
 	// heartbeat table (this one included, reachable);
 	// UnreachableTransitions counts the times a node became unreachable.
@@ -40,7 +41,7 @@ type clusterCollector struct {
 	connected, routes, ready, msgs, dropped, interest, claims *prometheus.Desc
 	taken, retainDropped, sessions, sessionsLost, handedOver  *prometheus.Desc
 	nodes, unreachable                                        *prometheus.Desc
-	restored, merged, replicaDropped, dead                    *prometheus.Desc
+	restored, merged, replicaDropped, dead, replayed          *prometheus.Desc
 }
 
 func newClusterCollector(stats func() ClusterStats) *clusterCollector {
@@ -74,13 +75,15 @@ func newClusterCollector(stats func() ClusterStats) *clusterCollector {
 		replicaDropped: d("session_records_dropped_total",
 			"Persistent sessions' records not replicated (too many waiting for the stream); the next acknowledgement is refused."),
 		dead: d("nodes_dead_total", "Times another node was seen dead (no answer to pings, or its NATS server gone)."),
+		replayed: d("replayed_total", "Deliveries into a dead node's sessions rebuilt here of messages published while no node held them, "+
+			"fetched from the nodes' replay rings."),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.connected, c.routes, c.ready, c.msgs, c.dropped, c.interest, c.claims, c.taken, c.retainDropped,
-		c.sessions, c.sessionsLost, c.handedOver, c.nodes, c.unreachable, c.restored, c.merged, c.replicaDropped, c.dead} {
+		c.sessions, c.sessionsLost, c.handedOver, c.nodes, c.unreachable, c.restored, c.merged, c.replicaDropped, c.dead, c.replayed} {
 		ch <- d
 	}
 }
@@ -123,4 +126,5 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.merged, st.SessionsMerged)
 	counter(c.replicaDropped, st.ReplicaDropped)
 	counter(c.dead, st.NodesDead)
+	counter(c.replayed, st.Replayed)
 }

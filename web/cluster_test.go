@@ -18,7 +18,7 @@ func TestMetricsCluster(t *testing.T) {
 	st := ClusterStats{Connected: true, Routes: 2, StateReady: true, Forwarded: 10, ForwardDropped: 1, Received: 20,
 		ReceivedDropped: 2, Interest: 3, ClaimsUnavailable: 4, TakenOver: 5, RetainDropped: 6,
 		SessionsIn: 7, SessionsOut: 8, SessionsLost: 9, NodesReachable: 2, NodesUnreachable: 1, UnreachableTransitions: 11,
-		SessionsAdopted: 12, SessionsRestored: 13, SessionsMerged: 14, ReplicaDropped: 15, NodesDead: 16}
+		SessionsAdopted: 12, SessionsRestored: 13, SessionsMerged: 14, ReplicaDropped: 15, NodesDead: 16, Replayed: 17}
 	s := newTestServer(t, srv, func(o *Options) {
 		o.Node = "n2"
 		o.Cluster = func() ClusterStats { return st }
@@ -50,6 +50,7 @@ func TestMetricsCluster(t *testing.T) {
 		{"xmq_cluster_sessions_merged_total", "node=n2", 14},
 		{"xmq_cluster_session_records_dropped_total", "node=n2", 15},
 		{"xmq_cluster_nodes_dead_total", "node=n2", 16},
+		{"xmq_cluster_replayed_total", "node=n2", 17},
 		{"xmq_messages_received_total", "node=n2,qos=0", 0},
 	} {
 		if got, err := value(fams, tt.name, tt.labels); err != nil || got != tt.want {

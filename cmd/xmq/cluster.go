@@ -29,8 +29,14 @@ type clusterConfig struct {
 	SessionReplicas int `yaml:"session_replicas"`
 	// HeartbeatInterval is how often the node tells the others how it is;
 	// one silent for three intervals is unreachable (default 2s).
-	HeartbeatInterval time.Duration     `yaml:"heartbeat_interval"`
-	NATS              clusterNATSConfig `yaml:"nats"`
+	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
+	// ReplayWindow and ReplayMaxBytes bound how long, and in how many
+	// bytes, a node with session replicas keeps the QoS 1/2 messages it
+	// forwarded, for the sessions of a dead node rebuilt elsewhere
+	// (default 30s, 64 MiB).
+	ReplayWindow   time.Duration     `yaml:"replay_window"`
+	ReplayMaxBytes int64             `yaml:"replay_max_bytes"`
+	NATS           clusterNATSConfig `yaml:"nats"`
 }
 
 // clusterNATSConfig is where the NATS the nodes share runs.
@@ -70,7 +76,7 @@ func (c clusterConfig) withDefaults() clusterConfig {
 	o := c.options("")
 	o.SetDefaults()
 	c.Name, c.Node, c.SubjectPrefix, c.HeartbeatInterval = o.Name, o.Node, o.SubjectPrefix, o.HeartbeatInterval
-	c.SessionReplicas = o.SessionReplicas
+	c.SessionReplicas, c.ReplayWindow, c.ReplayMaxBytes = o.SessionReplicas, o.ReplayWindow, o.ReplayMaxBytes
 	c.NATS.Embedded.Listen, c.NATS.Embedded.ClientListen = o.Embedded.Listen, o.Embedded.ClientListen
 	if len(c.NATS.Embedded.Routes) == 0 {
 		c.NATS.Embedded.Routes = nil
@@ -83,8 +89,8 @@ func (c clusterConfig) withDefaults() clusterConfig {
 func (c clusterConfig) options(dataDir string) cluster.Options {
 	o := cluster.Options{
 		Name: c.Name, Node: c.Node, SubjectPrefix: c.SubjectPrefix, Replicas: c.Replicas, HeartbeatInterval: c.HeartbeatInterval,
-		SessionReplicas: c.SessionReplicas,
-		URL:             c.NATS.URL, CredentialsFile: c.NATS.CredentialsFile, User: c.NATS.User, Password: c.NATS.Password,
+		SessionReplicas: c.SessionReplicas, ReplayWindow: c.ReplayWindow, ReplayMaxBytes: c.ReplayMaxBytes,
+		URL: c.NATS.URL, CredentialsFile: c.NATS.CredentialsFile, User: c.NATS.User, Password: c.NATS.Password,
 		Token: c.NATS.Token, CAFile: c.NATS.TLS.CAFile, CertFile: c.NATS.TLS.CertFile, KeyFile: c.NATS.TLS.KeyFile,
 		Embedded: cluster.EmbeddedOptions{Listen: c.NATS.Embedded.Listen, ClientListen: c.NATS.Embedded.ClientListen,
 			Routes: c.NATS.Embedded.Routes, Advertise: c.NATS.Embedded.Advertise},
@@ -107,6 +113,8 @@ var clusterKeys = map[string][]string{
 	"Embedded.Routes":       {"nats", "embedded", "routes"},
 	"Embedded.Advertise":    {"nats", "embedded", "advertise"},
 	"HeartbeatInterval":     {"heartbeat_interval"},
+	"ReplayWindow":          {"replay_window"},
+	"ReplayMaxBytes":        {"replay_max_bytes"},
 }
 
 // validateCluster checks the cluster section (when enabled) with the

@@ -26,12 +26,20 @@ import (
 // the subscriber to node back. With resume the subscriber is online
 // during the traffic and the publisher goes on on node other once the
 // subscriber is back; without, the subscriber is offline during the
-// traffic (its messages queue on the victim). afterKill runs once the
-// subscribers are reconnecting. It returns the pairs.
-func deathTraffic(t *testing.T, nodes []*proc, victim, back, other int, resume bool, afterKill func()) ([]*crashPub, []*crashSub) {
+// traffic (its messages queue on the victim). With resume, a second
+// publisher per subscriber publishes on node other all along, the kill
+// and the subscribers' return included: what it publishes while no node
+// holds their sessions comes from the replay (replay.go). afterKill runs
+// once the subscribers are reconnecting. It returns the pairs (a
+// publisher on the victim and the subscriber), and the publishers on
+// other in the subscribers' order.
+func deathTraffic(t *testing.T, nodes []*proc, victim, back, other int, resume bool, afterKill func()) ([]*crashPub, []*crashSub, []*crashPub) {
 	t.Helper()
 	pubs := []*crashPub{newCrashPub("dpub5", codec.V5, 1, "death/q5"), newCrashPub("dpub3", codec.V311, 1, "death/q3")}
 	subs := []*crashSub{newCrashSub("dsub5", codec.V5, 1, "death/q5"), newCrashSub("dsub3", codec.V311, 1, "death/q3")}
+	var along []*crashPub
+	alongStop := make(chan struct{})
+	var alongWG sync.WaitGroup
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	subStop := make(chan struct{})
@@ -47,6 +55,13 @@ func deathTraffic(t *testing.T, nodes []*proc, victim, back, other int, resume b
 	}
 	for _, p := range pubs {
 		wg.Go(func() { _ = p.run(nodes[victim].addr, stop) })
+	}
+	if resume {
+		along = []*crashPub{newCrashPub("dpub5s", codec.V5, 1, "death/q5"), newCrashPub("dpub3s", codec.V311, 1, "death/q3")}
+		for _, p := range along {
+			p.interval = 5 * time.Millisecond
+			alongWG.Go(func() { _ = p.run(nodes[other].addr, alongStop) })
+		}
 	}
 	time.Sleep(400 * time.Millisecond)
 	nodes[victim].kill()
@@ -105,6 +120,8 @@ func deathTraffic(t *testing.T, nodes []*proc, victim, back, other int, resume b
 		}
 		time.Sleep(500 * time.Millisecond)
 		close(pstop)
+		close(alongStop)
+		alongWG.Wait()
 	}
 	if afterKill != nil {
 		afterKill()
@@ -114,7 +131,7 @@ func deathTraffic(t *testing.T, nodes []*proc, victim, back, other int, resume b
 	})
 	close(stop)
 	wg.Wait()
-	return pubs, subs
+	return pubs, subs, along
 }
 
 // deathBroker lets the subscribers' queues hold what the publishers
@@ -126,7 +143,9 @@ const deathBroker = "broker:\n  max_queued: 1000000\n"
 // traffic, never restarted: the subscriber resumes its session on
 // another node (it does not subscribe again) and gets every message its
 // publisher had acknowledged, and those published after, in order,
-// repeats only with DUP.
+// repeats only with DUP; and so does every message a publisher on a
+// surviving node had acknowledged, those published while no node held
+// the session included.
 func TestClusterNodeDeathReplicas(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three brokers")
@@ -135,9 +154,10 @@ func TestClusterNodeDeathReplicas(t *testing.T) {
 	keepLogs(t, nodes)
 	waitStateReady(t, nodes...)
 	awaitRegistry(t, nodes...)
-	pubs, subs := deathTraffic(t, nodes, 2, 0, 1, true, nil)
+	pubs, subs, along := deathTraffic(t, nodes, 2, 0, 1, true, nil)
 	for i, p := range pubs {
 		checkDelivered(t, p, subs[i])
+		checkDelivered(t, along[i], subs[i])
 	}
 	if t.Failed() {
 		for i, n := range nodes[:2] {
@@ -164,7 +184,7 @@ func TestClusterNodeDeathRestart(t *testing.T) {
 	keepLogs(t, nodes)
 	waitStateReady(t, nodes...)
 	awaitRegistry(t, nodes...)
-	pubs, subs := deathTraffic(t, nodes, 2, 0, 1, false, func() {
+	pubs, subs, _ := deathTraffic(t, nodes, 2, 0, 1, false, func() {
 		// The subscribers have a new session on node 1 before node 3
 		// comes back: theirs there are stale.
 		waitFor(t, 45*time.Second, "new sessions", func() bool {

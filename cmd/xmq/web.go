@@ -268,7 +268,8 @@ func (w *webRun) start(cfg *config, srv *core.Server, st core.Store, lns []liste
 				TakenOver: st.TakenOver, RetainDropped: st.RetainDropped,
 				SessionsIn: st.SessionsIn, SessionsOut: st.SessionsOut, SessionsLost: st.SessionsLost,
 				HandedOver: st.HandedOver, SessionsAdopted: st.SessionsAdopted, SessionsRestored: st.SessionsRestored,
-				SessionsMerged: st.SessionsMerged, ReplicaDropped: st.ReplicaDropped, NodesDead: st.NodesDead}
+				SessionsMerged: st.SessionsMerged, ReplicaDropped: st.ReplicaDropped, NodesDead: st.NodesDead,
+				Replayed: st.Replayed}
 			tot := cl.Totals()
 			ws.NodesReachable, ws.NodesUnreachable, ws.UnreachableTransitions = tot.Reachable, tot.Unreachable, tot.UnreachableTransitions
 			return ws

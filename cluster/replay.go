@@ -1,0 +1,432 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/xmq-io/xmq/codec"
+)
+
+// Replay closes the window in which no node holds a dead node's sessions.
+//
+// A node that dies takes its sessions' NATS interest with it: until a
+// survivor rebuilds a session from the replicas (death noticed, then
+// JetStream's leader elections: seconds), what the other nodes publish
+// for it reaches no node, yet their publishers had it acknowledged. So,
+// with session replicas:
+//
+//   - every node keeps the QoS 1/2 messages it forwarded lately (the ring,
+//     Options.ReplayWindow and ReplayMaxBytes), each numbered in a header
+//     (hdrSeq; the numbers start at the node's start time in nanoseconds,
+//     so that a restarted node's follow its earlier ones), numbered and
+//     published under one lock, so that NATS carries them in number order;
+//   - every node writes to the session stream, per origin node, the last
+//     number it routed, once the records that routing queued are in the
+//     stream ($XMQ.NAME.rep.NODE.$wm.ORIGIN, the mark): every message of
+//     that origin up to the mark is in the dead node's records, or was
+//     never for its persistent sessions;
+//   - the survivor that rebuilds a session installs its subscriptions
+//     first, pending (it queues what comes), sends the replay request to
+//     every node (after its own NATS server has the new interest, so a
+//     node that reads the request routes its later messages here), and
+//     puts what they forwarded after the dead node's marks on the
+//     session's filters before what the session queued meanwhile, with
+//     DUP; then the records go before both.
+//
+// A message is lost only when it left its node's ring before the session
+// was rebuilt (the window is too short for the time the cluster took), or
+// when its own node died too. Messages published on the dead node itself
+// are in its records (core acknowledges after they are replicated).
+
+// hdrSeq is a forwarded QoS 1/2 message's number on its node (base 36);
+// the replay's answers carry hdrSubject (the message's subject) and, last,
+// hdrEnd (the answering node) with hdrTruncated when its ring no longer
+// reached back to the mark asked for.
+const (
+	hdrSeq       = "Xmq-Seq"
+	hdrSubject   = "Xmq-Subject"
+	hdrEnd       = "Xmq-End"
+	hdrTruncated = "Xmq-Truncated"
+)
+
+// replaySubject is where every node answers replay requests.
+func replaySubject(name string) string { return "$XMQ." + name + ".replay" }
+
+// replayTimeout bounds the wait for every node's replay answer.
+const replayTimeout = 5 * time.Second
+
+// recentMsg is a message in the ring.
+type recentMsg struct {
+	seq  uint64
+	at   int64 // Unix nanoseconds
+	m    *nats.Msg
+	size int
+}
+
+// recent is the ring of the QoS 1/2 messages this node forwarded lately.
+type recent struct {
+	mu    sync.Mutex
+	seq   uint64
+	msgs  []recentMsg // msgs[head:] in number order
+	head  int
+	bytes int64
+	// evicted is the number of the last message that left the ring.
+	evicted uint64
+}
+
+// recentOverhead is what a message in the ring costs beside its subject,
+// headers and payload (the struct, the nats.Msg, the header map).
+const recentOverhead = 256
+
+// publishNumbered numbers m, keeps it in the ring and publishes it, under
+// the ring's lock so that the wire order is the numbers' order.
+func (c *Cluster) publishNumbered(m *nats.Msg, topic string) {
+	r := &c.recent
+	now := time.Now().UnixNano()
+	size := recentOverhead + len(m.Subject) + len(m.Data)
+	for k, vs := range m.Header {
+		size += len(k)
+		for _, v := range vs {
+			size += len(v)
+		}
+	}
+	r.mu.Lock()
+	if r.seq == 0 {
+		r.seq = uint64(now)
+	}
+	r.seq++
+	m.Header[hdrSeq] = []string{strconv.FormatUint(r.seq, 36)}
+	r.msgs = append(r.msgs, recentMsg{seq: r.seq, at: now, m: m, size: size})
+	r.bytes += int64(size)
+	old := now - int64(c.opts.ReplayWindow)
+	for r.head < len(r.msgs) && (r.msgs[r.head].at < old || r.bytes > c.opts.ReplayMaxBytes) {
+		r.bytes -= int64(r.msgs[r.head].size)
+		r.evicted = r.msgs[r.head].seq
+		r.msgs[r.head] = recentMsg{}
+		r.head++
+	}
+	if r.head > 1024 && r.head > len(r.msgs)/2 {
+		r.msgs = append(r.msgs[:0], r.msgs[r.head:]...)
+		r.head = 0
+	}
+	c.publish(m, topic)
+	r.mu.Unlock()
+}
+
+// since returns the messages of the ring numbered after after whose topic
+// matches one of filters, in number order, and whether the ring still
+// reaches back to after (false: some may be gone; after 0, no mark known,
+// asks for all of it).
+func (c *Cluster) since(after uint64, filters []string) ([]*nats.Msg, bool) {
+	r := &c.recent
+	r.mu.Lock()
+	msgs := make([]recentMsg, 0, len(r.msgs)-r.head)
+	for _, rm := range r.msgs[r.head:] {
+		if rm.seq > after {
+			msgs = append(msgs, rm)
+		}
+	}
+	whole := r.evicted <= after
+	r.mu.Unlock()
+	var out []*nats.Msg
+	for _, rm := range msgs {
+		topic, err := Topic(c.opts.SubjectPrefix, rm.m.Subject)
+		if err != nil {
+			continue
+		}
+		for _, f := range filters {
+			if codec.Match([]byte(f), []byte(topic)) {
+				out = append(out, rm.m)
+				break
+			}
+		}
+	}
+	return out, whole
+}
+
+// replayRequest is what a node rebuilding a dead node's session asks.
+type replayRequest struct {
+	Dead    string            `json:"dead"`
+	Filters []string          `json:"filters"`
+	After   map[string]uint64 `json:"after"` // per origin node, the dead node's mark
+}
+
+// serveReplay answers a replay request: one message per message of the
+// ring asked for, then the end.
+func (c *Cluster) serveReplay(m *nats.Msg) {
+	if m.Reply == "" {
+		return
+	}
+	var req replayRequest
+	if err := json.Unmarshal(m.Data, &req); err != nil {
+		return
+	}
+	if req.Dead == c.opts.Node {
+		return // it is not dead: it has its sessions
+	}
+	msgs, whole := c.since(req.After[c.opts.Node], req.Filters)
+	for _, rm := range msgs {
+		out := &nats.Msg{Subject: m.Reply, Data: rm.Data, Header: make(nats.Header, len(rm.Header)+1)}
+		for k, v := range rm.Header {
+			out.Header[k] = v
+		}
+		out.Header.Set(hdrSubject, rm.Subject)
+		if err := c.nc.PublishMsg(out); err != nil {
+			break
+		}
+	}
+	end := &nats.Msg{Subject: m.Reply, Header: nats.Header{hdrEnd: []string{c.opts.Node}}}
+	if !whole {
+		end.Header.Set(hdrTruncated, "1")
+	}
+	_ = c.nc.PublishMsg(end)
+}
+
+// replayed is a message a replay brought.
+type replayed struct {
+	topic   string
+	payload []byte
+	in      incoming
+}
+
+// fetchReplay asks every node (this one included) for what it forwarded
+// on filters after dead's marks after, and returns it, each node's in
+// number order. The request goes once this node's NATS server has the
+// pending session's interest: a node that reads it routes what it
+// publishes next to this node.
+func (c *Cluster) fetchReplay(dead string, filters []string, after map[string]uint64) []replayed {
+	want, counted := c.peers()
+	delete(want, dead)
+	data, _ := json.Marshal(replayRequest{Dead: dead, Filters: filters, After: after})
+	inbox := c.nc.NewRespInbox()
+	ch := make(chan *nats.Msg, 4096)
+	var got []*nats.Msg
+	truncated := 0
+	if sub, err := c.nc.ChanSubscribe(inbox, ch); err == nil {
+		_ = sub.SetPendingLimits(-1, -1)
+		if c.nc.PublishRequest(replaySubject(c.opts.Name), inbox, data) == nil {
+			got, truncated = c.collectReplay(ch, want, counted)
+		}
+		_ = sub.Unsubscribe()
+	}
+	own, whole := c.since(after[c.opts.Node], filters)
+	if !whole {
+		truncated++
+	}
+	got = append(got, own...)
+	if truncated > 0 {
+		c.log.Warn("messages published while no node held a dead node's session are partly gone: the replay window is shorter than the time it took",
+			zap.String("node", dead), zap.Int("nodes_truncated", truncated), zap.Duration("replay_window", c.opts.ReplayWindow))
+	}
+	out := make([]replayed, 0, len(got))
+	for _, m := range got {
+		subj := m.Subject
+		if s := m.Header.Get(hdrSubject); s != "" {
+			subj = s
+		}
+		topic, err := Topic(c.opts.SubjectPrefix, subj)
+		if err != nil {
+			continue
+		}
+		payload := m.Data
+		if len(payload) == 0 {
+			payload = nil
+		}
+		out = append(out, replayed{topic: topic, payload: payload, in: decodeHeader(m.Header)})
+	}
+	return out
+}
+
+// collectReplay gathers the answers until every node of want ended (with
+// an external NATS whose nodes are not counted, pingQuiet after the last
+// end), or replayTimeout; it returns them and the number of nodes whose
+// ring was truncated.
+func (c *Cluster) collectReplay(ch chan *nats.Msg, want map[string]bool, counted bool) ([]*nats.Msg, int) {
+	if counted && len(want) == 0 {
+		return nil, 0
+	}
+	var got []*nats.Msg
+	truncated := 0
+	deadline := time.NewTimer(replayTimeout)
+	defer deadline.Stop()
+	var quiet <-chan time.Time
+	for {
+		select {
+		case m := <-ch:
+			node := m.Header.Get(hdrEnd)
+			if node == "" {
+				got = append(got, m)
+				continue
+			}
+			if m.Header.Get(hdrTruncated) != "" {
+				truncated++
+			}
+			delete(want, node)
+			if counted && len(want) == 0 {
+				return got, truncated
+			}
+			if !counted {
+				quiet = time.After(pingQuiet)
+			}
+		case <-quiet:
+			return got, truncated
+		case <-c.stop:
+			return got, truncated
+		case <-deadline.C:
+			c.warn("nodes did not answer a replay in time: a restored session may miss what they published while no node held it",
+				zap.Int("missing", len(want)))
+			return got, truncated
+		}
+	}
+}
+
+// install installs clientID's session from recs, which node (dead)
+// wrote, with what the nodes published for it since node's marks after
+// (see Replay above); withWill schedules its will. The caller holds
+// clientID's claims.serialize: two installs of one session here would
+// lose what the first queued.
+func (c *Cluster) install(node, clientID string, recs *replicaRecords, after map[string]uint64, withWill bool) (bool, error) {
+	restore := func() error {
+		return c.local.RestoreSession(clientID, recs.session, recs.inbound, recs.seqs, recs.msgs, recs.will, withWill)
+	}
+	filters, err := c.local.PendSession(clientID, recs.session)
+	if err != nil {
+		return false, err
+	}
+	if len(filters) > 0 {
+		if err := c.syncInterest(sessionTimeout); err != nil {
+			c.warn("a restored session's subscriptions are not on NATS yet", zap.String("client_id", clientID), zap.Error(err))
+		}
+	}
+	var msgs []replayed
+	if len(filters) > 0 {
+		msgs = c.fetchReplay(node, filters, after)
+	}
+	n := 0
+	// On routeLoop: the answers came after what their nodes routed here
+	// before them, which the pending session queued; nothing is routed
+	// between the replay and the records going in.
+	err = c.onRouteLoop(func() error {
+		for _, m := range msgs {
+			n += c.local.ReplayPending(clientID, m.topic, m.payload, m.in.qos, m.in.retain, m.in.props, m.in.expires, m.in.from)
+		}
+		return restore()
+	})
+	if err != nil {
+		c.local.DropImport(clientID)
+		return false, err
+	}
+	if n > 0 {
+		c.replayedMsgs.Add(int64(n))
+		c.log.Info("messages published while no node held a session replayed into it", zap.String("client_id", clientID),
+			zap.String("node", node), zap.Int("messages", n))
+	}
+	return true, nil
+}
+
+// markKind is the record kind of a node's marks (never a client id's
+// key: '$' is not in base64url).
+const markKind = "$wm"
+
+// readMarks reads node's marks: per origin node, the last number it
+// routed with its records in the stream.
+func (c *Cluster) readMarks(st *state, node string) (map[string]uint64, error) {
+	prefix := repPrefix(c.opts.Name, node) + markKind + "."
+	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
+	defer cancel()
+	info, err := st.sessions.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
+	if err != nil {
+		return nil, err
+	}
+	marks := map[string]uint64{}
+	for subj := range info.State.Subjects {
+		m, err := st.sessions.GetLastMsgForSubject(ctx, subj)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if seq, err := strconv.ParseUint(string(m.Data), 36, 64); err == nil {
+			marks[strings.TrimPrefix(subj, prefix)] = seq
+		}
+	}
+	return marks, nil
+}
+
+// readMarksRetrying is readMarks, tried for as long as the records' read
+// (the stream may be electing a leader); without them the whole rings
+// are replayed (more copies, with DUP, none lost).
+func (c *Cluster) readMarksRetrying(st *state, node string) map[string]uint64 {
+	var marks map[string]uint64
+	err := c.retry(replicaReadTimeout, func() (err error) {
+		marks, err = c.readMarks(st, node)
+		return err
+	})
+	if err != nil {
+		c.warn("cannot read a dead node's replay marks: whole rings are replayed", zap.String("node", node), zap.Error(err))
+		marks = map[string]uint64{}
+	}
+	return marks
+}
+
+// markEvery is how often the marks of messages that queued no record
+// are written.
+const markEvery = 250 * time.Millisecond
+
+// mark is a number of an origin node routed here, with the count of
+// writes queued then: once those are in the stream, so is the mark.
+type mark struct{ seq, queued uint64 }
+
+// mark notes that the message numbered seq from origin was routed here.
+func (r *replica) mark(origin string, seq uint64) {
+	r.mu.Lock()
+	ms := r.marks[origin]
+	if n := len(ms); n > 0 && ms[n-1].queued == r.queued {
+		ms[n-1].seq = max(ms[n-1].seq, seq)
+	} else {
+		ms = append(ms, mark{seq, r.queued})
+	}
+	r.marks[origin] = ms
+	r.mu.Unlock()
+}
+
+// writeMarks publishes, per origin, the newest mark whose writes are in
+// the stream, when it moved. A mark that does not reach the stream only
+// makes a replay longer (its answers go with DUP), so none is awaited.
+func (c *Cluster) writeMarks(st *state) {
+	r := c.rep
+	r.mu.Lock()
+	var out map[string]uint64
+	for origin, ms := range r.marks {
+		i := 0
+		for i < len(ms) && ms[i].queued <= r.done {
+			i++
+		}
+		if i == 0 {
+			continue
+		}
+		if seq := ms[i-1].seq; seq != r.written[origin] {
+			if out == nil {
+				out = map[string]uint64{}
+			}
+			out[origin] = seq
+			r.written[origin] = seq
+		}
+		r.marks[origin] = append(ms[:0], ms[i:]...)
+	}
+	r.mu.Unlock()
+	for origin, seq := range out {
+		_, _ = st.js.PublishMsgAsync(&nats.Msg{Subject: repPrefix(c.opts.Name, c.opts.Node) + markKind + "." + origin,
+			Data: []byte(strconv.FormatUint(seq, 36))})
+	}
+}

@@ -1,0 +1,138 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/xmq-io/xmq/codec"
+)
+
+// PendSession takes the session record as the filters of the session's
+// plain subscriptions, space-separated, and returns them.
+func (f *fakeLocal) PendSession(clientID string, session []byte) ([]string, error) {
+	f.mu.Lock()
+	f.pending = append(f.pending, clientID)
+	f.mu.Unlock()
+	return strings.Fields(string(session)), nil
+}
+
+// ReplayPending records "topic payload" on replayedLog.
+func (f *fakeLocal) ReplayPending(clientID, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
+	expires time.Time, from string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.replayedLog = append(f.replayedLog, topic+" "+string(payload))
+	return 1
+}
+
+// ringSeqs are the numbers of the messages in nd's ring, in order.
+func ringSeqs(nd *testNode) []uint64 {
+	nd.recent.mu.Lock()
+	defer nd.recent.mu.Unlock()
+	var seqs []uint64
+	for _, m := range nd.recent.msgs[nd.recent.head:] {
+		seqs = append(seqs, m.seq)
+	}
+	return seqs
+}
+
+// TestReplay: the session of a node gone ("gone": its records and marks
+// put in the stream here) rebuilt on n2 gets, before its records go in,
+// what each node forwarded on its filters after the gone node's mark for
+// that node (n1 answering over NATS, n2 from its own ring), in number
+// order, and nothing else: not what the mark covers, nor other topics,
+// nor QoS 0. A node's marks follow what it routes.
+func TestReplay(t *testing.T) {
+	nodes := startNodesWith(t, freePorts(t, 2), 2, func(o *Options) { o.SessionReplicas = 2 })
+	n1, n2 := nodes[0], nodes[1]
+	waitReady(t, n1, n2)
+	n2.local.restored = make(chan restoredSession, 1)
+
+	// n2 routes n1's messages on m/#: its mark for n1 follows them.
+	n2.Interest("", "m/#", true)
+	waitInterest(t, n1, "m/probe", n2)
+	for i := range 3 {
+		n1.Forward("m/"+strconv.Itoa(i), []byte("x"), 1, false, nil, time.Time{}, "p", nil)
+	}
+	for range 3 {
+		n2.local.next(t)
+	}
+	st := n2.state.Load()
+	last := ringSeqs(n1)
+	waitFor(t, "n2's mark for n1", 5*time.Second, func() bool {
+		marks, err := n2.readMarks(st, "n2")
+		return err == nil && marks["n1"] == last[len(last)-1]
+	})
+
+	for i := range 4 {
+		n1.Forward(fmt.Sprintf("a/%d", i), []byte("n1"), 1, false, nil, time.Time{}, "p", nil)
+	}
+	n1.Forward("b/1", []byte("n1"), 1, false, nil, time.Time{}, "p", nil)
+	n1.Forward("a/q0", []byte("n1"), 0, false, nil, time.Time{}, "p", nil)
+	n2.Forward("a/9", []byte("n2"), 2, false, nil, time.Time{}, "p", nil)
+	seqs := ringSeqs(n1)
+	mark := seqs[len(seqs)-4] // a/1: a/0 and a/1 are in the gone node's records
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for subj, data := range map[string]string{
+		repPrefix(n2.opts.Name, "gone") + key("x") + ".s":             "a/# c/#",
+		repPrefix(n2.opts.Name, "gone") + markKind + ".n1":            strconv.FormatUint(mark, 36),
+		repPrefix(n2.opts.Name, "gone") + markKind + ".elsewhere":     "1",
+		repPrefix(n2.opts.Name, "gone") + key("x") + "." + msgKind(1): "M1",
+	} {
+		if _, err := st.js.PublishMsg(ctx, &nats.Msg{Subject: subj, Data: []byte(data)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ok, err := n2.restoreFromReplica(st, "gone", "x", false)
+	if !ok || err != nil {
+		t.Fatalf("restore: %v, %v", ok, err)
+	}
+	r := <-n2.local.restored
+	if r.id != "x" || !slices.Equal(r.msgs, []string{"M1"}) {
+		t.Errorf("restored %+v", r)
+	}
+	n2.local.mu.Lock()
+	got := n2.local.replayedLog
+	n2.local.mu.Unlock()
+	if want := []string{"a/2 n1", "a/3 n1", "a/9 n2"}; !slices.Equal(got, want) {
+		t.Errorf("replayed %q, want %q", got, want)
+	}
+	if n := n2.Stats().Replayed; n != 3 {
+		t.Errorf("Replayed = %d, want 3", n)
+	}
+}
+
+// TestReplayRingBounds: the ring keeps at most ReplayMaxBytes, and says
+// when it no longer reaches back to a mark.
+func TestReplayRingBounds(t *testing.T) {
+	nodes := startNodesWith(t, freePorts(t, 1), 1, func(o *Options) { o.SessionReplicas = 2; o.ReplayMaxBytes = 1 << 20 })
+	nd := nodes[0]
+	payload := make([]byte, 64<<10)
+	for i := range 40 {
+		nd.Forward("a/"+strconv.Itoa(i), payload, 1, false, nil, time.Time{}, "p", nil)
+	}
+	nd.recent.mu.Lock()
+	bytes, n := nd.recent.bytes, len(nd.recent.msgs)-nd.recent.head
+	nd.recent.mu.Unlock()
+	if bytes > 1<<20 || n >= 40 || n == 0 {
+		t.Fatalf("ring holds %d messages in %d bytes", n, bytes)
+	}
+	seqs := ringSeqs(nd)
+	if msgs, whole := nd.since(seqs[0]-1, []string{"#"}); !whole || len(msgs) != n {
+		t.Errorf("since the oldest kept: %d messages, whole %v", len(msgs), whole)
+	}
+	if msgs, whole := nd.since(seqs[0]-2, []string{"#"}); whole || len(msgs) != n {
+		t.Errorf("since one gone: %d messages, whole %v", len(msgs), whole)
+	}
+	if msgs, _ := nd.since(seqs[0]-1, []string{"b/#"}); len(msgs) != 0 {
+		t.Errorf("other filter: %d messages", len(msgs))
+	}
+}
