@@ -52,6 +52,10 @@ type Local interface {
 	// clientID's session to it, pending, before what it queued meanwhile.
 	ReplayPending(clientID, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
 		expires time.Time, from string) int
+	// DeliverReplayed routes a message published while this node was
+	// down to its plain subscribers, with DUP.
+	DeliverReplayed(topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
+		expires time.Time, from string) int
 	// RestoreSession installs clientID's session from the records another
 	// node's store was given (replica.go), offline; withWill schedules
 	// its will.
@@ -161,11 +165,21 @@ type Cluster struct {
 	replicaDropped, nodesDead, replayedMsgs                 atomic.Int64
 	rep                                                     *replica // the session replicas (replica.go)
 	recent                                                  recent   // what this node forwarded lately, for replays (replay.go)
-	live                                                    liveness
-	sessionSub, pingSub                                     *nats.Subscription
-	queuedMu                                                sync.Mutex
-	queued                                                  map[*nats.Msg]func() // onRouteLoop
-	warned                                                  sync.Map             // message → *atomic.Int64, Unix nanoseconds it was last logged
+	// store is the store core writes (ReplicateStore's argument), synced
+	// before marks are saved to Options.MarksFile.
+	store Store
+	// rejoined are, per other node, its last message that the replay
+	// of this node's return brought, on the filters rejoinedFilters;
+	// written before routeLoop starts (rejoinDone closed), read-only
+	// after.
+	rejoined            map[string]uint64
+	rejoinedFilters     map[string]bool
+	rejoinDone          chan struct{}
+	live                liveness
+	sessionSub, pingSub *nats.Subscription
+	queuedMu            sync.Mutex
+	queued              map[*nats.Msg]func() // onRouteLoop
+	warned              sync.Map             // message → *atomic.Int64, Unix nanoseconds it was last logged
 }
 
 // interest is a filter this node's plain subscribers use (group ""), or
@@ -295,9 +309,21 @@ func (c *Cluster) Start(local Local) {
 	if _, err := c.nc.Subscribe(replaySubject(c.opts.Name), c.serveReplay); err != nil {
 		c.log.Error("cannot answer other nodes' replays: sessions of a dead node may miss messages published here meanwhile", zap.Error(err))
 	}
+	c.rejoinDone = make(chan struct{})
+	marks := c.loadMarks()
 	c.done.Add(2)
-	go c.routeLoop()
+	go func() {
+		// What the other nodes published for this node's sessions while
+		// it was down, before anything they publish now.
+		c.rejoin(marks)
+		close(c.rejoinDone)
+		c.routeLoop()
+	}()
 	go c.stateLoop()
+	if c.opts.SessionReplicas <= 1 && c.opts.MarksFile != "" {
+		c.done.Add(1)
+		go c.marksLoop()
+	}
 }
 
 // Ready reports whether the replicated state (client id registry,
@@ -474,8 +500,11 @@ func (c *Cluster) route(m *nats.Msg) {
 	if len(payload) == 0 {
 		payload = nil
 	}
+	if in.seq != 0 && it.group == "" && in.seq <= c.rejoined[in.node] && c.rejoinedFilters[it.filter] {
+		return // replayed when this node came back (rejoin)
+	}
 	c.local.DeliverRemote(it.group, it.filter, topic, payload, in.qos, in.retain, in.props, in.expires, in.from)
-	if in.seq != 0 && c.opts.SessionReplicas > 1 {
+	if in.seq != 0 {
 		c.rep.mark(in.node, in.seq)
 	}
 }
@@ -493,7 +522,7 @@ func (c *Cluster) Forward(topic string, payload []byte, qos byte, retain bool, p
 	for i := 0; i+1 < len(served); i += 2 {
 		m.Header[hdrServed] = append(m.Header[hdrServed], queueName(served[i], served[i+1]))
 	}
-	if qos > 0 && c.opts.SessionReplicas > 1 {
+	if qos > 0 {
 		c.publishNumbered(m, topic) // kept for a replay (replay.go)
 		return
 	}

@@ -26,6 +26,10 @@
 //     wrapper that writes persistent sessions' store records to one
 //     JetStream stream per cluster too (Sync waits for them), and the
 //     rebuilding of a session from a dead node's records.
+//   - replay.go: the ring of the QoS 1/2 messages a node forwarded
+//     lately, the marks of what each node routed, and the replay that
+//     gives a dead node's sessions, rebuilt elsewhere or back with their
+//     node, what was published for them while no node held them.
 //   - liveness.go: node death (pings), the adoption of a dead node's
 //     sessions and wills, and the check of a node's sessions against
 //     the registry when it comes back.
@@ -38,7 +42,8 @@
 //
 // Goroutines: interestLoop applies interest changes in order (Interest
 // only queues them, since core calls it under its router's lock);
-// routeLoop hands the inbox to the broker in arrival order, which keeps
+// routeLoop (after rejoin, the replay of a node that comes back) hands
+// the inbox to the broker in arrival order, which keeps
 // each publisher's order, and serves the other nodes' session requests in
 // that order too; stateLoop makes the buckets and runs their two
 // watches and retainLoop, which writes queued retained changes; Release
@@ -46,7 +51,9 @@
 // own; heartbeatLoop (from StartHeartbeats) sends the heartbeats and marks
 // the silent nodes, while the other nodes' heartbeats and API requests
 // are handled on the NATS connection's goroutines for their
-// subscriptions. replicaLoop writes the session replicas; livenessLoop
+// subscriptions, as are replay requests. replicaLoop writes the session
+// replicas and their marks, marksLoop (session replicas 1) saves the
+// marks to a file; livenessLoop
 // pings the other nodes and adopts a dead one's sessions on goroutines
 // of its own; reconcile runs once the state is ready. Close stops them
 // all and waits for them. Forward, Retain, Claim and Release run on the

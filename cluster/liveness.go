@@ -311,6 +311,13 @@ func (c *Cluster) adopt(st *state, node, clientID string, recs *replicaRecords, 
 // registered as left offline here, so that the client's next connection
 // anywhere moves it.
 func (c *Cluster) reconcile(st *state) {
+	// The replay of what was published while this node was down goes
+	// into its sessions first, stale ones included.
+	select {
+	case <-c.rejoinDone:
+	case <-c.stop:
+		return
+	}
 	ids := c.local.StaleSessions()
 	stale, registered := 0, 0
 	for _, id := range ids {

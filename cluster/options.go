@@ -78,14 +78,21 @@ type Options struct {
 	// (nodes.go; default DefaultHeartbeatInterval, 100ms to 1m).
 	HeartbeatInterval time.Duration
 	// ReplayWindow and ReplayMaxBytes bound how long, and in how many
-	// bytes, a node with SessionReplicas above 1 keeps the QoS 1/2
-	// messages it forwarded, for the survivor that rebuilds a dead node's
-	// sessions to fetch those published while no node held them
+	// bytes, a node keeps the QoS 1/2 messages it forwarded, for the
+	// survivor that rebuilds a dead node's sessions, or the node that
+	// comes back, to fetch those published while no node held them
 	// (replay.go; defaults DefaultReplayWindow, 1s to 10m, and
 	// DefaultReplayMaxBytes, at least 1 MiB). The window must outlast the
-	// time from a node's death to its sessions' rebuilding (seconds).
+	// time from a node's death to its sessions' rebuilding (seconds), or
+	// to its return.
 	ReplayWindow   time.Duration
 	ReplayMaxBytes int64
+	// MarksFile, with SessionReplicas 1, is where the node keeps, per
+	// other node, the last message of theirs its store has (replay.go):
+	// when it comes back after a crash, it fetches from the other nodes
+	// what they published for its sessions meanwhile. Empty: it does not
+	// (cmd/xmq puts it in the data directory).
+	MarksFile string
 }
 
 // EmbeddedOptions configure the NATS server a node runs in process.

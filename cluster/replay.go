@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,6 +57,7 @@ const (
 	hdrSubject   = "Xmq-Subject"
 	hdrEnd       = "Xmq-End"
 	hdrTruncated = "Xmq-Truncated"
+	hdrLast      = "Xmq-Last" // on the end: the answering node's last number then
 )
 
 // replaySubject is where every node answers replay requests.
@@ -123,10 +125,10 @@ func (c *Cluster) publishNumbered(m *nats.Msg, topic string) {
 }
 
 // since returns the messages of the ring numbered after after whose topic
-// matches one of filters, in number order, and whether the ring still
+// matches one of filters, in number order, whether the ring still
 // reaches back to after (false: some may be gone; after 0, no mark known,
-// asks for all of it).
-func (c *Cluster) since(after uint64, filters []string) ([]*nats.Msg, bool) {
+// asks for all of it), and the last number given so far.
+func (c *Cluster) since(after uint64, filters []string) ([]*nats.Msg, bool, uint64) {
 	r := &c.recent
 	r.mu.Lock()
 	msgs := make([]recentMsg, 0, len(r.msgs)-r.head)
@@ -135,7 +137,7 @@ func (c *Cluster) since(after uint64, filters []string) ([]*nats.Msg, bool) {
 			msgs = append(msgs, rm)
 		}
 	}
-	whole := r.evicted <= after
+	whole, last := r.evicted <= after, r.seq
 	r.mu.Unlock()
 	var out []*nats.Msg
 	for _, rm := range msgs {
@@ -150,7 +152,7 @@ func (c *Cluster) since(after uint64, filters []string) ([]*nats.Msg, bool) {
 			}
 		}
 	}
-	return out, whole
+	return out, whole, last
 }
 
 // replayRequest is what a node rebuilding a dead node's session asks.
@@ -173,7 +175,7 @@ func (c *Cluster) serveReplay(m *nats.Msg) {
 	if req.Dead == c.opts.Node {
 		return // it is not dead: it has its sessions
 	}
-	msgs, whole := c.since(req.After[c.opts.Node], req.Filters)
+	msgs, whole, last := c.since(req.After[c.opts.Node], req.Filters)
 	for _, rm := range msgs {
 		out := &nats.Msg{Subject: m.Reply, Data: rm.Data, Header: make(nats.Header, len(rm.Header)+1)}
 		for k, v := range rm.Header {
@@ -184,7 +186,8 @@ func (c *Cluster) serveReplay(m *nats.Msg) {
 			break
 		}
 	}
-	end := &nats.Msg{Subject: m.Reply, Header: nats.Header{hdrEnd: []string{c.opts.Node}}}
+	end := &nats.Msg{Subject: m.Reply, Header: nats.Header{hdrEnd: []string{c.opts.Node},
+		hdrLast: []string{strconv.FormatUint(last, 36)}}}
 	if !whole {
 		end.Header.Set(hdrTruncated, "1")
 	}
@@ -200,10 +203,10 @@ type replayed struct {
 
 // fetchReplay asks every node (this one included) for what it forwarded
 // on filters after dead's marks after, and returns it, each node's in
-// number order. The request goes once this node's NATS server has the
-// pending session's interest: a node that reads it routes what it
-// publishes next to this node.
-func (c *Cluster) fetchReplay(dead string, filters []string, after map[string]uint64) []replayed {
+// number order, with each node's last number when it answered. The
+// request goes once this node's NATS server has the interest it is for:
+// a node that reads it routes what it publishes next to this node.
+func (c *Cluster) fetchReplay(dead string, filters []string, after map[string]uint64) ([]replayed, map[string]uint64) {
 	want, counted := c.peers()
 	delete(want, dead)
 	data, _ := json.Marshal(replayRequest{Dead: dead, Filters: filters, After: after})
@@ -211,14 +214,15 @@ func (c *Cluster) fetchReplay(dead string, filters []string, after map[string]ui
 	ch := make(chan *nats.Msg, 4096)
 	var got []*nats.Msg
 	truncated := 0
+	last := map[string]uint64{}
 	if sub, err := c.nc.ChanSubscribe(inbox, ch); err == nil {
 		_ = sub.SetPendingLimits(-1, -1)
 		if c.nc.PublishRequest(replaySubject(c.opts.Name), inbox, data) == nil {
-			got, truncated = c.collectReplay(ch, want, counted)
+			got, truncated = c.collectReplay(ch, want, counted, last)
 		}
 		_ = sub.Unsubscribe()
 	}
-	own, whole := c.since(after[c.opts.Node], filters)
+	own, whole, _ := c.since(after[c.opts.Node], filters)
 	if !whole {
 		truncated++
 	}
@@ -243,14 +247,14 @@ func (c *Cluster) fetchReplay(dead string, filters []string, after map[string]ui
 		}
 		out = append(out, replayed{topic: topic, payload: payload, in: decodeHeader(m.Header)})
 	}
-	return out
+	return out, last
 }
 
 // collectReplay gathers the answers until every node of want ended (with
 // an external NATS whose nodes are not counted, pingQuiet after the last
 // end), or replayTimeout; it returns them and the number of nodes whose
-// ring was truncated.
-func (c *Cluster) collectReplay(ch chan *nats.Msg, want map[string]bool, counted bool) ([]*nats.Msg, int) {
+// ring was truncated, and notes each node's last number in last.
+func (c *Cluster) collectReplay(ch chan *nats.Msg, want map[string]bool, counted bool, last map[string]uint64) ([]*nats.Msg, int) {
 	if counted && len(want) == 0 {
 		return nil, 0
 	}
@@ -269,6 +273,9 @@ func (c *Cluster) collectReplay(ch chan *nats.Msg, want map[string]bool, counted
 			}
 			if m.Header.Get(hdrTruncated) != "" {
 				truncated++
+			}
+			if n, err := strconv.ParseUint(m.Header.Get(hdrLast), 36, 64); err == nil {
+				last[node] = n
 			}
 			delete(want, node)
 			if counted && len(want) == 0 {
@@ -309,7 +316,7 @@ func (c *Cluster) install(node, clientID string, recs *replicaRecords, after map
 	}
 	var msgs []replayed
 	if len(filters) > 0 {
-		msgs = c.fetchReplay(node, filters, after)
+		msgs, _ = c.fetchReplay(node, filters, after)
 	}
 	n := 0
 	// On routeLoop: the answers came after what their nodes routed here
@@ -429,4 +436,157 @@ func (c *Cluster) writeMarks(st *state) {
 		_, _ = st.js.PublishMsgAsync(&nats.Msg{Subject: repPrefix(c.opts.Name, c.opts.Node) + markKind + "." + origin,
 			Data: []byte(strconv.FormatUint(seq, 36))})
 	}
+}
+
+// A node that comes back (SessionReplicas 1: its sessions were in its
+// store only, and their interest was gone while it was down) fetches
+// what the others published for them meanwhile. Its marks are in
+// Options.MarksFile: marksLoop saves them, after a Sync of the store,
+// every markEvery while messages come; rejoin, before routeLoop routes
+// anything, asks every node for what it forwarded after them on the
+// filters of this node's plain subscriptions (its sessions', restored
+// from the store), hands that to the broker (Local.DeliverReplayed, with
+// DUP), and notes each node's last number then: what arrives from it on
+// those filters up to that number was in the replay, and is dropped.
+
+// rejoinRoutes bounds the wait for the routes to the other nodes before
+// the replay of a node that comes back.
+const rejoinRoutes = 5 * time.Second
+
+// loadMarks reads the marks a previous run saved, nil for none.
+func (c *Cluster) loadMarks() map[string]uint64 {
+	if c.opts.SessionReplicas > 1 || c.opts.MarksFile == "" {
+		return nil
+	}
+	b, err := os.ReadFile(c.opts.MarksFile)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			c.log.Warn("cannot read the replay marks: what other nodes published while this node was down is not fetched",
+				zap.String("file", c.opts.MarksFile), zap.Error(err))
+		}
+		return nil
+	}
+	var marks map[string]uint64
+	if err := json.Unmarshal(b, &marks); err != nil {
+		c.log.Warn("replay marks unreadable: what other nodes published while this node was down is not fetched",
+			zap.String("file", c.opts.MarksFile), zap.Error(err))
+		return nil
+	}
+	return marks
+}
+
+// marksLoop saves the marks to Options.MarksFile when they move, the
+// store synced first: a mark covers only messages whose records a crash
+// keeps.
+func (c *Cluster) marksLoop() {
+	defer c.done.Done()
+	t := time.NewTicker(markEvery)
+	defer t.Stop()
+	saved := map[string]uint64{}
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		r := c.rep
+		r.mu.Lock()
+		marks := make(map[string]uint64, len(r.marks))
+		moved := false
+		for origin, ms := range r.marks {
+			if len(ms) > 0 {
+				marks[origin] = ms[len(ms)-1].seq
+				r.marks[origin] = ms[len(ms)-1:]
+			} else {
+				marks[origin] = saved[origin]
+			}
+			moved = moved || marks[origin] != saved[origin]
+		}
+		r.mu.Unlock()
+		if !moved {
+			continue
+		}
+		if c.store != nil {
+			if err := c.store.Sync(); err != nil {
+				c.warn("replay marks not saved: the store's sync failed", zap.Error(err))
+				continue
+			}
+		}
+		if err := writeFileAtomic(c.opts.MarksFile, marks); err != nil {
+			c.warn("replay marks not saved", zap.String("file", c.opts.MarksFile), zap.Error(err))
+			continue
+		}
+		saved = marks
+	}
+}
+
+// writeFileAtomic writes v as JSON to name through a temporary file and
+// a rename, synced: a crash leaves the old file or the new one.
+func writeFileAtomic(name string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	tmp := name + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, name)
+}
+
+// rejoin replays into this node's sessions what the other nodes published
+// on their filters after marks (nil: nothing to do), before routeLoop.
+func (c *Cluster) rejoin(marks map[string]uint64) {
+	if marks == nil {
+		return
+	}
+	start := time.Now()
+	if c.emb != nil {
+		for c.emb.srv.NumRoutes() < c.nodeCount()-1 && time.Since(start) < rejoinRoutes {
+			select {
+			case <-c.stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	if err := c.syncInterest(sessionTimeout); err != nil {
+		c.warn("this node's subscriptions are not on NATS yet: the replay may miss messages", zap.Error(err))
+	}
+	filters := map[string]bool{}
+	c.subsMu.RLock()
+	for it := range c.filters {
+		if it.group == "" {
+			filters[it.filter] = true
+		}
+	}
+	c.subsMu.RUnlock()
+	if len(filters) == 0 {
+		return
+	}
+	list := make([]string, 0, len(filters))
+	for f := range filters {
+		list = append(list, f)
+	}
+	msgs, last := c.fetchReplay(c.opts.Node, list, marks)
+	n := 0
+	for _, m := range msgs {
+		n += c.local.DeliverReplayed(m.topic, m.payload, m.in.qos, m.in.retain, m.in.props, m.in.expires, m.in.from)
+	}
+	c.rejoined, c.rejoinedFilters = last, filters
+	c.replayedMsgs.Add(int64(n))
+	c.log.Info("messages published while this node was down replayed into its sessions", zap.Int("messages", len(msgs)),
+		zap.Int("deliveries", n), zap.Int("filters", len(list)), zap.Duration("took", time.Since(start)))
 }

@@ -126,13 +126,19 @@ func TestReplayRingBounds(t *testing.T) {
 		t.Fatalf("ring holds %d messages in %d bytes", n, bytes)
 	}
 	seqs := ringSeqs(nd)
-	if msgs, whole := nd.since(seqs[0]-1, []string{"#"}); !whole || len(msgs) != n {
+	if msgs, whole, _ := nd.since(seqs[0]-1, []string{"#"}); !whole || len(msgs) != n {
 		t.Errorf("since the oldest kept: %d messages, whole %v", len(msgs), whole)
 	}
-	if msgs, whole := nd.since(seqs[0]-2, []string{"#"}); whole || len(msgs) != n {
+	if msgs, whole, _ := nd.since(seqs[0]-2, []string{"#"}); whole || len(msgs) != n {
 		t.Errorf("since one gone: %d messages, whole %v", len(msgs), whole)
 	}
-	if msgs, _ := nd.since(seqs[0]-1, []string{"b/#"}); len(msgs) != 0 {
+	if msgs, _, _ := nd.since(seqs[0]-1, []string{"b/#"}); len(msgs) != 0 {
 		t.Errorf("other filter: %d messages", len(msgs))
 	}
+}
+
+// DeliverReplayed records "topic payload" on replayedLog.
+func (f *fakeLocal) DeliverReplayed(topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
+	expires time.Time, from string) int {
+	return f.ReplayPending("", topic, payload, qos, retain, props, expires, from)
 }

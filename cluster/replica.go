@@ -124,6 +124,7 @@ type replicaStore struct {
 // is above 1, st itself otherwise. Call it before the broker restores
 // from st.
 func (c *Cluster) ReplicateStore(st Store) Store {
+	c.store = st
 	if c.opts.SessionReplicas <= 1 {
 		return st
 	}

@@ -179,6 +179,37 @@ func (s *Server) ReplayPending(clientID, topic string, payload []byte, qos byte,
 	return n
 }
 
+// DeliverReplayed routes a message published on another node while this
+// node was down, which a node that comes back fetches for its persistent
+// sessions (cluster replay), to this node's plain subscribers, with the
+// rules of a PUBLISH and with DUP: this node may have had it before it
+// went down. The arguments become the message. It returns the number of
+// deliveries made.
+func (s *Server) DeliverReplayed(topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
+	expires time.Time, from string) int {
+	msg := &Message{Topic: topic, Payload: payload, QoS: min(qos, 2), Retain: retain, Props: props, Expires: expires, From: from}
+	if msg.expired(time.Now()) {
+		return 0
+	}
+	matches := s.router.match(topic, from, nil)
+	gen := s.aclGeneration()
+	n := 0
+	for i := range matches {
+		if matches[i].group != nil {
+			continue // a group's messages went to its members elsewhere
+		}
+		d, ok := s.deliveryFor(msg, matches, i, gen)
+		if !ok {
+			continue
+		}
+		d.dup = d.qos > 0
+		matches[i].s.enqueue(d)
+		n++
+	}
+	s.stats.deliveries.Add(int64(n))
+	return n
+}
+
 // StaleSessions returns the client ids of the persistent sessions here
 // whose client is not connected, for a node that comes back to ask the
 // cluster which of them moved on meanwhile.

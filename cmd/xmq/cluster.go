@@ -97,6 +97,7 @@ func (c clusterConfig) options(dataDir string) cluster.Options {
 	}
 	if dataDir != "" {
 		o.Embedded.Dir = filepath.Join(dataDir, "nats")
+		o.MarksFile = filepath.Join(dataDir, "cluster-marks.json")
 	}
 	// Each node configured with a bridge runs its local session.
 	o.NodeLocalIDs = []string{bridge.UserPrefix}

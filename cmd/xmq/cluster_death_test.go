@@ -200,6 +200,80 @@ func TestClusterNodeDeathRestart(t *testing.T) {
 	}
 }
 
+// TestClusterNodeRejoinReplay: with session_replicas 1, persistent
+// subscribers offline on a node that is killed, while publishers on
+// another node publish all along, and the node comes back with its data:
+// what was published while it was down reaches the subscribers' sessions
+// there from the other nodes' replay rings, so every acknowledged message
+// arrives, in order, repeats only with DUP.
+func TestClusterNodeRejoinReplay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three brokers")
+	}
+	nodes, _ := clusterNodesConfig(t, 3, 3, deathBroker)
+	keepLogs(t, nodes)
+	waitStateReady(t, nodes...)
+	awaitRegistry(t, nodes...)
+	const victim, other = 2, 1
+	subs := []*crashSub{newCrashSub("rsub5", codec.V5, 1, "rejoin/q5"), newCrashSub("rsub3", codec.V311, 1, "rejoin/q3")}
+	pubs := []*crashPub{newCrashPub("rpub5", codec.V5, 1, "rejoin/q5"), newCrashPub("rpub3", codec.V311, 1, "rejoin/q3")}
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for _, s := range subs {
+		wg.Go(func() { _ = s.run(nodes[victim].addr, stop) })
+	}
+	waitUntil(t, "subscriptions", func() bool { return allSubscribed(subs...) })
+	close(stop) // offline: their sessions stay on the victim
+	wg.Wait()
+	pstop := make(chan struct{})
+	for _, p := range pubs {
+		p.interval = 5 * time.Millisecond
+		wg.Go(func() { _ = p.run(nodes[other].addr, pstop) })
+	}
+	time.Sleep(time.Second)
+	nodes[victim].kill()
+	time.Sleep(2 * time.Second)
+	back := restartNode(t, nodes[victim], victim)
+	waitStateReady(t, back)
+	time.Sleep(time.Second)
+	close(pstop)
+	wg.Wait()
+	stop = make(chan struct{})
+	for _, s := range subs {
+		wg.Go(func() {
+			for {
+				err := s.run(back.addr, stop)
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err != nil && !isConnErr(err) && !strings.Contains(err.Error(), "CONNECT") {
+					t.Errorf("%s: %v", s.id, err)
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		})
+	}
+	waitFor(t, 30*time.Second, "subscribers back", func() bool {
+		return logHas(back, `"session_present":true`, `"client_id":"rsub5"`) && logHas(back, `"session_present":true`, `"client_id":"rsub3"`)
+	})
+	time.Sleep(500 * time.Millisecond)
+	waitUntil(t, "subscribers to drain", func() bool {
+		return subs[0].quietFor() > 500*time.Millisecond && subs[1].quietFor() > 500*time.Millisecond
+	})
+	close(stop)
+	wg.Wait()
+	for i, p := range pubs {
+		checkDelivered(t, p, subs[i])
+	}
+	if !logHas(back, "replayed into its sessions") {
+		t.Error("the node that came back logged no replay")
+	}
+	keepLogs(t, append(nodes[:3:3], back))
+}
+
 // willConnect connects id to addr with a persistent session and a will
 // on will/ID with the given delay.
 func willConnect(t *testing.T, addr, id string, delay uint32) *pahoClient {
