@@ -142,3 +142,25 @@ func (f *fakeLocal) DeliverReplayed(topic string, payload []byte, qos byte, reta
 	expires time.Time, from string) int {
 	return f.ReplayPending("", topic, payload, qos, retain, props, expires, from)
 }
+
+// BenchmarkForwardRing: what keeping a QoS 1 message in the replay ring
+// adds to Forward (QoS 0 is not kept), on one node with no interest
+// elsewhere, 64-byte payloads.
+func BenchmarkForwardRing(b *testing.B) {
+	o := Options{Node: "b1", Embedded: EmbeddedOptions{Listen: "127.0.0.1:0", ClientListen: "127.0.0.1:0", Dir: b.TempDir()}}
+	c, err := New(o, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	c.Start(newFakeLocal())
+	payload := make([]byte, 64)
+	for _, qos := range []byte{0, 1} {
+		b.Run(fmt.Sprintf("qos%d", qos), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				c.Forward("bench/topic", payload, qos, false, nil, time.Time{}, "p", nil)
+			}
+		})
+	}
+}
