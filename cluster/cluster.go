@@ -172,14 +172,15 @@ type Cluster struct {
 	// of this node's return brought, on the filters rejoinedFilters;
 	// written before routeLoop starts (rejoinDone closed), read-only
 	// after.
-	rejoined            map[string]uint64
-	rejoinedFilters     map[string]bool
-	rejoinDone          chan struct{}
-	live                liveness
-	sessionSub, pingSub *nats.Subscription
-	queuedMu            sync.Mutex
-	queued              map[*nats.Msg]func() // onRouteLoop
-	warned              sync.Map             // message → *atomic.Int64, Unix nanoseconds it was last logged
+	rejoined                      map[string]uint64
+	rejoinedFilters               map[string]bool
+	rejoinDone                    chan struct{}
+	live                          liveness
+	sessionSub, pingSub, groupSub *nats.Subscription
+	sticky                        sticky // sticky shared groups (sticky.go)
+	queuedMu                      sync.Mutex
+	queued                        map[*nats.Msg]func() // onRouteLoop
+	warned                        sync.Map             // message → *atomic.Int64, Unix nanoseconds it was last logged
 }
 
 // interest is a filter this node's plain subscribers use (group ""), or
@@ -305,6 +306,14 @@ func (c *Cluster) Start(local Local) {
 	c.pingSub, err = c.nc.Subscribe(pingSubject(c.opts.Name), func(m *nats.Msg) { _ = m.Respond([]byte(c.opts.Node)) })
 	if err != nil {
 		c.log.Error("cannot answer other nodes' pings: sessions moving to them may lose messages published meanwhile", zap.Error(err))
+	}
+	if c.opts.SharedHash != "" {
+		c.startSticky()
+		if c.groupSub, err = c.nc.ChanSubscribe(groupSubject(c.opts.Name, c.opts.Node), c.in); err != nil {
+			c.log.Error("cannot take other nodes' messages for shared groups: they go to any node with members", zap.Error(err))
+		} else {
+			_ = c.groupSub.SetPendingLimits(-1, -1)
+		}
 	}
 	if _, err := c.nc.Subscribe(replaySubject(c.opts.Name), c.serveReplay); err != nil {
 		c.log.Error("cannot answer other nodes' replays: sessions of a dead node may miss messages published here meanwhile", zap.Error(err))
@@ -470,6 +479,10 @@ func (c *Cluster) route(m *nats.Msg) {
 		c.runQueued(m)
 		return
 	}
+	if m.Sub == c.groupSub && m.Sub != nil {
+		c.serveSticky(m)
+		return
+	}
 	if m.Sub == c.sessionSub || m.Sub == pinged {
 		// Served in order with the messages that came before: those for
 		// the session are in it when it leaves.
@@ -518,6 +531,9 @@ func (c *Cluster) Forward(topic string, payload []byte, qos byte, retain bool, p
 	m := c.message(topic, payload, qos, retain, props, expires, from)
 	if m == nil {
 		return
+	}
+	if c.opts.SharedHash != "" {
+		served = c.sendSticky(m, topic, payload, qos, retain, props, expires, from, served)
 	}
 	for i := 0; i+1 < len(served); i += 2 {
 		m.Header[hdrServed] = append(m.Header[hdrServed], queueName(served[i], served[i+1]))

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,6 +56,8 @@ type fakeLocal struct {
 	stale    []string
 	// replayedLog is what ReplayPending got.
 	replayedLog []string
+	// noMembers makes DeliverRemote find no member of any shared group.
+	noMembers atomic.Bool
 }
 
 // ExportSession hands out "subs of S" for session S without take.
@@ -154,6 +157,9 @@ func (f *fakeLocal) retainedCopy() map[string]string {
 func (f *fakeLocal) DeliverRemote(group, filter, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
 	expires time.Time, from string) int {
 	d := delivered{group, filter, topic, payload, qos, retain, props, expires, from}
+	if group != "" && f.noMembers.Load() {
+		return 0
+	}
 	f.mu.Lock()
 	f.got = append(f.got, d)
 	f.mu.Unlock()

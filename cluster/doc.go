@@ -26,6 +26,9 @@
 //     wrapper that writes persistent sessions' store records to one
 //     JetStream stream per cluster too (Sync waits for them), and the
 //     rebuilding of a session from a dead node's records.
+//   - sticky.go: shared groups with a hash strategy, whose messages the
+//     publisher's node sends to the node the hash picks among those
+//     whose heartbeats list the group.
 //   - replay.go: the ring of the QoS 1/2 messages a node forwarded
 //     lately, the marks of what each node routed, and the replay that
 //     gives a dead node's sessions, rebuilt elsewhere or back with their

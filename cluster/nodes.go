@@ -74,6 +74,9 @@ type NodeStatus struct {
 	Routes  int  `json:"routes"`
 	Ready   bool `json:"ready"` // part of its cluster (Healthy) with its replicated state in use
 	Leaving bool `json:"leaving,omitempty"`
+	// Groups are its shared groups ("$share/G/F"), at most
+	// maxStickyGroups, when shared groups are sticky (sticky.go).
+	Groups []string `json:"shared_groups,omitempty"`
 
 	// Set by the receiver: when it last heard from the node, whether
 	// that is recent, since when it is not, and whether it is this node.
@@ -184,7 +187,16 @@ func (c *Cluster) status(n *nodes, now time.Time) NodeStatus {
 		Clients: l.Clients, OfflineSessions: l.OfflineSessions, Subscriptions: l.Subscriptions,
 		MessagesIn: l.MessagesIn, MessagesOut: l.MessagesOut, RateIn: round2(n.rate.rateIn), RateOut: round2(n.rate.rateOut),
 		Routes: c.routedServers(), Ready: c.Ready() && c.Healthy() == nil,
-		LastSeen: now, Reachable: true, Local: true}
+		LastSeen: now, Reachable: true, Local: true, Groups: c.heartbeatGroups()}
+}
+
+// heartbeatGroups are the shared groups a heartbeat lists: none unless
+// they are sticky.
+func (c *Cluster) heartbeatGroups() []string {
+	if c.opts.SharedHash == "" {
+		return nil
+	}
+	return c.ownGroups()
 }
 
 // routedServers counts the NATS servers the embedded one has a route to;
@@ -236,6 +248,7 @@ func (c *Cluster) heard(n *nodes, data []byte, now time.Time) {
 	prev := n.peers[st.Node]
 	if st.Leaving {
 		delete(n.peers, st.Node)
+		c.rebuildSticky(n)
 		n.mu.Unlock()
 		if prev != nil {
 			c.log.Info("node left the cluster", zap.String("node", st.Node))
@@ -244,6 +257,9 @@ func (c *Cluster) heard(n *nodes, data []byte, now time.Time) {
 	}
 	st.LastSeen, st.Reachable, st.Local = now, true, false
 	n.peers[st.Node] = &st
+	if prev == nil || !prev.Reachable || !slices.Equal(prev.Groups, st.Groups) {
+		c.rebuildSticky(n)
+	}
 	n.mu.Unlock()
 	switch {
 	case prev == nil:
@@ -267,6 +283,9 @@ func (c *Cluster) sweep(n *nodes, now time.Time) {
 			cp := *p
 			gone = append(gone, &cp)
 		}
+	}
+	if len(gone) > 0 {
+		c.rebuildSticky(n)
 	}
 	n.mu.Unlock()
 	for _, p := range gone {

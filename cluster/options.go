@@ -23,6 +23,11 @@ const (
 	// DefaultClientListen is the embedded NATS server's client port, for
 	// NATS applications; xmq itself talks to it in process.
 	DefaultClientListen = "127.0.0.1:4222"
+	// SharedHashClient and SharedHashTopic are the values of
+	// Options.SharedHash: a shared group's messages go to the node the
+	// hash of their publisher's client id, or of their topic, picks.
+	SharedHashClient = "clientid"
+	SharedHashTopic  = "topic"
 	// DefaultReplayWindow and DefaultReplayMaxBytes bound the messages a
 	// node keeps for replays (Options.ReplayWindow).
 	DefaultReplayWindow   = 30 * time.Second
@@ -87,6 +92,11 @@ type Options struct {
 	// to its return.
 	ReplayWindow   time.Duration
 	ReplayMaxBytes int64
+	// SharedHash makes shared groups sticky across nodes (sticky.go):
+	// SharedHashClient or SharedHashTopic, the broker's hash_clientid or
+	// hash_topic strategy; "" leaves the node of a group's message to
+	// NATS (any node with members).
+	SharedHash string
 	// MarksFile, with SessionReplicas 1, is where the node keeps, per
 	// other node, the last message of theirs its store has (replay.go):
 	// when it comes back after a crash, it fetches from the other nodes
@@ -180,6 +190,9 @@ func (o *Options) Validate() error {
 	}
 	if o.SessionReplicas < 1 || o.SessionReplicas > 3 {
 		bad("SessionReplicas", "%d is not from 1 (the node's store only) to 3", o.SessionReplicas)
+	}
+	if o.SharedHash != "" && o.SharedHash != SharedHashClient && o.SharedHash != SharedHashTopic {
+		bad("SharedHash", "%q is not %q, %q or empty", o.SharedHash, SharedHashClient, SharedHashTopic)
 	}
 	if o.ReplayWindow < time.Second || o.ReplayWindow > 10*time.Minute {
 		bad("ReplayWindow", "%v is not from 1s to 10m", o.ReplayWindow)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/xmq-io/xmq/bridge"
 	"github.com/xmq-io/xmq/cluster"
+	"github.com/xmq-io/xmq/core"
 )
 
 // clusterConfig is the cluster section (cluster.Options with YAML names).
@@ -143,5 +144,14 @@ func startCluster(cfg *config, log *zap.Logger) (*cluster.Cluster, error) {
 	if !cfg.Cluster.Enabled {
 		return nil, nil
 	}
-	return cluster.New(cfg.Cluster.options(cfg.DataDir), log.Named("cluster"))
+	o := cfg.Cluster.options(cfg.DataDir)
+	// A hash strategy holds across nodes: the publisher's node picks the
+	// node of a group's member by the same hash.
+	switch cfg.Broker.SharedStrategy {
+	case core.SharedHashClient:
+		o.SharedHash = cluster.SharedHashClient
+	case core.SharedHashTopic:
+		o.SharedHash = cluster.SharedHashTopic
+	}
+	return cluster.New(o, log.Named("cluster"))
 }

@@ -643,3 +643,66 @@ func TestClusterNodeKilled(t *testing.T) {
 		t.Errorf("got %q", p.Payload)
 	}
 }
+
+// TestClusterSharedSticky: with shared_strategy hash_clientid, the
+// messages of each publisher on a node with no member of the group go
+// all to one member, in order, whichever node it is on; the publishers
+// are spread over the members of both other nodes.
+func TestClusterSharedSticky(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three brokers")
+	}
+	nodes, _ := clusterNodesConfig(t, 3, 3, "  heartbeat_interval: 200ms\nbroker:\n  shared_strategy: hash_clientid\n")
+	m2 := pahoConnect(t, nodes[1].addr, "st2")
+	m3 := pahoConnect(t, nodes[2].addr, "st3")
+	for _, m := range []*pahoClient{m2, m3} {
+		m.subscribe(t, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "$share/g/st/#", QoS: 1}}})
+	}
+	const pubs, each = 12, 10
+	var ps []*pahoClient
+	for i := range pubs {
+		ps = append(ps, pahoConnect(t, nodes[0].addr, fmt.Sprintf("stp%d", i)))
+	}
+	// Node 1 learns the group's nodes from their heartbeats.
+	time.Sleep(time.Second)
+	for i := range each {
+		for p, c := range ps {
+			c.publish(t, &paho.Publish{Topic: "st/x", QoS: 1, Payload: fmt.Appendf(nil, "%d %d", p, i)})
+		}
+	}
+	got := map[int][]string{}
+	deadline := time.After(10 * time.Second)
+	for n := 0; n < pubs*each; n++ {
+		var member string
+		var payload []byte
+		select {
+		case m := <-m2.msgs:
+			member, payload = "st2", m.Payload
+		case m := <-m3.msgs:
+			member, payload = "st3", m.Payload
+		case <-deadline:
+			t.Fatalf("%d of %d messages delivered", n, pubs*each)
+		}
+		var p, i int
+		if _, err := fmt.Sscanf(string(payload), "%d %d", &p, &i); err != nil {
+			t.Fatalf("payload %q", payload)
+		}
+		got[p] = append(got[p], fmt.Sprintf("%s %d", member, i))
+	}
+	m2.nothing(t, 200*time.Millisecond)
+	m3.nothing(t, 0)
+	members := map[string]int{}
+	for p := range pubs {
+		member, _, _ := strings.Cut(got[p][0], " ")
+		members[member]++
+		for i, d := range got[p] {
+			if d != fmt.Sprintf("%s %d", member, i) {
+				t.Errorf("publisher %d: got %q, want every message at one member, in order", p, got[p])
+				break
+			}
+		}
+	}
+	if len(members) != 2 {
+		t.Errorf("publishers per member %v: want both members used", members)
+	}
+}

@@ -1,0 +1,258 @@
+package cluster
+
+import (
+	"hash/fnv"
+	"net/url"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+
+	"github.com/xmq-io/xmq/codec"
+)
+
+// Sticky shared groups. With a hash strategy (Options.SharedHash, the
+// broker's hash_clientid or hash_topic), a shared group's messages of one
+// publisher (or topic) must reach one member, whichever node they are
+// published on. NATS gives a queue group's message to a node at random,
+// so a node with no member of a group picks the node itself: each node
+// lists its shared groups in its heartbeats (at most maxStickyGroups); a
+// node that publishes a message on a group's filter, with no member of
+// the group here, sends it to the node the hash of its key picks among
+// those listing the group (sorted by name, so every node picks the same),
+// on that node's group subject, as a request, and names the group in the
+// normal message's served header (the node NATS picks for the group drops
+// its copy). There the group's strategy picks the member, as on one node.
+// The node answers whether a member got it; when none did (the group left
+// that node since its heartbeat), NATS says no node listens (it is dead),
+// or no answer comes within stickyTimeout, the message is handed over to
+// the group's queue (HandOver): one member on any node gets it. Messages
+// of one publisher to one node travel on one path, in order.
+
+// maxStickyGroups bounds the shared groups a heartbeat lists; a group
+// past it is dispatched by NATS (any node with members).
+const maxStickyGroups = 256
+
+// stickyTimeout bounds the wait for the answer of the node a message was
+// sent to, before it is handed over to any node with members.
+const stickyTimeout = 2 * time.Second
+
+// The headers of a message sent to a node for a shared group.
+const (
+	hdrShareGroup  = "Xmq-Share-Group"  // the group, escaped
+	hdrShareFilter = "Xmq-Share-Filter" // its filter, escaped
+)
+
+// groupSubject is where node of cluster name takes messages for its
+// shared groups.
+func groupSubject(name, node string) string { return "$XMQ." + name + ".node." + node + ".group" }
+
+// stickyGroup is a shared group of other nodes, with the nodes listing it.
+type stickyGroup struct {
+	interest
+	match []byte   // the filter, for codec.Match
+	nodes []string // sorted
+}
+
+// sticky is what a node keeps for its sticky shared groups.
+type sticky struct {
+	table   atomic.Pointer[[]stickyGroup]
+	inbox   string // replies come on inbox.ID
+	mu      sync.Mutex
+	next    uint64
+	pending map[string]*stickySent
+}
+
+// stickySent is a message sent to a node for a shared group, waiting for
+// its answer.
+type stickySent struct {
+	group, filter, topic string
+	payload              []byte
+	qos                  byte
+	retain               bool
+	props                *codec.Properties
+	expires              time.Time
+	from                 string
+	at                   time.Time
+}
+
+// ownGroups lists the shared groups with members here, as "$share/G/F",
+// sorted, at most maxStickyGroups.
+func (c *Cluster) ownGroups() []string {
+	var gs []string
+	c.subsMu.RLock()
+	for it := range c.filters {
+		if it.group != "" {
+			gs = append(gs, "$share/"+it.group+"/"+it.filter)
+		}
+	}
+	c.subsMu.RUnlock()
+	slices.Sort(gs)
+	return gs[:min(len(gs), maxStickyGroups)]
+}
+
+// rebuildSticky makes the table of the other reachable nodes' groups from
+// their last heartbeats. n.mu is held.
+func (c *Cluster) rebuildSticky(n *nodes) {
+	if c.opts.SharedHash == "" {
+		return
+	}
+	byGroup := map[interest][]string{}
+	for _, p := range n.peers {
+		if !p.Reachable {
+			continue
+		}
+		for _, g := range p.Groups {
+			group, filter, ok, err := codec.ParseShared([]byte(g))
+			if !ok || err != nil {
+				continue
+			}
+			it := interest{string(group), string(filter)}
+			byGroup[it] = append(byGroup[it], p.Node)
+		}
+	}
+	t := make([]stickyGroup, 0, len(byGroup))
+	for it, ns := range byGroup {
+		slices.Sort(ns)
+		t = append(t, stickyGroup{interest: it, match: []byte(it.filter), nodes: ns})
+	}
+	c.sticky.table.Store(&t)
+}
+
+// sendSticky sends the message m carries to the node each sticky group
+// on its topic picks, for the groups not served here, and returns served
+// with those added.
+func (c *Cluster) sendSticky(m *nats.Msg, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
+	expires time.Time, from string, served []string) []string {
+	tp := c.sticky.table.Load()
+	if tp == nil || len(*tp) == 0 {
+		return served
+	}
+	key := topic
+	if c.opts.SharedHash == SharedHashClient {
+		key = from
+	}
+	var h uint32
+	hashed := false
+	for i := range *tp {
+		g := &(*tp)[i]
+		if isServed(served, g.group, g.filter) || !codec.Match(g.match, []byte(topic)) {
+			continue
+		}
+		if !hashed {
+			f := fnv.New32a()
+			_, _ = f.Write([]byte(key))
+			h, hashed = f.Sum32(), true
+		}
+		node := g.nodes[int(h%uint32(len(g.nodes)))]
+		out := &nats.Msg{Subject: groupSubject(c.opts.Name, node), Data: payload, Header: make(nats.Header, len(m.Header)+3)}
+		for k, v := range m.Header {
+			out.Header[k] = v
+		}
+		out.Header[hdrSubject] = []string{m.Subject}
+		out.Header[hdrShareGroup] = []string{url.QueryEscape(g.group)}
+		out.Header[hdrShareFilter] = []string{url.QueryEscape(g.filter)}
+		c.sticky.mu.Lock()
+		c.sticky.next++
+		id := strconv.FormatUint(c.sticky.next, 36)
+		c.sticky.pending[id] = &stickySent{group: g.group, filter: g.filter, topic: topic, payload: payload, qos: qos,
+			retain: retain, props: props, expires: expires, from: from, at: time.Now()}
+		c.sticky.mu.Unlock()
+		out.Reply = c.sticky.inbox + "." + id
+		if err := c.nc.PublishMsg(out); err != nil {
+			c.stickyAnswered(id, false)
+		}
+		served = append(served, g.group, g.filter)
+	}
+	return served
+}
+
+// isServed reports whether served (group, filter pairs) holds group on
+// filter.
+func isServed(served []string, group, filter string) bool {
+	for i := 0; i+1 < len(served); i += 2 {
+		if served[i] == group && served[i+1] == filter {
+			return true
+		}
+	}
+	return false
+}
+
+// startSticky subscribes to the answers and starts the sweep of those
+// that do not come.
+func (c *Cluster) startSticky() {
+	c.sticky.pending = map[string]*stickySent{}
+	c.sticky.inbox = c.nc.NewRespInbox()
+	_, err := c.nc.Subscribe(c.sticky.inbox+".*", func(m *nats.Msg) {
+		id := m.Subject[len(c.sticky.inbox)+1:]
+		// "1": a member got it; "0", or NATS's no-responders status (no
+		// data): none did.
+		c.stickyAnswered(id, len(m.Data) == 1 && m.Data[0] == '1')
+	})
+	if err != nil {
+		c.log.Error("cannot hear other nodes' answers for shared groups: messages sent to them may be handed over twice", zap.Error(err))
+	}
+	c.goUnlessClosed(func() {
+		t := time.NewTicker(stickyTimeout / 4)
+		defer t.Stop()
+		for {
+			select {
+			case <-c.stop:
+				return
+			case now := <-t.C:
+				var late []string
+				c.sticky.mu.Lock()
+				for id, s := range c.sticky.pending {
+					if now.Sub(s.at) > stickyTimeout {
+						late = append(late, id)
+					}
+				}
+				c.sticky.mu.Unlock()
+				for _, id := range late {
+					c.stickyAnswered(id, false)
+				}
+			}
+		}
+	})
+}
+
+// stickyAnswered ends the wait for message id: unless a member got it,
+// it is handed over to the group's members on any node.
+func (c *Cluster) stickyAnswered(id string, got bool) {
+	c.sticky.mu.Lock()
+	s := c.sticky.pending[id]
+	delete(c.sticky.pending, id)
+	c.sticky.mu.Unlock()
+	if s == nil || got {
+		return
+	}
+	c.HandOver(s.group, s.filter, s.topic, s.payload, s.qos, s.retain, s.props, s.expires, s.from)
+}
+
+// serveSticky delivers a message another node sent here for one of this
+// node's shared groups (on routeLoop, in order with the others) and
+// answers whether a member got it.
+func (c *Cluster) serveSticky(m *nats.Msg) {
+	c.received.Add(1)
+	group, err1 := url.QueryUnescape(m.Header.Get(hdrShareGroup))
+	filter, err2 := url.QueryUnescape(m.Header.Get(hdrShareFilter))
+	topic, err3 := Topic(c.opts.SubjectPrefix, m.Header.Get(hdrSubject))
+	n := 0
+	if err1 == nil && err2 == nil && err3 == nil && group != "" {
+		in := decodeHeader(m.Header)
+		payload := m.Data
+		if len(payload) == 0 {
+			payload = nil
+		}
+		n = c.local.DeliverRemote(group, filter, topic, payload, in.qos, in.retain, in.props, in.expires, in.from)
+	}
+	answer := []byte{'0'}
+	if n > 0 {
+		answer[0] = '1'
+	}
+	_ = m.Respond(answer)
+}
