@@ -48,9 +48,10 @@ type Local interface {
 	// as a pending session, queuing what comes, and returns the filters
 	// of its plain subscriptions; RestoreSession completes it.
 	PendSession(clientID string, session []byte) ([]string, error)
-	// ReplayPending routes a message published while no node held
-	// clientID's session to it, pending, before what it queued meanwhile.
-	ReplayPending(clientID, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
+	// ReplayPending routes a message published while no node held the
+	// sessions of clientIDs to those pending, before what they queued
+	// meanwhile.
+	ReplayPending(clientIDs map[string]bool, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
 		expires time.Time, from string) int
 	// DeliverReplayed routes a message published while this node was
 	// down to its plain subscribers, with DUP.
@@ -172,9 +173,13 @@ type Cluster struct {
 	// of this node's return brought, on the filters rejoinedFilters;
 	// written before routeLoop starts (rejoinDone closed), read-only
 	// after.
-	rejoined                      map[string]uint64
-	rejoinedFilters               map[string]bool
-	rejoinDone                    chan struct{}
+	rejoined        map[string]uint64
+	rejoinedFilters map[string]bool
+	rejoinDone      chan struct{}
+	// replays are the replays open for more sessions to join, by dead
+	// node (replayInto).
+	replayMu                      sync.Mutex
+	replays                       map[string]*replayBatch
 	live                          liveness
 	sessionSub, pingSub, groupSub *nats.Subscription
 	sticky                        sticky // sticky shared groups (sticky.go)

@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -205,43 +206,65 @@ func (c *Cluster) adoptNode(st *state, node string, alive []string) {
 			zap.String("node", node), zap.Error(err))
 		return
 	}
-	marks := c.readMarksRetrying(st, node)
 	me := slices.Index(alive, c.opts.Node)
-	var later []string
-	n := 0
+	var mine, later []string
 	for _, id := range ids {
 		h := fnv.New32a()
 		_, _ = h.Write([]byte(id))
 		if int(h.Sum32()%uint32(len(alive))) != me {
 			later = append(later, id)
-			continue
-		}
-		if c.adopt(st, node, id, all[id], marks) {
-			n++
+		} else {
+			mine = append(mine, id)
 		}
 	}
+	var n atomic.Int64
+	c.adoptAll(st, node, mine, all, &n)
 	if len(later) > 0 {
 		select {
 		case <-c.stop:
 			return
 		case <-time.After(deadAfter):
 		}
-		for _, id := range later {
-			if !c.isDead(node) {
-				break // back: it has them
-			}
-			if c.adopt(st, node, id, all[id], marks) {
-				n++
-			}
+		if c.isDead(node) { // not back: it would have them
+			c.adoptAll(st, node, later, all, &n)
 		}
 	}
-	c.log.Info("sessions of a dead node adopted", zap.String("node", node), zap.Int("sessions", len(ids)), zap.Int("adopted_here", n))
+	c.log.Info("sessions of a dead node adopted", zap.String("node", node), zap.Int("sessions", len(ids)), zap.Int64("adopted_here", n.Load()))
+}
+
+// adoptWorkers is how many of a dead node's sessions a node adopts at
+// once: each waits for registry round trips, and the replays of those
+// rebuilt together are one request (replayInto).
+const adoptWorkers = 32
+
+// adoptAll adopts the sessions ids of node from all, adoptWorkers at a
+// time, counting those adopted in n.
+func (c *Cluster) adoptAll(st *state, node string, ids []string, all map[string]*replicaRecords, n *atomic.Int64) {
+	work := make(chan string)
+	var wg sync.WaitGroup
+	for range min(adoptWorkers, len(ids)) {
+		wg.Go(func() {
+			for id := range work {
+				if c.adopt(st, node, id, all[id]) {
+					n.Add(1)
+				}
+			}
+		})
+	}
+	for _, id := range ids {
+		select {
+		case work <- id:
+		case <-c.stop:
+		}
+	}
+	close(work)
+	wg.Wait()
 }
 
 // adopt takes clientID's session from the dead node's records recs, if
 // the registry still names that node, with what was published for it
 // since the node's marks, and reports whether it did.
-func (c *Cluster) adopt(st *state, node, clientID string, recs *replicaRecords, marks map[string]uint64) bool {
+func (c *Cluster) adopt(st *state, node, clientID string, recs *replicaRecords) bool {
 	// One at a time with a claim of the id here (which may restore it).
 	defer c.claims.serialize(clientID)()
 	k := key(clientID)
@@ -265,7 +288,7 @@ func (c *Cluster) adopt(st *state, node, clientID string, recs *replicaRecords, 
 	if err != nil || heldBy(e.Value()) != node {
 		return false // the client is back elsewhere (that node took the session), or its session ended
 	}
-	ok, err := c.install(node, clientID, recs, marks, true)
+	ok, err := c.install(st, node, clientID, recs, true)
 	if err != nil || !ok {
 		if err != nil {
 			c.log.Warn("a dead node's session not adopted", zap.String("client_id", clientID), zap.Error(err))

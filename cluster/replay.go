@@ -10,11 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server/gsl"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
-
-	"github.com/xmq-io/xmq/codec"
 )
 
 // Replay closes the window in which no node holds a dead node's sessions.
@@ -139,17 +138,18 @@ func (c *Cluster) since(after uint64, filters []string) ([]*nats.Msg, bool, uint
 	}
 	whole, last := r.evicted <= after, r.seq
 	r.mu.Unlock()
+	// The filters as NATS would match them (a subject tree, not each
+	// filter against each message: a batch may hold thousands).
+	sl := gsl.NewSimpleSublist()
+	for _, f := range filters {
+		for _, subj := range FilterSubjects(c.opts.SubjectPrefix, f) {
+			_ = sl.Insert(subj, struct{}{})
+		}
+	}
 	var out []*nats.Msg
 	for _, rm := range msgs {
-		topic, err := Topic(c.opts.SubjectPrefix, rm.m.Subject)
-		if err != nil {
-			continue
-		}
-		for _, f := range filters {
-			if codec.Match([]byte(f), []byte(topic)) {
-				out = append(out, rm.m)
-				break
-			}
+		if sl.HasInterest(rm.m.Subject) {
+			out = append(out, rm.m)
 		}
 	}
 	return out, whole, last
@@ -297,47 +297,103 @@ func (c *Cluster) collectReplay(ch chan *nats.Msg, want map[string]bool, counted
 }
 
 // install installs clientID's session from recs, which node (dead)
-// wrote, with what the nodes published for it since node's marks after
-// (see Replay above); withWill schedules its will. The caller holds
-// clientID's claims.serialize: two installs of one session here would
-// lose what the first queued.
-func (c *Cluster) install(node, clientID string, recs *replicaRecords, after map[string]uint64, withWill bool) (bool, error) {
-	restore := func() error {
-		return c.local.RestoreSession(clientID, recs.session, recs.inbound, recs.seqs, recs.msgs, recs.will, withWill)
-	}
+// wrote, with what the nodes published for it since node's marks (see
+// Replay above); withWill schedules its will. The caller holds clientID's
+// claims.serialize: two installs of one session here would lose what the
+// first queued.
+func (c *Cluster) install(st *state, node, clientID string, recs *replicaRecords, withWill bool) (bool, error) {
 	filters, err := c.local.PendSession(clientID, recs.session)
 	if err != nil {
 		return false, err
 	}
 	if len(filters) > 0 {
-		if err := c.syncInterest(sessionTimeout); err != nil {
-			c.warn("a restored session's subscriptions are not on NATS yet", zap.String("client_id", clientID), zap.Error(err))
-		}
+		c.replayInto(st, node, clientID, filters)
 	}
-	var msgs []replayed
-	if len(filters) > 0 {
-		msgs, _ = c.fetchReplay(node, filters, after)
-	}
-	n := 0
-	// On routeLoop: the answers came after what their nodes routed here
-	// before them, which the pending session queued; nothing is routed
-	// between the replay and the records going in.
+	// On routeLoop, after the replay: what the pending session queued
+	// meanwhile stays after the replayed messages, the records go first.
 	err = c.onRouteLoop(func() error {
-		for _, m := range msgs {
-			n += c.local.ReplayPending(clientID, m.topic, m.payload, m.in.qos, m.in.retain, m.in.props, m.in.expires, m.in.from)
-		}
-		return restore()
+		return c.local.RestoreSession(clientID, recs.session, recs.inbound, recs.seqs, recs.msgs, recs.will, withWill)
 	})
 	if err != nil {
 		c.local.DropImport(clientID)
 		return false, err
 	}
-	if n > 0 {
-		c.replayedMsgs.Add(int64(n))
-		c.log.Info("messages published while no node held a session replayed into it", zap.String("client_id", clientID),
-			zap.String("node", node), zap.Int("messages", n))
-	}
 	return true, nil
+}
+
+// replayBatchWindow is how long the first session of a dead node to be
+// rebuilt here waits for others to share its replay: a fleet reconnecting
+// (or an adoption) makes one request per window, not one per session.
+const replayBatchWindow = 10 * time.Millisecond
+
+// replayBatch is the replay that the sessions of a dead node rebuilt here
+// at about the same time share.
+type replayBatch struct {
+	ids     map[string]bool
+	filters map[string]bool
+	ready   chan struct{}
+}
+
+// replayInto puts into clientID's pending session (and those sharing the
+// batch) what the nodes published on filters after node's marks, and
+// returns once it is there.
+func (c *Cluster) replayInto(st *state, node, clientID string, filters []string) {
+	c.replayMu.Lock()
+	b := c.replays[node]
+	leader := b == nil
+	if leader {
+		b = &replayBatch{ids: map[string]bool{}, filters: map[string]bool{}, ready: make(chan struct{})}
+		if c.replays == nil {
+			c.replays = map[string]*replayBatch{}
+		}
+		c.replays[node] = b
+	}
+	b.ids[clientID] = true
+	for _, f := range filters {
+		b.filters[f] = true
+	}
+	c.replayMu.Unlock()
+	if !leader {
+		select {
+		case <-b.ready:
+		case <-c.stop:
+		}
+		return
+	}
+	defer close(b.ready)
+	select {
+	case <-time.After(replayBatchWindow):
+	case <-c.stop:
+		return
+	}
+	c.replayMu.Lock()
+	delete(c.replays, node) // closed: the next session starts another
+	c.replayMu.Unlock()
+	start := time.Now()
+	// The sessions' subscriptions are on this node's NATS server before
+	// the request leaves (see Replay).
+	if err := c.syncInterest(sessionTimeout); err != nil {
+		c.warn("restored sessions' subscriptions are not on NATS yet", zap.String("node", node), zap.Error(err))
+	}
+	list := make([]string, 0, len(b.filters))
+	for f := range b.filters {
+		list = append(list, f)
+	}
+	msgs, _ := c.fetchReplay(node, list, c.readMarksRetrying(st, node))
+	n := 0
+	// On routeLoop: the answers came after what their nodes routed here
+	// before them, which the pending sessions queued; nothing is routed
+	// between the replay and its going in.
+	_ = c.onRouteLoop(func() error {
+		for _, m := range msgs {
+			n += c.local.ReplayPending(b.ids, m.topic, m.payload, m.in.qos, m.in.retain, m.in.props, m.in.expires, m.in.from)
+		}
+		return nil
+	})
+	c.replayedMsgs.Add(int64(n))
+	c.log.Info("messages published while no node held a dead node's sessions replayed into them", zap.String("node", node),
+		zap.Int("sessions", len(b.ids)), zap.Int("messages", len(msgs)), zap.Int("deliveries", n),
+		zap.Duration("took", time.Since(start)))
 }
 
 // markKind is the record kind of a node's marks (never a client id's

@@ -24,7 +24,7 @@ func (f *fakeLocal) PendSession(clientID string, session []byte) ([]string, erro
 }
 
 // ReplayPending records "topic payload" on replayedLog.
-func (f *fakeLocal) ReplayPending(clientID, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
+func (f *fakeLocal) ReplayPending(clientIDs map[string]bool, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
 	expires time.Time, from string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -140,7 +140,7 @@ func TestReplayRingBounds(t *testing.T) {
 // DeliverReplayed records "topic payload" on replayedLog.
 func (f *fakeLocal) DeliverReplayed(topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
 	expires time.Time, from string) int {
-	return f.ReplayPending("", topic, payload, qos, retain, props, expires, from)
+	return f.ReplayPending(nil, topic, payload, qos, retain, props, expires, from)
 }
 
 // BenchmarkForwardRing: what keeping a QoS 1 message in the replay ring

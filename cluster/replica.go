@@ -661,7 +661,7 @@ func (c *Cluster) restoreFromReplica(st *state, node, clientID string, withWill 
 	if err != nil || recs == nil {
 		return false, err
 	}
-	return c.install(node, clientID, recs, c.readMarksRetrying(st, node), withWill)
+	return c.install(st, node, clientID, recs, withWill)
 }
 
 // dropReplica removes the records node wrote for clientID, once the

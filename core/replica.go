@@ -132,48 +132,41 @@ func (s *Server) PendSession(clientID string, session []byte) ([]string, error) 
 }
 
 // ReplayPending routes a message published on another node while no node
-// held clientID's session (its node had died) to that session, pending
-// (PendSession), with the rules of a PUBLISH for its plain subscriptions
-// (QoS downgrade, retain as published, No Local, subscription
-// identifiers, read rights): after the messages replayed before, before
-// those it queued meanwhile, and with DUP, since the dead node may have
-// sent it. The arguments become the message. It returns the number of
-// deliveries made: none once the session is no longer pending.
-func (s *Server) ReplayPending(clientID, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
+// held the sessions of clientIDs (their node had died) to those of them
+// that are pending (PendSession), with the rules of a PUBLISH for their
+// plain subscriptions (QoS downgrade, retain as published, No Local,
+// subscription identifiers, read rights): after the messages replayed
+// before, before those they queued meanwhile, and with DUP, since the dead
+// node may have sent it. QoS 0 deliveries are not kept (the sessions are
+// offline). The arguments become the message. It returns the number of
+// deliveries made.
+func (s *Server) ReplayPending(clientIDs map[string]bool, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
 	expires time.Time, from string) int {
 	msg := &Message{Topic: topic, Payload: payload, QoS: min(qos, 2), Retain: retain, Props: props, Expires: expires, From: from}
 	if msg.expired(time.Now()) {
-		return 0
-	}
-	s.mu.Lock()
-	sess := s.sessions[clientID]
-	s.mu.Unlock()
-	if sess == nil {
 		return 0
 	}
 	matches := s.router.match(topic, from, nil)
 	gen := s.aclGeneration()
 	n := 0
 	for i := range matches {
-		if matches[i].s != sess || matches[i].group != nil {
+		sess := matches[i].s
+		if sess == nil || matches[i].group != nil || !clientIDs[sess.id] {
 			continue
 		}
 		d, ok := s.deliveryFor(msg, matches, i, gen)
 		if !ok || d.qos == 0 {
-			continue // a QoS 0 delivery is not kept for an offline session
+			continue
 		}
 		d.dup = true
 		sess.mu.Lock()
-		if !sess.pending || sess.c != nil {
-			sess.mu.Unlock()
-			break
+		if sess.pending && sess.c == nil {
+			// Not stored yet: RestoreSession writes the whole queue again.
+			sess.queue = slices.Insert(sess.queue, sess.qhead+sess.replayed, d)
+			sess.replayed++
+			n++
 		}
-		// Not stored yet: RestoreSession writes the whole queue again.
-		at := sess.qhead + sess.replayed
-		sess.queue = slices.Insert(sess.queue, at, d)
-		sess.replayed++
 		sess.mu.Unlock()
-		n++
 	}
 	s.stats.deliveries.Add(int64(n))
 	return n

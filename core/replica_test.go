@@ -225,14 +225,14 @@ func TestReplayPending(t *testing.T) {
 		{"r/x", "qos0", 0, "p", 0},
 		{"r/x", "replayed2", 1, "p", 1},
 	} {
-		if n := b.ReplayPending("rp", c.topic, []byte(c.payload), c.qos, false, nil, time.Time{}, c.from); n != c.want {
+		if n := b.ReplayPending(map[string]bool{"rp": true}, c.topic, []byte(c.payload), c.qos, false, nil, time.Time{}, c.from); n != c.want {
 			t.Errorf("%s: %d deliveries, want %d", c.payload, n, c.want)
 		}
 	}
 	if err := b.RestoreSession("rp", recs.session, recs.inbound, recs.seqs, recs.msgs, nil, false); err != nil {
 		t.Fatal(err)
 	}
-	if n := b.ReplayPending("rp", "r/x", []byte("late"), 1, false, nil, time.Time{}, "p"); n != 0 {
+	if n := b.ReplayPending(map[string]bool{"rp": true, "pub2": true}, "r/x", []byte("late"), 1, false, nil, time.Time{}, "p"); n != 0 {
 		t.Errorf("a replay into a complete session made %d deliveries", n)
 	}
 	c := dial(t, b, codec.V5)
