@@ -9,6 +9,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"slices"
 	"sync"
 	"testing"
@@ -91,20 +92,30 @@ func TestMeasureNodeKill(t *testing.T) {
 }
 
 func measureNodeKill(t *testing.T, replicas int) {
-	const nsubs, npubs = 300, 30
+	// XMQ_MEASURE_SUBS (a multiple of 30) and XMQ_MEASURE_INTERVAL (each
+	// publisher's) change the shape: a fleet whose sessions all need a
+	// replay at once.
+	nsubs, npubs, interval := 300, 30, 100*time.Millisecond
+	if v, err := strconv.Atoi(os.Getenv("XMQ_MEASURE_SUBS")); err == nil && v >= npubs {
+		nsubs = v / npubs * npubs
+	}
+	if v, err := time.ParseDuration(os.Getenv("XMQ_MEASURE_INTERVAL")); err == nil && v > 0 {
+		interval = v
+	}
+	per := nsubs / npubs
 	nodes, _ := clusterNodesConfig(t, 3, 3, fmt.Sprintf("  session_replicas: %d\n", replicas)+deathBroker)
 	waitStateReady(t, nodes...)
 	awaitRegistry(t, nodes...)
 	var pubs []*crashPub
 	for i := range npubs {
 		p := newCrashPub(fmt.Sprintf("kpub%d", i), codec.V311, 1, fmt.Sprintf("kill/%d", i))
-		p.interval = 100 * time.Millisecond
+		p.interval = interval
 		pubs = append(pubs, p)
 	}
 	var subs []*crashSub
 	for j := range nsubs {
-		// Publisher i's 10 subscribers are spread over the 3 nodes.
-		subs = append(subs, newCrashSub(fmt.Sprintf("ksub%d", j), codec.V311, 1, fmt.Sprintf("kill/%d", j/10)))
+		// Publisher i's subscribers are spread over the 3 nodes.
+		subs = append(subs, newCrashSub(fmt.Sprintf("ksub%d", j), codec.V311, 1, fmt.Sprintf("kill/%d", j/per)))
 	}
 	// Client i starts on node i%3; those of node 3 then go to node (i%2)+1.
 	stop := make(chan struct{})
@@ -181,7 +192,7 @@ func measureNodeKill(t *testing.T, replicas int) {
 	wg.Wait()
 	acked, lost, dups, disorder := 0, 0, 0, 0
 	for j, s := range subs {
-		p := pubs[j/10]
+		p := pubs[j/per]
 		count := map[int]int{}
 		last := -1
 		for _, d := range s.got {
@@ -205,7 +216,7 @@ func measureNodeKill(t *testing.T, replicas int) {
 			}
 		}
 	}
-	t.Logf("session_replicas %d: %d subscribers, %d publishers at 10 msg/s, node 3 killed: its clients back after %v; "+
-		"%d deliveries owed, %d lost, %d duplicates, %d out of order", replicas, nsubs, npubs, back.Round(100*time.Millisecond),
+	t.Logf("session_replicas %d: %d subscribers, %d publishers every %v, node 3 killed: its clients back after %v; "+
+		"%d deliveries owed, %d lost, %d duplicates, %d out of order", replicas, nsubs, npubs, interval, back.Round(100*time.Millisecond),
 		acked, lost, dups, disorder)
 }
