@@ -473,14 +473,18 @@ func TestClusterRetained(t *testing.T) {
 
 	// The node that set it dies; a new node gets it from the others.
 	nodes[0].kill()
+	killed := time.Now()
 	n4 := startNode(t, 3)
 	waitStateReady(t, n4)
 	retainedOn(n4.addr, "kept")
 	// Cleared on one node: gone from all.
 	clr := pahoConnect(t, nodes[1].addr, "rclear")
 	clr.publish(t, &paho.Publish{Topic: "rt/a", QoS: 1, Retain: true})
+	start := time.Now()
 	retainedOn(n4.addr, "")
 	retainedOn(nodes[2].addr, "")
+	t.Logf("cleared on every node %v after the clear, %v after the kill", time.Since(start).Round(100*time.Millisecond),
+		time.Since(killed).Round(100*time.Millisecond))
 	if t.Failed() {
 		t.Logf("node 2:\n%s\nnode 4:\n%s", nodes[1].stderr, n4.stderr)
 	}
