@@ -9,6 +9,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/eclipse/paho.golang/paho"
+	"github.com/nats-io/nats.go"
 
 	"github.com/xmq-io/xmq/codec"
 )
@@ -708,5 +710,78 @@ func TestClusterSharedSticky(t *testing.T) {
 	}
 	if len(members) != 2 {
 		t.Errorf("publishers per member %v: want both members used", members)
+	}
+}
+
+// TestClusterNATSApplication: a NATS application connected to a node's
+// embedded NATS server reads MQTT traffic published on any node on the
+// mapped subjects, with QoS, properties and publisher in headers, and
+// publishes into it: an MQTT subscriber on another node gets the message
+// (docs/cluster.md, "NATS applications").
+func TestClusterNATSApplication(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three brokers")
+	}
+	nodes := clusterNodes(t, 3)
+	var url string
+	for _, l := range strings.Split(nodes[2].stderr.String(), "\n") {
+		if strings.Contains(l, `"msg":"cluster node up"`) {
+			var e struct{ NATS string }
+			if err := json.Unmarshal([]byte(l), &e); err == nil {
+				url = e.NATS
+			}
+		}
+	}
+	if url == "" {
+		t.Fatal("node 3 logged no NATS URL")
+	}
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	in, err := nc.SubscribeSync("mqtt.app.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	pub := pahoConnect(t, nodes[0].addr, "apppub")
+	sub := pahoConnect(t, nodes[1].addr, "appsub")
+	sub.subscribe(t, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "app/from nats/#", QoS: 1}}})
+
+	// MQTT → NATS: the node forwards only where there is interest; the
+	// application's subscription is interest.
+	var m *nats.Msg
+	deadline := time.Now().Add(10 * time.Second)
+	for m == nil && time.Now().Before(deadline) {
+		pub.publish(t, &paho.Publish{Topic: "app/x.y", QoS: 1, Payload: []byte("to nats"),
+			Properties: &paho.PublishProperties{ContentType: "text/plain", User: paho.UserProperties{{Key: "k", Value: "v"}}}})
+		m, _ = in.NextMsg(200 * time.Millisecond)
+	}
+	if m == nil {
+		t.Fatal("the NATS application got nothing")
+	}
+	if m.Subject != "mqtt.app.x%2Ey" || string(m.Data) != "to nats" || m.Header.Get("Mqtt-Qos") != "1" ||
+		m.Header.Get("Mqtt-Content-Type") != "text%2Fplain" || m.Header.Get("Mqtt-User") != "k=v" || m.Header.Get("Mqtt-From") != "apppub" {
+		t.Errorf("NATS got %s %q %v", m.Subject, m.Data, m.Header)
+	}
+
+	// NATS → MQTT: a plain NATS message (QoS 0) and one with headers.
+	if err := nc.Publish("mqtt.app.from%20nats.plain", []byte("plain")); err != nil {
+		t.Fatal(err)
+	}
+	h := nats.Header{}
+	h.Set("Mqtt-Qos", "1")
+	h.Set("Mqtt-Content-Type", "application%2Fjson")
+	if err := nc.PublishMsg(&nats.Msg{Subject: "mqtt.app.from%20nats.rich", Data: []byte(`{"a":1}`), Header: h}); err != nil {
+		t.Fatal(err)
+	}
+	if p := sub.next(t); p.Topic != "app/from nats/plain" || string(p.Payload) != "plain" || p.QoS != 0 {
+		t.Errorf("MQTT got %s %q QoS %d", p.Topic, p.Payload, p.QoS)
+	}
+	if p := sub.next(t); p.Topic != "app/from nats/rich" || p.QoS != 1 || p.Properties == nil || p.Properties.ContentType != "application/json" {
+		t.Errorf("MQTT got %s QoS %d %+v", p.Topic, p.QoS, p.Properties)
 	}
 }
