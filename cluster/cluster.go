@@ -228,6 +228,7 @@ func New(opts Options, log *zap.Logger) (*Cluster, error) {
 		live:    liveness{dead: map[string]bool{}, left: map[string]bool{}},
 	}
 	c.rep = newReplica(c)
+	c.recent.start(time.Now())
 	nopts := []nats.Option{
 		nats.Name("xmq/" + opts.Name + "/" + opts.Node),
 		// A node routes its own messages locally before forwarding them.

@@ -80,9 +80,14 @@ type recent struct {
 	msgs  []recentMsg // msgs[head:] in number order
 	head  int
 	bytes int64
-	// evicted is the number of the last message that left the ring.
+	// evicted is the number of the last message that left the ring, or
+	// the first number less one: what a previous run of the node
+	// forwarded is not here either.
 	evicted uint64
 }
+
+// start numbers the ring from now, in nanoseconds.
+func (r *recent) start(now time.Time) { r.seq, r.evicted = uint64(now.UnixNano()), uint64(now.UnixNano()) }
 
 // recentOverhead is what a message in the ring costs beside its subject,
 // headers and payload (the struct, the nats.Msg, the header map).
@@ -101,9 +106,6 @@ func (c *Cluster) publishNumbered(m *nats.Msg, topic string) {
 		}
 	}
 	r.mu.Lock()
-	if r.seq == 0 {
-		r.seq = uint64(now)
-	}
 	r.seq++
 	m.Header[hdrSeq] = []string{strconv.FormatUint(r.seq, 36)}
 	r.msgs = append(r.msgs, recentMsg{seq: r.seq, at: now, m: m, size: size})
@@ -136,7 +138,7 @@ func (c *Cluster) since(after uint64, filters []string) ([]*nats.Msg, bool, uint
 			msgs = append(msgs, rm)
 		}
 	}
-	whole, last := r.evicted <= after, r.seq
+	whole, last := after == 0 || r.evicted <= after, r.seq
 	r.mu.Unlock()
 	// The filters as NATS would match them (a subject tree, not each
 	// filter against each message: a batch may hold thousands).
