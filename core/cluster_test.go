@@ -531,12 +531,7 @@ func TestSessionExportOffline(t *testing.T) {
 	if err := b.ImportSession("off", data, true); err != nil {
 		t.Fatal(err)
 	}
-	c := dial(t, b, codec.V5)
-	cp := connectPacket(codec.V5, "off")
-	persistent(cp)
-	if ack := c.connect(cp); !ack.SessionPresent {
-		t.Fatal("session present 0")
-	}
+	c := resume(t, b, "off")
 	got := c.recv(4)
 	wantPayloads(t, got, seq("o", 4)...)
 	for _, p := range got {
@@ -590,12 +585,7 @@ func TestSessionImportInTwoSteps(t *testing.T) {
 	if got := fc.eventList("+t/#", "-t/#"); !slices.Equal(got, []string{"+t/#"}) {
 		t.Errorf("interest %v, want it announced once and kept", got)
 	}
-	c := dial(t, b, codec.V5)
-	cp := connectPacket(codec.V5, "two")
-	persistent(cp)
-	if ack := c.connect(cp); !ack.SessionPresent {
-		t.Fatal("session present 0")
-	}
+	c := resume(t, b, "two")
 	got := c.recv(3)
 	wantPayloads(t, got, "a0", "a1", "b0")
 	if got[0].Dup || got[1].Dup || !got[2].Dup {

@@ -142,34 +142,20 @@ func (s *Server) PendSession(clientID string, session []byte) ([]string, error) 
 // deliveries made.
 func (s *Server) ReplayPending(clientIDs map[string]bool, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
 	expires time.Time, from string) int {
-	msg := &Message{Topic: topic, Payload: payload, QoS: min(qos, 2), Retain: retain, Props: props, Expires: expires, From: from}
-	if msg.expired(time.Now()) {
-		return 0
-	}
-	matches := s.router.match(topic, from, nil)
-	gen := s.aclGeneration()
-	n := 0
-	for i := range matches {
-		sess := matches[i].s
-		if sess == nil || matches[i].group != nil || !clientIDs[sess.id] {
-			continue
+	return s.replay(topic, payload, qos, retain, props, expires, from, func(sess *session, d delivery) bool {
+		if !clientIDs[sess.id] || d.qos == 0 {
+			return false
 		}
-		d, ok := s.deliveryFor(msg, matches, i, gen)
-		if !ok || d.qos == 0 {
-			continue
-		}
-		d.dup = true
 		sess.mu.Lock()
-		if sess.pending && sess.c == nil {
-			// Not stored yet: RestoreSession writes the whole queue again.
-			sess.queue = slices.Insert(sess.queue, sess.qhead+sess.replayed, d)
-			sess.replayed++
-			n++
+		defer sess.mu.Unlock()
+		if !sess.pending || sess.c != nil {
+			return false
 		}
-		sess.mu.Unlock()
-	}
-	s.stats.deliveries.Add(int64(n))
-	return n
+		// Not stored yet: RestoreSession writes the whole queue again.
+		sess.queue = slices.Insert(sess.queue, sess.qhead+sess.replayed, d)
+		sess.replayed++
+		return true
+	})
 }
 
 // DeliverReplayed routes a message published on another node while this
@@ -180,6 +166,19 @@ func (s *Server) ReplayPending(clientIDs map[string]bool, topic string, payload 
 // deliveries made.
 func (s *Server) DeliverReplayed(topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
 	expires time.Time, from string) int {
+	return s.replay(topic, payload, qos, retain, props, expires, from, func(sess *session, d delivery) bool {
+		sess.enqueue(d)
+		return true
+	})
+}
+
+// replay routes a replayed message (the arguments become it) to this
+// node's plain subscriptions with the rules of a PUBLISH, each delivery
+// with DUP for QoS 1/2, through put, which reports whether it took it;
+// a group's messages went to its members elsewhere. It returns the
+// number of deliveries taken.
+func (s *Server) replay(topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
+	expires time.Time, from string, put func(*session, delivery) bool) int {
 	msg := &Message{Topic: topic, Payload: payload, QoS: min(qos, 2), Retain: retain, Props: props, Expires: expires, From: from}
 	if msg.expired(time.Now()) {
 		return 0
@@ -188,16 +187,18 @@ func (s *Server) DeliverReplayed(topic string, payload []byte, qos byte, retain 
 	gen := s.aclGeneration()
 	n := 0
 	for i := range matches {
-		if matches[i].group != nil {
-			continue // a group's messages went to its members elsewhere
+		if matches[i].s == nil || matches[i].group != nil {
+			continue
 		}
+		sess := matches[i].s
 		d, ok := s.deliveryFor(msg, matches, i, gen)
 		if !ok {
 			continue
 		}
 		d.dup = d.qos > 0
-		matches[i].s.enqueue(d)
-		n++
+		if put(sess, d) {
+			n++
+		}
 	}
 	s.stats.deliveries.Add(int64(n))
 	return n

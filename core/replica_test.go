@@ -44,6 +44,19 @@ func recordsOf(t *testing.T, st *core.MemStore, id string) storeRecords {
 	return r
 }
 
+// resume connects id to srv with MQTT 5 and a persistent session, which
+// must be there (Session Present).
+func resume(t *testing.T, srv *core.Server, id string) *tconn {
+	t.Helper()
+	c := dial(t, srv, codec.V5)
+	cp := connectPacket(codec.V5, id)
+	persistent(cp)
+	if ack := c.connect(cp); !ack.SessionPresent {
+		t.Fatal("session present 0")
+	}
+	return c
+}
+
 // TestRestoreSession: a session rebuilt on another server from the
 // records its server's store held (its node died) has its subscriptions
 // and queued messages, in order, with DUP where they may have been sent;
@@ -94,12 +107,7 @@ func TestRestoreSession(t *testing.T) {
 		} else {
 			watcher.expectNothing(1500 * time.Millisecond)
 		}
-		c := dial(t, b, codec.V5)
-		cp := connectPacket(codec.V5, "rs")
-		persistent(cp)
-		if ack := c.connect(cp); !ack.SessionPresent {
-			t.Fatal("session present 0")
-		}
+		c := resume(t, b, "rs")
 		got := c.recv(3)
 		wantPayloads(t, got, seq("r", 3)...)
 		for _, p := range got {
@@ -235,12 +243,7 @@ func TestReplayPending(t *testing.T) {
 	if n := b.ReplayPending(map[string]bool{"rp": true, "pub2": true}, "r/x", []byte("late"), 1, false, nil, time.Time{}, "p"); n != 0 {
 		t.Errorf("a replay into a complete session made %d deliveries", n)
 	}
-	c := dial(t, b, codec.V5)
-	cp := connectPacket(codec.V5, "rp")
-	persistent(cp)
-	if ack := c.connect(cp); !ack.SessionPresent {
-		t.Fatal("session present 0")
-	}
+	c := resume(t, b, "rp")
 	got := c.recv(4)
 	wantPayloads(t, got, "rec", "replayed1", "replayed2", "queued")
 	for _, p := range got[1:] {

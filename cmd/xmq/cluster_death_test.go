@@ -76,21 +76,7 @@ func deathTraffic(t *testing.T, nodes []*proc, victim, back, other int, resume b
 		// Again while the connection fails: a CONNECT waits while the
 		// cluster elects the leaders the dead node held (seconds), past
 		// the test client's 5 s CONNACK wait at times.
-		wg.Go(func() {
-			for {
-				err := s.run(nodes[back].addr, stop)
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if err != nil && !isConnErr(err) && !strings.Contains(err.Error(), "CONNECT") {
-					t.Errorf("%s: %v", s.id, err)
-					return
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-		})
+		wg.Go(func() { rerun(t, s, nodes[back].addr, stop) })
 	}
 	if resume {
 		// The subscribers' sessions are somewhere again before anything
@@ -134,6 +120,37 @@ func deathTraffic(t *testing.T, nodes []*proc, victim, back, other int, resume b
 	return pubs, subs, along
 }
 
+// deathNodes starts three nodes with extra configuration, their logs
+// kept on failure (XMQ_DEATH_LOGS), and waits until their replicated
+// state and registry are in use.
+func deathNodes(t *testing.T, extra string) []*proc {
+	t.Helper()
+	nodes, _ := clusterNodesConfig(t, 3, 3, extra)
+	keepLogs(t, nodes)
+	waitStateReady(t, nodes...)
+	awaitRegistry(t, nodes...)
+	return nodes
+}
+
+// rerun runs s against addr until stop, again after each connection
+// that fails (a CONNECT waits while the cluster elects the leaders a dead
+// node held); an error of another kind fails the test.
+func rerun(t *testing.T, s *crashSub, addr string, stop <-chan struct{}) {
+	for {
+		err := s.run(addr, stop)
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		if err != nil && !isConnErr(err) && !strings.Contains(err.Error(), "CONNECT") {
+			t.Errorf("%s: %v", s.id, err)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // deathBroker lets the subscribers' queues hold what the publishers
 // send while they are away (the default max_queued would refuse some).
 const deathBroker = "broker:\n  max_queued: 1000000\n"
@@ -150,10 +167,7 @@ func TestClusterNodeDeathReplicas(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three brokers")
 	}
-	nodes, _ := clusterNodesConfig(t, 3, 3, "  session_replicas: 3\n"+deathBroker)
-	keepLogs(t, nodes)
-	waitStateReady(t, nodes...)
-	awaitRegistry(t, nodes...)
+	nodes := deathNodes(t, "  session_replicas: 3\n"+deathBroker)
 	pubs, subs, along := deathTraffic(t, nodes, 2, 0, 1, true, nil)
 	for i, p := range pubs {
 		checkDelivered(t, p, subs[i])
@@ -180,10 +194,7 @@ func TestClusterNodeDeathRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three brokers")
 	}
-	nodes, _ := clusterNodesConfig(t, 3, 3, deathBroker)
-	keepLogs(t, nodes)
-	waitStateReady(t, nodes...)
-	awaitRegistry(t, nodes...)
+	nodes := deathNodes(t, deathBroker)
 	pubs, subs, _ := deathTraffic(t, nodes, 2, 0, 1, false, func() {
 		// The subscribers have a new session on node 1 before node 3
 		// comes back: theirs there are stale.
@@ -210,10 +221,7 @@ func TestClusterNodeRejoinReplay(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three brokers")
 	}
-	nodes, _ := clusterNodesConfig(t, 3, 3, deathBroker)
-	keepLogs(t, nodes)
-	waitStateReady(t, nodes...)
-	awaitRegistry(t, nodes...)
+	nodes := deathNodes(t, deathBroker)
 	const victim, other = 2, 1
 	subs := []*crashSub{newCrashSub("rsub5", codec.V5, 1, "rejoin/q5"), newCrashSub("rsub3", codec.V311, 1, "rejoin/q3")}
 	pubs := []*crashPub{newCrashPub("rpub5", codec.V5, 1, "rejoin/q5"), newCrashPub("rpub3", codec.V311, 1, "rejoin/q3")}
@@ -240,21 +248,7 @@ func TestClusterNodeRejoinReplay(t *testing.T) {
 	wg.Wait()
 	stop = make(chan struct{})
 	for _, s := range subs {
-		wg.Go(func() {
-			for {
-				err := s.run(back.addr, stop)
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if err != nil && !isConnErr(err) && !strings.Contains(err.Error(), "CONNECT") {
-					t.Errorf("%s: %v", s.id, err)
-					return
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-		})
+		wg.Go(func() { rerun(t, s, back.addr, stop) })
 	}
 	waitFor(t, 30*time.Second, "subscribers back", func() bool {
 		return logHas(back, `"session_present":true`, `"client_id":"rsub5"`) && logHas(back, `"session_present":true`, `"client_id":"rsub3"`)
@@ -294,10 +288,7 @@ func TestClusterWillOnNodeDeath(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three brokers")
 	}
-	nodes, _ := clusterNodesConfig(t, 3, 3, "  session_replicas: 3\n")
-	keepLogs(t, nodes)
-	waitStateReady(t, nodes...)
-	awaitRegistry(t, nodes...)
+	nodes := deathNodes(t, "  session_replicas: 3\n")
 	watch := pahoConnect(t, nodes[0].addr, "will-watch")
 	watch.subscribe(t, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "will/#", QoS: 1}}})
 	waitUntil(t, "node 3 seen by the others", func() bool {

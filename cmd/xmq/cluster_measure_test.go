@@ -9,8 +9,8 @@ package main
 import (
 	"fmt"
 	"os"
-	"strconv"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
