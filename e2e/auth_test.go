@@ -110,7 +110,7 @@ func tryV5(t *testing.T, conn net.Conn, cp *paho.Connect, auther paho.Auther) (*
 	c := &v5Client{conn: conn, msgs: make(chan *paho.Publish, 100)}
 	c.Client = paho.NewClient(paho.ClientConfig{
 		ClientID: cp.ClientID,
-		Conn:     conn,
+		Conn:     pahoConn(conn),
 		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(r paho.PublishReceived) (bool, error) {
 			c.msgs <- r.Packet
 			return true, nil

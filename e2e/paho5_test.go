@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/xmq-io/xmq/core"
@@ -20,6 +21,15 @@ type v5Client struct {
 	msgs chan *paho.Publish
 }
 
+// pahoConn is the conn a paho.golang client is given over conn: one whose
+// Lock keeps each packet's Writes together (packets.NewThreadSafeConn, as
+// paho.ClientConfig.Conn asks of a conn like tls.Conn). paho writes a
+// packet with several Writes and its pinger writes PINGREQ from a goroutine
+// of its own. A bare *net.TCPConn gets away without it (net.Buffers go out
+// in one writev), but over TLS every Write is a record, and a PINGREQ
+// landing inside a PUBLISH desynchronises the stream the broker reads.
+func pahoConn(conn net.Conn) net.Conn { return packets.NewThreadSafeConn(conn) }
+
 // connectV5 dials addr and connects with cp (KeepAlive and ClientID must be
 // set by the caller); it fails the test unless the broker accepts.
 func connectV5(t *testing.T, addr string, cp *paho.Connect) (*v5Client, *paho.Connack) {
@@ -31,7 +41,7 @@ func connectV5(t *testing.T, addr string, cp *paho.Connect) (*v5Client, *paho.Co
 	c := &v5Client{conn: conn, msgs: make(chan *paho.Publish, 1000)}
 	c.Client = paho.NewClient(paho.ClientConfig{
 		ClientID: cp.ClientID,
-		Conn:     conn,
+		Conn:     pahoConn(conn),
 		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(r paho.PublishReceived) (bool, error) {
 			c.msgs <- r.Packet
 			return true, nil
