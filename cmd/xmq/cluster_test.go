@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/nats-io/nats.go"
 
@@ -161,7 +162,9 @@ func pahoConnectAck(t *testing.T, addr, id string, mods ...func(*paho.Connect)) 
 	}
 	c := &pahoClient{msgs: make(chan *paho.Publish, 10000), gone: make(chan *paho.Disconnect, 1)}
 	c.Client = paho.NewClient(paho.ClientConfig{
-		ClientID: id, Conn: conn, PacketTimeout: connectTimeout,
+		// Thread-safe: paho writes a packet in several Writes, and its
+		// pinger must not slip a PINGREQ between them (e2e/pahoConn).
+		ClientID: id, Conn: packets.NewThreadSafeConn(conn), PacketTimeout: connectTimeout,
 		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(r paho.PublishReceived) (bool, error) {
 			c.msgs <- r.Packet
 			return true, nil
