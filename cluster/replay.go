@@ -87,7 +87,9 @@ type recent struct {
 }
 
 // start numbers the ring from now, in nanoseconds.
-func (r *recent) start(now time.Time) { r.seq, r.evicted = uint64(now.UnixNano()), uint64(now.UnixNano()) }
+func (r *recent) start(now time.Time) {
+	r.seq, r.evicted = uint64(now.UnixNano()), uint64(now.UnixNano())
+}
 
 // recentOverhead is what a message in the ring costs beside its subject,
 // headers and payload (the struct, the nats.Msg, the header map).
