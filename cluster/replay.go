@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -215,28 +216,51 @@ func (c *Cluster) fetchReplay(dead string, filters []string, after map[string]ui
 	delete(want, dead)
 	data, _ := json.Marshal(replayRequest{Dead: dead, Filters: filters, After: after})
 	inbox := c.nc.NewRespInbox()
-	ch := make(chan *nats.Msg, 4096)
+	// A callback, not a channel: NATS drops what a full channel cannot
+	// take, and an answer may be thousands of messages. A node's end
+	// comes after its messages, which the callback has kept by then.
+	var mu sync.Mutex
 	var got []*nats.Msg
+	taken := false // got is the caller's: late answers are dropped
+	ends := make(chan *nats.Msg, 64)
 	truncated := 0
 	last := map[string]uint64{}
-	if sub, err := c.nc.ChanSubscribe(inbox, ch); err == nil {
+	sub, err := c.nc.Subscribe(inbox, func(m *nats.Msg) {
+		if m.Header.Get(hdrEnd) != "" {
+			select {
+			case ends <- m:
+			case <-c.stop:
+			}
+			return
+		}
+		mu.Lock()
+		if !taken {
+			got = append(got, m)
+		}
+		mu.Unlock()
+	})
+	if err == nil {
 		_ = sub.SetPendingLimits(-1, -1)
 		if c.nc.PublishRequest(replaySubject(c.opts.Name), inbox, data) == nil {
-			got, truncated = c.collectReplay(ch, want, counted, last)
+			truncated = c.collectReplay(ends, want, counted, last)
 		}
 		_ = sub.Unsubscribe()
 	}
+	mu.Lock()
+	taken = true
+	all := slices.Clip(got)
+	mu.Unlock()
 	own, whole, _ := c.since(after[c.opts.Node], filters)
 	if !whole {
 		truncated++
 	}
-	got = append(got, own...)
+	all = append(all, own...)
 	if truncated > 0 {
 		c.log.Warn("messages published while no node held a dead node's session are partly gone: the replay window is shorter than the time it took",
 			zap.String("node", dead), zap.Int("nodes_truncated", truncated), zap.Duration("replay_window", c.opts.ReplayWindow))
 	}
-	out := make([]replayed, 0, len(got))
-	for _, m := range got {
+	out := make([]replayed, 0, len(all))
+	for _, m := range all {
 		subj := m.Subject
 		if s := m.Header.Get(hdrSubject); s != "" {
 			subj = s
@@ -254,27 +278,22 @@ func (c *Cluster) fetchReplay(dead string, filters []string, after map[string]ui
 	return out, last
 }
 
-// collectReplay gathers the answers until every node of want ended (with
-// an external NATS whose nodes are not counted, pingQuiet after the last
-// end), or replayTimeout; it returns them and the number of nodes whose
-// ring was truncated, and notes each node's last number in last.
-func (c *Cluster) collectReplay(ch chan *nats.Msg, want map[string]bool, counted bool, last map[string]uint64) ([]*nats.Msg, int) {
+// collectReplay waits for the end of every node of want (with an
+// external NATS whose nodes are not counted, until pingQuiet after the
+// last end), or replayTimeout; it returns the number of nodes whose ring
+// was truncated, and notes each node's last number in last.
+func (c *Cluster) collectReplay(ends chan *nats.Msg, want map[string]bool, counted bool, last map[string]uint64) int {
 	if counted && len(want) == 0 {
-		return nil, 0
+		return 0
 	}
-	var got []*nats.Msg
 	truncated := 0
 	deadline := time.NewTimer(replayTimeout)
 	defer deadline.Stop()
 	var quiet <-chan time.Time
 	for {
 		select {
-		case m := <-ch:
+		case m := <-ends:
 			node := m.Header.Get(hdrEnd)
-			if node == "" {
-				got = append(got, m)
-				continue
-			}
 			if m.Header.Get(hdrTruncated) != "" {
 				truncated++
 			}
@@ -283,19 +302,19 @@ func (c *Cluster) collectReplay(ch chan *nats.Msg, want map[string]bool, counted
 			}
 			delete(want, node)
 			if counted && len(want) == 0 {
-				return got, truncated
+				return truncated
 			}
 			if !counted {
 				quiet = time.After(pingQuiet)
 			}
 		case <-quiet:
-			return got, truncated
+			return truncated
 		case <-c.stop:
-			return got, truncated
+			return truncated
 		case <-deadline.C:
 			c.warn("nodes did not answer a replay in time: a restored session may miss what they published while no node held it",
 				zap.Int("missing", len(want)))
-			return got, truncated
+			return truncated
 		}
 	}
 }
