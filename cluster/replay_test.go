@@ -164,3 +164,38 @@ func BenchmarkForwardRing(b *testing.B) {
 		})
 	}
 }
+
+// TestReplayLarge: a replay of many more messages than a channel holds
+// arrives whole and in order (NATS drops what a full channel subscription
+// cannot take).
+func TestReplayLarge(t *testing.T) {
+	nodes := startNodesWith(t, freePorts(t, 2), 2, func(o *Options) { o.SessionReplicas = 2 })
+	n1, n2 := nodes[0], nodes[1]
+	waitReady(t, n1, n2)
+	n2.local.restored = make(chan restoredSession, 1)
+	const n = 20000
+	for i := range n {
+		n1.Forward("big/x", []byte(strconv.Itoa(i)), 1, false, nil, time.Time{}, "p", nil)
+	}
+	st := n2.state.Load()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := st.js.PublishMsg(ctx, &nats.Msg{Subject: repPrefix(n2.opts.Name, "gone") + key("y") + ".s", Data: []byte("big/#")}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := n2.restoreFromReplica(st, "gone", "y", false); !ok || err != nil {
+		t.Fatalf("restore: %v, %v", ok, err)
+	}
+	<-n2.local.restored
+	n2.local.mu.Lock()
+	got := n2.local.replayedLog
+	n2.local.mu.Unlock()
+	if len(got) != n {
+		t.Fatalf("replayed %d of %d", len(got), n)
+	}
+	for i, g := range got {
+		if g != "big/x "+strconv.Itoa(i) {
+			t.Fatalf("replayed[%d] = %q", i, g)
+		}
+	}
+}
