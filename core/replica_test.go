@@ -1,6 +1,7 @@
 package core_test
 
 import (
+	"bytes"
 	"slices"
 	"testing"
 	"time"
@@ -77,8 +78,11 @@ func TestRestoreSession(t *testing.T) {
 		if withWill {
 			s.pause() // sent, not acknowledged: in flight when the node dies
 		} else {
+			connected := recordsOf(t, st, "rs").session
 			s.close()
-			waitFor(t, "offline", func() bool { info, ok := a.Client("rs"); return ok && !info.Connected })
+			// The store has the record saying it left a moment after
+			// the broker's memory does.
+			waitFor(t, "offline in the store", func() bool { return !bytes.Equal(recordsOf(t, st, "rs").session, connected) })
 		}
 		pub := client(t, a, codec.V5, "pub")
 		for _, m := range seq("r", 3) {
