@@ -122,6 +122,28 @@ func (ca *CA) IssueServer(hosts ...string) (certPEM, keyPEM []byte, err error) {
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
+	addHosts(tmpl, hosts)
+	return ca.issue(tmpl)
+}
+
+// IssueNode issues a cluster node's certificate: a server certificate for
+// hosts that is a client certificate too, since a route is dialled by one
+// node and accepted by the other, and both verify (cluster TLS).
+func (ca *CA) IssueNode(node string, hosts ...string) (certPEM, keyPEM []byte, err error) {
+	if len(hosts) == 0 {
+		return nil, nil, errors.New("certs: a node certificate needs at least one host")
+	}
+	tmpl := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: node},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	addHosts(tmpl, hosts)
+	return ca.issue(tmpl)
+}
+
+// addHosts puts each host in tmpl as an IP address or a DNS name.
+func addHosts(tmpl *x509.Certificate, hosts []string) {
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
 			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
@@ -129,7 +151,6 @@ func (ca *CA) IssueServer(hosts ...string) (certPEM, keyPEM []byte, err error) {
 			tmpl.DNSNames = append(tmpl.DNSNames, h)
 		}
 	}
-	return ca.issue(tmpl)
 }
 
 // IssueClient issues a client certificate whose subject common name is

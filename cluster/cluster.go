@@ -255,11 +255,14 @@ func New(opts Options, log *zap.Logger) (*Cluster, error) {
 			return nil, err
 		}
 		c.maxSubject = embeddedMaxSubject
-		nopts = append(nopts, nats.InProcessServer(c.emb.srv))
+		nopts = append(nopts, nats.InProcessServer(c.emb.srv), nats.UserInfo(nodeUser, c.emb.nodePass))
 		c.nc, err = nats.Connect("", nopts...)
 	} else {
 		nopts = append(nopts, externalAuth(&opts)...)
 		c.nc, err = nats.Connect(opts.URL, nopts...)
+		if err == nil {
+			go checkExternalOpen(&opts, c.nc, log)
+		}
 	}
 	if err != nil {
 		c.emb.close()
@@ -269,11 +272,45 @@ func New(opts Options, log *zap.Logger) (*Cluster, error) {
 	go c.interestLoop()
 	url := c.nc.ConnectedUrlRedacted()
 	if c.emb != nil {
-		url = c.emb.srv.ClientURL() // the in-process connection has none
+		url = c.ClientURL() // the in-process connection has none
 	}
 	log.Info("cluster node up", zap.String("cluster", opts.Name), zap.String("node", opts.Node),
 		zap.Bool("embedded", c.emb != nil), zap.String("nats", url))
 	return c, nil
+}
+
+// checkExternalOpen warns when a client without credentials receives
+// what this node publishes on the cluster's control subjects of an
+// external NATS: then anyone who reaches that NATS can take sessions,
+// forge nodes and read replays. A warning, not a refusal: the operator's
+// NATS is theirs to secure (docs/cluster.md says how). It takes at most
+// a few seconds and runs beside the start.
+func checkExternalOpen(o *Options, node *nats.Conn, log *zap.Logger) {
+	var no []nats.Option
+	if o.CAFile != "" {
+		no = append(no, nats.RootCAs(o.CAFile))
+	}
+	no = append(no, nats.Timeout(2*time.Second), nats.NoReconnect(),
+		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	anon, err := nats.Connect(o.URL, no...)
+	if err != nil {
+		return // no client without credentials gets in
+	}
+	defer anon.Close()
+	subj := "$XMQ." + o.Name + ".probe." + randomSecret()
+	sub, err := anon.SubscribeSync(subj)
+	if err != nil || anon.Flush() != nil {
+		return
+	}
+	if node.Publish(subj, nil) != nil || node.Flush() != nil {
+		return
+	}
+	if _, err := sub.NextMsg(time.Second); err != nil {
+		return // denied, or in an account of its own
+	}
+	log.Warn("a NATS client without credentials receives xmq's control subjects $XMQ." + o.Name + ".> on " + anon.ConnectedUrlRedacted() +
+		": anyone who reaches this NATS can take sessions, forge nodes and read messages; give xmq a user in an account of its own " +
+		"and deny $XMQ.>, $JS.> and $KV.> to everyone else (docs/cluster.md, External NATS)")
 }
 
 // externalAuth are the connection options for an external NATS.
@@ -348,9 +385,10 @@ func (c *Cluster) Ready() bool { return c.state.Load() != nil }
 // Node is this node's name.
 func (c *Cluster) Node() string { return c.opts.Node }
 
-// ClientURL is the embedded NATS server's client URL, "" with an external one.
+// ClientURL is the embedded NATS server's client URL for NATS
+// applications, "" when it has no client port or with an external NATS.
 func (c *Cluster) ClientURL() string {
-	if c.emb == nil {
+	if c.emb == nil || c.opts.Embedded.ClientListen == "" {
 		return ""
 	}
 	return c.emb.srv.ClientURL()

@@ -1,7 +1,13 @@
 package cluster
 
 import (
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -19,10 +25,32 @@ const (
 	embeddedMaxPayload     = 64 << 20 // NATS's ceiling
 )
 
+// The embedded server's trust, as NATS recommends for production: route
+// authorization with the cluster's secret, accounts that keep the nodes'
+// subjects and JetStream from applications, users with permissions.
+const (
+	// nodeAccount holds the nodes' connections: the $XMQ.> subjects,
+	// JetStream and its buckets, and the mapped MQTT subjects they
+	// forward on. Only nodeUser logs in to it, in process.
+	nodeAccount = "XMQ"
+	// appAccount holds Options.Embedded.Users: it imports the mapped
+	// subjects (SubjectPrefix.>) from nodeAccount both ways (a stream to
+	// read what the nodes forward, a service to publish into MQTT; NATS
+	// refuses two streams as a cycle) and sees nothing else.
+	appAccount = "APP"
+	nodeUser   = "xmq-node"
+	// routeUser is the name routes authenticate with; the password is
+	// Options.Secret.
+	routeUser = "xmq-route"
+)
+
 // embedded is the NATS server a node runs in process.
 type embedded struct {
 	srv    *server.Server
 	tmpDir string // JetStream's directory when Options.Embedded.Dir is empty
+	// nodePass is nodeUser's password: random per process, since only
+	// this process's in-process connection uses it.
+	nodePass string
 }
 
 // startEmbedded starts the embedded NATS server and waits until it
@@ -30,7 +58,7 @@ type embedded struct {
 func startEmbedded(o *Options, log *zap.Logger) (*embedded, error) {
 	host, port, _ := splitHostPort(o.Embedded.ClientListen)
 	chost, cport, _ := splitHostPort(o.Embedded.Listen)
-	e := &embedded{}
+	e := &embedded{nodePass: randomSecret()}
 	dir := o.Embedded.Dir
 	if dir == "" {
 		d, err := os.MkdirTemp("", "xmq-nats-")
@@ -41,16 +69,30 @@ func startEmbedded(o *Options, log *zap.Logger) (*embedded, error) {
 	} else if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	sopts := &server.Options{
-		ServerName:     o.Node,
-		Host:           host,
-		Port:           randomIfZero(port),
-		Cluster:        server.ClusterOpts{Name: o.Name, Host: chost, Port: randomIfZero(cport), Advertise: o.Embedded.Advertise},
-		JetStream:      true,
-		StoreDir:       dir,
-		NoSigs:         true,
-		MaxControlLine: embeddedMaxControlLine,
-		MaxPayload:     embeddedMaxPayload,
+	sopts := &server.Options{}
+	if err := embeddedAccounts(o, sopts, e.nodePass); err != nil {
+		e.close()
+		return nil, err
+	}
+	sopts.ServerName = o.Node
+	sopts.Host, sopts.Port = host, randomIfZero(port)
+	// No client port unless applications are to use one: the node's own
+	// connection is in process.
+	sopts.DontListen = o.Embedded.ClientListen == ""
+	sopts.Cluster = server.ClusterOpts{Name: o.Name, Host: chost, Port: randomIfZero(cport), Advertise: o.Embedded.Advertise}
+	if o.Secret != "" {
+		sopts.Cluster.Username, sopts.Cluster.Password = routeUser, o.Secret
+	}
+	sopts.JetStream, sopts.StoreDir, sopts.NoSigs = true, dir, true
+	sopts.MaxControlLine, sopts.MaxPayload = embeddedMaxControlLine, embeddedMaxPayload
+	if t := o.Embedded.TLS; t.CertFile != "" {
+		rt, ct, err := embeddedTLS(t)
+		if err != nil {
+			e.close()
+			return nil, err
+		}
+		sopts.Cluster.TLSConfig, sopts.Cluster.TLSTimeout = rt, 2
+		sopts.TLSConfig, sopts.TLS, sopts.TLSTimeout = ct, true, 2
 	}
 	routes := o.Embedded.Routes
 	if len(routes) == 0 {
@@ -58,12 +100,12 @@ func startEmbedded(o *Options, log *zap.Logger) (*embedded, error) {
 		// forever, so the server is standalone, with no route port.
 		sopts.Cluster = server.ClusterOpts{}
 	}
-	if len(routes) > 0 {
-		urls := make([]string, len(routes))
-		for i, r := range routes {
-			urls[i] = "nats-route://" + strings.TrimPrefix(r, "nats-route://")
+	for _, r := range routes {
+		u := &url.URL{Scheme: "nats-route", Host: strings.TrimPrefix(r, "nats-route://")}
+		if o.Secret != "" {
+			u.User = url.UserPassword(routeUser, o.Secret)
 		}
-		sopts.Routes = server.RoutesFromStr(strings.Join(urls, ","))
+		sopts.Routes = append(sopts.Routes, u)
 	}
 	srv, err := server.NewServer(sopts)
 	if err != nil {
@@ -80,6 +122,87 @@ func startEmbedded(o *Options, log *zap.Logger) (*embedded, error) {
 	e.srv = srv
 	return e, nil
 }
+
+// embeddedAccounts configures nodeAccount, appAccount and their users in
+// sopts.
+func embeddedAccounts(o *Options, sopts *server.Options, nodePass string) error {
+	// JetStream per account is not in server.Options' fields: it comes
+	// from the configuration language, the rest is set on the accounts.
+	if err := sopts.ProcessConfigString("accounts: { " + nodeAccount + ": { jetstream: enabled }, " + appAccount + ": {} }"); err != nil {
+		return fmt.Errorf("cluster: embedded NATS accounts: %w", err)
+	}
+	var xmq, app *server.Account
+	for _, a := range sopts.Accounts {
+		switch a.Name {
+		case nodeAccount:
+			xmq = a
+		case appAccount:
+			app = a
+		}
+	}
+	if xmq == nil || app == nil {
+		return errors.New("cluster: embedded NATS accounts were not made")
+	}
+	mapped := o.SubjectPrefix + ".>"
+	if err := errors.Join(xmq.AddStreamExport(mapped, []*server.Account{app}), xmq.AddServiceExport(mapped, []*server.Account{app}),
+		app.AddStreamImport(xmq, mapped, ""), app.AddServiceImport(xmq, mapped, "")); err != nil {
+		return fmt.Errorf("cluster: embedded NATS accounts: %w", err)
+	}
+	sopts.Users = []*server.User{{Username: nodeUser, Password: nodePass, Account: xmq}}
+	for _, u := range o.Embedded.Users {
+		perm := &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: orAll(u.Publish, mapped)},
+			Subscribe: &server.SubjectPermission{Allow: orAll(u.Subscribe, mapped)},
+		}
+		if u.NKey != "" {
+			sopts.Nkeys = append(sopts.Nkeys, &server.NkeyUser{Nkey: u.NKey, Permissions: perm, Account: app})
+			continue
+		}
+		sopts.Users = append(sopts.Users, &server.User{Username: u.Name, Password: u.Password, Permissions: perm, Account: app})
+	}
+	return nil
+}
+
+// orAll is subjects, or all when it is empty.
+func orAll(subjects []string, all string) []string {
+	if len(subjects) == 0 {
+		return []string{all}
+	}
+	return subjects
+}
+
+// embeddedTLS builds the routes' TLS (mutual: every node's certificate is
+// verified against the CA) and the client port's.
+func embeddedTLS(t EmbeddedTLS) (routes, clients *tls.Config, err error) {
+	cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cluster: embedded NATS TLS: %w", err)
+	}
+	caPEM, err := os.ReadFile(t.CAFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cluster: embedded NATS TLS: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, nil, fmt.Errorf("cluster: embedded NATS TLS: %s holds no PEM certificate", t.CAFile)
+	}
+	routes = &tls.Config{
+		MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert},
+		RootCAs: pool, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert,
+	}
+	clients = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+	return routes, clients, nil
+}
+
+// randomSecret is 32 random bytes, base64: a password no one guesses.
+func randomSecret() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// NewSecret returns a new cluster secret (xmq cluster secret).
+func NewSecret() string { return randomSecret() }
 
 // randomIfZero turns port 0 into NATS's "pick one" (0 means its default).
 func randomIfZero(p int) int {

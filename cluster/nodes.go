@@ -95,6 +95,9 @@ type NodeTotals struct {
 	RateIn, RateOut                         float64
 	Unreachable                             int
 	UnreachableTransitions                  int64
+	// Refused counts heartbeats ignored because the table was full
+	// (Options.MaxNodes).
+	Refused int64
 }
 
 // nodes is the heartbeat side of a Cluster: nil until StartHeartbeats.
@@ -111,6 +114,7 @@ type nodes struct {
 	last  NodeStatus             // this node's last heartbeat
 
 	transitions atomic.Int64 // reachable → unreachable
+	refused     atomic.Int64 // heartbeats of nodes beyond Options.MaxNodes
 }
 
 // rates are exponentially weighted per-second rates of two counters over
@@ -246,6 +250,15 @@ func (c *Cluster) heard(n *nodes, data []byte, now time.Time) {
 	}
 	n.mu.Lock()
 	prev := n.peers[st.Node]
+	if prev == nil && !st.Leaving && len(n.peers)+1 >= c.opts.MaxNodes {
+		// A bounded table: heartbeats are cheap to send, each new name
+		// would cost every node memory until it is forgotten.
+		n.mu.Unlock()
+		n.refused.Add(1)
+		c.warn("a heartbeat from one node more than cluster.max_nodes: ignored", zap.String("node", st.Node),
+			zap.Int("max_nodes", c.opts.MaxNodes))
+		return
+	}
 	if st.Leaving {
 		delete(n.peers, st.Node)
 		c.rebuildSticky(n)
@@ -272,12 +285,19 @@ func (c *Cluster) heard(n *nodes, data []byte, now time.Time) {
 	}
 }
 
-// sweep marks the nodes not heard from for unreachableAfter intervals.
+// sweep marks the nodes not heard from for unreachableAfter intervals
+// and forgets those silent for Options.ForgetAfter.
 func (c *Cluster) sweep(n *nodes, now time.Time) {
 	limit := time.Duration(unreachableAfter) * n.interval
 	n.mu.Lock()
 	var gone []*NodeStatus
-	for _, p := range n.peers {
+	for name, p := range n.peers {
+		if !p.Reachable && now.Sub(p.LastSeen) > c.opts.ForgetAfter {
+			delete(n.peers, name)
+			c.log.Info("node forgotten: silent for longer than cluster.forget_after", zap.String("node", name),
+				zap.Duration("forget_after", c.opts.ForgetAfter))
+			continue
+		}
 		if p.Reachable && now.Sub(p.LastSeen) > limit {
 			p.Reachable, p.UnreachableSince = false, p.LastSeen
 			cp := *p
@@ -323,6 +343,7 @@ func (c *Cluster) Totals() NodeTotals {
 	var t NodeTotals
 	if n := c.nodes.Load(); n != nil {
 		t.UnreachableTransitions = n.transitions.Load()
+		t.Refused = n.refused.Load()
 	}
 	for _, st := range c.Nodes() {
 		t.Nodes++

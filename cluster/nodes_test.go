@@ -19,13 +19,7 @@ import (
 // name, changes nothing.
 func TestNodeTableTransitions(t *testing.T) {
 	core, logs := observer.New(zapcore.InfoLevel)
-	c := &Cluster{opts: Options{Name: "xmq", Node: "n1"}, log: zap.New(core)}
-	n := &nodes{interval: time.Second, peers: map[string]*NodeStatus{}, last: NodeStatus{Node: "n1", Clients: 5, Reachable: true, Local: true}}
-	c.nodes.Store(n)
-	beat := func(st NodeStatus) []byte {
-		b, _ := json.Marshal(st)
-		return b
-	}
+	c, n := tableNode(Options{}, zap.New(core))
 	t0 := time.Unix(1_800_000_000, 0)
 	c.heard(n, beat(NodeStatus{Node: "n2", Version: "v1", Clients: 3, MessagesIn: 10}), t0)
 	c.heard(n, []byte("{not json"), t0)
@@ -62,6 +56,55 @@ func TestNodeTableTransitions(t *testing.T) {
 	c.heard(n, beat(NodeStatus{Node: "n2", Leaving: true}), t0.Add(43*time.Second))
 	if ns := c.Nodes(); len(ns) != 1 || logs.FilterMessage("node left the cluster").Len() != 1 {
 		t.Fatalf("nodes %+v after n2 left, want n1 alone", ns)
+	}
+}
+
+// tableNode is node n1 of cluster xmq with an empty node table, for
+// heartbeats handed to heard by hand.
+func tableNode(o Options, log *zap.Logger) (*Cluster, *nodes) {
+	o.Name, o.Node = "xmq", "n1"
+	o.SetDefaults()
+	c := &Cluster{opts: o, log: log}
+	n := &nodes{interval: time.Second, peers: map[string]*NodeStatus{}, last: NodeStatus{Node: "n1", Clients: 5, Reachable: true, Local: true}}
+	c.nodes.Store(n)
+	return c, n
+}
+
+func beat(st NodeStatus) []byte {
+	b, _ := json.Marshal(st)
+	return b
+}
+
+// TestNodeTableBounded: heartbeats of more nodes than max_nodes add
+// nothing past the bound (counted, one warning), a known node keeps
+// beating, and a node silent for forget_after leaves the table, which
+// makes room for another.
+func TestNodeTableBounded(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	c, n := tableNode(Options{MaxNodes: 4, ForgetAfter: time.Minute}, zap.New(core))
+	t0 := time.Unix(1_800_000_000, 0)
+	for i := range 20_000 {
+		c.heard(n, beat(NodeStatus{Node: fmt.Sprintf("forged%d", i), Clients: 1e9}), t0)
+	}
+	if got := c.Totals(); got.Nodes != 4 || got.Refused != 20_000-3 {
+		t.Fatalf("totals %+v, want 4 nodes (this one and 3 others) and the rest refused", got)
+	}
+	if w := logs.FilterMessageSnippet("max_nodes").Len(); w != 1 {
+		t.Fatalf("%d warnings about max_nodes, want 1 (rate-limited)", w)
+	}
+	c.heard(n, beat(NodeStatus{Node: "forged1", Clients: 2}), t0.Add(time.Second))
+	if got := c.Totals(); got.Nodes != 4 || got.Refused != 20_000-3 {
+		t.Fatalf("a known node's heartbeat was refused: %+v", got)
+	}
+	for s := 2; s <= 61; s++ {
+		c.sweep(n, t0.Add(time.Duration(s)*time.Second))
+	}
+	if ns := c.Nodes(); len(ns) != 2 || ns[1].Node != "forged1" || ns[1].Reachable {
+		t.Fatalf("nodes %+v after 61 s, want forged0 and forged2 forgotten, forged1 unreachable", ns)
+	}
+	c.heard(n, beat(NodeStatus{Node: "n9"}), t0.Add(62*time.Second))
+	if ns := c.Nodes(); len(ns) != 3 {
+		t.Fatalf("nodes %+v, want room for n9", ns)
 	}
 }
 

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
 )
 
 // Defaults of Options.
@@ -20,9 +22,13 @@ const (
 	// other nodes connect: loopback, so that a node reachable from the
 	// network is a choice (and one to protect, docs/cluster.md).
 	DefaultListen = "127.0.0.1:6222"
-	// DefaultClientListen is the embedded NATS server's client port, for
-	// NATS applications; xmq itself talks to it in process.
-	DefaultClientListen = "127.0.0.1:4222"
+	// DefaultMaxNodes bounds the node table (Options.MaxNodes).
+	DefaultMaxNodes = 64
+	// DefaultForgetAfter is how long a silent node stays in the table.
+	DefaultForgetAfter = time.Hour
+	// MinSecretLen is the shortest cluster secret accepted: xmq cluster
+	// secret makes 32 random bytes, base64.
+	MinSecretLen = 16
 	// SharedHashClient and SharedHashTopic are the values of
 	// Options.SharedHash: a shared group's messages go to the node the
 	// hash of their publisher's client id, or of their topic, picks.
@@ -48,6 +54,17 @@ type Options struct {
 	// SubjectPrefix is the root of the MQTT topic ↔ NATS subject mapping
 	// (default "mqtt"; subject.go).
 	SubjectPrefix string
+	// Secret is the cluster's shared secret: the embedded NATS servers'
+	// route authorization (a route that does not present it is refused).
+	// Required when Embedded.Listen, Advertise or a route is not on
+	// loopback; unused with an external NATS, whose own users secure it.
+	Secret string
+	// MaxNodes bounds the node table built from heartbeats (default
+	// DefaultMaxNodes): a heartbeat from one more node is ignored and
+	// logged. ForgetAfter drops a node silent that long (default
+	// DefaultForgetAfter).
+	MaxNodes    int
+	ForgetAfter time.Duration
 	// URL joins an existing NATS cluster (comma-separated URLs); empty
 	// runs an embedded NATS server (Embedded).
 	URL string
@@ -110,8 +127,9 @@ type EmbeddedOptions struct {
 	// Listen is the route address other nodes connect to (default
 	// DefaultListen); port 0 picks one.
 	Listen string
-	// ClientListen is the NATS client address (default
-	// DefaultClientListen); port 0 picks one.
+	// ClientListen is the NATS client address for NATS applications
+	// (Users); empty (the default) opens no client port: xmq itself talks
+	// to its server in process. Port 0 picks one.
 	ClientListen string
 	// Routes are the route addresses (host:port or nats-route://host:port)
 	// of the other nodes; this node's own may be listed too.
@@ -123,6 +141,31 @@ type EmbeddedOptions struct {
 	// Dir holds JetStream's files (cmd/xmq: <data_dir>/nats); empty keeps
 	// them in a temporary directory removed at Close.
 	Dir string
+	// TLS secures the routes (both ends present a certificate the CA
+	// signed, verified) and the client port (server certificate).
+	TLS EmbeddedTLS
+	// Users are the NATS applications' users on the client port, all in
+	// one account that sees the mapped MQTT subjects only (embedded.go).
+	Users []User
+}
+
+// EmbeddedTLS are the PEM files of a node's certificate for routes and
+// the client port, and the CA that signed every node's.
+type EmbeddedTLS struct {
+	CertFile string
+	KeyFile  string
+	CAFile   string
+}
+
+// User is a NATS application's user of the embedded server: a password
+// or an nkey (public user key, "U..."), and the subjects it may publish
+// and subscribe to, each within SubjectPrefix.> (empty: all of it).
+type User struct {
+	Name      string
+	Password  string
+	NKey      string
+	Publish   []string
+	Subscribe []string
 }
 
 // SetDefaults fills every unset field with its default.
@@ -149,8 +192,11 @@ func (o *Options) SetDefaults() {
 	if o.Embedded.Listen == "" {
 		o.Embedded.Listen = DefaultListen
 	}
-	if o.Embedded.ClientListen == "" {
-		o.Embedded.ClientListen = DefaultClientListen
+	if o.MaxNodes == 0 {
+		o.MaxNodes = DefaultMaxNodes
+	}
+	if o.ForgetAfter == 0 {
+		o.ForgetAfter = DefaultForgetAfter
 	}
 	if o.HeartbeatInterval == 0 {
 		o.HeartbeatInterval = DefaultHeartbeatInterval
@@ -206,12 +252,22 @@ func (o *Options) Validate() error {
 	if (o.CertFile == "") != (o.KeyFile == "") {
 		bad("CertFile", "cert_file and key_file go together")
 	}
+	if o.MaxNodes < 2 || o.MaxNodes > 1024 {
+		bad("MaxNodes", "%d is not from 2 to 1024", o.MaxNodes)
+	}
+	if o.ForgetAfter < time.Minute {
+		bad("ForgetAfter", "%v is below 1m", o.ForgetAfter)
+	}
 	if o.URL == "" {
-		for _, a := range []struct{ opt, addr string }{{"Embedded.Listen", o.Embedded.Listen}, {"Embedded.ClientListen", o.Embedded.ClientListen}} {
-			if _, _, err := splitHostPort(a.addr); err != nil {
-				bad(a.opt, "%q: %v", a.addr, err)
+		if _, _, err := splitHostPort(o.Embedded.Listen); err != nil {
+			bad("Embedded.Listen", "%q: %v", o.Embedded.Listen, err)
+		}
+		if a := o.Embedded.ClientListen; a != "" {
+			if _, _, err := splitHostPort(a); err != nil {
+				bad("Embedded.ClientListen", "%q: %v", a, err)
 			}
 		}
+		o.validateTrust(bad)
 		if o.Embedded.Advertise != "" {
 			if _, _, err := splitHostPort(o.Embedded.Advertise); err != nil {
 				bad("Embedded.Advertise", "%q: %v", o.Embedded.Advertise, err)
@@ -226,6 +282,65 @@ func (o *Options) Validate() error {
 		bad("CredentialsFile", "credentials_file excludes user and token: pick one way to log in")
 	}
 	return errors.Join(errs...)
+}
+
+// validateTrust checks the secret, TLS and users of an embedded server.
+func (o *Options) validateTrust(bad func(opt, format string, a ...any)) {
+	switch {
+	case o.Secret == "":
+		// Without a secret anyone who reaches a route port joins the
+		// cluster: only loopback, where that is this machine's users, may
+		// go without.
+		addrs := append([]string{o.Embedded.Listen, o.Embedded.Advertise}, o.Embedded.Routes...)
+		for _, a := range addrs {
+			if a != "" && !loopback(strings.TrimPrefix(a, "nats-route://")) {
+				bad("Secret", "required: %s is not on loopback, and a route that knows no secret would join the cluster (make one with `xmq cluster secret`)", a)
+				break
+			}
+		}
+	case len(o.Secret) < MinSecretLen:
+		bad("Secret", "shorter than %d characters (`xmq cluster secret` makes one)", MinSecretLen)
+	}
+	t := o.Embedded.TLS
+	if (t.CertFile == "") != (t.KeyFile == "") || (t.CertFile != "") != (t.CAFile != "") {
+		bad("Embedded.TLS", "cert_file, key_file and ca_file go together (the CA verifies the other nodes' certificates)")
+	}
+	names := map[string]bool{}
+	for i, u := range o.Embedded.Users {
+		switch {
+		case u.Name == "":
+			bad("Embedded.Users", "user %d has no name", i+1)
+		case names[u.Name]:
+			bad("Embedded.Users", "user %q appears twice", u.Name)
+		case (u.Password == "") == (u.NKey == ""):
+			bad("Embedded.Users", "user %q needs a password or an nkey, not both", u.Name)
+		case u.NKey != "" && !nkeys.IsValidPublicUserKey(u.NKey):
+			bad("Embedded.Users", "user %q: nkey is not a public user key (U...)", u.Name)
+		}
+		names[u.Name] = true
+		for _, s := range append(slices.Clone(u.Publish), u.Subscribe...) {
+			if !server.IsValidSubject(s) || !server.SubjectMatchesFilter(s, o.SubjectPrefix+".>") {
+				bad("Embedded.Users", "user %q: %q is not a subject within %s.>", u.Name, s, o.SubjectPrefix)
+			}
+		}
+	}
+	if len(o.Embedded.Users) > 0 && o.Embedded.ClientListen == "" {
+		bad("Embedded.ClientListen", "users are set but no client port is: set client_listen")
+	}
+}
+
+// loopback reports whether host:port names a loopback address (an empty
+// host means every interface, not loopback).
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // token reports a name that is one plain NATS subject token.

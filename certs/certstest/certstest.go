@@ -87,6 +87,19 @@ func (ca *CA) WriteServerFiles(hosts ...string) (certFile, keyFile string) {
 	return WriteFile(ca.t, dir, "server.pem", certPEM), WriteFile(ca.t, dir, "server-key.pem", keyPEM)
 }
 
+// WriteNodeFiles issues a cluster node's certificate (server and client
+// use) for the loopback names and writes it and its key in a temporary
+// directory, returning the file names.
+func (ca *CA) WriteNodeFiles(node string) (certFile, keyFile string) {
+	ca.t.Helper()
+	certPEM, keyPEM, err := ca.IssueNode(node, "localhost", "127.0.0.1", "::1")
+	if err != nil {
+		ca.t.Fatalf("certstest: %v", err)
+	}
+	dir := ca.t.TempDir()
+	return WriteFile(ca.t, dir, node+".pem", certPEM), WriteFile(ca.t, dir, node+"-key.pem", keyPEM)
+}
+
 // WriteCAFile writes the CA certificate in a temporary directory and
 // returns its name.
 func (ca *CA) WriteCAFile() string {

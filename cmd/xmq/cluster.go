@@ -2,7 +2,11 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"io"
+	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -21,6 +25,15 @@ type clusterConfig struct {
 	Name string `yaml:"name"`
 	// Node is this node's name (default: the host name).
 	Node string `yaml:"node"`
+	// Secret (or the first line of SecretFile) is the cluster's shared
+	// secret, which routes must present; required when a route or listen
+	// address is not on loopback (xmq cluster secret makes one).
+	Secret     string `yaml:"secret" secret:"true"`
+	SecretFile string `yaml:"secret_file"`
+	// MaxNodes bounds the node table (default 64); ForgetAfter drops a
+	// node silent that long (default 1h).
+	MaxNodes    int           `yaml:"max_nodes"`
+	ForgetAfter time.Duration `yaml:"forget_after"`
 	// SubjectPrefix is the root of the topic ↔ subject mapping (default "mqtt").
 	SubjectPrefix string `yaml:"subject_prefix"`
 	// Replicas of the replicated state; 0 = min(3, nodes).
@@ -52,7 +65,8 @@ type clusterNATSConfig struct {
 	Embedded        clusterEmbedded  `yaml:"embedded"`
 }
 
-// clusterTLSConfig secures the connection to an external NATS.
+// clusterTLSConfig secures the connection to an external NATS, or the
+// embedded server's routes and client port.
 type clusterTLSConfig struct {
 	CAFile   string `yaml:"ca_file"`
 	CertFile string `yaml:"cert_file"`
@@ -70,6 +84,23 @@ type clusterEmbedded struct {
 	// Advertise is the route address the other nodes are told to use for
 	// this one, when it is not listen (NAT, containers, a proxy).
 	Advertise string `yaml:"advertise"`
+	// TLS is the node's certificate for routes (verified both ways
+	// against ca_file) and the client port.
+	TLS clusterTLSConfig `yaml:"tls"`
+	// Users are the NATS applications' users on client_listen.
+	Users []clusterUser `yaml:"users"`
+}
+
+// clusterUser is a NATS application's user of the embedded server.
+type clusterUser struct {
+	Name     string `yaml:"name"`
+	Password string `yaml:"password" secret:"true"`
+	// NKey is a public user nkey (U...), instead of a password.
+	NKey string `yaml:"nkey"`
+	// Publish and Subscribe are subjects within subject_prefix.> (empty:
+	// all of it).
+	Publish   []string `yaml:"publish"`
+	Subscribe []string `yaml:"subscribe"`
 }
 
 // withDefaults spells out the defaults (for comparing configurations).
@@ -78,9 +109,13 @@ func (c clusterConfig) withDefaults() clusterConfig {
 	o.SetDefaults()
 	c.Name, c.Node, c.SubjectPrefix, c.HeartbeatInterval = o.Name, o.Node, o.SubjectPrefix, o.HeartbeatInterval
 	c.SessionReplicas, c.ReplayWindow, c.ReplayMaxBytes = o.SessionReplicas, o.ReplayWindow, o.ReplayMaxBytes
+	c.MaxNodes, c.ForgetAfter = o.MaxNodes, o.ForgetAfter
 	c.NATS.Embedded.Listen, c.NATS.Embedded.ClientListen = o.Embedded.Listen, o.Embedded.ClientListen
 	if len(c.NATS.Embedded.Routes) == 0 {
 		c.NATS.Embedded.Routes = nil
+	}
+	if len(c.NATS.Embedded.Users) == 0 {
+		c.NATS.Embedded.Users = nil
 	}
 	return c
 }
@@ -94,7 +129,15 @@ func (c clusterConfig) options(dataDir string) cluster.Options {
 		URL: c.NATS.URL, CredentialsFile: c.NATS.CredentialsFile, User: c.NATS.User, Password: c.NATS.Password,
 		Token: c.NATS.Token, CAFile: c.NATS.TLS.CAFile, CertFile: c.NATS.TLS.CertFile, KeyFile: c.NATS.TLS.KeyFile,
 		Embedded: cluster.EmbeddedOptions{Listen: c.NATS.Embedded.Listen, ClientListen: c.NATS.Embedded.ClientListen,
-			Routes: c.NATS.Embedded.Routes, Advertise: c.NATS.Embedded.Advertise},
+			Routes: c.NATS.Embedded.Routes, Advertise: c.NATS.Embedded.Advertise,
+			TLS: cluster.EmbeddedTLS{CertFile: c.NATS.Embedded.TLS.CertFile, KeyFile: c.NATS.Embedded.TLS.KeyFile, CAFile: c.NATS.Embedded.TLS.CAFile}},
+		MaxNodes: c.MaxNodes, ForgetAfter: c.ForgetAfter,
+	}
+	// A secret_file that does not read is reported by validateCluster.
+	o.Secret, _ = c.secret()
+	for _, u := range c.NATS.Embedded.Users {
+		o.Embedded.Users = append(o.Embedded.Users, cluster.User{Name: u.Name, Password: u.Password, NKey: u.NKey,
+			Publish: u.Publish, Subscribe: u.Subscribe})
 	}
 	if dataDir != "" {
 		o.Embedded.Dir = filepath.Join(dataDir, "nats")
@@ -105,8 +148,23 @@ func (c clusterConfig) options(dataDir string) cluster.Options {
 	return o
 }
 
+// secret is the cluster secret: secret, or secret_file's first line.
+func (c clusterConfig) secret() (string, error) {
+	if c.SecretFile == "" {
+		return c.Secret, nil
+	}
+	b, err := os.ReadFile(c.SecretFile)
+	if err != nil {
+		return "", err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	return strings.TrimSpace(line), nil
+}
+
 // clusterKeys names the key of each cluster.Options field.
 var clusterKeys = map[string][]string{
+	"Secret": {"secret_file"}, "MaxNodes": {"max_nodes"}, "ForgetAfter": {"forget_after"},
+	"Embedded.TLS": {"nats", "embedded", "tls"}, "Embedded.Users": {"nats", "embedded", "users"},
 	"Name": {"name"}, "Node": {"node"}, "SubjectPrefix": {"subject_prefix"}, "Replicas": {"replicas"}, "SessionReplicas": {"session_replicas"},
 	"CredentialsFile":       {"nats", "credentials_file"},
 	"CertFile":              {"nats", "tls", "cert_file"},
@@ -126,6 +184,12 @@ func (c *config) validateCluster(ps *problems) {
 		return
 	}
 	cp := path("cluster")
+	if c.Cluster.Secret != "" && c.Cluster.SecretFile != "" {
+		ps.add(cp.with("secret"), "secret and secret_file exclude each other: pick one")
+	}
+	if _, err := c.Cluster.secret(); err != nil {
+		ps.addErr(cp.with("secret_file"), err)
+	}
 	o := c.Cluster.options(c.DataDir)
 	o.SetDefaults()
 	for _, err := range unjoin(o.Validate()) {
@@ -154,4 +218,29 @@ func startCluster(cfg *config, log *zap.Logger) (*cluster.Cluster, error) {
 		o.SharedHash = cluster.SharedHashTopic
 	}
 	return cluster.New(o, log.Named("cluster"))
+}
+
+// runClusterCmd is `xmq cluster secret`: a new cluster secret on stdout,
+// for cluster.secret_file on every node.
+func runClusterCmd(args []string, stdout io.Writer) error {
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		printClusterUsage(stdout)
+		return nil
+	}
+	if len(args) != 1 || args[0] != "secret" {
+		return usageError{fmt.Errorf("cluster: want `xmq cluster secret`, got %q (xmq cluster -h)", args)}
+	}
+	fmt.Fprintln(stdout, cluster.NewSecret())
+	return nil
+}
+
+func printClusterUsage(w io.Writer) {
+	fmt.Fprint(w, `xmq cluster secret prints a new cluster secret: 32 random bytes, base64.
+Every node of a cluster is given the same one, in the file cluster.secret_file
+names (or cluster.secret, XMQ_CLUSTER_SECRET); routes that do not present it
+are refused.
+
+Usage:
+  xmq cluster secret > /etc/xmq/cluster.secret
+`)
 }

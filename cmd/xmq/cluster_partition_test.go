@@ -157,6 +157,7 @@ web:
 cluster:
   enabled: true
   node: n%d
+  secret: %s
   heartbeat_interval: %s
   nats:
     embedded:
@@ -164,7 +165,7 @@ cluster:
       client_listen: 127.0.0.1:0
       advertise: %s
       routes: [%s]
-`, i+1, interval, ports[i], nowhere, strings.Join(routes, ", ")))
+`, i+1, testClusterSecret, interval, ports[i], nowhere, strings.Join(routes, ", ")))
 	}
 	// The flag turns on the web server that spawnBroker turns off.
 	procs := spawnNodes(t, bin, cfgs, "-web", "127.0.0.1:0")

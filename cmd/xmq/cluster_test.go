@@ -66,19 +66,29 @@ func clusterNodesConfig(t *testing.T, n, m int, extra string) ([]*proc, []int) {
 				routes = append(routes, fmt.Sprintf("127.0.0.1:%d", p))
 			}
 		}
+		// Secured as a deployment is: a secret, and a NATS application
+		// user on the client port (TestClusterNATSApplication).
 		cfgs[i] = writeFile(t, fmt.Sprintf(`cluster:
   enabled: true
   node: n%d
+  secret: %s
   nats:
     embedded:
       listen: 127.0.0.1:%d
       client_listen: 127.0.0.1:0
       routes: [%s]
-%s`, i+1, ports[i], strings.Join(routes, ", "), extra))
+      users: [{name: app, password: %s}]
+%s`, i+1, testClusterSecret, ports[i], strings.Join(routes, ", "), testAppPassword, extra))
 	}
 	clusterConfigs = cfgs
 	return spawnNodes(t, bin, cfgs[:n]), ports
 }
+
+// The test clusters' secret and their NATS application's password.
+const (
+	testClusterSecret = "cluster-test-secret-0123456789"
+	testAppPassword   = "app-password"
+)
 
 // clusterConfigs are the configuration files of the last clusterNodesPorts.
 var clusterConfigs []string
@@ -738,7 +748,11 @@ func TestClusterNATSApplication(t *testing.T) {
 	if url == "" {
 		t.Fatal("node 3 logged no NATS URL")
 	}
-	nc, err := nats.Connect(url)
+	if nc, err := nats.Connect(url); err == nil {
+		nc.Close()
+		t.Fatal("a NATS client without credentials was let in")
+	}
+	nc, err := nats.Connect(url, nats.UserInfo("app", testAppPassword))
 	if err != nil {
 		t.Fatal(err)
 	}

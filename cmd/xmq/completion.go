@@ -82,6 +82,9 @@ func xmqCommands() compCmd {
 		{name: "version", help: "print the version and exit"},
 		{name: "certs", help: "print or make the development CA", flags: compFlags(newCertsFlagSet(&certsFlags{}))},
 		{name: "passwd", help: "add, change or delete a user of a password file", flags: passwdFlags, args: argFile},
+		{name: "cluster", help: "cluster tools", sub: []compCmd{
+			{name: "secret", help: "print a new cluster secret"},
+		}},
 		{name: "store", help: "check the on-disk store", sub: []compCmd{
 			{name: "check", help: "read every record and report damage", args: argDir},
 		}},

@@ -248,6 +248,9 @@ func (c *config) setDefaults() {
 	if len(c.Bridges) == 0 {
 		c.Bridges = nil
 	}
+	if len(c.Cluster.NATS.Embedded.Users) == 0 {
+		c.Cluster.NATS.Embedded.Users = nil
+	}
 	if len(c.Cluster.NATS.Embedded.Routes) == 0 {
 		c.Cluster.NATS.Embedded.Routes = nil
 	}
@@ -672,8 +675,10 @@ Usage:
                      the TLS ones with a development CA made on first start:
                      clients trust ./data/certs/ca.pem
   xmq certs [flags]  print the development CA's files, creating them if missing
-                     (xmq certs -h for -host names, regenerating and client
-                     certificates)
+                     (xmq certs -h for -host names, regenerating, client and
+                     cluster node certificates)
+  xmq cluster secret print a new cluster secret, for cluster.secret_file on
+                     every node of a cluster
   xmq passwd [-b] [-D] FILE USER [PASSWORD]
                      add, change or delete a user of a password file, in the
                      hash its entries use; xmq passwd -U FILE hashes a

@@ -56,6 +56,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 			return nil
 		case "certs":
 			return runCerts(args[1:], stdout)
+		case "cluster":
+			return runClusterCmd(args[1:], stdout)
 		case "store":
 			return runStore(args[1:], stdout)
 		case "passwd":

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -410,22 +411,28 @@ func runCerts(args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		name := strings.Map(func(r rune) rune {
-			if r == '/' || r == '\\' || r == 0 {
-				return '_'
-			}
-			return r
-		}, f.client)
-		certFile := filepath.Join(dev.Dir, "client-"+name+".pem")
-		keyFile := filepath.Join(dev.Dir, "client-"+name+"-key.pem")
-		if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
-			return fmt.Errorf("certs: %w", err)
-		}
-		if err := os.WriteFile(certFile, certPEM, 0o644); err != nil {
-			return fmt.Errorf("certs: %w", err)
+		certFile, keyFile, err := writeIssued(dev.Dir, "client-", f.client, certPEM, keyPEM)
+		if err != nil {
+			return err
 		}
 		fmt.Fprintf(stdout, "  client certificate  %s   (CN=%s)\n", certFile, f.client)
 		fmt.Fprintf(stdout, "  client key          %s\n", keyFile)
+	}
+	if f.node != "" {
+		// A node's routes are dialled at the addresses in its peers'
+		// routes: this machine's, and the -host names for another one.
+		hosts := append(slices.Clone([]string(f.hosts)), certs.DevHosts()...)
+		certPEM, keyPEM, err := dev.CA.IssueNode(f.node, hosts...)
+		if err != nil {
+			return err
+		}
+		certFile, keyFile, err := writeIssued(dev.Dir, "node-", f.node, certPEM, keyPEM)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "  node certificate    %s   (CN=%s, for %s)\n", certFile, f.node, strings.Join(hosts, ", "))
+		fmt.Fprintf(stdout, "  node key            %s\n", keyFile)
+		fmt.Fprintf(stdout, "\ncluster.nats.embedded.tls: {cert_file: %s, key_file: %s, ca_file: %s}\n", certFile, keyFile, dev.CAFile)
 	}
 	if port := tlsPort(&cfg, listeners.TransportTLS); port != "" {
 		fmt.Fprintf(stdout, "\ntry: mosquitto_sub --cafile %s -h localhost -p %s -t '#' -v\n", dev.CAFile, port)
@@ -435,6 +442,26 @@ func runCerts(args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintln(stdout, "\nA running xmq serves a certificate for new names after SIGHUP (kill -HUP <pid>).")
 	return nil
+}
+
+// writeIssued writes a certificate and its key the development CA issued
+// for name into dir, as PREFIXname.pem and PREFIXname-key.pem.
+func writeIssued(dir, prefix, name string, certPEM, keyPEM []byte) (certFile, keyFile string, err error) {
+	safe := strings.Map(func(r rune) rune {
+		if r == '/' || r == '\\' || r == 0 {
+			return '_'
+		}
+		return r
+	}, name)
+	certFile = filepath.Join(dir, prefix+safe+".pem")
+	keyFile = filepath.Join(dir, prefix+safe+"-key.pem")
+	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
+		return "", "", fmt.Errorf("certs: %w", err)
+	}
+	if err := os.WriteFile(certFile, certPEM, 0o644); err != nil {
+		return "", "", fmt.Errorf("certs: %w", err)
+	}
+	return certFile, keyFile, nil
 }
 
 // wssPath is the path of the first wss listener.
@@ -452,9 +479,9 @@ func wssPath(cfg *config) string {
 
 // certsFlags are the flags of `xmq certs`.
 type certsFlags struct {
-	configFile, data, client string
-	hosts                    listFlag
-	regen                    bool
+	configFile, data, client, node string
+	hosts                          listFlag
+	regen                          bool
 }
 
 func newCertsFlagSet(f *certsFlags) *flag.FlagSet {
@@ -465,6 +492,7 @@ func newCertsFlagSet(f *certsFlags) *flag.FlagSet {
 	fs.StringVar(&f.data, "data", "", "data directory")
 	fs.BoolVar(&f.regen, "regen", false, "make a new CA and server certificate")
 	fs.StringVar(&f.client, "client", "", "issue a client certificate with this common name")
+	fs.StringVar(&f.node, "node", "", "issue a cluster node certificate for this node name")
 	fs.Var(&f.hosts, "host", "names and addresses the server certificate covers besides this machine's")
 	return fs
 }
@@ -495,6 +523,12 @@ Flags:
         also issue a client certificate with common name NAME, signed by
         the development CA: DIR/certs/client-NAME.pem and -key.pem, for
         listeners with tls.verify optional or required.
+  -node NAME
+        also issue the certificate of cluster node NAME for its routes
+        (server and client use; this machine's names and addresses and the
+        -host ones): DIR/certs/node-NAME.pem and -key.pem, for
+        cluster.nats.embedded.tls with ca_file DIR/certs/ca.pem. Every node
+        of a cluster needs one from the same CA.
   -h, -help
         print this help and exit.
 `)
