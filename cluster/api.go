@@ -75,6 +75,6 @@ func (c *Cluster) Holder(clientID string) (node string, offline bool, err error)
 	if err != nil {
 		return "", false, err
 	}
-	v := string(e.Value())
-	return heldBy(e.Value()), len(v) > 2 && v[len(v)-2:] == " s", nil
+	re, _ := parseEntry(e.Value())
+	return re.node, re.flag == "s", nil
 }

@@ -67,6 +67,9 @@ type Local interface {
 	// MergeSession adds the messages of an exported session to
 	// clientID's session here and returns how many it took.
 	MergeSession(clientID string, data []byte) (int, error)
+	// SessionOwner reports whether clientID has a session here
+	// (connected or not) and, when known, the identity it belongs to.
+	SessionOwner(clientID string) (owner string, known, ok bool)
 }
 
 // inboxSize bounds the messages received from NATS and not yet routed
@@ -88,10 +91,14 @@ type Stats struct {
 	// ClaimsUnavailable counts connections held on this node only: the
 	// registry could not be written (not ready, no quorum).
 	ClaimsUnavailable int64
-	TakenOver         int64 // local connections or sessions another node's connection took over
-	RetainDropped     int64 // retained changes that stayed on this node (too many waiting to be replicated)
-	SessionsIn        int64 // persistent sessions moved here from another node
-	SessionsOut       int64 // persistent sessions moved from here to another node
+	// ClaimsRefused counts connections refused because the client id's
+	// session on another node belongs to another identity, or because
+	// their claim began before the connection they would replace there.
+	ClaimsRefused int64
+	TakenOver     int64 // local connections or sessions another node's connection took over
+	RetainDropped int64 // retained changes that stayed on this node (too many waiting to be replicated)
+	SessionsIn    int64 // persistent sessions moved here from another node
+	SessionsOut   int64 // persistent sessions moved from here to another node
 	// SessionsLost counts connections that should have resumed a session
 	// from another node and started a new one here: that node did not
 	// answer, or its session could not be installed.
@@ -158,6 +165,7 @@ type Cluster struct {
 
 	forwarded, forwardDropped, received, receivedDropped    atomic.Int64
 	claimsUnavailable, takenOver, retainDropped, handedOver atomic.Int64
+	claimsRefused                                           atomic.Int64  // refused cluster-wide: another owner's session, or an older claim (mayTake)
 	bar                                                     barrier       // AwaitInterest's rounds
 	declared, confirmed                                     atomic.Uint64 // interest changes queued (Interest), and known to every node (barrier)
 	sessionsIn, sessionsOut, sessionsLost                   atomic.Int64
@@ -186,6 +194,7 @@ type Cluster struct {
 	queuedMu                      sync.Mutex
 	queued                        map[*nats.Msg]func() // onRouteLoop
 	warned                        sync.Map             // message → *atomic.Int64, Unix nanoseconds it was last logged
+	freeze                        freezes              // order.go
 }
 
 // interest is a filter this node's plain subscribers use (group ""), or
@@ -222,7 +231,7 @@ func New(opts Options, log *zap.Logger) (*Cluster, error) {
 	c := &Cluster{
 		opts: opts, log: log, opsWake: make(chan struct{}, 1), stop: make(chan struct{}),
 		subs: map[*nats.Subscription]interest{}, filters: map[interest][]*nats.Subscription{},
-		in: make(chan *nats.Msg, inboxSize), maxSubject: externalMaxSubject, claims: claims{m: map[string]uint64{}, pending: map[string]int{}, newer: map[string]otherClaim{}, busy: map[string]chan struct{}{}},
+		in: make(chan *nats.Msg, inboxSize), maxSubject: externalMaxSubject, claims: claims{m: map[string]uint64{}, owners: map[string]string{}, pending: map[string]int{}, newer: map[string]otherClaim{}, busy: map[string]chan struct{}{}},
 		retainQ: retainQueue{ops: map[string]*nats.Msg{}, wake: make(chan struct{}, 1)},
 		queued:  map[*nats.Msg]func(){},
 		live:    liveness{dead: map[string]bool{}, left: map[string]bool{}},
@@ -255,7 +264,7 @@ func New(opts Options, log *zap.Logger) (*Cluster, error) {
 			return nil, err
 		}
 		c.maxSubject = embeddedMaxSubject
-		nopts = append(nopts, nats.InProcessServer(c.emb.srv), nats.UserInfo(nodeUser, c.emb.nodePass))
+		nopts = append(nopts, nats.InProcessServer(c.emb.srv), c.emb.nodeAuth())
 		c.nc, err = nats.Connect("", nopts...)
 	} else {
 		nopts = append(nopts, externalAuth(&opts)...)
@@ -268,8 +277,9 @@ func New(opts Options, log *zap.Logger) (*Cluster, error) {
 		c.emb.close()
 		return nil, fmt.Errorf("cluster: connecting to NATS: %w", err)
 	}
-	c.done.Add(1)
+	c.done.Add(2)
 	go c.interestLoop()
+	go c.freezeLoop()
 	url := c.nc.ConnectedUrlRedacted()
 	if c.emb != nil {
 		url = c.ClientURL() // the in-process connection has none
@@ -650,7 +660,8 @@ func (c *Cluster) Stats() Stats {
 	c.subsMu.RUnlock()
 	return Stats{Forwarded: c.forwarded.Load(), ForwardDropped: c.forwardDropped.Load(), Received: c.received.Load(),
 		ReceivedDropped: c.receivedDropped.Load(), Interest: int64(n), ClaimsUnavailable: c.claimsUnavailable.Load(),
-		TakenOver: c.takenOver.Load(), RetainDropped: c.retainDropped.Load(),
+		ClaimsRefused: c.claimsRefused.Load(),
+		TakenOver:     c.takenOver.Load(), RetainDropped: c.retainDropped.Load(),
 		SessionsIn: c.sessionsIn.Load(), SessionsOut: c.sessionsOut.Load(), SessionsLost: c.sessionsLost.Load(),
 		HandedOver:      c.handedOver.Load(),
 		SessionsAdopted: c.sessionsAdopted.Load(), SessionsRestored: c.sessionsRestored.Load(), SessionsMerged: c.sessionsMerged.Load(),
@@ -670,15 +681,20 @@ func (c *Cluster) Routes() int {
 }
 
 // Healthy reports whether the node is part of its cluster: connected to
-// NATS and, with an embedded server that has routes configured, routed to
-// at least one other node (an isolated node's clients would not reach
-// the others'). /readyz answers with it.
+// NATS, with an embedded server that has routes configured routed to at
+// least one other node (an isolated node's clients would not reach the
+// others'), and its replicated state in use. /readyz answers with it.
 func (c *Cluster) Healthy() error {
 	if !c.Connected() {
 		return fmt.Errorf("cluster: NATS connection %s", c.nc.Status())
 	}
 	if c.emb != nil && len(c.opts.Embedded.Routes) > 0 && c.emb.srv.NumRoutes() == 0 {
 		return errors.New("cluster: no route to any other node")
+	}
+	if !c.Ready() {
+		// Until the registry is usable a CONNECT is held on this node
+		// only: a rolling restart must not move on to the next node yet.
+		return errors.New("cluster: replicated state (client id registry, retained messages) not ready")
 	}
 	return nil
 }

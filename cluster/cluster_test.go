@@ -58,6 +58,16 @@ type fakeLocal struct {
 	replayedLog []string
 	// noMembers makes DeliverRemote find no member of any shared group.
 	noMembers atomic.Bool
+	// owners are the identities of the sessions here (SessionOwner).
+	owners map[string]string
+}
+
+// SessionOwner answers from owners.
+func (f *fakeLocal) SessionOwner(clientID string) (string, bool, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	o, ok := f.owners[clientID]
+	return o, ok, ok
 }
 
 // ExportSession hands out "subs of S" for session S without take.
@@ -110,7 +120,7 @@ type takeOver struct {
 
 func newFakeLocal() *fakeLocal {
 	return &fakeLocal{ch: make(chan delivered, 10000), taken: make(chan takeOver, 100), retained: map[string]string{},
-		sessions: map[string]string{}, imported: make(chan [2]string, 100)}
+		sessions: map[string]string{}, imported: make(chan [2]string, 100), owners: map[string]string{}}
 }
 
 // TakeOver records takeovers of a claim; those of no claim (claim 0,
@@ -480,6 +490,13 @@ func TestOptionsValidate(t *testing.T) {
 	}
 }
 
+// claim is Claim by an anonymous client, with no owner check (the
+// ownership tests pass identities).
+func (n *testNode) claim(clientID string, clean bool) uint64 {
+	c, _ := n.Claim(clientID, "", false, clean)
+	return c
+}
+
 // waitReady waits until every node's replicated state is in use.
 func waitReady(t *testing.T, nodes ...*testNode) {
 	t.Helper()
@@ -499,12 +516,12 @@ func TestClaimTakesOver(t *testing.T) {
 	nodes := startNodes(t, 3)
 	waitReady(t, nodes...)
 	a, b, c := nodes[0], nodes[1], nodes[2]
-	ca := a.Claim("dev/1 ü", false)
+	ca := a.claim("dev/1 ü", false)
 	if ca == 0 {
 		t.Fatal("claim failed")
 	}
 	a.local.noTakeOver(t, 100*time.Millisecond) // its own claim
-	cb := b.Claim("dev/1 ü", true)
+	cb := b.claim("dev/1 ü", true)
 	if cb <= ca {
 		t.Fatalf("claim on b = %d, want above a's %d", cb, ca)
 	}
@@ -513,7 +530,7 @@ func TestClaimTakesOver(t *testing.T) {
 	}
 	c.local.noTakeOver(t, 50*time.Millisecond)
 	a.Release("dev/1 ü", ca, false) // replaced: must not delete b's entry
-	cc := c.Claim("dev/1 ü", false)
+	cc := c.claim("dev/1 ü", false)
 	if to := b.local.nextTakeOver(t); to != (takeOver{"dev/1 ü", cb, false}) {
 		t.Errorf("takeover on b: %+v (c claimed %d)", to, cc)
 	}
@@ -530,13 +547,13 @@ func TestClaimTakesOver(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	a.Claim("dev/1 ü", false)
+	a.claim("dev/1 ü", false)
 	for _, nd := range nodes {
 		nd.local.noTakeOver(t, 50*time.Millisecond)
 	}
 	// Ids held per node are not claimed: no takeover between nodes.
 	a.opts.NodeLocalIDs, b.opts.NodeLocalIDs = []string{"$bridge:"}, []string{"$bridge:"}
-	if a.Claim("$bridge:cloud", false) != 0 || b.Claim("$bridge:cloud", false) != 0 {
+	if a.claim("$bridge:cloud", false) != 0 || b.claim("$bridge:cloud", false) != 0 {
 		t.Error("a node-local id was claimed")
 	}
 	a.local.noTakeOver(t, 100*time.Millisecond)
@@ -548,11 +565,11 @@ func TestTakeOverBeforeAttach(t *testing.T) {
 	nodes := startNodes(t, 2)
 	waitReady(t, nodes...)
 	a, b := nodes[0], nodes[1]
-	ca := a.Claim("slow", false)
+	ca := a.claim("slow", false)
 	a.local.mu.Lock()
 	a.local.notAttached = 3
 	a.local.mu.Unlock()
-	b.Claim("slow", false)
+	b.claim("slow", false)
 	if to := a.local.nextTakeOver(t); to != (takeOver{"slow", ca, false}) {
 		t.Errorf("takeover %+v", to)
 	}
@@ -568,8 +585,8 @@ func TestClaimRace(t *testing.T) {
 		id := fmt.Sprintf("race-%d", i)
 		var cb, cc uint64
 		var wg sync.WaitGroup
-		wg.Go(func() { cb = b.Claim(id, false) })
-		wg.Go(func() { cc = c.Claim(id, false) })
+		wg.Go(func() { cb = b.claim(id, false) })
+		wg.Go(func() { cc = c.claim(id, false) })
 		wg.Wait()
 		if cb == 0 || cc == 0 || cb == cc {
 			t.Fatalf("claims %d and %d", cb, cc)
@@ -601,7 +618,7 @@ func TestClaimHopsBetweenNodes(t *testing.T) {
 		if claim != 0 {
 			prev.Release("hopper", claim, true)
 		}
-		if claim = nd.Claim("hopper", false); claim == 0 {
+		if claim = nd.claim("hopper", false); claim == 0 {
 			t.Fatalf("hop %d: claim on %s failed", i, nd.Node())
 		}
 		prev = nd
@@ -866,7 +883,7 @@ func TestClusterOfOne(t *testing.T) {
 	if nd.replicas() != 1 {
 		t.Errorf("replicas %d, want 1", nd.replicas())
 	}
-	if c := nd.Claim("solo", true); c == 0 {
+	if c := nd.claim("solo", true); c == 0 {
 		t.Error("claim failed")
 	}
 	nd.Retain("solo/r", []byte("x"), 0, nil, time.Time{}, "")
@@ -925,10 +942,10 @@ func TestSessionMoves(t *testing.T) {
 	a.local.mu.Lock()
 	a.local.sessions["s1"] = "state of s1"
 	a.local.mu.Unlock()
-	ca := a.Claim("s1", false)
+	ca := a.claim("s1", false)
 	a.Release("s1", ca, true)
-	waitFor(t, "registry entry of the offline session", 5*time.Second, func() bool { return entry("s1") == "n1 s" })
-	b.Claim("s1", false)
+	waitFor(t, "registry entry of the offline session", 5*time.Second, func() bool { return entry("s1") == "n1 s u" }) // owner "": anonymous
+	b.claim("s1", false)
 	if got := receive(t, b.local.imported); got != [2]string{"s1", "state of s1"} {
 		t.Fatalf("imported %q", got)
 	}
@@ -946,7 +963,7 @@ func TestSessionMoves(t *testing.T) {
 	b.local.mu.Lock()
 	b.local.sessions["s1"] = "s1 on b"
 	b.local.mu.Unlock()
-	c.Claim("s1", false)
+	c.claim("s1", false)
 	if got := receive(t, c.local.imported); got[1] != "s1 on b" {
 		t.Fatalf("imported %q", got)
 	}
@@ -955,7 +972,7 @@ func TestSessionMoves(t *testing.T) {
 	c.local.mu.Lock()
 	c.local.sessions["s1"] = "s1 on c"
 	c.local.mu.Unlock()
-	a.Claim("s1", true)
+	a.claim("s1", true)
 	nothingOn(t, a.local.imported, 100*time.Millisecond)
 	if to := c.local.nextTakeOver(t); !to.clean {
 		t.Errorf("takeover %+v, want with Clean Start", to)
@@ -966,7 +983,7 @@ func TestSessionMoves(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if b.Claim("s2", false) == 0 {
+	if b.claim("s2", false) == 0 {
 		t.Fatal("claim failed")
 	}
 	if d := time.Since(start); d > sessionTimeout+time.Second {
@@ -981,9 +998,9 @@ func TestSessionMoves(t *testing.T) {
 	a.local.mu.Lock()
 	a.local.sessions["s3"] = "bad"
 	a.local.mu.Unlock()
-	a.Release("s3", a.Claim("s3", false), true)
-	waitFor(t, "registry entry of s3", 5*time.Second, func() bool { return entry("s3") == "n1 s" })
-	c.Claim("s3", false)
+	a.Release("s3", a.claim("s3", false), true)
+	waitFor(t, "registry entry of s3", 5*time.Second, func() bool { return entry("s3") == "n1 s u" }) // owner "": anonymous
+	c.claim("s3", false)
 	if c.Stats().SessionsLost != 1 {
 		t.Errorf("lost %d, want 1", c.Stats().SessionsLost)
 	}
@@ -992,8 +1009,8 @@ func TestSessionMoves(t *testing.T) {
 	a.local.mu.Lock()
 	a.local.sessions["s5"] = "s5"
 	a.local.mu.Unlock()
-	a.Release("s5", a.Claim("s5", false), true)
-	waitFor(t, "registry entry of s5", 5*time.Second, func() bool { return entry("s5") == "n1 s" })
+	a.Release("s5", a.claim("s5", false), true)
+	waitFor(t, "registry entry of s5", 5*time.Second, func() bool { return entry("s5") == "n1 s u" }) // owner "": anonymous
 	c.local.mu.Lock()
 	c.local.onPending = func(string) { // the session ends on a once c's pending import is in
 		a.local.mu.Lock()
@@ -1001,7 +1018,7 @@ func TestSessionMoves(t *testing.T) {
 		a.local.mu.Unlock()
 	}
 	c.local.mu.Unlock()
-	c.Claim("s5", false)
+	c.claim("s5", false)
 	c.local.mu.Lock()
 	c.local.onPending = nil
 	c.local.mu.Unlock()
@@ -1016,7 +1033,7 @@ func TestSessionMoves(t *testing.T) {
 	a.local.mu.Lock()
 	a.local.sessions["s4"] = "s4"
 	a.local.mu.Unlock()
-	ca = a.Claim("s4", false)
+	ca = a.claim("s4", false)
 	req := &nats.Msg{Subject: sessionSubject(b.opts.Name, "n1"), Data: []byte("s4"), Header: nats.Header{}}
 	req.Header.Set(hdrClaim, strconv.FormatUint(ca-1, 10))
 	resp, err := b.nc.RequestMsg(req, sessionTimeout)

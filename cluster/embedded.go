@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 	"go.uber.org/zap"
 )
 
@@ -38,7 +40,6 @@ const (
 	// read what the nodes forward, a service to publish into MQTT; NATS
 	// refuses two streams as a cycle) and sees nothing else.
 	appAccount = "APP"
-	nodeUser   = "xmq-node"
 	// routeUser is the name routes authenticate with; the password is
 	// Options.Secret.
 	routeUser = "xmq-route"
@@ -48,9 +49,10 @@ const (
 type embedded struct {
 	srv    *server.Server
 	tmpDir string // JetStream's directory when Options.Embedded.Dir is empty
-	// nodePass is nodeUser's password: random per process, since only
-	// this process's in-process connection uses it.
-	nodePass string
+	// node is the nkey of the node's own connection: made per process,
+	// since only its in-process connection uses it (and an nkey leaves
+	// no password in memory for NATS to warn about).
+	node nkeys.KeyPair
 }
 
 // startEmbedded starts the embedded NATS server and waits until it
@@ -58,7 +60,11 @@ type embedded struct {
 func startEmbedded(o *Options, log *zap.Logger) (*embedded, error) {
 	host, port, _ := splitHostPort(o.Embedded.ClientListen)
 	chost, cport, _ := splitHostPort(o.Embedded.Listen)
-	e := &embedded{nodePass: randomSecret()}
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	e := &embedded{node: kp}
 	dir := o.Embedded.Dir
 	if dir == "" {
 		d, err := os.MkdirTemp("", "xmq-nats-")
@@ -70,7 +76,8 @@ func startEmbedded(o *Options, log *zap.Logger) (*embedded, error) {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	sopts := &server.Options{}
-	if err := embeddedAccounts(o, sopts, e.nodePass); err != nil {
+	nodeKey, _ := kp.PublicKey() // a key pair just made has one
+	if err := embeddedAccounts(o, sopts, nodeKey); err != nil {
 		e.close()
 		return nil, err
 	}
@@ -125,7 +132,7 @@ func startEmbedded(o *Options, log *zap.Logger) (*embedded, error) {
 
 // embeddedAccounts configures nodeAccount, appAccount and their users in
 // sopts.
-func embeddedAccounts(o *Options, sopts *server.Options, nodePass string) error {
+func embeddedAccounts(o *Options, sopts *server.Options, nodeKey string) error {
 	// JetStream per account is not in server.Options' fields: it comes
 	// from the configuration language, the rest is set on the accounts.
 	if err := sopts.ProcessConfigString("accounts: { " + nodeAccount + ": { jetstream: enabled }, " + appAccount + ": {} }"); err != nil {
@@ -148,7 +155,7 @@ func embeddedAccounts(o *Options, sopts *server.Options, nodePass string) error 
 		app.AddStreamImport(xmq, mapped, ""), app.AddServiceImport(xmq, mapped, "")); err != nil {
 		return fmt.Errorf("cluster: embedded NATS accounts: %w", err)
 	}
-	sopts.Users = []*server.User{{Username: nodeUser, Password: nodePass, Account: xmq}}
+	sopts.Nkeys = []*server.NkeyUser{{Nkey: nodeKey, Account: xmq}}
 	for _, u := range o.Embedded.Users {
 		perm := &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: orAll(u.Publish, mapped)},
@@ -236,3 +243,9 @@ func (n natsLogger) Fatalf(format string, v ...any)  { n.l.Errorf(format, v...) 
 func (n natsLogger) Errorf(format string, v ...any)  { n.l.Errorf(format, v...) }
 func (n natsLogger) Debugf(format string, v ...any)  { n.l.Debugf(format, v...) }
 func (n natsLogger) Tracef(format string, v ...any)  {}
+
+// nodeAuth logs the node's own connection in with its nkey.
+func (e *embedded) nodeAuth() nats.Option {
+	pub, _ := e.node.PublicKey()
+	return nats.Nkey(pub, e.node.Sign)
+}

@@ -299,7 +299,9 @@ func (c *Cluster) adopt(st *state, node, clientID string, recs *replicaRecords) 
 	err = c.retry(replicaSyncTimeout, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
 		defer cancel()
-		_, err := st.clients.Update(ctx, k, []byte(c.opts.Node+" s"), e.Revision())
+		// The dead node's entry names the session's owner: it stays.
+		held, _ := parseEntry(e.Value())
+		_, err := st.clients.Update(ctx, k, regEntry{node: c.opts.Node, flag: "s", owner: held.owner}.value(), e.Revision())
 		if err != nil && !isLeaderless(err) {
 			refused = true // another write came first
 			return nil
@@ -352,7 +354,11 @@ func (c *Cluster) reconcile(st *state) {
 		e, err := st.clients.Get(ctx, k)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
-			if _, err := st.clients.Create(ctx, k, []byte(c.opts.Node+" s")); err == nil {
+			re := regEntry{node: c.opts.Node, flag: "s"}
+			if owner, known, _ := c.local.SessionOwner(id); known {
+				re.owner = ownerField(owner)
+			}
+			if _, err := st.clients.Create(ctx, k, re.value()); err == nil {
 				registered++
 			}
 		case err != nil:

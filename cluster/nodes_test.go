@@ -167,7 +167,7 @@ func TestAskNodeAndHolder(t *testing.T) {
 	if node, _, err := nodes[0].Holder("nobody"); node != "" || err != nil {
 		t.Fatalf("Holder(nobody) = %q, %v", node, err)
 	}
-	claim := nodes[1].Claim("h1", true)
+	claim := nodes[1].claim("h1", true)
 	// A read may reach a replica that has not applied the claim yet.
 	waitFor(t, "h1 online on n2", 5*time.Second, func() bool {
 		node, offline, err := nodes[0].Holder("h1")

@@ -362,8 +362,19 @@ func (c *Cluster) keepGiven(id string, rev uint64, data []byte) []byte {
 // sent here before it learned the requester's interest, so those are in
 // the inbox before the request and reach the session before it leaves.
 func (c *Cluster) serveSession(m *nats.Msg) {
-	if m.Header.Get(hdrOp) == "merge" {
+	switch m.Header.Get(hdrOp) {
+	case "merge":
 		c.serveMerge(m)
+		return
+	case "owner":
+		// Whose session this is, for another node's Claim (mayTake).
+		resp := nats.NewMsg(m.Reply)
+		if owner, known, ok := c.local.SessionOwner(string(m.Data)); ok && known {
+			resp.Data = []byte(ownerField(owner))
+		}
+		if err := c.nc.PublishMsg(resp); err != nil {
+			c.warn("cannot answer a session request", zap.Error(err))
+		}
 		return
 	}
 	take := m.Header.Get(hdrOp) == "take"

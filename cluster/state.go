@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -48,6 +49,8 @@ type state struct {
 type claims struct {
 	mu sync.Mutex
 	m  map[string]uint64
+	// owners are the registry owner fields of m's claims, for Release.
+	owners map[string]string
 	// pending counts the claims of an id under way here; newer holds
 	// the newest other node's claim of such an id seen meanwhile (the
 	// watch may deliver it before the claim's own answer arrives).
@@ -300,39 +303,86 @@ func (c *Cluster) watch(ctx context.Context, kv jetstream.KeyValue, w jetstream.
 	}
 }
 
-// registry value: "NODE 1" (the new connection started clean), "NODE 0",
-// or "NODE s": the connection ended and its persistent session stays on
-// NODE, offline, for the next connection with the id to move (session.go).
-func claimValue(node string, clean bool) []byte {
-	if clean {
-		return []byte(node + " 1")
+// A registry value is "NODE FLAG" and tagged fields: FLAG is 1 (the
+// connection started clean), 0, or s (the connection ended and its
+// persistent session stays on NODE, offline, for the next connection with
+// the id to move: session.go); "u" + base64 is the owner (the user name or
+// certificate identity the session belongs to; absent: unknown), "t" +
+// Unix milliseconds when the claim began (the order of takeovers).
+type regEntry struct {
+	node, flag string
+	owner      string // the "u" field as written, "" when unknown
+	at         int64  // Unix ms, 0 when unknown
+}
+
+func (e regEntry) value() []byte {
+	v := e.node + " " + e.flag
+	if e.owner != "" {
+		v += " " + e.owner
 	}
-	return []byte(node + " 0")
+	if e.at != 0 {
+		v += " t" + strconv.FormatInt(e.at, 10)
+	}
+	return []byte(v)
+}
+
+// parseEntry reads a registry value; ok is false for one that is not.
+func parseEntry(v []byte) (e regEntry, ok bool) {
+	f := strings.Fields(string(v))
+	if len(f) < 2 {
+		return e, false
+	}
+	e.node, e.flag = f[0], f[1]
+	for _, x := range f[2:] {
+		switch x[0] {
+		case 'u':
+			e.owner = x
+		case 't':
+			e.at, _ = strconv.ParseInt(x[1:], 10, 64)
+		}
+	}
+	return e, true
+}
+
+// ownerField is the registry's owner field of a user name.
+func ownerField(owner string) string {
+	return "u" + base64.RawURLEncoding.EncodeToString([]byte(owner))
 }
 
 // heldBy is the node of a registry value.
 func heldBy(v []byte) string {
-	node, _, _ := strings.Cut(string(v), " ")
-	return node
+	e, _ := parseEntry(v)
+	return e.node
 }
 
-// Claim records that clientID's connection is on this node; core.Cluster's
-// contract. A new id costs one JetStream round trip (create); taking an
-// id over from another node, a read and a compare-and-set update, retried
-// when another node's update came in between, so that of two nodes
-// claiming at once the later write wins and the other is taken over.
-func (c *Cluster) Claim(clientID string, clean bool) uint64 {
+// Claim records that clientID's connection, of the identity owner, is on
+// this node; core.Cluster's contract. A new id costs one JetStream round
+// trip (create); taking an id over from another node, a read and a
+// compare-and-set update, retried when another node's update came in
+// between, so that of two nodes claiming at once the later write wins and
+// the other is taken over.
+//
+// Two checks hold cluster-wide before an id held on another node is
+// written: with checkOwner, a session there of another identity refuses
+// the claim (codec.NotAuthorized), as attach does on one node — asked of
+// that node, where the session is, when the registry names another
+// owner; and a claim that began before the live connection it would
+// replace (this node was frozen, its CONNECTs read late) loses: the
+// client is connected elsewhere now (codec.UseAnotherServer; a CONNACK
+// may not carry 0x8E, Session taken over, which is what happened).
+func (c *Cluster) Claim(clientID, owner string, checkOwner, clean bool) (uint64, codec.ReasonCode) {
 	for _, p := range c.opts.NodeLocalIDs {
 		if strings.HasPrefix(clientID, p) {
-			return 0
+			return 0, 0
 		}
 	}
 	st := c.state.Load()
 	if st == nil {
 		c.claimsUnavailable.Add(1)
 		c.warn("client id registry not ready: the connection is held on this node only", zap.String("client_id", clientID))
-		return 0
+		return 0, 0
 	}
+	began := c.claimTime()
 	defer c.claims.serialize(clientID)()
 	// A registry whose leader was on a node that died answers again once
 	// its replicas elected another (seconds): the claim waits for that.
@@ -345,7 +395,13 @@ func (c *Cluster) Claim(clientID string, clean bool) uint64 {
 		f(actx)
 		acancel()
 	}
-	k, v := key(clientID), claimValue(c.opts.Node, clean)
+	flag := "0"
+	if clean {
+		flag = "1"
+	}
+	mine := regEntry{node: c.opts.Node, flag: flag, owner: ownerField(owner), at: began.UnixMilli()}
+	k, v := key(clientID), mine.value()
+	var refused codec.ReasonCode
 	c.claims.mu.Lock()
 	ours := c.claims.m[clientID]
 	c.claims.pending[clientID]++
@@ -385,8 +441,16 @@ func (c *Cluster) Claim(clientID string, clean bool) uint64 {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 			try(func(ctx context.Context) { rev, err = st.clients.Create(ctx, k, v) })
 		case err == nil:
-			prev = heldBy(e.Value())
+			held, _ := parseEntry(e.Value())
+			prev = held.node
+			if refused = c.mayTake(held, mine, clientID, checkOwner); refused != 0 {
+				err = nil
+				break
+			}
 			try(func(ctx context.Context) { rev, err = st.clients.Update(ctx, k, v, e.Revision()) }) // refused: another write came in between, again
+		}
+		if refused != 0 {
+			break
 		}
 	}
 	c.claims.mu.Lock()
@@ -395,26 +459,67 @@ func (c *Cluster) Claim(clientID string, clean bool) uint64 {
 		delete(c.claims.pending, clientID)
 		delete(c.claims.newer, clientID)
 	}
-	superseded := err == nil && newer.rev > rev
-	if err == nil && !superseded {
+	superseded := err == nil && refused == 0 && newer.rev > rev
+	if err == nil && refused == 0 && !superseded {
 		c.claims.m[clientID] = rev
+		c.claims.owners[clientID] = mine.owner
 	}
 	c.claims.mu.Unlock()
+	if refused != 0 {
+		c.claimsRefused.Add(1)
+		return 0, refused
+	}
 	if err != nil {
 		c.claimsUnavailable.Add(1)
 		c.warn("client id registry unavailable: the connection is held on this node only", zap.String("client_id", clientID), zap.Error(err))
-		return 0
+		return 0, 0
 	}
 	if superseded {
 		// Another node's claim came after ours and was seen first: the
 		// connection is taken over once attached.
 		c.takeOverSoon(clientID, rev, newer.clean)
-		return rev
+		return rev, 0
 	}
 	if !clean && prev != "" && prev != c.opts.Node {
 		c.moveSession(clientID, prev, rev)
 	}
-	return rev
+	return rev, 0
+}
+
+// mayTake decides whether the claim mine may replace held, another
+// claim of clientID: 0, or the reason it may not.
+func (c *Cluster) mayTake(held, mine regEntry, clientID string, checkOwner bool) codec.ReasonCode {
+	if held.node == c.opts.Node {
+		return 0 // the broker here decides (attach)
+	}
+	if held.flag != "s" && held.at > mine.at+claimSlack.Milliseconds() {
+		// The connection there began well after this claim did: this one
+		// is a CONNECT read late (the node was frozen), the client has
+		// moved on. Claims closer than claimSlack (a race, clocks a little
+		// apart) are ordered by their writes: the later one wins.
+		c.log.Warn("a connection's claim is older than the connection it would take over on another node: refused",
+			zap.String("client_id", clientID), zap.String("node", held.node),
+			zap.Time("claim_began", time.UnixMilli(mine.at)), zap.Time("held_since", time.UnixMilli(held.at)))
+		return codec.UseAnotherServer
+	}
+	if !checkOwner || held.owner == "" || held.owner == mine.owner {
+		return 0
+	}
+	// The registry names another owner; the node holding the session
+	// knows whether it is still there, and whose it is.
+	owner, err := c.ownerAt(held.node, clientID)
+	switch {
+	case err != nil:
+		c.log.Warn("the node holding a client id does not say whose its session is: the connection is refused",
+			zap.String("client_id", clientID), zap.String("node", held.node), zap.Error(err))
+		return codec.NotAuthorized
+	case owner == "" || owner == mine.owner:
+		return 0 // no session there any more, or one of no known owner, or ours
+	default:
+		c.log.Info("the session of a client id held on another node belongs to another user: the connection is refused",
+			zap.String("client_id", clientID), zap.String("node", held.node))
+		return codec.NotAuthorized
+	}
 }
 
 // claimTimeout bounds a claim: a few round trips, or the election of
@@ -446,8 +551,10 @@ func isMidWrite(err error) bool {
 // core.Cluster's contract: it returns at once, the write runs behind.
 func (c *Cluster) Release(clientID string, claim uint64, session bool) {
 	c.claims.mu.Lock()
+	owner := c.claims.owners[clientID]
 	if c.claims.m[clientID] == claim {
 		delete(c.claims.m, clientID)
+		delete(c.claims.owners, clientID)
 	}
 	c.claims.mu.Unlock()
 	st := c.state.Load()
@@ -459,7 +566,7 @@ func (c *Cluster) Release(clientID string, claim uint64, session bool) {
 		defer cancel()
 		// Refused when a newer claim replaced it: then it is not ours.
 		if session {
-			_, _ = st.clients.Update(ctx, key(clientID), []byte(c.opts.Node+" s"), claim)
+			_, _ = st.clients.Update(ctx, key(clientID), regEntry{node: c.opts.Node, flag: "s", owner: owner}.value(), claim)
 		} else {
 			_ = st.clients.Delete(ctx, key(clientID), jetstream.LastRevision(claim))
 		}
@@ -472,10 +579,11 @@ func (c *Cluster) clientEntry(e jetstream.KeyValueEntry) {
 	if e.Operation() != jetstream.KeyValuePut {
 		return
 	}
-	node, clean, ok := strings.Cut(string(e.Value()), " ")
-	if !ok || node == c.opts.Node || clean == "s" {
+	re, ok := parseEntry(e.Value())
+	if !ok || re.node == c.opts.Node || re.flag == "s" {
 		return // ours, or a session left offline on another node: no claim
 	}
+	clean := re.flag
 	id, ok := unkey(e.Key())
 	if !ok {
 		return

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/xmq-io/xmq/certs/certstest"
+	"github.com/xmq-io/xmq/codec"
 )
 
 const testSecret = "test-secret-0123456789"
@@ -232,4 +233,86 @@ func TestTrustTLS(t *testing.T) {
 func embeddedTLSFrom(cert, key, ca string) (*tls.Config, error) {
 	r, _, err := embeddedTLS(EmbeddedTLS{CertFile: cert, KeyFile: key, CAFile: ca})
 	return r, err
+}
+
+// TestClaimOwnerAcrossNodes: a session belongs to its owner on every
+// node. alice's client id, connected on n1 and then offline there, can
+// neither be taken over nor ended (Clean Start) nor resumed by bob from
+// n2; once the session is gone from n1 the id is free; alice herself, or
+// anyone when owners are not checked, takes it over as before.
+func TestClaimOwnerAcrossNodes(t *testing.T) {
+	nodes := startNodesWith(t, freePorts(t, 2), 2, secured)
+	waitReady(t, nodes...)
+	n1, n2 := nodes[0], nodes[1]
+	n1.local.mu.Lock()
+	n1.local.owners["dev"] = "alice"
+	n1.local.mu.Unlock()
+	c1, rc := n1.Claim("dev", "alice", true, false)
+	if c1 == 0 || rc != 0 {
+		t.Fatalf("alice's claim on n1: %d, %v", c1, rc)
+	}
+	for _, clean := range []bool{true, false} {
+		if c, rc := n2.Claim("dev", "bob", true, clean); c != 0 || rc != codec.NotAuthorized {
+			t.Fatalf("bob's claim (clean %v) on n2 of alice's connected id: %d, %v; want refused, not authorized", clean, c, rc)
+		}
+	}
+	n1.local.noTakeOver(t, 300*time.Millisecond)
+	n1.Release("dev", c1, true) // her session stays on n1, offline
+	waitFor(t, "alice's session offline on n1", 5*time.Second, func() bool {
+		node, offline, _ := n2.Holder("dev")
+		return node == "n1" && offline
+	})
+	if c, rc := n2.Claim("dev", "bob", true, true); c != 0 || rc != codec.NotAuthorized {
+		t.Fatalf("bob's Clean Start on n2 of alice's offline session: %d, %v; want refused", c, rc)
+	}
+	if got := n2.Stats().ClaimsRefused; got != 3 {
+		t.Errorf("claims refused %d, want 3", got)
+	}
+	if c, rc := n2.Claim("dev", "bob", false, true); c == 0 || rc != 0 {
+		t.Fatalf("without the owner check bob's claim is refused: %d, %v", c, rc)
+	}
+	c3, rc := n1.Claim("dev", "alice", true, false)
+	if c3 == 0 || rc != 0 {
+		t.Fatalf("alice's claim back on n1: %d, %v", c3, rc)
+	}
+	n2.local.mu.Lock()
+	n2.local.owners["dev"] = "alice"
+	n2.local.mu.Unlock()
+	n1.local.mu.Lock()
+	delete(n1.local.owners, "dev") // her session ended on n1
+	n1.local.mu.Unlock()
+	n1.Release("dev", c3, true)
+	waitFor(t, "the id offline on n1", 5*time.Second, func() bool {
+		node, offline, _ := n2.Holder("dev")
+		return node == "n1" && offline
+	})
+	if c, rc := n2.Claim("dev", "carol", true, true); c == 0 || rc != 0 {
+		t.Fatalf("carol's claim of an id whose session ended: %d, %v", c, rc)
+	}
+}
+
+// TestClaimOrderAfterFreeze: a claim that began while its node was frozen
+// loses to the connection its client made on another node meanwhile,
+// which is not taken over; once the node has caught up, claims order as
+// before.
+func TestClaimOrderAfterFreeze(t *testing.T) {
+	nodes := startNodesWith(t, freePorts(t, 2), 2, secured)
+	waitReady(t, nodes...)
+	n1, n2 := nodes[0], nodes[1]
+	live := n1.claim("dev", false)
+	// n2 was frozen from a minute ago until now: its freezeLoop says so.
+	now := time.Now()
+	n2.freeze.from.Store(now.Add(-time.Minute).UnixNano())
+	n2.freeze.until.Store(now.UnixNano())
+	if c, rc := n2.Claim("dev", "", true, true); c != 0 || rc != codec.UseAnotherServer {
+		t.Fatalf("a claim read after a freeze: %d, %v; want refused", c, rc)
+	}
+	n1.local.noTakeOver(t, 300*time.Millisecond)
+	n2.freeze.until.Store(now.Add(-time.Hour).UnixNano())
+	if c, rc := n2.Claim("dev", "", true, true); c == 0 || rc != 0 {
+		t.Fatalf("a claim after the node caught up: %d, %v", c, rc)
+	}
+	if to := n1.local.nextTakeOver(t); to.claim != live {
+		t.Fatalf("takeover %+v, want n1's claim %d", to, live)
+	}
 }

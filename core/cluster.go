@@ -55,17 +55,22 @@ type Cluster interface {
 	// through Server.SetRetained. The arguments are as Forward's, and
 	// Retain must not block on the network either.
 	Retain(topic string, payload []byte, qos byte, props *codec.Properties, expires time.Time, from string)
-	// Claim makes this connection the holder of clientID cluster-wide,
-	// before its session is attached: a connection with that id on
-	// another node is closed there (Server.TakeOver). It returns the
-	// claim, which Release gives back, or 0 when it could not be made
-	// (the connection goes ahead, held on this node only). Without clean,
-	// a persistent session of clientID on the node that held the id
-	// before moves here (that node's ExportSession, this one's
-	// ImportSession) before Claim returns, so that attach finds it. It
+	// Claim makes this connection, of the identity owner, the holder of
+	// clientID cluster-wide, before its session is attached: a
+	// connection with that id on another node is closed there
+	// (Server.TakeOver). It returns the claim, which Release gives back,
+	// or 0 when it could not be made (the connection goes ahead, held on
+	// this node only). Without clean, a persistent session of clientID on
+	// the node that held the id before moves here (that node's
+	// ExportSession, this one's ImportSession) before Claim returns, so
+	// that attach finds it. A non-zero reason code refuses the
+	// connection, and nothing changed elsewhere: with checkOwner,
+	// codec.NotAuthorized when the id's session on another node belongs
+	// to another identity (as attach's check on one node); or the code
+	// for a claim older than the connection it would replace there. It
 	// runs on the connection's goroutine and may wait for a few round
 	// trips.
-	Claim(clientID string, clean bool) uint64
+	Claim(clientID, owner string, checkOwner, clean bool) (uint64, codec.ReasonCode)
 	// AwaitInterest returns once the interest change numbered seq is
 	// known to every other node, or after a bound: the broker calls it on
 	// the connection's goroutine before a SUBACK, with the number of the
@@ -470,6 +475,22 @@ func (s *Server) setSubscriptions(sess *session, subs []storedSub) {
 			s.router.unsubscribe(sess, string(filter), string(group))
 		}
 	}
+}
+
+// SessionOwner reports whether clientID has a session here, connected
+// or not, and the identity it belongs to when known: another node asks
+// before its connection takes the id over (cluster.Local).
+func (s *Server) SessionOwner(clientID string) (owner string, known, ok bool) {
+	s.mu.Lock()
+	sess := s.sessions[clientID]
+	s.mu.Unlock()
+	if sess == nil {
+		return "", false, false
+	}
+	if o := sess.owner.Load(); o != nil {
+		return *o, true, true
+	}
+	return "", false, true
 }
 
 // DropImport ends clientID's pending session (ImportSession without

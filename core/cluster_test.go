@@ -82,12 +82,12 @@ func (f *fakeCluster) handedOver() []fwdMsg {
 	return slices.Clone(f.handed)
 }
 
-func (f *fakeCluster) Claim(clientID string, clean bool) uint64 {
+func (f *fakeCluster) Claim(clientID, _ string, _, clean bool) (uint64, codec.ReasonCode) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.claims++
 	f.events = append(f.events, fmt.Sprintf("claim %s %v %d", clientID, clean, f.claims))
-	return f.claims
+	return f.claims, 0
 }
 
 func (f *fakeCluster) Release(clientID string, claim uint64, session bool) {

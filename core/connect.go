@@ -225,7 +225,17 @@ func (c *client) handshake() bool {
 	if srv.cluster != nil {
 		// The client id is this connection's cluster-wide before the
 		// session is: a connection on another node is taken over.
-		c.claim = srv.cluster.Claim(c.id, cleanStart)
+		// The identity checks hold cluster-wide: the node holding the id
+		// decides (Cluster.Claim), before anything there changes.
+		var rc codec.ReasonCode
+		c.claim, rc = srv.cluster.Claim(c.id, c.username, !srv.opts.AnySessionOwner, cleanStart)
+		switch {
+		case rc == codec.NotAuthorized:
+			srv.stats.ownerRefused.Add(1)
+			return refuse(rc, CloseNotAuthorized, "the session of client id "+c.id+" on another node belongs to another user")
+		case rc != 0:
+			return refuse(rc, CloseRefused, "client id "+c.id+" connected on another node after this CONNECT was sent")
+		}
 	}
 	_, present, err := srv.attach(c, cleanStart, expiry)
 	if err != nil {

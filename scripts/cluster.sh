@@ -9,6 +9,13 @@
 #   DATA=/tmp/xmq-cluster scripts/cluster.sh      (default ./data/cluster)
 #   ARGS='-log-level debug' scripts/cluster.sh    (more flags for every node)
 #   PPROF=1 scripts/cluster.sh          net/http/pprof of node i on 127.0.0.1:BASE+500+i
+#   TLS=1 scripts/cluster.sh            routes over TLS, node certificates from DATA/certs (xmq certs -node)
+#
+# The cluster is secured as a deployment would be: a cluster secret in
+# DATA/cluster.secret (made once with xmq cluster secret) that routes must
+# present, and one NATS application user, app, whose password is in
+# DATA/app.password: the nodes' own subjects and JetStream are out of its
+# reach.
 #
 # Ports of node i (from 0): MQTT BASE+i, WebSocket BASE+400+i (/mqtt),
 # dashboard and API BASE+100+i,
@@ -24,6 +31,10 @@ GO=${GO:-go}
 
 mkdir -p bin "$DATA"
 $GO build -o bin/xmq ./cmd/xmq
+umask 077
+[[ -s $DATA/cluster.secret ]] || bin/xmq cluster secret >"$DATA/cluster.secret"
+[[ -s $DATA/app.password ]] || bin/xmq cluster secret >"$DATA/app.password"
+app_password=$(cat "$DATA/app.password")
 
 pids=()
 stop() {
@@ -47,6 +58,11 @@ for ((i = 0; i < NODES; i++)); do
 	n=n$((i + 1))
 	dir=$DATA/$n
 	mkdir -p "$dir"
+	tls=""
+	if [[ -n ${TLS:-} ]]; then
+		bin/xmq certs -data "$DATA" -node "$n" >/dev/null
+		tls="tls: {cert_file: $DATA/certs/node-$n.pem, key_file: $DATA/certs/node-$n-key.pem, ca_file: $DATA/certs/ca.pem}"
+	fi
 	cat >"$dir/xmq.yaml" <<YAML
 # written by scripts/cluster.sh
 listeners:
@@ -55,11 +71,14 @@ listeners:
 cluster:
   enabled: true
   node: $n
+  secret_file: $DATA/cluster.secret
   nats:
     embedded:
       listen: 127.0.0.1:$((BASE + 300 + i))
       client_listen: 127.0.0.1:$((BASE + 200 + i))
       routes: $(routes "$i")
+      users: [{name: app, password: "$app_password"}]
+      $tls
 YAML
 	# shellcheck disable=SC2086 # ARGS holds several flags
 	pprof=()
@@ -75,7 +94,8 @@ for ((i = 0; i < NODES; i++)); do
 		$((i + 1)) $((BASE + i)) $((BASE + 400 + i)) $((BASE + 100 + i)) $((BASE + 200 + i)) $((BASE + 300 + i))
 done
 echo "Every node's dashboard has a Nodes page (GET /api/v1/nodes: health and load of all nodes)."
-echo "NATS applications: subscribe to mqtt.> (topic a/b is subject mqtt.a.b; docs/cluster.md). Ctrl-C stops the cluster."
+echo "NATS applications log in as app, password in $DATA/app.password, and use mqtt.> (topic a/b is subject mqtt.a.b; docs/cluster.md)."
+echo "Routes need the secret in $DATA/cluster.secret${TLS:+ and a certificate of $DATA/certs/ca.pem}. Ctrl-C stops the cluster."
 # Any node exiting stops the cluster (a port in use, a bad flag …).
 wait -n "${pids[@]}" || true
 echo "a node exited; see $DATA/*/xmq.log" >&2

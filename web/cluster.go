@@ -15,6 +15,7 @@ type ClusterStats struct {
 	ReceivedDropped   int64 // received messages dropped (not a mapped topic, slow consumer)
 	Interest          int64 // distinct filters and shared groups this node receives
 	ClaimsUnavailable int64 // connections held on this node only: the registry was not writable
+	ClaimsRefused     int64 // connections refused: the id's session elsewhere is another user's, or their claim was older
 	TakenOver         int64 // local connections or sessions another node's connection took over
 	RetainDropped     int64 // retained changes kept on this node only
 	SessionsIn        int64 // persistent sessions moved here from another node
@@ -34,6 +35,7 @@ type ClusterStats struct {
 	// UnreachableTransitions counts the times a node became unreachable.
 	NodesReachable, NodesUnreachable int
 	UnreachableTransitions           int64
+	HeartbeatsRefused                int64 // heartbeats of nodes beyond cluster.max_nodes, ignored
 }
 
 type clusterCollector struct {
@@ -42,6 +44,7 @@ type clusterCollector struct {
 	taken, retainDropped, sessions, sessionsLost, handedOver  *prometheus.Desc
 	nodes, unreachable                                        *prometheus.Desc
 	restored, merged, replicaDropped, dead, replayed          *prometheus.Desc
+	claimsRefused, beatsRefused                               *prometheus.Desc
 }
 
 func newClusterCollector(stats func() ClusterStats) *clusterCollector {
@@ -56,7 +59,10 @@ func newClusterCollector(stats func() ClusterStats) *clusterCollector {
 		dropped:   d("dropped_total", "Messages not sent (out: topic too long, too large, NATS down) or not routed (in).", "direction"),
 		interest:  d("interest", "Distinct filters and shared groups this node receives from the other nodes."),
 		claims:    d("claims_unavailable_total", "Connections held on this node only: the client id registry was not writable."),
-		taken:     d("taken_over_total", "Connections or sessions of this node that a connection on another node took over."),
+		claimsRefused: d("claims_refused_total", "Connections refused because their client id's session on another node belongs "+
+			"to another user (0x87 / 0x05), or because their claim began before the connection it would replace (0x8E)."),
+		beatsRefused: d("heartbeats_refused_total", "Heartbeats of nodes beyond cluster.max_nodes, ignored."),
+		taken:        d("taken_over_total", "Connections or sessions of this node that a connection on another node took over."),
 		retainDropped: d("retained_dropped_total",
 			"Retained messages kept on this node only (too many waiting to be replicated)."),
 		sessions: d("sessions_moved_total",
@@ -83,7 +89,8 @@ func newClusterCollector(stats func() ClusterStats) *clusterCollector {
 // Describe implements prometheus.Collector.
 func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.connected, c.routes, c.ready, c.msgs, c.dropped, c.interest, c.claims, c.taken, c.retainDropped,
-		c.sessions, c.sessionsLost, c.handedOver, c.nodes, c.unreachable, c.restored, c.merged, c.replicaDropped, c.dead, c.replayed} {
+		c.sessions, c.sessionsLost, c.handedOver, c.nodes, c.unreachable, c.restored, c.merged, c.replicaDropped, c.dead, c.replayed,
+		c.claimsRefused, c.beatsRefused} {
 		ch <- d
 	}
 }
@@ -127,4 +134,6 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.replicaDropped, st.ReplicaDropped)
 	counter(c.dead, st.NodesDead)
 	counter(c.replayed, st.Replayed)
+	counter(c.claimsRefused, st.ClaimsRefused)
+	counter(c.beatsRefused, st.HeartbeatsRefused)
 }

@@ -18,7 +18,8 @@ func TestMetricsCluster(t *testing.T) {
 	st := ClusterStats{Connected: true, Routes: 2, StateReady: true, Forwarded: 10, ForwardDropped: 1, Received: 20,
 		ReceivedDropped: 2, Interest: 3, ClaimsUnavailable: 4, TakenOver: 5, RetainDropped: 6,
 		SessionsIn: 7, SessionsOut: 8, SessionsLost: 9, NodesReachable: 2, NodesUnreachable: 1, UnreachableTransitions: 11,
-		SessionsAdopted: 12, SessionsRestored: 13, SessionsMerged: 14, ReplicaDropped: 15, NodesDead: 16, Replayed: 17}
+		SessionsAdopted: 12, SessionsRestored: 13, SessionsMerged: 14, ReplicaDropped: 15, NodesDead: 16, Replayed: 17,
+		ClaimsRefused: 18, HeartbeatsRefused: 19}
 	s := newTestServer(t, srv, func(o *Options) {
 		o.Node = "n2"
 		o.Cluster = func() ClusterStats { return st }
@@ -38,6 +39,8 @@ func TestMetricsCluster(t *testing.T) {
 		{"xmq_cluster_interest", "node=n2", 3},
 		{"xmq_cluster_claims_unavailable_total", "node=n2", 4},
 		{"xmq_cluster_taken_over_total", "node=n2", 5},
+		{"xmq_cluster_claims_refused_total", "node=n2", 18},
+		{"xmq_cluster_heartbeats_refused_total", "node=n2", 19},
 		{"xmq_cluster_retained_dropped_total", "node=n2", 6},
 		{"xmq_cluster_sessions_moved_total", "direction=in,node=n2", 7},
 		{"xmq_cluster_sessions_moved_total", "direction=out,node=n2", 8},

@@ -98,21 +98,28 @@ func TestRunPasswd(t *testing.T) {
 // connack connects to addr and returns the CONNACK reason code.
 func connack(t *testing.T, addr, user, pass string) codec.ReasonCode {
 	t.Helper()
+	c := codec.Connect{ProtocolVersion: codec.V5, CleanStart: true, ClientID: []byte("auth-test")}
+	if user != "" {
+		c.UsernameFlag, c.Username, c.PasswordFlag, c.Password = true, []byte(user), true, []byte(pass)
+	}
+	return connackOf(t, addr, c)
+}
+
+// connackOf sends c to addr and returns the CONNACK reason code (for
+// MQTT 3.1.1, the reason code its return code maps from).
+func connackOf(t *testing.T, addr string, c codec.Connect) codec.ReasonCode {
+	t.Helper()
 	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	c := codec.Connect{ProtocolVersion: codec.V5, CleanStart: true, ClientID: []byte("auth-test")}
-	if user != "" {
-		c.UsernameFlag, c.Username, c.PasswordFlag, c.Password = true, []byte(user), true, []byte(pass)
-	}
-	if _, err := conn.Write(c.Append(nil, codec.V5)); err != nil {
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := conn.Write(c.Append(nil, c.ProtocolVersion)); err != nil {
 		t.Fatal(err)
 	}
 	r := codec.NewReader(bufio.NewReader(conn), 0)
-	r.Version = codec.V5
+	r.Version = c.ProtocolVersion
 	p, err := r.ReadPacket()
 	if err != nil {
 		t.Fatalf("read CONNACK: %v", err)

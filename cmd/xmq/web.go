@@ -265,13 +265,15 @@ func (w *webRun) start(cfg *config, srv *core.Server, st core.Store, lns []liste
 			ws := web.ClusterStats{Connected: cl.Connected(), Routes: cl.Routes(), StateReady: cl.Ready(),
 				Forwarded: st.Forwarded, ForwardDropped: st.ForwardDropped, Received: st.Received,
 				ReceivedDropped: st.ReceivedDropped, Interest: st.Interest, ClaimsUnavailable: st.ClaimsUnavailable,
-				TakenOver: st.TakenOver, RetainDropped: st.RetainDropped,
+				ClaimsRefused: st.ClaimsRefused,
+				TakenOver:     st.TakenOver, RetainDropped: st.RetainDropped,
 				SessionsIn: st.SessionsIn, SessionsOut: st.SessionsOut, SessionsLost: st.SessionsLost,
 				HandedOver: st.HandedOver, SessionsAdopted: st.SessionsAdopted, SessionsRestored: st.SessionsRestored,
 				SessionsMerged: st.SessionsMerged, ReplicaDropped: st.ReplicaDropped, NodesDead: st.NodesDead,
 				Replayed: st.Replayed}
 			tot := cl.Totals()
 			ws.NodesReachable, ws.NodesUnreachable, ws.UnreachableTransitions = tot.Reachable, tot.Unreachable, tot.UnreachableTransitions
+			ws.HeartbeatsRefused = tot.Refused
 			return ws
 		}
 		opts.Peers = webPeers{cl}
