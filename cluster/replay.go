@@ -113,8 +113,18 @@ func (c *Cluster) publishNumbered(m *nats.Msg, topic string) {
 	m.Header[hdrSeq] = []string{strconv.FormatUint(r.seq, 36)}
 	r.msgs = append(r.msgs, recentMsg{seq: r.seq, at: now, m: m, size: size})
 	r.bytes += int64(size)
-	old := now - int64(c.opts.ReplayWindow)
-	for r.head < len(r.msgs) && (r.msgs[r.head].at < old || r.bytes > c.opts.ReplayMaxBytes) {
+	r.trimLocked(now, c.opts.ReplayWindow, c.opts.ReplayMaxBytes)
+	c.publish(m, topic)
+	r.mu.Unlock()
+}
+
+// trimLocked drops from the ring what is older than window at now (Unix
+// nanoseconds) or past maxBytes. Reads trim too: a node that forwards
+// nothing for a while would otherwise keep, and replay, messages of any
+// age. r.mu is held.
+func (r *recent) trimLocked(now int64, window time.Duration, maxBytes int64) {
+	old := now - int64(window)
+	for r.head < len(r.msgs) && (r.msgs[r.head].at < old || r.bytes > maxBytes) {
 		r.bytes -= int64(r.msgs[r.head].size)
 		r.evicted = r.msgs[r.head].seq
 		r.msgs[r.head] = recentMsg{}
@@ -124,17 +134,17 @@ func (c *Cluster) publishNumbered(m *nats.Msg, topic string) {
 		r.msgs = append(r.msgs[:0], r.msgs[r.head:]...)
 		r.head = 0
 	}
-	c.publish(m, topic)
-	r.mu.Unlock()
 }
 
 // since returns the messages of the ring numbered after after whose topic
-// matches one of filters, in number order, whether the ring still
-// reaches back to after (false: some may be gone; after 0, no mark known,
-// asks for all of it), and the last number given so far.
+// matches one of filters, in number order, none older than the replay
+// window, whether the ring still reaches back to after (false: some may
+// be gone; after 0, no mark known, asks for all of it), and the last
+// number given so far.
 func (c *Cluster) since(after uint64, filters []string) ([]*nats.Msg, bool, uint64) {
 	r := &c.recent
 	r.mu.Lock()
+	r.trimLocked(time.Now().UnixNano(), c.opts.ReplayWindow, c.opts.ReplayMaxBytes)
 	msgs := make([]recentMsg, 0, len(r.msgs)-r.head)
 	for _, rm := range r.msgs[r.head:] {
 		if rm.seq > after {

@@ -199,3 +199,42 @@ func TestReplayLarge(t *testing.T) {
 		}
 	}
 }
+
+// ageRing makes the first n messages of nd's ring older than its replay
+// window, as if that time had passed with nothing forwarded since.
+func ageRing(nd *testNode, n int) {
+	nd.recent.mu.Lock()
+	defer nd.recent.mu.Unlock()
+	for i := range n {
+		nd.recent.msgs[nd.recent.head+i].at -= int64(nd.opts.ReplayWindow + time.Second)
+	}
+}
+
+// TestReplayRingAge: a message older than ReplayWindow is given to no
+// replay, over NATS or from the node's own ring, though nothing newer was
+// forwarded to push it out; the ring then no longer reaches back past it.
+func TestReplayRingAge(t *testing.T) {
+	nodes := startNodesWith(t, freePorts(t, 2), 2, func(o *Options) { o.SessionReplicas = 2 })
+	n1, n2 := nodes[0], nodes[1]
+	waitReady(t, n1, n2) // and so each node's replay subscription is known to the other's server
+	for i := range 3 {
+		n1.Forward("a/"+strconv.Itoa(i), []byte("n1"), 1, false, nil, time.Time{}, "p", nil)
+	}
+	seqs := ringSeqs(n1)
+	ageRing(n1, 2)
+	msgs, whole, _ := n1.since(seqs[0]-1, []string{"a/#"})
+	if len(msgs) != 1 || whole {
+		t.Errorf("own ring since before a/0: %d messages, whole %v; want a/2 only, not whole", len(msgs), whole)
+	}
+	if msgs, whole, _ := n1.since(seqs[1], []string{"a/#"}); len(msgs) != 1 || !whole {
+		t.Errorf("own ring since a/1: %d messages, whole %v; want a/2, whole", len(msgs), whole)
+	}
+	got, _ := n2.fetchReplay("gone", []string{"a/#"}, map[string]uint64{"n1": seqs[0] - 1})
+	var topics []string
+	for _, m := range got {
+		topics = append(topics, m.topic)
+	}
+	if !slices.Equal(topics, []string{"a/2"}) {
+		t.Errorf("replayed over NATS %q, want a/2 only", topics)
+	}
+}
