@@ -339,13 +339,18 @@ func (c *Cluster) install(st *state, node, clientID string, recs *replicaRecords
 	if err != nil {
 		return false, err
 	}
+	var last map[string]uint64
 	if len(filters) > 0 {
-		c.replayInto(st, node, clientID, filters)
+		last = c.replayInto(st, node, clientID, filters)
 	}
 	// On routeLoop, after the replay: what the pending session queued
 	// meanwhile stays after the replayed messages, the records go first.
 	err = c.onRouteLoop(func() error {
-		return c.local.RestoreSession(clientID, recs.session, recs.inbound, recs.seqs, recs.msgs, recs.will, withWill)
+		err := c.local.RestoreSession(clientID, recs.session, recs.inbound, recs.seqs, recs.msgs, recs.will, withWill)
+		if err == nil {
+			c.markReplayed(last)
+		}
+		return err
 	})
 	if err != nil {
 		c.local.DropImport(clientID)
@@ -365,12 +370,13 @@ type replayBatch struct {
 	ids     map[string]bool
 	filters map[string]bool
 	ready   chan struct{}
+	last    map[string]uint64 // the answering nodes' last numbers, once ready
 }
 
 // replayInto puts into clientID's pending session (and those sharing the
 // batch) what the nodes published on filters after node's marks, and
-// returns once it is there.
-func (c *Cluster) replayInto(st *state, node, clientID string, filters []string) {
+// returns once it is there, with each answering node's last number then.
+func (c *Cluster) replayInto(st *state, node, clientID string, filters []string) map[string]uint64 {
 	c.replayMu.Lock()
 	b := c.replays[node]
 	leader := b == nil
@@ -389,15 +395,16 @@ func (c *Cluster) replayInto(st *state, node, clientID string, filters []string)
 	if !leader {
 		select {
 		case <-b.ready:
+			return b.last
 		case <-c.stop:
+			return nil
 		}
-		return
 	}
 	defer close(b.ready)
 	select {
 	case <-time.After(replayBatchWindow):
 	case <-c.stop:
-		return
+		return nil
 	}
 	c.replayMu.Lock()
 	delete(c.replays, node) // closed: the next session starts another
@@ -412,7 +419,8 @@ func (c *Cluster) replayInto(st *state, node, clientID string, filters []string)
 	for f := range b.filters {
 		list = append(list, f)
 	}
-	msgs, _ := c.fetchReplay(node, list, c.readMarksRetrying(st, node))
+	msgs, last := c.fetchReplay(node, list, c.readMarksRetrying(st, node))
+	b.last = last
 	n := 0
 	// On routeLoop: the answers came after what their nodes routed here
 	// before them, which the pending sessions queued; nothing is routed
@@ -427,6 +435,23 @@ func (c *Cluster) replayInto(st *state, node, clientID string, filters []string)
 	c.log.Info("messages published while no node held a dead node's sessions replayed into them", zap.String("node", node),
 		zap.Int("sessions", len(b.ids)), zap.Int("messages", len(msgs)), zap.Int("deliveries", n),
 		zap.Duration("took", time.Since(start)))
+	return last
+}
+
+// markReplayed makes last, each answering node's last number when it
+// answered a replay into sessions here, this node's marks, once what the
+// replay brought is queued for the store. Every message of that node up
+// to it is then in this node's records or was never for its sessions:
+// the replay had those on the replayed sessions' filters (the dead
+// node's marks covering the older ones), and
+// those on the others' filters came before the answer on the same
+// connection and were routed first. Without this, a node that routes
+// nothing of that node's keeps an old mark, and a later replay of these
+// sessions from it gives them the same messages again.
+func (c *Cluster) markReplayed(last map[string]uint64) {
+	for origin, seq := range last {
+		c.rep.mark(origin, seq)
+	}
 }
 
 // markKind is the record kind of a node's marks (never a client id's
@@ -483,12 +508,23 @@ const markEvery = 250 * time.Millisecond
 // writes queued then: once those are in the stream, so is the mark.
 type mark struct{ seq, queued uint64 }
 
-// mark notes that the message numbered seq from origin was routed here.
+// mark notes that the message numbered seq from origin was routed here,
+// or, from markReplayed, that a replay covered it: a number not above the
+// last noted changes nothing (a mark moving back would have messages it
+// covered replayed again).
 func (r *replica) mark(origin string, seq uint64) {
 	r.mu.Lock()
 	ms := r.marks[origin]
+	prev := r.written[origin]
+	if n := len(ms); n > 0 {
+		prev = ms[n-1].seq
+	}
+	if seq <= prev {
+		r.mu.Unlock()
+		return
+	}
 	if n := len(ms); n > 0 && ms[n-1].queued == r.queued {
-		ms[n-1].seq = max(ms[n-1].seq, seq)
+		ms[n-1].seq = seq
 	} else {
 		ms = append(ms, mark{seq, r.queued})
 	}
@@ -674,6 +710,7 @@ func (c *Cluster) rejoin(marks map[string]uint64) {
 	for _, m := range msgs {
 		n += c.local.DeliverReplayed(m.topic, m.payload, m.in.qos, m.in.retain, m.in.props, m.in.expires, m.in.from)
 	}
+	c.markReplayed(last) // saved by marksLoop after a Sync of what went in
 	c.rejoined, c.rejoinedFilters = last, filters
 	c.replayedMsgs.Add(int64(n))
 	c.log.Info("messages published while this node was down replayed into its sessions", zap.Int("messages", len(msgs)),

@@ -2,7 +2,10 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -236,5 +239,115 @@ func TestReplayRingAge(t *testing.T) {
 	}
 	if !slices.Equal(topics, []string{"a/2"}) {
 		t.Errorf("replayed over NATS %q, want a/2 only", topics)
+	}
+}
+
+// TestReplayMarkAdvances: once what a replay brought is in the sessions
+// rebuilt here, this node's marks cover it, though it routed none of it:
+// those sessions rebuilt again later from this node's records do not get
+// it a second time.
+func TestReplayMarkAdvances(t *testing.T) {
+	nodes := startNodesWith(t, freePorts(t, 2), 2, func(o *Options) { o.SessionReplicas = 2 })
+	n1, n2 := nodes[0], nodes[1]
+	waitReady(t, n1, n2)
+	n1.local.restored = make(chan restoredSession, 1)
+	n2.local.restored = make(chan restoredSession, 1)
+	for i := range 3 {
+		n1.Forward("a/"+strconv.Itoa(i), []byte("n1"), 1, false, nil, time.Time{}, "p", nil)
+	}
+	seqs := ringSeqs(n1)
+	st := n2.state.Load()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	putSession := func(node string) {
+		t.Helper()
+		subj := repPrefix(n2.opts.Name, node) + key("x") + ".s"
+		if _, err := st.js.PublishMsg(ctx, &nats.Msg{Subject: subj, Data: []byte("a/#")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	putSession("gone") // no marks: the whole rings
+	if ok, err := n2.restoreFromReplica(st, "gone", "x", false); !ok || err != nil {
+		t.Fatalf("restore on n2: %v, %v", ok, err)
+	}
+	<-n2.local.restored
+	n2.local.mu.Lock()
+	first := len(n2.local.replayedLog)
+	n2.local.mu.Unlock()
+	if first != 3 {
+		t.Fatalf("first rebuild: %d replayed, want 3", first)
+	}
+	waitFor(t, "n2's mark for n1", 5*time.Second, func() bool {
+		marks, err := n2.readMarks(st, "n2")
+		return err == nil && marks["n1"] == seqs[len(seqs)-1]
+	})
+
+	// n2's records of the session (its own: the test's fake broker writes
+	// none), read as if n2 had died.
+	putSession("n2")
+	if ok, err := n1.restoreFromReplica(n1.state.Load(), "n2", "x", false); !ok || err != nil {
+		t.Fatalf("restore on n1: %v, %v", ok, err)
+	}
+	<-n1.local.restored
+	n1.local.mu.Lock()
+	again := n1.local.replayedLog
+	n1.local.mu.Unlock()
+	if len(again) != 0 {
+		t.Errorf("second rebuild replayed %q again", again)
+	}
+}
+
+// TestReplayRejoinMark: a node that comes back (session replicas 1) and
+// replays into its sessions what was published while it was down saves
+// marks that cover it, though it routed none of it: back again after
+// another crash, it does not replay the same messages a second time.
+func TestReplayRejoinMark(t *testing.T) {
+	nodes := startNodesWith(t, freePorts(t, 2), 2, func(o *Options) { o.MarksFile = filepath.Join(o.Embedded.Dir, "marks.json") })
+	n1, n2 := nodes[0], nodes[1]
+	waitReady(t, n1, n2)
+	for i := range 3 {
+		n1.Forward("a/"+strconv.Itoa(i), []byte("n1"), 1, false, nil, time.Time{}, "p", nil)
+	}
+	seqs := ringSeqs(n1)
+	// n2's sessions (a/#) come back from its store; its saved mark for n1
+	// is before a/0. Nothing is routed to n2 meanwhile: rejoin runs
+	// before routeLoop routes, as at Start.
+	n2.Interest("", "a/#", true)
+	n2.rejoin(map[string]uint64{"n1": seqs[0] - 1})
+	n2.local.mu.Lock()
+	replayed := len(n2.local.replayedLog)
+	n2.local.mu.Unlock()
+	if replayed != 3 {
+		t.Fatalf("rejoin replayed %d, want 3", replayed)
+	}
+	waitFor(t, "n2's saved mark for n1", 5*time.Second, func() bool {
+		b, err := os.ReadFile(n2.opts.MarksFile)
+		var marks map[string]uint64
+		return err == nil && json.Unmarshal(b, &marks) == nil && marks["n1"] == seqs[len(seqs)-1]
+	})
+	n2.rejoin(n2.loadMarks())
+	n2.local.mu.Lock()
+	again := n2.local.replayedLog[replayed:]
+	n2.local.mu.Unlock()
+	if len(again) != 0 {
+		t.Errorf("back again, replayed %q a second time", again)
+	}
+}
+
+// TestMarkNeverMovesBack: a replay's last number below what was routed
+// here since (markReplayed after routeLoop went on) leaves the mark.
+func TestMarkNeverMovesBack(t *testing.T) {
+	r := newReplica(nil)
+	r.mark("n1", 5)
+	r.mark("n1", 3)
+	r.queued++ // a record queued: the next mark waits for it
+	r.mark("n1", 4)
+	if ms := r.marks["n1"]; len(ms) != 1 || ms[0].seq != 5 {
+		t.Fatalf("marks %+v, want 5 alone", ms)
+	}
+	r.marks["n1"], r.written["n1"] = nil, 5 // written to the stream
+	r.mark("n1", 4)
+	if ms := r.marks["n1"]; len(ms) != 0 {
+		t.Fatalf("marks %+v after 5 was written, want none", ms)
 	}
 }
