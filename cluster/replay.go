@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,18 +42,28 @@ import (
 //     session's filters before what the session queued meanwhile, with
 //     DUP; then the records go before both.
 //
+// A replay is bounded three ways: the dead node's marks (for all its
+// sessions at once), the ring's window (read with its age checked, so
+// nothing older is ever given), and, per session, its start on the node
+// whose records it comes from (core skips what was forwarded before it:
+// hdrAt against the record, so the nodes' clocks are compared). The node
+// that took a replay's messages into its sessions then moves its own marks
+// to what the answers covered (markReplayed), so that a later replay of
+// those sessions does not give them again.
+//
 // A message is lost only when it left its node's ring before the session
 // was rebuilt (the window is too short for the time the cluster took), or
 // when its own node died too. Messages published on the dead node itself
 // are in its records (core acknowledges after they are replicated).
 
 // hdrSeq is a forwarded QoS 1/2 message's number on its node (base 36);
-// the replay's answers carry hdrSubject (the message's subject) and, last,
-// hdrEnd (the answering node) with hdrTruncated when its ring no longer
-// reached back to the mark asked for.
+// the replay's answers carry hdrSubject (the message's subject) and hdrAt
+// (when its node forwarded it) and, last, hdrEnd (the answering node) with
+// hdrTruncated when its ring no longer reached back to the mark asked for.
 const (
 	hdrSeq       = "Xmq-Seq"
 	hdrSubject   = "Xmq-Subject"
+	hdrAt        = "Xmq-At" // Unix nanoseconds, base 36
 	hdrEnd       = "Xmq-End"
 	hdrTruncated = "Xmq-Truncated"
 	hdrLast      = "Xmq-Last" // on the end: the answering node's last number then
@@ -141,7 +150,7 @@ func (r *recent) trimLocked(now int64, window time.Duration, maxBytes int64) {
 // window, whether the ring still reaches back to after (false: some may
 // be gone; after 0, no mark known, asks for all of it), and the last
 // number given so far.
-func (c *Cluster) since(after uint64, filters []string) ([]*nats.Msg, bool, uint64) {
+func (c *Cluster) since(after uint64, filters []string) ([]recentMsg, bool, uint64) {
 	r := &c.recent
 	r.mu.Lock()
 	r.trimLocked(time.Now().UnixNano(), c.opts.ReplayWindow, c.opts.ReplayMaxBytes)
@@ -161,10 +170,10 @@ func (c *Cluster) since(after uint64, filters []string) ([]*nats.Msg, bool, uint
 			_ = sl.Insert(subj, struct{}{})
 		}
 	}
-	var out []*nats.Msg
+	var out []recentMsg
 	for _, rm := range msgs {
 		if sl.HasInterest(rm.m.Subject) {
-			out = append(out, rm.m)
+			out = append(out, rm)
 		}
 	}
 	return out, whole, last
@@ -192,11 +201,12 @@ func (c *Cluster) serveReplay(m *nats.Msg) {
 	}
 	msgs, whole, last := c.since(req.After[c.opts.Node], req.Filters)
 	for _, rm := range msgs {
-		out := &nats.Msg{Subject: m.Reply, Data: rm.Data, Header: make(nats.Header, len(rm.Header)+1)}
-		for k, v := range rm.Header {
+		out := &nats.Msg{Subject: m.Reply, Data: rm.m.Data, Header: make(nats.Header, len(rm.m.Header)+2)}
+		for k, v := range rm.m.Header {
 			out.Header[k] = v
 		}
-		out.Header.Set(hdrSubject, rm.Subject)
+		out.Header.Set(hdrSubject, rm.m.Subject)
+		out.Header.Set(hdrAt, strconv.FormatInt(rm.at, 36))
 		if err := c.nc.PublishMsg(out); err != nil {
 			break
 		}
@@ -214,6 +224,9 @@ type replayed struct {
 	topic   string
 	payload []byte
 	in      incoming
+	// at is when its node forwarded it; zero when an older node's answer
+	// did not say.
+	at time.Time
 }
 
 // fetchReplay asks every node (this one included) for what it forwarded
@@ -258,32 +271,37 @@ func (c *Cluster) fetchReplay(dead string, filters []string, after map[string]ui
 	}
 	mu.Lock()
 	taken = true
-	all := slices.Clip(got)
+	all := got
 	mu.Unlock()
 	own, whole, _ := c.since(after[c.opts.Node], filters)
 	if !whole {
 		truncated++
 	}
-	all = append(all, own...)
 	if truncated > 0 {
 		c.log.Warn("messages published while no node held a dead node's session are partly gone: the replay window is shorter than the time it took",
 			zap.String("node", dead), zap.Int("nodes_truncated", truncated), zap.Duration("replay_window", c.opts.ReplayWindow))
 	}
-	out := make([]replayed, 0, len(all))
-	for _, m := range all {
-		subj := m.Subject
-		if s := m.Header.Get(hdrSubject); s != "" {
-			subj = s
-		}
+	out := make([]replayed, 0, len(all)+len(own))
+	add := func(m *nats.Msg, subj string, at time.Time) {
 		topic, err := Topic(c.opts.SubjectPrefix, subj)
 		if err != nil {
-			continue
+			return
 		}
 		payload := m.Data
 		if len(payload) == 0 {
 			payload = nil
 		}
-		out = append(out, replayed{topic: topic, payload: payload, in: decodeHeader(m.Header)})
+		out = append(out, replayed{topic: topic, payload: payload, in: decodeHeader(m.Header), at: at})
+	}
+	for _, m := range all {
+		var at time.Time
+		if ns, err := strconv.ParseInt(m.Header.Get(hdrAt), 36, 64); err == nil {
+			at = time.Unix(0, ns)
+		}
+		add(m, m.Header.Get(hdrSubject), at)
+	}
+	for _, rm := range own {
+		add(rm.m, rm.m.Subject, time.Unix(0, rm.at))
 	}
 	return out, last
 }
@@ -427,7 +445,7 @@ func (c *Cluster) replayInto(st *state, node, clientID string, filters []string)
 	// between the replay and its going in.
 	_ = c.onRouteLoop(func() error {
 		for _, m := range msgs {
-			n += c.local.ReplayPending(b.ids, m.topic, m.payload, m.in.qos, m.in.retain, m.in.props, m.in.expires, m.in.from)
+			n += c.local.ReplayPending(b.ids, m.topic, m.payload, m.in.qos, m.in.retain, m.in.props, m.in.expires, m.in.from, m.at)
 		}
 		return nil
 	})
@@ -708,7 +726,7 @@ func (c *Cluster) rejoin(marks map[string]uint64) {
 	msgs, last := c.fetchReplay(c.opts.Node, list, marks)
 	n := 0
 	for _, m := range msgs {
-		n += c.local.DeliverReplayed(m.topic, m.payload, m.in.qos, m.in.retain, m.in.props, m.in.expires, m.in.from)
+		n += c.local.DeliverReplayed(m.topic, m.payload, m.in.qos, m.in.retain, m.in.props, m.in.expires, m.in.from, m.at)
 	}
 	c.markReplayed(last) // saved by marksLoop after a Sync of what went in
 	c.rejoined, c.rejoinedFilters = last, filters

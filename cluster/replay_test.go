@@ -26,12 +26,14 @@ func (f *fakeLocal) PendSession(clientID string, session []byte) ([]string, erro
 	return strings.Fields(string(session)), nil
 }
 
-// ReplayPending records "topic payload" on replayedLog.
+// ReplayPending records "topic payload" on replayedLog, and published on
+// replayedAt.
 func (f *fakeLocal) ReplayPending(clientIDs map[string]bool, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
-	expires time.Time, from string) int {
+	expires time.Time, from string, published time.Time) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.replayedLog = append(f.replayedLog, topic+" "+string(payload))
+	f.replayedAt = append(f.replayedAt, published)
 	return 1
 }
 
@@ -51,7 +53,8 @@ func ringSeqs(nd *testNode) []uint64 {
 // what each node forwarded on its filters after the gone node's mark for
 // that node (n1 answering over NATS, n2 from its own ring), in number
 // order, and nothing else: not what the mark covers, nor other topics,
-// nor QoS 0. A node's marks follow what it routes.
+// nor QoS 0, each with the time its node forwarded it. A node's marks
+// follow what it routes.
 func TestReplay(t *testing.T) {
 	nodes := startNodesWith(t, freePorts(t, 2), 2, func(o *Options) { o.SessionReplicas = 2 })
 	n1, n2 := nodes[0], nodes[1]
@@ -74,12 +77,14 @@ func TestReplay(t *testing.T) {
 		return err == nil && marks["n1"] == last[len(last)-1]
 	})
 
+	before := time.Now()
 	for i := range 4 {
 		n1.Forward(fmt.Sprintf("a/%d", i), []byte("n1"), 1, false, nil, time.Time{}, "p", nil)
 	}
 	n1.Forward("b/1", []byte("n1"), 1, false, nil, time.Time{}, "p", nil)
 	n1.Forward("a/q0", []byte("n1"), 0, false, nil, time.Time{}, "p", nil)
 	n2.Forward("a/9", []byte("n2"), 2, false, nil, time.Time{}, "p", nil)
+	after := time.Now()
 	seqs := ringSeqs(n1)
 	mark := seqs[len(seqs)-4] // a/1: a/0 and a/1 are in the gone node's records
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -103,10 +108,15 @@ func TestReplay(t *testing.T) {
 		t.Errorf("restored %+v", r)
 	}
 	n2.local.mu.Lock()
-	got := n2.local.replayedLog
+	got, at := n2.local.replayedLog, n2.local.replayedAt
 	n2.local.mu.Unlock()
 	if want := []string{"a/2 n1", "a/3 n1", "a/9 n2"}; !slices.Equal(got, want) {
 		t.Errorf("replayed %q, want %q", got, want)
+	}
+	for i, p := range at {
+		if p.Before(before) || p.After(after) {
+			t.Errorf("%s published at %v, want between %v and %v", got[i], p, before, after)
+		}
 	}
 	if n := n2.Stats().Replayed; n != 3 {
 		t.Errorf("Replayed = %d, want 3", n)
@@ -140,10 +150,10 @@ func TestReplayRingBounds(t *testing.T) {
 	}
 }
 
-// DeliverReplayed records "topic payload" on replayedLog.
+// DeliverReplayed records as ReplayPending does.
 func (f *fakeLocal) DeliverReplayed(topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
-	expires time.Time, from string) int {
-	return f.ReplayPending(nil, topic, payload, qos, retain, props, expires, from)
+	expires time.Time, from string, published time.Time) int {
+	return f.ReplayPending(nil, topic, payload, qos, retain, props, expires, from, published)
 }
 
 // BenchmarkForwardRing: what keeping a QoS 1 message in the replay ring
