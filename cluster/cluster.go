@@ -48,15 +48,17 @@ type Local interface {
 	// as a pending session, queuing what comes, and returns the filters
 	// of its plain subscriptions; RestoreSession completes it.
 	PendSession(clientID string, session []byte) ([]string, error)
-	// ReplayPending routes a message published while no node held the
-	// sessions of clientIDs to those pending, before what they queued
-	// meanwhile.
+	// ReplayPending routes a message published (forwarded by its node)
+	// at published while no node held the sessions of clientIDs to those
+	// pending, before what they queued meanwhile; a session that began
+	// after published on the node that wrote its record takes none.
 	ReplayPending(clientIDs map[string]bool, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
-		expires time.Time, from string) int
-	// DeliverReplayed routes a message published while this node was
-	// down to its plain subscribers, with DUP.
+		expires time.Time, from string, published time.Time) int
+	// DeliverReplayed routes a message published at published while this
+	// node was down to its plain subscribers, with DUP, but those whose
+	// session began here after published.
 	DeliverReplayed(topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
-		expires time.Time, from string) int
+		expires time.Time, from string, published time.Time) int
 	// RestoreSession installs clientID's session from the records another
 	// node's store was given (replica.go), offline; withWill schedules
 	// its will.

@@ -54,8 +54,10 @@ type fakeLocal struct {
 	restored chan restoredSession
 	merged   chan [2]string
 	stale    []string
-	// replayedLog is what ReplayPending got.
+	// replayedLog is what ReplayPending got, replayedAt when each was
+	// published.
 	replayedLog []string
+	replayedAt  []time.Time
 	// noMembers makes DeliverRemote find no member of any shared group.
 	noMembers atomic.Bool
 	// owners are the identities of the sessions here (SessionOwner).

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,18 +42,28 @@ import (
 //     session's filters before what the session queued meanwhile, with
 //     DUP; then the records go before both.
 //
+// A replay is bounded three ways: the dead node's marks (for all its
+// sessions at once), the ring's window (read with its age checked, so
+// nothing older is ever given), and, per session, its start on the node
+// whose records it comes from (core skips what was forwarded before it:
+// hdrAt against the record, so the nodes' clocks are compared). The node
+// that took a replay's messages into its sessions then moves its own marks
+// to what the answers covered (markReplayed), so that a later replay of
+// those sessions does not give them again.
+//
 // A message is lost only when it left its node's ring before the session
 // was rebuilt (the window is too short for the time the cluster took), or
 // when its own node died too. Messages published on the dead node itself
 // are in its records (core acknowledges after they are replicated).
 
 // hdrSeq is a forwarded QoS 1/2 message's number on its node (base 36);
-// the replay's answers carry hdrSubject (the message's subject) and, last,
-// hdrEnd (the answering node) with hdrTruncated when its ring no longer
-// reached back to the mark asked for.
+// the replay's answers carry hdrSubject (the message's subject) and hdrAt
+// (when its node forwarded it) and, last, hdrEnd (the answering node) with
+// hdrTruncated when its ring no longer reached back to the mark asked for.
 const (
 	hdrSeq       = "Xmq-Seq"
 	hdrSubject   = "Xmq-Subject"
+	hdrAt        = "Xmq-At" // Unix nanoseconds, base 36
 	hdrEnd       = "Xmq-End"
 	hdrTruncated = "Xmq-Truncated"
 	hdrLast      = "Xmq-Last" // on the end: the answering node's last number then
@@ -113,8 +122,18 @@ func (c *Cluster) publishNumbered(m *nats.Msg, topic string) {
 	m.Header[hdrSeq] = []string{strconv.FormatUint(r.seq, 36)}
 	r.msgs = append(r.msgs, recentMsg{seq: r.seq, at: now, m: m, size: size})
 	r.bytes += int64(size)
-	old := now - int64(c.opts.ReplayWindow)
-	for r.head < len(r.msgs) && (r.msgs[r.head].at < old || r.bytes > c.opts.ReplayMaxBytes) {
+	r.trimLocked(now, c.opts.ReplayWindow, c.opts.ReplayMaxBytes)
+	c.publish(m, topic)
+	r.mu.Unlock()
+}
+
+// trimLocked drops from the ring what is older than window at now (Unix
+// nanoseconds) or past maxBytes. Reads trim too: a node that forwards
+// nothing for a while would otherwise keep, and replay, messages of any
+// age. r.mu is held.
+func (r *recent) trimLocked(now int64, window time.Duration, maxBytes int64) {
+	old := now - int64(window)
+	for r.head < len(r.msgs) && (r.msgs[r.head].at < old || r.bytes > maxBytes) {
 		r.bytes -= int64(r.msgs[r.head].size)
 		r.evicted = r.msgs[r.head].seq
 		r.msgs[r.head] = recentMsg{}
@@ -124,17 +143,17 @@ func (c *Cluster) publishNumbered(m *nats.Msg, topic string) {
 		r.msgs = append(r.msgs[:0], r.msgs[r.head:]...)
 		r.head = 0
 	}
-	c.publish(m, topic)
-	r.mu.Unlock()
 }
 
 // since returns the messages of the ring numbered after after whose topic
-// matches one of filters, in number order, whether the ring still
-// reaches back to after (false: some may be gone; after 0, no mark known,
-// asks for all of it), and the last number given so far.
-func (c *Cluster) since(after uint64, filters []string) ([]*nats.Msg, bool, uint64) {
+// matches one of filters, in number order, none older than the replay
+// window, whether the ring still reaches back to after (false: some may
+// be gone; after 0, no mark known, asks for all of it), and the last
+// number given so far.
+func (c *Cluster) since(after uint64, filters []string) ([]recentMsg, bool, uint64) {
 	r := &c.recent
 	r.mu.Lock()
+	r.trimLocked(time.Now().UnixNano(), c.opts.ReplayWindow, c.opts.ReplayMaxBytes)
 	msgs := make([]recentMsg, 0, len(r.msgs)-r.head)
 	for _, rm := range r.msgs[r.head:] {
 		if rm.seq > after {
@@ -151,10 +170,10 @@ func (c *Cluster) since(after uint64, filters []string) ([]*nats.Msg, bool, uint
 			_ = sl.Insert(subj, struct{}{})
 		}
 	}
-	var out []*nats.Msg
+	var out []recentMsg
 	for _, rm := range msgs {
 		if sl.HasInterest(rm.m.Subject) {
-			out = append(out, rm.m)
+			out = append(out, rm)
 		}
 	}
 	return out, whole, last
@@ -182,11 +201,12 @@ func (c *Cluster) serveReplay(m *nats.Msg) {
 	}
 	msgs, whole, last := c.since(req.After[c.opts.Node], req.Filters)
 	for _, rm := range msgs {
-		out := &nats.Msg{Subject: m.Reply, Data: rm.Data, Header: make(nats.Header, len(rm.Header)+1)}
-		for k, v := range rm.Header {
+		out := &nats.Msg{Subject: m.Reply, Data: rm.m.Data, Header: make(nats.Header, len(rm.m.Header)+2)}
+		for k, v := range rm.m.Header {
 			out.Header[k] = v
 		}
-		out.Header.Set(hdrSubject, rm.Subject)
+		out.Header.Set(hdrSubject, rm.m.Subject)
+		out.Header.Set(hdrAt, strconv.FormatInt(rm.at, 36))
 		if err := c.nc.PublishMsg(out); err != nil {
 			break
 		}
@@ -204,6 +224,9 @@ type replayed struct {
 	topic   string
 	payload []byte
 	in      incoming
+	// at is when its node forwarded it; zero when an older node's answer
+	// did not say.
+	at time.Time
 }
 
 // fetchReplay asks every node (this one included) for what it forwarded
@@ -248,32 +271,37 @@ func (c *Cluster) fetchReplay(dead string, filters []string, after map[string]ui
 	}
 	mu.Lock()
 	taken = true
-	all := slices.Clip(got)
+	all := got
 	mu.Unlock()
 	own, whole, _ := c.since(after[c.opts.Node], filters)
 	if !whole {
 		truncated++
 	}
-	all = append(all, own...)
 	if truncated > 0 {
 		c.log.Warn("messages published while no node held a dead node's session are partly gone: the replay window is shorter than the time it took",
 			zap.String("node", dead), zap.Int("nodes_truncated", truncated), zap.Duration("replay_window", c.opts.ReplayWindow))
 	}
-	out := make([]replayed, 0, len(all))
-	for _, m := range all {
-		subj := m.Subject
-		if s := m.Header.Get(hdrSubject); s != "" {
-			subj = s
-		}
+	out := make([]replayed, 0, len(all)+len(own))
+	add := func(m *nats.Msg, subj string, at time.Time) {
 		topic, err := Topic(c.opts.SubjectPrefix, subj)
 		if err != nil {
-			continue
+			return
 		}
 		payload := m.Data
 		if len(payload) == 0 {
 			payload = nil
 		}
-		out = append(out, replayed{topic: topic, payload: payload, in: decodeHeader(m.Header)})
+		out = append(out, replayed{topic: topic, payload: payload, in: decodeHeader(m.Header), at: at})
+	}
+	for _, m := range all {
+		var at time.Time
+		if ns, err := strconv.ParseInt(m.Header.Get(hdrAt), 36, 64); err == nil {
+			at = time.Unix(0, ns)
+		}
+		add(m, m.Header.Get(hdrSubject), at)
+	}
+	for _, rm := range own {
+		add(rm.m, rm.m.Subject, time.Unix(0, rm.at))
 	}
 	return out, last
 }
@@ -329,13 +357,18 @@ func (c *Cluster) install(st *state, node, clientID string, recs *replicaRecords
 	if err != nil {
 		return false, err
 	}
+	var last map[string]uint64
 	if len(filters) > 0 {
-		c.replayInto(st, node, clientID, filters)
+		last = c.replayInto(st, node, clientID, filters)
 	}
 	// On routeLoop, after the replay: what the pending session queued
 	// meanwhile stays after the replayed messages, the records go first.
 	err = c.onRouteLoop(func() error {
-		return c.local.RestoreSession(clientID, recs.session, recs.inbound, recs.seqs, recs.msgs, recs.will, withWill)
+		err := c.local.RestoreSession(clientID, recs.session, recs.inbound, recs.seqs, recs.msgs, recs.will, withWill)
+		if err == nil {
+			c.markReplayed(last)
+		}
+		return err
 	})
 	if err != nil {
 		c.local.DropImport(clientID)
@@ -355,12 +388,13 @@ type replayBatch struct {
 	ids     map[string]bool
 	filters map[string]bool
 	ready   chan struct{}
+	last    map[string]uint64 // the answering nodes' last numbers, once ready
 }
 
 // replayInto puts into clientID's pending session (and those sharing the
 // batch) what the nodes published on filters after node's marks, and
-// returns once it is there.
-func (c *Cluster) replayInto(st *state, node, clientID string, filters []string) {
+// returns once it is there, with each answering node's last number then.
+func (c *Cluster) replayInto(st *state, node, clientID string, filters []string) map[string]uint64 {
 	c.replayMu.Lock()
 	b := c.replays[node]
 	leader := b == nil
@@ -379,15 +413,16 @@ func (c *Cluster) replayInto(st *state, node, clientID string, filters []string)
 	if !leader {
 		select {
 		case <-b.ready:
+			return b.last
 		case <-c.stop:
+			return nil
 		}
-		return
 	}
 	defer close(b.ready)
 	select {
 	case <-time.After(replayBatchWindow):
 	case <-c.stop:
-		return
+		return nil
 	}
 	c.replayMu.Lock()
 	delete(c.replays, node) // closed: the next session starts another
@@ -402,14 +437,15 @@ func (c *Cluster) replayInto(st *state, node, clientID string, filters []string)
 	for f := range b.filters {
 		list = append(list, f)
 	}
-	msgs, _ := c.fetchReplay(node, list, c.readMarksRetrying(st, node))
+	msgs, last := c.fetchReplay(node, list, c.readMarksRetrying(st, node))
+	b.last = last
 	n := 0
 	// On routeLoop: the answers came after what their nodes routed here
 	// before them, which the pending sessions queued; nothing is routed
 	// between the replay and its going in.
 	_ = c.onRouteLoop(func() error {
 		for _, m := range msgs {
-			n += c.local.ReplayPending(b.ids, m.topic, m.payload, m.in.qos, m.in.retain, m.in.props, m.in.expires, m.in.from)
+			n += c.local.ReplayPending(b.ids, m.topic, m.payload, m.in.qos, m.in.retain, m.in.props, m.in.expires, m.in.from, m.at)
 		}
 		return nil
 	})
@@ -417,6 +453,23 @@ func (c *Cluster) replayInto(st *state, node, clientID string, filters []string)
 	c.log.Info("messages published while no node held a dead node's sessions replayed into them", zap.String("node", node),
 		zap.Int("sessions", len(b.ids)), zap.Int("messages", len(msgs)), zap.Int("deliveries", n),
 		zap.Duration("took", time.Since(start)))
+	return last
+}
+
+// markReplayed makes last, each answering node's last number when it
+// answered a replay into sessions here, this node's marks, once what the
+// replay brought is queued for the store. Every message of that node up
+// to it is then in this node's records or was never for its sessions:
+// the replay had those on the replayed sessions' filters (the dead
+// node's marks covering the older ones), and
+// those on the others' filters came before the answer on the same
+// connection and were routed first. Without this, a node that routes
+// nothing of that node's keeps an old mark, and a later replay of these
+// sessions from it gives them the same messages again.
+func (c *Cluster) markReplayed(last map[string]uint64) {
+	for origin, seq := range last {
+		c.rep.mark(origin, seq)
+	}
 }
 
 // markKind is the record kind of a node's marks (never a client id's
@@ -473,12 +526,23 @@ const markEvery = 250 * time.Millisecond
 // writes queued then: once those are in the stream, so is the mark.
 type mark struct{ seq, queued uint64 }
 
-// mark notes that the message numbered seq from origin was routed here.
+// mark notes that the message numbered seq from origin was routed here,
+// or, from markReplayed, that a replay covered it: a number not above the
+// last noted changes nothing (a mark moving back would have messages it
+// covered replayed again).
 func (r *replica) mark(origin string, seq uint64) {
 	r.mu.Lock()
 	ms := r.marks[origin]
+	prev := r.written[origin]
+	if n := len(ms); n > 0 {
+		prev = ms[n-1].seq
+	}
+	if seq <= prev {
+		r.mu.Unlock()
+		return
+	}
 	if n := len(ms); n > 0 && ms[n-1].queued == r.queued {
-		ms[n-1].seq = max(ms[n-1].seq, seq)
+		ms[n-1].seq = seq
 	} else {
 		ms = append(ms, mark{seq, r.queued})
 	}
@@ -662,8 +726,9 @@ func (c *Cluster) rejoin(marks map[string]uint64) {
 	msgs, last := c.fetchReplay(c.opts.Node, list, marks)
 	n := 0
 	for _, m := range msgs {
-		n += c.local.DeliverReplayed(m.topic, m.payload, m.in.qos, m.in.retain, m.in.props, m.in.expires, m.in.from)
+		n += c.local.DeliverReplayed(m.topic, m.payload, m.in.qos, m.in.retain, m.in.props, m.in.expires, m.in.from, m.at)
 	}
+	c.markReplayed(last) // saved by marksLoop after a Sync of what went in
 	c.rejoined, c.rejoinedFilters = last, filters
 	c.replayedMsgs.Add(int64(n))
 	c.log.Info("messages published while this node was down replayed into its sessions", zap.Int("messages", len(msgs)),

@@ -2,7 +2,10 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,12 +26,14 @@ func (f *fakeLocal) PendSession(clientID string, session []byte) ([]string, erro
 	return strings.Fields(string(session)), nil
 }
 
-// ReplayPending records "topic payload" on replayedLog.
+// ReplayPending records "topic payload" on replayedLog, and published on
+// replayedAt.
 func (f *fakeLocal) ReplayPending(clientIDs map[string]bool, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
-	expires time.Time, from string) int {
+	expires time.Time, from string, published time.Time) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.replayedLog = append(f.replayedLog, topic+" "+string(payload))
+	f.replayedAt = append(f.replayedAt, published)
 	return 1
 }
 
@@ -48,7 +53,8 @@ func ringSeqs(nd *testNode) []uint64 {
 // what each node forwarded on its filters after the gone node's mark for
 // that node (n1 answering over NATS, n2 from its own ring), in number
 // order, and nothing else: not what the mark covers, nor other topics,
-// nor QoS 0. A node's marks follow what it routes.
+// nor QoS 0, each with the time its node forwarded it. A node's marks
+// follow what it routes.
 func TestReplay(t *testing.T) {
 	nodes := startNodesWith(t, freePorts(t, 2), 2, func(o *Options) { o.SessionReplicas = 2 })
 	n1, n2 := nodes[0], nodes[1]
@@ -71,12 +77,14 @@ func TestReplay(t *testing.T) {
 		return err == nil && marks["n1"] == last[len(last)-1]
 	})
 
+	before := time.Now()
 	for i := range 4 {
 		n1.Forward(fmt.Sprintf("a/%d", i), []byte("n1"), 1, false, nil, time.Time{}, "p", nil)
 	}
 	n1.Forward("b/1", []byte("n1"), 1, false, nil, time.Time{}, "p", nil)
 	n1.Forward("a/q0", []byte("n1"), 0, false, nil, time.Time{}, "p", nil)
 	n2.Forward("a/9", []byte("n2"), 2, false, nil, time.Time{}, "p", nil)
+	after := time.Now()
 	seqs := ringSeqs(n1)
 	mark := seqs[len(seqs)-4] // a/1: a/0 and a/1 are in the gone node's records
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -100,10 +108,15 @@ func TestReplay(t *testing.T) {
 		t.Errorf("restored %+v", r)
 	}
 	n2.local.mu.Lock()
-	got := n2.local.replayedLog
+	got, at := n2.local.replayedLog, n2.local.replayedAt
 	n2.local.mu.Unlock()
 	if want := []string{"a/2 n1", "a/3 n1", "a/9 n2"}; !slices.Equal(got, want) {
 		t.Errorf("replayed %q, want %q", got, want)
+	}
+	for i, p := range at {
+		if p.Before(before) || p.After(after) {
+			t.Errorf("%s published at %v, want between %v and %v", got[i], p, before, after)
+		}
 	}
 	if n := n2.Stats().Replayed; n != 3 {
 		t.Errorf("Replayed = %d, want 3", n)
@@ -137,10 +150,10 @@ func TestReplayRingBounds(t *testing.T) {
 	}
 }
 
-// DeliverReplayed records "topic payload" on replayedLog.
+// DeliverReplayed records as ReplayPending does.
 func (f *fakeLocal) DeliverReplayed(topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
-	expires time.Time, from string) int {
-	return f.ReplayPending(nil, topic, payload, qos, retain, props, expires, from)
+	expires time.Time, from string, published time.Time) int {
+	return f.ReplayPending(nil, topic, payload, qos, retain, props, expires, from, published)
 }
 
 // BenchmarkForwardRing: what keeping a QoS 1 message in the replay ring
@@ -197,5 +210,154 @@ func TestReplayLarge(t *testing.T) {
 		if g != "big/x "+strconv.Itoa(i) {
 			t.Fatalf("replayed[%d] = %q", i, g)
 		}
+	}
+}
+
+// ageRing makes the first n messages of nd's ring older than its replay
+// window, as if that time had passed with nothing forwarded since.
+func ageRing(nd *testNode, n int) {
+	nd.recent.mu.Lock()
+	defer nd.recent.mu.Unlock()
+	for i := range n {
+		nd.recent.msgs[nd.recent.head+i].at -= int64(nd.opts.ReplayWindow + time.Second)
+	}
+}
+
+// TestReplayRingAge: a message older than ReplayWindow is given to no
+// replay, over NATS or from the node's own ring, though nothing newer was
+// forwarded to push it out; the ring then no longer reaches back past it.
+func TestReplayRingAge(t *testing.T) {
+	nodes := startNodesWith(t, freePorts(t, 2), 2, func(o *Options) { o.SessionReplicas = 2 })
+	n1, n2 := nodes[0], nodes[1]
+	waitReady(t, n1, n2) // and so each node's replay subscription is known to the other's server
+	for i := range 3 {
+		n1.Forward("a/"+strconv.Itoa(i), []byte("n1"), 1, false, nil, time.Time{}, "p", nil)
+	}
+	seqs := ringSeqs(n1)
+	ageRing(n1, 2)
+	msgs, whole, _ := n1.since(seqs[0]-1, []string{"a/#"})
+	if len(msgs) != 1 || whole {
+		t.Errorf("own ring since before a/0: %d messages, whole %v; want a/2 only, not whole", len(msgs), whole)
+	}
+	if msgs, whole, _ := n1.since(seqs[1], []string{"a/#"}); len(msgs) != 1 || !whole {
+		t.Errorf("own ring since a/1: %d messages, whole %v; want a/2, whole", len(msgs), whole)
+	}
+	got, _ := n2.fetchReplay("gone", []string{"a/#"}, map[string]uint64{"n1": seqs[0] - 1})
+	var topics []string
+	for _, m := range got {
+		topics = append(topics, m.topic)
+	}
+	if !slices.Equal(topics, []string{"a/2"}) {
+		t.Errorf("replayed over NATS %q, want a/2 only", topics)
+	}
+}
+
+// TestReplayMarkAdvances: once what a replay brought is in the sessions
+// rebuilt here, this node's marks cover it, though it routed none of it:
+// those sessions rebuilt again later from this node's records do not get
+// it a second time.
+func TestReplayMarkAdvances(t *testing.T) {
+	nodes := startNodesWith(t, freePorts(t, 2), 2, func(o *Options) { o.SessionReplicas = 2 })
+	n1, n2 := nodes[0], nodes[1]
+	waitReady(t, n1, n2)
+	n1.local.restored = make(chan restoredSession, 1)
+	n2.local.restored = make(chan restoredSession, 1)
+	for i := range 3 {
+		n1.Forward("a/"+strconv.Itoa(i), []byte("n1"), 1, false, nil, time.Time{}, "p", nil)
+	}
+	seqs := ringSeqs(n1)
+	st := n2.state.Load()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	putSession := func(node string) {
+		t.Helper()
+		subj := repPrefix(n2.opts.Name, node) + key("x") + ".s"
+		if _, err := st.js.PublishMsg(ctx, &nats.Msg{Subject: subj, Data: []byte("a/#")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	putSession("gone") // no marks: the whole rings
+	if ok, err := n2.restoreFromReplica(st, "gone", "x", false); !ok || err != nil {
+		t.Fatalf("restore on n2: %v, %v", ok, err)
+	}
+	<-n2.local.restored
+	n2.local.mu.Lock()
+	first := len(n2.local.replayedLog)
+	n2.local.mu.Unlock()
+	if first != 3 {
+		t.Fatalf("first rebuild: %d replayed, want 3", first)
+	}
+	waitFor(t, "n2's mark for n1", 5*time.Second, func() bool {
+		marks, err := n2.readMarks(st, "n2")
+		return err == nil && marks["n1"] == seqs[len(seqs)-1]
+	})
+
+	// n2's records of the session (its own: the test's fake broker writes
+	// none), read as if n2 had died.
+	putSession("n2")
+	if ok, err := n1.restoreFromReplica(n1.state.Load(), "n2", "x", false); !ok || err != nil {
+		t.Fatalf("restore on n1: %v, %v", ok, err)
+	}
+	<-n1.local.restored
+	n1.local.mu.Lock()
+	again := n1.local.replayedLog
+	n1.local.mu.Unlock()
+	if len(again) != 0 {
+		t.Errorf("second rebuild replayed %q again", again)
+	}
+}
+
+// TestReplayRejoinMark: a node that comes back (session replicas 1) and
+// replays into its sessions what was published while it was down saves
+// marks that cover it, though it routed none of it: back again after
+// another crash, it does not replay the same messages a second time.
+func TestReplayRejoinMark(t *testing.T) {
+	nodes := startNodesWith(t, freePorts(t, 2), 2, func(o *Options) { o.MarksFile = filepath.Join(o.Embedded.Dir, "marks.json") })
+	n1, n2 := nodes[0], nodes[1]
+	waitReady(t, n1, n2)
+	for i := range 3 {
+		n1.Forward("a/"+strconv.Itoa(i), []byte("n1"), 1, false, nil, time.Time{}, "p", nil)
+	}
+	seqs := ringSeqs(n1)
+	// n2's sessions (a/#) come back from its store; its saved mark for n1
+	// is before a/0. Nothing is routed to n2 meanwhile: rejoin runs
+	// before routeLoop routes, as at Start.
+	n2.Interest("", "a/#", true)
+	n2.rejoin(map[string]uint64{"n1": seqs[0] - 1})
+	n2.local.mu.Lock()
+	replayed := len(n2.local.replayedLog)
+	n2.local.mu.Unlock()
+	if replayed != 3 {
+		t.Fatalf("rejoin replayed %d, want 3", replayed)
+	}
+	waitFor(t, "n2's saved mark for n1", 5*time.Second, func() bool {
+		b, err := os.ReadFile(n2.opts.MarksFile)
+		var marks map[string]uint64
+		return err == nil && json.Unmarshal(b, &marks) == nil && marks["n1"] == seqs[len(seqs)-1]
+	})
+	n2.rejoin(n2.loadMarks())
+	n2.local.mu.Lock()
+	again := n2.local.replayedLog[replayed:]
+	n2.local.mu.Unlock()
+	if len(again) != 0 {
+		t.Errorf("back again, replayed %q a second time", again)
+	}
+}
+
+// TestMarkNeverMovesBack: a replay's last number below what was routed
+// here since (markReplayed after routeLoop went on) leaves the mark.
+func TestMarkNeverMovesBack(t *testing.T) {
+	r := newReplica(nil)
+	r.mark("n1", 5)
+	r.mark("n1", 3)
+	r.queued++ // a record queued: the next mark waits for it
+	r.mark("n1", 4)
+	if ms := r.marks["n1"]; len(ms) != 1 || ms[0].seq != 5 {
+		t.Fatalf("marks %+v, want 5 alone", ms)
+	}
+	r.marks["n1"], r.written["n1"] = nil, 5 // written to the stream
+	r.mark("n1", 4)
+	if ms := r.marks["n1"]; len(ms) != 0 {
+		t.Fatalf("marks %+v after 5 was written, want none", ms)
 	}
 }

@@ -45,7 +45,10 @@ type sessionRecord struct {
 	Expiry         uint32 // seconds; neverExpires for 3.1.1 persistent sessions
 	DisconnectedAt int64  // Unix seconds; 0 while connected
 	// InBase is where this incarnation of the session started numbering its
-	// inbound QoS 2 messages (see inboundRecord).
+	// inbound QoS 2 messages (see inboundRecord): the Unix nanosecond it
+	// began on the node that wrote the record (newInBase: created, started
+	// clean or moved there), which a cluster replay relies on
+	// (session.beganLocked).
 	InBase uint64
 	// SentSeq is the session's last message seq when the record was written
 	// offline: messages up to it may have been sent, those after it were

@@ -122,6 +122,16 @@ func (s *Server) PendSession(clientID string, session []byte) ([]string, error) 
 	if err := s.ImportSession(clientID, restoredExport(session, &inboundRecord{}, 0, nil), false); err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
+	sess := s.sessions[clientID]
+	s.mu.Unlock()
+	if sess != nil {
+		sess.mu.Lock()
+		// Its start on the dead node, not here: what was published for it
+		// after that and before now is what the replay is for.
+		sess.began = sr.InBase
+		sess.mu.Unlock()
+	}
 	var filters []string
 	for _, sub := range sr.Subs {
 		if group, _, _, err := codec.ParseShared([]byte(sub.Filter)); err == nil && group == nil {
@@ -138,11 +148,12 @@ func (s *Server) PendSession(clientID string, session []byte) ([]string, error) 
 // subscription identifiers, read rights): after the messages replayed
 // before, before those they queued meanwhile, and with DUP, since the dead
 // node may have sent it. QoS 0 deliveries are not kept (the sessions are
-// offline). The arguments become the message. It returns the number of
-// deliveries made.
+// offline), nor those to a session that began on the dead node after
+// published (see replay). The arguments become the message. It returns the
+// number of deliveries made.
 func (s *Server) ReplayPending(clientIDs map[string]bool, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
-	expires time.Time, from string) int {
-	return s.replay(topic, payload, qos, retain, props, expires, from, func(sess *session, d delivery) bool {
+	expires time.Time, from string, published time.Time) int {
+	return s.replay(topic, payload, qos, retain, props, expires, from, published, func(sess *session, d delivery) bool {
 		if !clientIDs[sess.id] || d.qos == 0 {
 			return false
 		}
@@ -162,11 +173,12 @@ func (s *Server) ReplayPending(clientIDs map[string]bool, topic string, payload 
 // node was down, which a node that comes back fetches for its persistent
 // sessions (cluster replay), to this node's plain subscribers, with the
 // rules of a PUBLISH and with DUP: this node may have had it before it
-// went down. The arguments become the message. It returns the number of
+// went down; a session that began here after published takes none (see
+// replay). The arguments become the message. It returns the number of
 // deliveries made.
 func (s *Server) DeliverReplayed(topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
-	expires time.Time, from string) int {
-	return s.replay(topic, payload, qos, retain, props, expires, from, func(sess *session, d delivery) bool {
+	expires time.Time, from string, published time.Time) int {
+	return s.replay(topic, payload, qos, retain, props, expires, from, published, func(sess *session, d delivery) bool {
 		sess.enqueue(d)
 		return true
 	})
@@ -175,13 +187,22 @@ func (s *Server) DeliverReplayed(topic string, payload []byte, qos byte, retain 
 // replay routes a replayed message (the arguments become it) to this
 // node's plain subscriptions with the rules of a PUBLISH, each delivery
 // with DUP for QoS 1/2, through put, which reports whether it took it;
-// a group's messages went to its members elsewhere. It returns the
-// number of deliveries taken.
+// a group's messages went to its members elsewhere. A session that began
+// after published (zero: not known) is skipped: the message was not for
+// it (it did not exist, or was started clean since), or went to the node
+// it was on then, from which it moved with what it held. The cluster's
+// bounds of a replay (the dead node's marks, the ring's window) hold for
+// all the sessions at once and may reach back further than one session.
+// It returns the number of deliveries taken.
 func (s *Server) replay(topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
-	expires time.Time, from string, put func(*session, delivery) bool) int {
+	expires time.Time, from string, published time.Time, put func(*session, delivery) bool) int {
 	msg := &Message{Topic: topic, Payload: payload, QoS: min(qos, 2), Retain: retain, Props: props, Expires: expires, From: from}
 	if msg.expired(time.Now()) {
 		return 0
+	}
+	var at uint64 // 0: not known
+	if !published.IsZero() {
+		at = uint64(published.UnixNano())
 	}
 	matches := s.router.match(topic, from, nil)
 	gen := s.aclGeneration()
@@ -191,6 +212,14 @@ func (s *Server) replay(topic string, payload []byte, qos byte, retain bool, pro
 			continue
 		}
 		sess := matches[i].s
+		if at != 0 {
+			sess.mu.Lock()
+			began := sess.beganLocked()
+			sess.mu.Unlock()
+			if at < began {
+				continue
+			}
+		}
 		d, ok := s.deliveryFor(msg, matches, i, gen)
 		if !ok {
 			continue

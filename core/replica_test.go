@@ -237,14 +237,14 @@ func TestReplayPending(t *testing.T) {
 		{"r/x", "qos0", 0, "p", 0},
 		{"r/x", "replayed2", 1, "p", 1},
 	} {
-		if n := b.ReplayPending(map[string]bool{"rp": true}, c.topic, []byte(c.payload), c.qos, false, nil, time.Time{}, c.from); n != c.want {
+		if n := b.ReplayPending(map[string]bool{"rp": true}, c.topic, []byte(c.payload), c.qos, false, nil, time.Time{}, c.from, time.Time{}); n != c.want {
 			t.Errorf("%s: %d deliveries, want %d", c.payload, n, c.want)
 		}
 	}
 	if err := b.RestoreSession("rp", recs.session, recs.inbound, recs.seqs, recs.msgs, nil, false); err != nil {
 		t.Fatal(err)
 	}
-	if n := b.ReplayPending(map[string]bool{"rp": true, "pub2": true}, "r/x", []byte("late"), 1, false, nil, time.Time{}, "p"); n != 0 {
+	if n := b.ReplayPending(map[string]bool{"rp": true, "pub2": true}, "r/x", []byte("late"), 1, false, nil, time.Time{}, "p", time.Time{}); n != 0 {
 		t.Errorf("a replay into a complete session made %d deliveries", n)
 	}
 	c := resume(t, b, "rp")
@@ -256,4 +256,55 @@ func TestReplayPending(t *testing.T) {
 		}
 	}
 	c.expectNothing(quiet)
+}
+
+// TestReplayNotBeforeSession: a replayed message published before a
+// session began reaches it neither rebuilt pending from a dead node's
+// records (ReplayPending: when it began on that node, not here) nor on a
+// node that comes back (DeliverReplayed): "late", started with Clean
+// Start after the message, takes none of it; "early" does, and both take
+// a message whose time is not known.
+func TestReplayNotBeforeSession(t *testing.T) {
+	st := core.NewMemStore()
+	a := newServer(t, core.Options{}, core.Config{Store: st})
+	subscriber := func(id string) {
+		c := client(t, a, codec.V5, id, func(p *codec.Connect) { p.Props.SetNum(codec.PropSessionExpiry, 60) })
+		c.subscribe(1, "r/#")
+		c.close()
+		waitFor(t, id+" offline", func() bool { info, ok := a.Client(id); return ok && !info.Connected })
+	}
+	subscriber("early")
+	published := time.Now()
+	subscriber("late")
+
+	b := newServer(t, core.Options{}, core.Config{})
+	for _, id := range []string{"early", "late"} {
+		if _, err := b.PendSession(id, recordsOf(t, st, id).session); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		id   string
+		at   time.Time
+		want int
+	}{
+		{"late", published, 0},
+		{"early", published, 1},
+		{"late", time.Time{}, 1},
+	} {
+		if n := b.ReplayPending(map[string]bool{c.id: true}, "r/x", []byte("m"), 1, false, nil, time.Time{}, "p", c.at); n != c.want {
+			t.Errorf("ReplayPending into %s of a message published at %v: %d deliveries, want %d", c.id, c.at, n, c.want)
+		}
+	}
+
+	if n := a.DeliverReplayed("r/x", []byte("before late"), 1, false, nil, time.Time{}, "p", published); n != 1 {
+		t.Errorf("DeliverReplayed before late began: %d deliveries, want 1", n)
+	}
+	if n := a.DeliverReplayed("r/x", []byte("unknown"), 1, false, nil, time.Time{}, "p", time.Time{}); n != 2 {
+		t.Errorf("DeliverReplayed at an unknown time: %d deliveries, want 2", n)
+	}
+	late := resume(t, a, "late")
+	wantPayloads(t, late.recv(1), "unknown")
+	late.expectNothing(quiet)
+	wantPayloads(t, resume(t, a, "early").recv(2), "before late", "unknown")
 }

@@ -88,6 +88,9 @@ type session struct {
 	// queue that Server.ReplayPending put there: the next goes after them,
 	// before what the session queued meanwhile.
 	replayed int
+	// began is, on a pending session rebuilt from a dead node's records
+	// (Server.PendSession), when it began on that node (see beganLocked).
+	began uint64
 }
 
 func newSession(srv *Server, id string) *session {
@@ -99,6 +102,18 @@ func newSession(srv *Server, id string) *session {
 func (s *session) online() bool { return s.isOnline.Load() }
 
 func (s *session) persistent() bool { return s.expiry > 0 }
+
+// beganLocked is when the session began on the node whose records it is
+// (Unix nanoseconds; 0 not known): created, started clean or moved there,
+// when inBase was taken (newInBase), or, rebuilt pending from a dead
+// node's records, when it began on that node. A replayed message
+// published before was never for it (Server.replay). s.mu is held.
+func (s *session) beganLocked() uint64 {
+	if s.pending {
+		return s.began // 0 on a session moving from a live node: never replayed into
+	}
+	return s.inBase
+}
 
 func (s *session) queued() int { return len(s.queue) - s.qhead - s.holes }
 

@@ -268,6 +268,44 @@ func TestClusterNodeRejoinReplay(t *testing.T) {
 	keepLogs(t, append(nodes[:3:3], back))
 }
 
+// TestClusterCleanStartReplay: with session_replicas 3, a persistent
+// session started with Clean Start on node 3 after node 1 forwarded
+// messages on its filter (still in node 1's replay ring; node 3 routes
+// nothing of node 1's, so it has no mark for it) is rebuilt on a survivor
+// when node 3 is killed: it gets what node 1 published while no node held
+// it, from the replay, and nothing published before it began.
+func TestClusterCleanStartReplay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three brokers")
+	}
+	nodes := deathNodes(t, "  session_replicas: 3\n")
+	pub := pahoConnect(t, nodes[0].addr, "cs-pub")
+	for _, p := range payloadSeq("before", 0, 20) {
+		pub.publish(t, &paho.Publish{Topic: "cs/x", QoS: 1, Payload: []byte(p)})
+	}
+	sub := pahoConnect(t, nodes[2].addr, "cs-sub", func(cp *paho.Connect) {
+		cp.Properties = &paho.ConnectProperties{SessionExpiryInterval: ptr(uint32(300))} // Clean Start, kept
+	})
+	// SUBACK follows a Sync: the subscription is in the stream.
+	sub.subscribe(t, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "cs/x", QoS: 1}}})
+	nodes[2].kill()
+	after := payloadSeq("after", 0, 10)
+	for _, p := range after {
+		pub.publish(t, &paho.Publish{Topic: "cs/x", QoS: 1, Payload: []byte(p)})
+	}
+	// The claim waits for the JetStream leaders node 3 held.
+	connectTimeout = 90 * time.Second
+	t.Cleanup(func() { connectTimeout = 30 * time.Second })
+	back, ack := pahoConnectAck(t, nodes[0].addr, "cs-sub", persistentV5)
+	if !ack.SessionPresent {
+		t.Fatal("session present 0: the session was not rebuilt")
+	}
+	checkMoved(t, receiveAll(t, after, pahoNext(back)), after, nil)
+	if !logHas(nodes[0], "replayed into them") && !logHas(nodes[1], "replayed into them") {
+		t.Error("no survivor logged a replay")
+	}
+}
+
 // willConnect connects id to addr with a persistent session and a will
 // on will/ID with the given delay.
 func willConnect(t *testing.T, addr, id string, delay uint32) *pahoClient {
