@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,9 +18,16 @@ import (
 
 // Local is the broker as the cluster sees it: *core.Server satisfies it.
 type Local interface {
-	// DeliverRemote routes a message from another node to this node's
-	// plain subscribers of filter (group ""), or to one member of the
-	// shared group group on filter, and forwards nothing.
+	// DeliverRemote routes a message from another node, and forwards
+	// nothing: with group and filter "", to every plain subscriber here
+	// whose filter matches topic, matched once against the whole
+	// subscription tree as a local PUBLISH is (an MQTT 3.1.1 client
+	// whose subscriptions overlap gets one copy, at the highest QoS
+	// granted; an MQTT 5 client one per subscription, with its
+	// identifier); with a filter only, to the plain subscribers of
+	// exactly filter (a message whose copies cannot be told apart, see
+	// firstCopy); with a group, to one member of the shared group group
+	// on filter.
 	DeliverRemote(group, filter, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
 		expires time.Time, from string) int
 	// TakeOver closes clientID's connection here, if it holds claim,
@@ -87,7 +95,7 @@ const externalMaxSubject = 4096 - 256
 type Stats struct {
 	Forwarded       int64 // messages handed to NATS for the other nodes
 	ForwardDropped  int64 // messages that could not be (subject too long, too large, NATS down)
-	Received        int64 // messages received from NATS
+	Received        int64 // messages received from NATS (each copy: NATS delivers one per matching filter)
 	ReceivedDropped int64 // received messages whose subject is not a mapped topic, or that NATS dropped (slow consumer)
 	Interest        int64 // distinct filters this node receives from NATS
 	// ClaimsUnavailable counts connections held on this node only: the
@@ -149,6 +157,11 @@ type Cluster struct {
 
 	in    chan *nats.Msg
 	local Local
+	// ids numbers the QoS 0 messages Forward sends (hdrID); lastIn is,
+	// per node, the number of its last message handed to the broker for
+	// the plain subscribers (firstCopy), on routeLoop.
+	ids    atomic.Uint64
+	lastIn map[string]*msgNumber
 
 	stop chan struct{}
 	// done counts the goroutines Close waits for; closeMu orders adding
@@ -233,13 +246,17 @@ func New(opts Options, log *zap.Logger) (*Cluster, error) {
 	c := &Cluster{
 		opts: opts, log: log, opsWake: make(chan struct{}, 1), stop: make(chan struct{}),
 		subs: map[*nats.Subscription]interest{}, filters: map[interest][]*nats.Subscription{},
-		in: make(chan *nats.Msg, inboxSize), maxSubject: externalMaxSubject, claims: claims{m: map[string]uint64{}, owners: map[string]string{}, pending: map[string]int{}, newer: map[string]otherClaim{}, busy: map[string]chan struct{}{}},
+		in: make(chan *nats.Msg, inboxSize), lastIn: map[string]*msgNumber{}, maxSubject: externalMaxSubject,
+		claims: claims{m: map[string]uint64{}, owners: map[string]string{}, pending: map[string]int{}, newer: map[string]otherClaim{}, busy: map[string]chan struct{}{}},
 		retainQ: retainQueue{ops: map[string]*nats.Msg{}, wake: make(chan struct{}, 1)},
 		queued:  map[*nats.Msg]func(){},
 		live:    liveness{dead: map[string]bool{}, left: map[string]bool{}},
 	}
 	c.rep = newReplica(c)
 	c.recent.start(time.Now())
+	// From the start time, as the ring's numbers: a restarted node's first
+	// message must not look like a copy of its last one before.
+	c.ids.Store(uint64(time.Now().UnixNano()))
 	nopts := []nats.Option{
 		nats.Name("xmq/" + opts.Name + "/" + opts.Node),
 		// A node routes its own messages locally before forwarding them.
@@ -558,6 +575,16 @@ func (c *Cluster) route(m *nats.Msg) {
 	if g := m.Header[hdrGroup]; len(g) > 0 && (it.group == "" || g[0] != queueName(it.group, it.filter)) {
 		return // handed over to another shared group's members
 	}
+	filter := it.filter
+	if it.group == "" {
+		numbered, first := c.firstCopy(m.Header)
+		if numbered && !first {
+			return // NATS's copy for another of this node's filters: the first went to the whole tree
+		}
+		if numbered {
+			filter = "" // the whole tree, once
+		}
+	}
 	topic, err := Topic(c.opts.SubjectPrefix, m.Subject)
 	if err != nil {
 		c.receivedDropped.Add(1)
@@ -569,20 +596,99 @@ func (c *Cluster) route(m *nats.Msg) {
 	if len(payload) == 0 {
 		payload = nil
 	}
-	if in.seq != 0 && it.group == "" && in.seq <= c.rejoined[in.node] && c.rejoinedFilters[it.filter] {
+	if it.group == "" && c.replayedOnRejoin(in, topic) {
 		return // replayed when this node came back (rejoin)
 	}
-	c.local.DeliverRemote(it.group, it.filter, topic, payload, in.qos, in.retain, in.props, in.expires, in.from)
+	c.local.DeliverRemote(it.group, filter, topic, payload, in.qos, in.retain, in.props, in.expires, in.from)
 	if in.seq != 0 {
 		c.rep.mark(in.node, in.seq)
 	}
 }
 
+// msgNumber is a forwarded message's number on its node: seq (hdrSeq) for
+// QoS 1/2, id (hdrID) for QoS 0, as sent (two counters: a QoS 0 message
+// is not the QoS 1/2 one with the same number).
+type msgNumber struct{ seq, id string }
+
+// maxOrigins bounds lastIn: only nodes send numbered messages, but a NATS
+// application may forge the headers. Past it lastIn starts again, which
+// at worst lets one message's later copies through.
+const maxOrigins = 1024
+
+// firstCopy reports whether h heads a message its node numbered (hdrSeq,
+// hdrID) and, if so, whether this is its first copy here. NATS delivers a
+// node one copy of a message per subscription of the node that matches
+// it, so one per plain filter it matches (R/# and R/+ both bring R/a):
+// routing each copy to the subscribers of its filter would give a client
+// whose subscriptions overlap more copies than a publisher on its own
+// node gives it. So the first copy goes to the broker, to be matched
+// against the whole tree, and the others are dropped. NATS delivers a
+// message to all the matching subscriptions of a connection before the
+// same publisher's next message (a server fans out each message it reads
+// before reading the next, and one node's messages reach this node's
+// server by one path), so a copy is one with the number of its node's
+// last message here: other nodes' messages may come between, never its
+// own node's next. That costs one map lookup per message, no set of
+// recent messages to search. A message without a number (a NATS
+// application's, a QoS 0 message from a node older than hdrID) cannot be
+// told from its copies: it goes to the filter that brought each copy. On
+// routeLoop.
+func (c *Cluster) firstCopy(h nats.Header) (numbered, first bool) {
+	node := h[hdrNode]
+	if len(node) == 0 {
+		return false, false
+	}
+	var n msgNumber
+	if v := h[hdrSeq]; len(v) > 0 {
+		n.seq = v[0]
+	}
+	if v := h[hdrID]; len(v) > 0 {
+		n.id = v[0]
+	}
+	if n == (msgNumber{}) {
+		return false, false
+	}
+	last := c.lastIn[node[0]] // one lookup per message: updated in place
+	if last == nil {
+		if len(c.lastIn) >= maxOrigins {
+			clear(c.lastIn)
+		}
+		last = new(msgNumber)
+		c.lastIn[node[0]] = last
+	}
+	if *last == n {
+		return true, false
+	}
+	*last = n
+	return true, true
+}
+
+// replayedOnRejoin reports whether a message for the plain subscribers
+// that comes now was in the replay of this node's return (rejoin):
+// numbered up to its node's last one in the replay, on a topic one of the
+// replayed filters matches. The replay went to every plain subscriber of
+// the topic, so all of the message is dropped, whichever filter brought
+// its first copy; only messages in flight when the replay ended get past
+// the number test.
+func (c *Cluster) replayedOnRejoin(in incoming, topic string) bool {
+	if in.seq == 0 || in.seq > c.rejoined[in.node] {
+		return false
+	}
+	for f := range c.rejoinedFilters {
+		if codec.Match([]byte(f), []byte(topic)) {
+			return true
+		}
+	}
+	return false
+}
+
 // Forward publishes a message of this node on NATS, where only nodes with
 // interest receive it, and each shared group's queue one of them;
 // core.Cluster's contract. The groups served here are named in a header,
-// so that the node NATS picks for them drops its copy. A message NATS
-// cannot carry is dropped, counted and logged (at most every 10s).
+// so that the node NATS picks for them drops its copy. Each message
+// carries its number here (hdrSeq for QoS 1/2, hdrID for QoS 0), by which
+// a receiving node tells NATS's copies of it apart (firstCopy). A message
+// NATS cannot carry is dropped, counted and logged (at most every 10s).
 func (c *Cluster) Forward(topic string, payload []byte, qos byte, retain bool, props *codec.Properties, expires time.Time, from string, served []string) {
 	m := c.message(topic, payload, qos, retain, props, expires, from)
 	if m == nil {
@@ -598,6 +704,9 @@ func (c *Cluster) Forward(topic string, payload []byte, qos byte, retain bool, p
 		c.publishNumbered(m, topic) // kept for a replay (replay.go)
 		return
 	}
+	// Numbered too, for the nodes that receive it (firstCopy), without
+	// the ring's lock: those only compare numbers, never order them.
+	m.Header[hdrID] = []string{strconv.FormatUint(c.ids.Add(1), 36)}
 	c.publish(m, topic)
 }
 

@@ -12,7 +12,10 @@
 //     expiry deadline, the publisher and the MQTT 5 properties.
 //   - cluster.go: routing. A NATS subscription per distinct filter this
 //     node's subscribers use (a queue subscription per shared group), all
-//     into one inbox; Forward publishes each local message once.
+//     into one inbox; Forward publishes each local message once, numbered;
+//     a message from another node goes to the broker once for the plain
+//     subscribers, however many filters bring NATS copies of it
+//     (firstCopy), and once per shared group.
 //   - state.go: the replicated state in two JetStream key-value buckets
 //     per cluster (the client id registry, retained messages), watched by
 //     one ordered consumer each; never one JetStream object per MQTT

@@ -31,6 +31,10 @@ const (
 	hdrNode          = "Xmq-Node"              // the node it was published on
 	hdrServed        = "Xmq-Served"            // repeated: the NATS queue of each shared group served on that node
 	hdrGroup         = "Xmq-Group"             // handed over: for this NATS queue's shared group only (Cluster.HandOver)
+	// hdrID numbers a forwarded QoS 0 message on its node (base 36), as
+	// hdrSeq numbers QoS 1/2 ones: the node receiving it tells NATS's
+	// copies of one message from the next (Cluster.firstCopy).
+	hdrID = "Xmq-Id"
 )
 
 // encodeHeader returns the headers of a forwarded message.

@@ -22,7 +22,11 @@ import (
 // that messages travel only to nodes with interest, and hands it every
 // message published on this node after routing it locally. Messages from
 // other nodes come back through Server.DeliverRemote, which routes them to
-// this node's subscribers only: nothing received is forwarded again.
+// this node's subscribers only: nothing received is forwarded again. The
+// cluster hands over each message once for the plain subscribers, however
+// many of this node's filters it matches, and core matches it against the
+// whole tree, so that a client gets the copies a local PUBLISH would give
+// it wherever the publisher connected.
 //
 // A shared group ($share/GROUP/FILTER) is announced too: each message
 // goes to one member cluster-wide, a member on the publisher's node when
@@ -105,12 +109,17 @@ func (s *Server) forward(msg *Message, matches []match) {
 	s.cluster.Forward(msg.Topic, msg.Payload, msg.QoS, msg.Retain, msg.Props, msg.Expires, msg.From, served)
 }
 
-// DeliverRemote routes a message that another node published to this
-// node's plain subscribers of filter (group ""), or to one member of the
-// shared group group on filter — the interest that brought it here, see
-// Cluster — with the same rules as a local PUBLISH: QoS downgrade, retain
-// as published, No Local against from, subscription identifiers, the
-// subscriber's read rights, the group's strategy. It is not retained
+// DeliverRemote routes a message that another node published: with group
+// and filter "", to every plain subscriber here whose filter matches
+// topic, matched once against the whole tree as a local PUBLISH is (an
+// MQTT 3.1.1 client whose subscriptions overlap gets one copy, at the
+// highest QoS granted [MQTT-3.3.5-1]; an MQTT 5 client one per
+// subscription); with a filter only, to the plain subscribers of exactly
+// filter (the cluster's fallback for a message whose copies it cannot
+// tell apart); with a group, to one member of the shared group group on
+// filter — see Cluster. The rules are a local PUBLISH's: QoS downgrade,
+// retain as published, No Local against from, subscription identifiers,
+// the subscriber's read rights, the group's strategy. It is not retained
 // here, nor forwarded again. The arguments become the message: the
 // caller must not change them afterwards. It returns the number of
 // deliveries made.
@@ -121,7 +130,12 @@ func (s *Server) DeliverRemote(group, filter, topic string, payload []byte, qos 
 		s.stats.dropped(dropExpired)
 		return 0
 	}
-	matches := s.router.matchFilter(group, filter, from, topic, nil)
+	var matches []match
+	if group == "" && filter == "" {
+		matches = s.router.matchPlain(topic, nil)
+	} else {
+		matches = s.router.matchFilter(group, filter, from, topic, nil)
+	}
 	var r routed
 	s.deliver(msg, matches, &r, nil)
 	return r.n

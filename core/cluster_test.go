@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -285,6 +286,61 @@ func TestDeliverRemote(t *testing.T) {
 	late := client(t, srv, codec.V5, "late")
 	late.subscribe(1, "r/#")
 	late.expectNothing(quiet)
+}
+
+// TestDeliverRemoteOverlap: a message from another node matched against
+// the whole tree (filter "") is delivered as a local PUBLISH is — the
+// twin of TestOverlappingSubscriptions: a 3.1.1 client whose
+// subscriptions overlap gets one copy at the highest QoS granted
+// [MQTT-3.3.5-1], an MQTT 5 client one per subscription with its
+// identifier; a shared group is not served by it (its copy comes through
+// the group's own interest), whatever the QoS.
+func TestDeliverRemoteOverlap(t *testing.T) {
+	srv := newServer(t, core.Options{}, core.Config{Cluster: newFakeCluster()})
+	v3 := client(t, srv, codec.V311, "ov3")
+	v3.subscribe(0, "ov/#")
+	v3.subscribe(2, "ov/+/c")
+	v3.subscribe(1, "ov/b/c")
+	v3low := client(t, srv, codec.V311, "ov3low")
+	v3low.subscribe(0, "ov/#")
+	v3low.subscribe(1, "ov/+/c")
+	v5 := client(t, srv, codec.V5, "ov5")
+	for i, f := range []string{"ov/#", "ov/+/c", "ov/b/c"} {
+		sp := &codec.Subscribe{Subscriptions: []codec.Subscription{sub(f, byte(i))}}
+		sp.Props.SubscriptionIDs = []uint32{uint32(10 + i)}
+		v5.subscribePacket(sp)
+	}
+	member := client(t, srv, codec.V311, "member")
+	member.subscribe(2, "$share/g/ov/#")
+	for qos := byte(0); qos <= 2; qos++ {
+		payload := fmt.Sprint("q", qos)
+		if n := srv.DeliverRemote("", "", "ov/b/c", []byte(payload), qos, false, nil, time.Time{}, "elsewhere"); n != 5 {
+			t.Errorf("QoS %d: %d deliveries, want 5 (3.1.1: one per client; MQTT 5: one per subscription)", qos, n)
+		}
+		for _, c := range []struct {
+			name string
+			c    *tconn
+			top  byte
+		}{{"3.1.1", v3, 2}, {"3.1.1, QoS 1 granted", v3low, 1}} {
+			got := c.c.recv(1)
+			if string(got[0].Payload) != payload || got[0].QoS != min(qos, c.top) {
+				t.Errorf("%s: got %q at QoS %d, want %q at QoS %d", c.name, got[0].Payload, got[0].QoS, payload, min(qos, c.top))
+			}
+			c.c.expectNothing(quiet)
+		}
+		qosByID := map[uint32]byte{}
+		for _, m := range v5.recv(3) {
+			if len(m.Props.SubscriptionIDs) != 1 {
+				t.Fatalf("MQTT 5: copy with subscription ids %v, want one", m.Props.SubscriptionIDs)
+			}
+			qosByID[m.Props.SubscriptionIDs[0]] = m.QoS
+		}
+		if want := map[uint32]byte{10: 0, 11: min(qos, 1), 12: min(qos, 2)}; !maps.Equal(qosByID, want) {
+			t.Errorf("MQTT 5: QoS per subscription id %v, want %v", qosByID, want)
+		}
+		v5.expectNothing(quiet)
+	}
+	member.expectNothing(quiet)
 }
 
 // TestClusterClaimAndTakeOver: each connection claims its client id

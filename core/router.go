@@ -255,12 +255,16 @@ func (r *router) pick(g *sharedGroup, topic string, skip *session) (subscriber, 
 	return subscriber{}, false
 }
 
-func (r *router) collect(n *node, topic string, out []match, from string) []match {
+// collect appends n's plain subscribers and, with groups, one member of
+// each of its shared groups.
+func (r *router) collect(n *node, topic string, out []match, from string, groups bool) []match {
 	for _, sub := range n.subs {
 		out = append(out, match{s: sub.s, opts: sub.opts})
 	}
-	for _, g := range n.groups {
-		out = r.pickMatch(g, topic, from, out)
+	if groups {
+		for _, g := range n.groups {
+			out = r.pickMatch(g, topic, from, out)
+		}
 	}
 	return out
 }
@@ -278,7 +282,7 @@ func (r *router) pickMatch(g *sharedGroup, topic, from string, out []match) []ma
 	return out
 }
 
-func (r *router) matchLevel(n *node, topic, rest string, dollar bool, out []match, from string) []match {
+func (r *router) matchLevel(n *node, topic, rest string, dollar bool, out []match, from string, groups bool) []match {
 	i := strings.IndexByte(rest, '/')
 	lvl, next := rest, ""
 	if i >= 0 {
@@ -287,7 +291,7 @@ func (r *router) matchLevel(n *node, topic, rest string, dollar bool, out []matc
 	wild := !(dollar && n == &r.root)
 	if wild {
 		if h := n.children["#"]; h != nil {
-			out = r.collect(h, topic, out, from)
+			out = r.collect(h, topic, out, from, groups)
 		}
 	}
 	for _, key := range [2]string{lvl, "+"} {
@@ -299,12 +303,12 @@ func (r *router) matchLevel(n *node, topic, rest string, dollar bool, out []matc
 			continue
 		}
 		if i < 0 {
-			out = r.collect(c, topic, out, from)
+			out = r.collect(c, topic, out, from, groups)
 			if h := c.children["#"]; h != nil { // "a/#" matches "a"
-				out = r.collect(h, topic, out, from)
+				out = r.collect(h, topic, out, from, groups)
 			}
 		} else {
-			out = r.matchLevel(c, topic, next, dollar, out, from)
+			out = r.matchLevel(c, topic, next, dollar, out, from, groups)
 		}
 		if lvl == "+" {
 			break // a literal "+" level cannot occur in a valid topic; guard anyway
@@ -319,7 +323,18 @@ func (r *router) matchLevel(n *node, topic, rest string, dollar bool, out []matc
 // publisher's client id (empty for the broker), for hash_clientid dispatch.
 func (r *router) match(topic, from string, out []match) []match {
 	r.mu.RLock()
-	out = r.matchLevel(&r.root, topic, topic, len(topic) > 0 && topic[0] == '$', out, from)
+	out = r.matchLevel(&r.root, topic, topic, len(topic) > 0 && topic[0] == '$', out, from, true)
+	r.mu.RUnlock()
+	return out
+}
+
+// matchPlain appends every plain subscription matching topic, and no
+// shared group: the deliveries of a message another node sent here,
+// matched once against the whole tree as a local one is
+// (DeliverRemote); the groups' copies come through their own interest.
+func (r *router) matchPlain(topic string, out []match) []match {
+	r.mu.RLock()
+	out = r.matchLevel(&r.root, topic, topic, len(topic) > 0 && topic[0] == '$', out, "", false)
 	r.mu.RUnlock()
 	return out
 }
@@ -327,7 +342,8 @@ func (r *router) match(topic, from string, out []match) []match {
 // matchFilter appends the plain subscribers of exactly filter (group "")
 // or one member of group on filter, picked as for a local message: the
 // deliveries of a message on topic, from the client from, that another
-// node sent here because of this node's interest (DeliverRemote).
+// node sent here because of this node's interest in filter, or in group
+// on filter (DeliverRemote).
 func (r *router) matchFilter(group, filter, from, topic string, out []match) []match {
 	r.mu.RLock()
 	defer r.mu.RUnlock()

@@ -187,14 +187,25 @@ func (c *Client) Subscribe(filter string, qos byte, mods ...func(*codec.Subscrip
 	for _, m := range mods {
 		m(&sub)
 	}
-	c.Send(&codec.Subscribe{PacketID: c.id(), Subscriptions: []codec.Subscription{sub}})
+	c.SubscribePacket(&codec.Subscribe{Subscriptions: []codec.Subscription{sub}})
+}
+
+// SubscribePacket sends p (its packet id filled in), for what Subscribe
+// cannot say (several subscriptions, a subscription identifier), and
+// waits until each subscription is granted its QoS.
+func (c *Client) SubscribePacket(p *codec.Subscribe) {
+	c.t.Helper()
+	p.PacketID = c.id()
+	c.Send(p)
 	select {
 	case s := <-c.subs:
-		if s.ReasonCodes[0] != codec.ReasonCode(qos) {
-			c.t.Fatalf("SUBACK %s for %s", s.ReasonCodes[0], filter)
+		for i, sub := range p.Subscriptions {
+			if i >= len(s.ReasonCodes) || s.ReasonCodes[i] != codec.ReasonCode(sub.QoS) {
+				c.t.Fatalf("SUBACK %v for %s", s.ReasonCodes, sub.Filter)
+			}
 		}
 	case <-time.After(Timeout):
-		c.t.Fatalf("no SUBACK for %s", filter)
+		c.t.Fatalf("no SUBACK for %s", p.Subscriptions[0].Filter)
 	}
 }
 
