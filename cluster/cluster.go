@@ -247,7 +247,7 @@ func New(opts Options, log *zap.Logger) (*Cluster, error) {
 		opts: opts, log: log, opsWake: make(chan struct{}, 1), stop: make(chan struct{}),
 		subs: map[*nats.Subscription]interest{}, filters: map[interest][]*nats.Subscription{},
 		in: make(chan *nats.Msg, inboxSize), lastIn: map[string]*msgNumber{}, maxSubject: externalMaxSubject,
-		claims: claims{m: map[string]uint64{}, owners: map[string]string{}, pending: map[string]int{}, newer: map[string]otherClaim{}, busy: map[string]chan struct{}{}},
+		claims:  claims{m: map[string]uint64{}, owners: map[string]string{}, pending: map[string]int{}, newer: map[string]otherClaim{}, busy: map[string]chan struct{}{}},
 		retainQ: retainQueue{ops: map[string]*nats.Msg{}, wake: make(chan struct{}, 1)},
 		queued:  map[*nats.Msg]func(){},
 		live:    liveness{dead: map[string]bool{}, left: map[string]bool{}},
@@ -401,7 +401,7 @@ func (c *Cluster) Start(local Local) {
 		c.routeLoop()
 	}()
 	go c.stateLoop()
-	if c.opts.SessionReplicas <= 1 && c.opts.MarksFile != "" {
+	if c.opts.MarksFile != "" {
 		c.done.Add(1)
 		go c.marksLoop()
 	}

@@ -839,8 +839,8 @@ func TestSharedGroupAcrossNodes(t *testing.T) {
 }
 
 // TestHealthyReflectsMembership: a node with routes configured is not
-// healthy (/readyz) until it is routed to another node, and is again when
-// the others are gone.
+// healthy (/readyz) until it is routed to another node and its
+// replicated state is in use, and is not again when the others are gone.
 func TestHealthyReflectsMembership(t *testing.T) {
 	ports := freePorts(t, 2)
 	first := startNodesOn(t, ports, 1)[0]
@@ -857,7 +857,11 @@ func TestHealthyReflectsMembership(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = second.Close() })
-	waitFor(t, "routed", 10*time.Second, func() bool { return first.Healthy() == nil && second.Healthy() == nil })
+	if err := second.Healthy(); err == nil {
+		t.Fatal("a node whose replicated state is not in use is healthy")
+	}
+	second.Start(newFakeLocal())
+	waitFor(t, "routed", 30*time.Second, func() bool { return first.Healthy() == nil && second.Healthy() == nil })
 	if err := second.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -868,9 +872,8 @@ func TestHealthyReflectsMembership(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer alone.Close()
-	if err := alone.Healthy(); err != nil {
-		t.Errorf("a node without routes: %v", err)
-	}
+	alone.Start(newFakeLocal())
+	waitFor(t, "a node without routes healthy", 30*time.Second, func() bool { return alone.Healthy() == nil })
 }
 
 // TestClusterOfOne: a node with no routes (the default) is a cluster of

@@ -114,11 +114,12 @@ type Options struct {
 	// hash_topic strategy; "" leaves the node of a group's message to
 	// NATS (any node with members).
 	SharedHash string
-	// MarksFile, with SessionReplicas 1, is where the node keeps, per
-	// other node, the last message of theirs its store has (replay.go):
-	// when it comes back after a crash, it fetches from the other nodes
-	// what they published for its sessions meanwhile. Empty: it does not
-	// (cmd/xmq puts it in the data directory).
+	// MarksFile is where the node keeps, per other node, the last
+	// message of theirs its store has (replay.go): when it comes back
+	// after a crash or a restart, it fetches from the other nodes what
+	// they published for its sessions meanwhile (with SessionReplicas
+	// above 1 too: a node that stopped gracefully keeps its sessions).
+	// Empty: it does not (cmd/xmq puts it in the data directory).
 	MarksFile string
 }
 

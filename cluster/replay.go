@@ -581,9 +581,10 @@ func (c *Cluster) writeMarks(st *state) {
 	}
 }
 
-// A node that comes back (SessionReplicas 1: its sessions were in its
-// store only, and their interest was gone while it was down) fetches
-// what the others published for them meanwhile. Its marks are in
+// A node that comes back (its sessions in its store, with SessionReplicas
+// 1 only there, and their interest gone while it was down: a crash, or a
+// graceful stop in a rolling restart, whose sessions nobody adopts)
+// fetches what the others published for them meanwhile. Its marks are in
 // Options.MarksFile: marksLoop saves them, after a Sync of the store,
 // every markEvery while messages come; rejoin, before routeLoop routes
 // anything, asks every node for what it forwarded after them on the
@@ -598,7 +599,7 @@ const rejoinRoutes = 5 * time.Second
 
 // loadMarks reads the marks a previous run saved, nil for none.
 func (c *Cluster) loadMarks() map[string]uint64 {
-	if c.opts.SessionReplicas > 1 || c.opts.MarksFile == "" {
+	if c.opts.MarksFile == "" {
 		return nil
 	}
 	b, err := os.ReadFile(c.opts.MarksFile)
@@ -641,7 +642,9 @@ func (c *Cluster) marksLoop() {
 				marks[origin] = ms[len(ms)-1].seq
 				r.marks[origin] = ms[len(ms)-1:]
 			} else {
-				marks[origin] = saved[origin]
+				// With session replicas writeMarks takes the marks
+				// whose records are in the stream: the last it wrote.
+				marks[origin] = max(saved[origin], r.written[origin])
 			}
 			moved = moved || marks[origin] != saved[origin]
 		}

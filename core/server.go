@@ -89,11 +89,15 @@ type Server struct {
 	// from a listener that says, as listeners.Listener does), for the log.
 	transports sync.Map
 
-	mu        sync.Mutex // guards sessions, clients, listeners, closed
+	mu        sync.Mutex // guards sessions, clients, listeners, closed, shut
 	sessions  map[string]*session
 	clients   map[*client]struct{}
 	listeners map[net.Listener]struct{}
-	closed    bool
+	closed    bool // Drain began: no more connections
+	shut      bool // Shutdown began
+	// drained are the persistent sessions whose clients Drain
+	// disconnected (DrainedSessions).
+	drained map[string]bool
 
 	// clientIDs holds the keys of sessions in order, for the admin views;
 	// guarded by mu. Write sessions only through putSessionLocked and
@@ -614,32 +618,13 @@ func (s *Server) storeAck(id string, seq uint64) {
 // end or ctx to expire, then closes the store.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
-	if s.closed {
+	if s.shut {
 		s.mu.Unlock()
 		return ErrServerClosed
 	}
-	s.closed = true
-	for l := range s.listeners {
-		_ = l.Close()
-	}
-	clients := make([]*client, 0, len(s.clients))
-	for c := range s.clients {
-		clients = append(clients, c)
-	}
+	s.shut = true
 	s.mu.Unlock()
-	close(s.stopSys)
-	<-s.sysDone
-	for _, c := range clients {
-		c.close(CloseServerShutdown, codec.ServerShuttingDown)
-	}
-	done := make(chan struct{})
-	go func() { s.conns.Wait(); close(done) }()
-	var err error
-	select {
-	case <-done:
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
+	err := s.Drain(ctx)
 	// Stop timers so nothing fires into a closed store.
 	s.mu.Lock()
 	for _, t := range s.willTimers {
@@ -667,6 +652,74 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		err = cerr
 	}
 	return err
+}
+
+// Drain stops taking connections and closes every one (MQTT 5:
+// DISCONNECT 0x8B, Server shutting down), waits for them until ctx ends,
+// and syncs the store, so that what they left behind is on disk.
+// Sessions, the store and deliveries into offline sessions go on until
+// Shutdown, which drains first if Drain was not called. A cluster node
+// drains before it leaves its cluster: a client's PUBLISH is then never
+// acknowledged by a node that no longer forwards it to the others.
+func (s *Server) Drain(ctx context.Context) error {
+	s.mu.Lock()
+	first := !s.closed
+	s.closed = true
+	var clients []*client
+	if first {
+		for l := range s.listeners {
+			_ = l.Close()
+		}
+		clients = make([]*client, 0, len(s.clients))
+		for c := range s.clients {
+			clients = append(clients, c)
+		}
+		s.drained = map[string]bool{}
+		for id, sess := range s.sessions {
+			sess.mu.Lock()
+			if sess.c != nil && sess.persistent() {
+				s.drained[id] = true
+			}
+			sess.mu.Unlock()
+		}
+	}
+	s.mu.Unlock()
+	if first {
+		close(s.stopSys)
+		<-s.sysDone
+		for _, c := range clients {
+			c.close(CloseServerShutdown, codec.ServerShuttingDown)
+		}
+	}
+	done := make(chan struct{})
+	go func() { s.conns.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := s.syncStore(); err != nil {
+		s.storeError("store: sync after the last connection closed failed", err)
+		return err
+	}
+	return nil
+}
+
+// DrainedSessions counts the persistent sessions whose clients Drain
+// disconnected and that are still here: a cluster node waits, for a
+// while, until their clients' next connections on other nodes have moved
+// them, so that they resume with Session Present rather than wait for
+// this node's return.
+func (s *Server) DrainedSessions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for id := range s.drained {
+		if s.sessions[id] != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // Disconnect closes the connection of clientID (an operator's action) and

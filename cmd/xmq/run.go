@@ -195,11 +195,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	// stay), then auth stops sweeping expired bans out of the store (it
 	// still answers logins meanwhile).
 	stopBroker := func(lns []listeners.Listener) error {
+		bridges.Close()
 		if cl != nil {
-			// Nothing more from other nodes into a broker that stops.
+			// The clients go first, while the cluster still forwards what
+			// they publish and answers for the sessions they leave (their
+			// next connection, on another node, moves them); then nothing
+			// more from other nodes into a broker that stops: what they
+			// publish for its sessions meanwhile is in their replay rings,
+			// fetched when it is back, or by the node that rebuilds a
+			// session from the replicas.
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+			if err := srv.Drain(dctx); err != nil {
+				log.Warn("connections not all closed before leaving the cluster", zap.Error(err))
+			}
+			cancel()
+			awaitHandoff(srv, log)
 			_ = cl.Close()
 		}
-		bridges.Close()
 		_ = authn.Close()
 		return shutdown(ctx, srv, lns, log)
 	}
@@ -283,6 +295,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	err = stopBroker(lns)
 	serving.Wait()
 	return errors.Join(failed, err)
+}
+
+// handoffWait bounds how long a stopping cluster node waits for the
+// clients it disconnected to move their persistent sessions to other
+// nodes: one that reconnects later finds the session when the node is
+// back (a rolling restart), or, with session replicas, rebuilt from them.
+const handoffWait = 5 * time.Second
+
+// awaitHandoff waits until the persistent sessions whose clients Drain
+// disconnected have moved to other nodes, or handoffWait passed.
+func awaitHandoff(srv *core.Server, log *zap.Logger) {
+	start := time.Now()
+	left := srv.DrainedSessions()
+	for left > 0 && time.Since(start) < handoffWait {
+		time.Sleep(20 * time.Millisecond)
+		left = srv.DrainedSessions()
+	}
+	log.Info("sessions handed to other nodes before leaving the cluster", zap.Int("left_here", left),
+		zap.Duration("took", time.Since(start).Round(time.Millisecond)))
 }
 
 // readiness is what /readyz checks of a run: every listener bound and its
