@@ -19,7 +19,9 @@
 //   - state.go: the replicated state in two JetStream key-value buckets
 //     per cluster (the client id registry, retained messages), watched by
 //     one ordered consumer each; never one JetStream object per MQTT
-//     subscription or client.
+//     subscription or client. A registry entry names the node, the
+//     session's owner and when the claim began, so that identity and
+//     takeover order hold cluster-wide (Claim, mayTake).
 //   - session.go: persistent sessions moving to the node their client
 //     reconnects to, in two requests to the node that held the id
 //     (subscriptions, then the session core exported there) with pings
@@ -44,7 +46,13 @@
 //     load), whose sums are the cluster totals.
 //   - api.go: the admin API's lookups forwarded to another node, and
 //     the registry read that says which node holds a client id.
-//   - embedded.go, options.go: the embedded server and the options.
+//   - order.go: the order of takeovers (a claim that began while this
+//     node was frozen loses to a connection made elsewhere meanwhile) and
+//     the question to the node holding a client id whose session it is.
+//   - embedded.go, options.go: the embedded server — its trust as NATS
+//     recommends: route authorization with the cluster's secret, TLS
+//     between nodes, the nodes' account (XMQ: $XMQ.>, JetStream) and the
+//     applications' (APP: the mapped subjects only) — and the options.
 //
 // Goroutines: interestLoop applies interest changes in order (Interest
 // only queues them, since core calls it under its router's lock);

@@ -1,6 +1,7 @@
 package core_test
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -664,5 +665,34 @@ func TestSessionImportInTwoSteps(t *testing.T) {
 	b.DropImport("two") // not pending: left alone
 	if _, ok := b.Client("two"); !ok {
 		t.Fatal("DropImport ended a session that is not pending")
+	}
+}
+
+// TestDrain: Drain closes every connection with Server shutting down,
+// takes no new one, and leaves the sessions and the store in use: a
+// message for a drained persistent session still queues, and the session
+// counts as drained until another node takes it (ExportSession).
+func TestDrain(t *testing.T) {
+	srv := newServer(t, core.Options{}, core.Config{})
+	persist := client(t, srv, codec.V5, "stays", persistent)
+	persist.subscribe(1, "t")
+	plain := client(t, srv, codec.V5, "goes")
+	if err := srv.Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	persist.expectDisconnect(codec.ServerShuttingDown)
+	plain.expectDisconnect(codec.ServerShuttingDown)
+	if n := srv.DrainedSessions(); n != 1 {
+		t.Fatalf("drained sessions %d, want the persistent one", n)
+	}
+	dial(t, srv, codec.V5).expectClosed() // not served
+	if n := srv.DeliverRemote("", "", "t", []byte("after"), 1, false, nil, time.Time{}, "other"); n != 1 {
+		t.Fatalf("a message for the drained session: %d deliveries", n)
+	}
+	if b := srv.ExportSession("stays", 1<<20, true); len(b) == 0 {
+		t.Fatal("the drained session could not be taken")
+	}
+	if n := srv.DrainedSessions(); n != 0 {
+		t.Fatalf("drained sessions %d after the move, want 0", n)
 	}
 }

@@ -624,7 +624,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.shut = true
 	s.mu.Unlock()
-	err := s.Drain(ctx)
+	err := s.drainConns(ctx) // the store's Close flushes what they left
 	// Stop timers so nothing fires into a closed store.
 	s.mu.Lock()
 	for _, t := range s.willTimers {
@@ -662,6 +662,19 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // drains before it leaves its cluster: a client's PUBLISH is then never
 // acknowledged by a node that no longer forwards it to the others.
 func (s *Server) Drain(ctx context.Context) error {
+	if err := s.drainConns(ctx); err != nil {
+		return err
+	}
+	if err := s.syncStore(); err != nil {
+		s.storeError("store: sync after the last connection closed failed", err)
+		return err
+	}
+	return nil
+}
+
+// drainConns stops taking connections, closes every one and waits for
+// them until ctx ends.
+func (s *Server) drainConns(ctx context.Context) error {
 	s.mu.Lock()
 	first := !s.closed
 	s.closed = true
@@ -695,14 +708,10 @@ func (s *Server) Drain(ctx context.Context) error {
 	go func() { s.conns.Wait(); close(done) }()
 	select {
 	case <-done:
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	if err := s.syncStore(); err != nil {
-		s.storeError("store: sync after the last connection closed failed", err)
-		return err
-	}
-	return nil
 }
 
 // DrainedSessions counts the persistent sessions whose clients Drain

@@ -9,7 +9,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"slices"
@@ -736,18 +735,7 @@ func TestClusterNATSApplication(t *testing.T) {
 		t.Skip("starts three brokers")
 	}
 	nodes := clusterNodes(t, 3)
-	var url string
-	for _, l := range strings.Split(nodes[2].stderr.String(), "\n") {
-		if strings.Contains(l, `"msg":"cluster node up"`) {
-			var e struct{ NATS string }
-			if err := json.Unmarshal([]byte(l), &e); err == nil {
-				url = e.NATS
-			}
-		}
-	}
-	if url == "" {
-		t.Fatal("node 3 logged no NATS URL")
-	}
+	url := natsURL(t, nodes[2])
 	if nc, err := nats.Connect(url); err == nil {
 		nc.Close()
 		t.Fatal("a NATS client without credentials was let in")
