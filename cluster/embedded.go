@@ -83,9 +83,15 @@ func startEmbedded(o *Options, log *zap.Logger) (*embedded, error) {
 	}
 	sopts.ServerName = o.Node
 	sopts.Host, sopts.Port = host, randomIfZero(port)
-	// No client port unless applications are to use one: the node's own
-	// connection is in process.
-	sopts.DontListen = o.Embedded.ClientListen == ""
+	if o.Embedded.ClientListen == "" {
+		// No client port for applications: the node's own connection is
+		// in process. nats-server solicits routes only once its client
+		// listener is up (StartRouting waits for it), so a node with
+		// routes gets one on loopback, at a random port, where no
+		// credentials exist (no users; the node's nkey is this process's).
+		sopts.Host, sopts.Port = "127.0.0.1", server.RANDOM_PORT
+		sopts.DontListen = len(o.Embedded.Routes) == 0
+	}
 	sopts.Cluster = server.ClusterOpts{Name: o.Name, Host: chost, Port: randomIfZero(cport), Advertise: o.Embedded.Advertise}
 	if o.Secret != "" {
 		sopts.Cluster.Username, sopts.Cluster.Password = routeUser, o.Secret

@@ -172,15 +172,16 @@ func TestTrustEmbedded(t *testing.T) {
 	}
 }
 
-// TestTrustTLS: nodes with certificates from one CA form a cluster over
-// TLS routes; a server with the secret but no certificate of the CA gets
-// no route.
+// TestTrustTLS: nodes with certificates from one CA, and no client port
+// for applications (the default), form a cluster over TLS routes; a
+// server with the secret but no certificate of the CA gets no route.
 func TestTrustTLS(t *testing.T) {
 	ca := certstest.NewCA(t)
 	caFile := ca.WriteCAFile()
 	ports := freePorts(t, 2)
 	nodes := startNodesWith(t, ports, 2, func(o *Options) {
 		o.Secret = testSecret
+		o.Embedded.ClientListen = "" // the default: no client port for applications
 		cert, key := ca.WriteNodeFiles(o.Node)
 		o.Embedded.TLS = EmbeddedTLS{CertFile: cert, KeyFile: key, CAFile: caFile}
 	})
