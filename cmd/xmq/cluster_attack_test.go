@@ -3,9 +3,12 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -133,5 +136,31 @@ func TestClusterAttack(t *testing.T) {
 	}
 	if m, err := spied.NextMsg(200 * time.Millisecond); err == nil {
 		t.Errorf("the rogue server got %s %q", m.Subject, m.Data)
+	}
+}
+
+// TestClusterTLS: three real nodes whose routes run TLS with node
+// certificates of one CA (xmq certs -node) route MQTT traffic between
+// them.
+func TestClusterTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three brokers")
+	}
+	data := t.TempDir()
+	if err := run(context.Background(), []string{"certs", "-data", data, "-node", "n"}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(data, "certs")
+	// One certificate serves the three nodes: they share this machine's names.
+	nodes, _ := clusterNodesConfig(t, 3, 3, fmt.Sprintf("      tls: {cert_file: %s, key_file: %s, ca_file: %s}\n",
+		filepath.Join(dir, "node-n.pem"), filepath.Join(dir, "node-n-key.pem"), filepath.Join(dir, "ca.pem")))
+	waitStateReady(t, nodes...)
+	sub := pahoConnect(t, nodes[2].addr, "tls-sub")
+	sub.subscribe(t, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "tls/#", QoS: 1}}})
+	pub := pahoConnect(t, nodes[0].addr, "tls-pub")
+	awaitInterest(t, pub, "tls/x", sub)
+	pub.publish(t, &paho.Publish{Topic: "tls/x", QoS: 1, Payload: []byte("over TLS routes")})
+	if p := sub.next(t); string(p.Payload) != "over TLS routes" {
+		t.Fatalf("got %q", p.Payload)
 	}
 }
