@@ -15,7 +15,7 @@ ARGS     ?=
 ADDR     ?= 127.0.0.1:1883
 
 .DEFAULT_GOAL := help
-.PHONY: build run test test-short bench fuzz cover lint fmt vet vet-cross tidy-check certs-dev loadtest bench-peers bench-lowrate bench-bridge cluster soak deps \
+.PHONY: build run test test-short bench fuzz cover lint fmt vet vet-cross tidy-check certs-dev loadtest bench-peers bench-lowrate bench-cluster bench-bridge cluster soak deps \
 	licenses man release release-check image image-test deb deb-test deb-systemd-test clean help
 
 build: ## build bin/xmq, stamped with VERSION
@@ -66,6 +66,9 @@ bench-peers: ## xmq vs Mosquitto, mochi-mqtt and NATS on one broker core (~10 mi
 
 bench-lowrate: ## xmq vs Mosquitto in the many-connections, low-rate shapes (idle RSS, 1 msg/s, 19,000 connections; ~25 min)
 	scripts/bench-lowrate.sh
+
+bench-cluster: ## one 3-node cluster measurement on pinned cores: ARGS=pubsub or ARGS=storm, SECURE=secret|tls|none (docs/cluster.md)
+	SECURE=$(or $(SECURE),secret) scripts/bench-cluster.sh $(ARGS)
 
 bench-bridge: ## one bridge's throughput and added latency: xmq→Mosquitto, xmq→xmq, Mosquitto→Mosquitto (~10 min)
 	scripts/bench-bridge.sh

@@ -722,13 +722,12 @@ func (s *Server) drainConns(ctx context.Context) error {
 func (s *Server) DrainedSessions() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := 0
 	for id := range s.drained {
-		if s.sessions[id] != nil {
-			n++
+		if s.sessions[id] == nil {
+			delete(s.drained, id) // moved: the next count skips it
 		}
 	}
-	return n
+	return len(s.drained)
 }
 
 // Disconnect closes the connection of clientID (an operator's action) and

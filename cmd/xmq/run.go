@@ -309,7 +309,7 @@ func awaitHandoff(srv *core.Server, log *zap.Logger) {
 	start := time.Now()
 	left := srv.DrainedSessions()
 	for left > 0 && time.Since(start) < handoffWait {
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 		left = srv.DrainedSessions()
 	}
 	log.Info("sessions handed to other nodes before leaving the cluster", zap.Int("left_here", left),
