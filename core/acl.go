@@ -40,6 +40,16 @@ func newSubACL(srv *Server, filter string) *subACL {
 // subscription a (nil: no Authorizer). gen is the Authorizer's Generation,
 // loaded once per message by the caller.
 func (s *Server) mayRead(sess *session, a *subACL, topic string, gen uint64) bool {
+	if s.canRead(sess, a, topic, gen) {
+		return true
+	}
+	sess.dropped(dropNotReadable)
+	return false
+}
+
+// canRead is mayRead without counting a refusal: a shared group's
+// strategy asks it of the members it passes over (router.pick).
+func (s *Server) canRead(sess *session, a *subACL, topic string, gen uint64) bool {
 	if a == nil {
 		return true
 	}
@@ -56,11 +66,7 @@ func (s *Server) mayRead(sess *session, a *subACL, topic string, gen uint64) boo
 			return true
 		}
 	}
-	if s.authz.CanRead(sess.id, ownerName(owner), topic) {
-		return true
-	}
-	sess.dropped(dropNotReadable)
-	return false
+	return s.authz.CanRead(sess.id, ownerName(owner), topic)
 }
 
 // aclGeneration is the Authorizer's rules generation, 0 without one.

@@ -120,3 +120,37 @@ func benchPublishDeliver(b *testing.B, n int) {
 	b.ReportMetric(float64(want)/b.Elapsed().Seconds(), "deliveries/s")
 	_, _ = io.Copy(io.Discard, io.LimitReader(pub, 0))
 }
+
+// BenchmarkSharedPick measures one match of a topic that a shared group
+// of 10 online members covers: without an Authorizer, and with one whose
+// every member may read everything (the cached verdict: what the
+// strategy pays to pass over members that may not read).
+func BenchmarkSharedPick(b *testing.B) {
+	for _, authz := range []bool{false, true} {
+		r := newRouter(SharedRoundRobin)
+		for i := range 10 {
+			s := newSession(nil, fmt.Sprint("m", i))
+			s.isOnline.Store(true)
+			o := subOpts{qos: 1}
+			if authz {
+				o.acl = &subACL{filter: "jobs/#"}
+				o.acl.verdict.Store(&aclVerdict{gen: 1, all: true})
+			}
+			r.subscribe(s, "jobs/#", "g", o)
+		}
+		if authz {
+			srv := &Server{}
+			r.readable = func(m subscriber, topic string) bool { return srv.canRead(m.s, m.opts.acl, topic, 1) }
+		}
+		b.Run(fmt.Sprintf("authorizer=%v", authz), func(b *testing.B) {
+			b.ReportAllocs()
+			out := make([]match, 0, 8)
+			for i := 0; i < b.N; i++ {
+				out = r.match("jobs/42", "", out[:0])
+			}
+			if len(out) != 1 {
+				b.Fatalf("%d matches, want 1", len(out))
+			}
+		})
+	}
+}

@@ -65,6 +65,11 @@ type router struct {
 	// cluster, when set, hears of each filter's first and last plain
 	// subscription (Cluster.Interest), under mu so in order.
 	cluster Cluster
+	// readable, with an Authorizer, reports whether a member may read a
+	// topic now: a shared group's message goes to a member that may
+	// (pick); unreadable counts one that no member may read.
+	readable   func(sub subscriber, topic string) bool
+	unreadable func()
 }
 
 func newRouter(strategy SharedStrategy) *router {
@@ -206,13 +211,19 @@ func (r *router) unsubscribe(s *session, filter, group string) bool {
 	return found
 }
 
-// pick chooses one member of g for topic, excluding skip (a member
-// whose copy is being redispatched). Offline members are passed over while
-// an online one exists.
-func (r *router) pick(g *sharedGroup, topic string, skip *session) (subscriber, bool) {
+// pick chooses one member of g for a message on topic (key is what the
+// strategy hashes: the topic, or the publisher's client id), excluding
+// skip (a member whose copy is being redispatched) and, with an
+// Authorizer, the members that may not read topic: a member that would
+// drop the message must not take another's share. Offline members are
+// passed over while an online one exists.
+func (r *router) pick(g *sharedGroup, topic, key string, skip *session) (subscriber, bool) {
 	n := len(g.members)
 	if n == 0 {
 		return subscriber{}, false
+	}
+	can := func(m subscriber) bool {
+		return m.s != skip && (r.readable == nil || r.readable(m, topic))
 	}
 	start := 0
 	switch r.strategy {
@@ -224,12 +235,12 @@ func (r *router) pick(g *sharedGroup, topic string, skip *session) (subscriber, 
 		// hash_clientid keeps a publisher's messages on one member; the
 		// publisher is not known here, so the caller passes it as topic.
 		h := fnv.New32a()
-		_, _ = h.Write([]byte(topic))
+		_, _ = h.Write([]byte(key))
 		start = int(h.Sum32() % uint32(n))
 	case SharedLeastInflight:
 		best, bestLoad := -1, 0
 		for i, m := range g.members {
-			if m.s == skip || !m.s.online() {
+			if !m.s.online() || !can(m) {
 				continue
 			}
 			if l := int(m.s.load.Load()); best < 0 || l < bestLoad {
@@ -240,15 +251,17 @@ func (r *router) pick(g *sharedGroup, topic string, skip *session) (subscriber, 
 			return g.members[best], true
 		}
 	}
+	// Readability last: the common case, every member may read, costs one
+	// check of the first member online.
 	for i := 0; i < n; i++ {
 		m := g.members[(start+i)%n]
-		if m.s != skip && m.s.online() {
+		if m.s.online() && can(m) {
 			return m, true
 		}
 	}
 	for i := 0; i < n; i++ { // nobody online: queue on a persistent member
 		m := g.members[(start+i)%n]
-		if m.s != skip {
+		if can(m) {
 			return m, true
 		}
 	}
@@ -276,8 +289,10 @@ func (r *router) pickMatch(g *sharedGroup, topic, from string, out []match) []ma
 	if r.strategy == SharedHashClient && from != "" {
 		key = from
 	}
-	if m, ok := r.pick(g, key, nil); ok {
+	if m, ok := r.pick(g, topic, key, nil); ok {
 		out = append(out, match{s: m.s, opts: m.opts, group: g})
+	} else if len(g.members) > 0 && r.unreadable != nil {
+		r.unreadable() // members, none of whom may read it
 	}
 	return out
 }

@@ -170,6 +170,12 @@ func New(opts Options, cfg Config) (*Server, error) {
 		stopSys: make(chan struct{}), sysDone: make(chan struct{}), cluster: cfg.Cluster, sysExtra: cfg.SysTopics,
 	}
 	s.router.cluster = cfg.Cluster // before restore, whose subscriptions it hears of
+	if s.authz != nil {
+		s.router.readable = func(m subscriber, topic string) bool {
+			return s.canRead(m.s, m.opts.acl, topic, s.aclGeneration())
+		}
+		s.router.unreadable = func() { s.stats.dropped(dropNotReadable) }
+	}
 	s.live.store(&opts)
 	s.preLogin.max = opts.PreLoginMemory
 	s.readBufs.New = func() any { return bufio.NewReaderSize(nil, opts.ReadBufferSize) }
@@ -522,7 +528,7 @@ func (s *Server) publishWill(m *Message, expiry time.Duration, sess *session, ow
 // another member: of this node, else of another node of the cluster.
 func (s *Server) redispatch(d delivery, from *session) {
 	s.router.mu.RLock()
-	m, ok := s.router.pick(d.group, d.msg.Topic, from)
+	m, ok := s.router.pick(d.group, d.msg.Topic, d.msg.Topic, from)
 	s.router.mu.RUnlock()
 	if !ok {
 		if s.cluster != nil && !strings.HasPrefix(d.msg.Topic, "$SYS/") { // $SYS stays on its node (forward)

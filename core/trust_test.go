@@ -366,3 +366,35 @@ func TestPreLoginBudget(t *testing.T) {
 		_ = c.Close()
 	}
 }
+
+// TestSharedGroupReadRights: a shared group's message goes to a member
+// that may read it, whatever the strategy: a member who may not (bob,
+// denied x/) takes no share, so the one who may gets all 20; a message no
+// member may read goes to none and is counted as not readable.
+func TestSharedGroupReadRights(t *testing.T) {
+	for _, strategy := range []core.SharedStrategy{core.SharedRoundRobin, core.SharedRandom, core.SharedLeastInflight,
+		core.SharedHashTopic, core.SharedHashClient} {
+		t.Run(string(strategy), func(t *testing.T) {
+			z := newRuleAuthz(map[string][]string{"bob": {"x/", "y/"}, "alice": {"y/"}})
+			srv := newServer(t, core.Options{SharedStrategy: strategy}, core.Config{Authorizer: z})
+			alice := client(t, srv, codec.V5, "alice1", as("alice"))
+			alice.subscribe(1, "$share/g/#")
+			bob := client(t, srv, codec.V5, "bob1", as("bob"))
+			bob.subscribe(1, "$share/g/#")
+			pub := client(t, srv, codec.V5, "pub", as("carol"))
+			for i := range 20 {
+				pub.pub(fmt.Sprintf("x/%d", i), fmt.Sprint(i), 1)
+			}
+			got := alice.recv(20)
+			for _, p := range got {
+				alice.ack(p)
+			}
+			bob.expectNothing(quiet)
+			pub.pub("y/1", "nobody", 1)
+			alice.expectNothing(quiet)
+			if n := srv.Stats().Dropped["not_readable"]; n != 1 {
+				t.Errorf("not_readable drops %d, want 1 (the message no member may read)", n)
+			}
+		})
+	}
+}
