@@ -25,7 +25,7 @@ type bridgeConfig struct {
 	Protocol       string            `yaml:"protocol"` // "5" or "3.1.1"
 	ClientID       string            `yaml:"client_id"`
 	Username       string            `yaml:"username"`
-	Password       string            `yaml:"password"`
+	Password       string            `yaml:"password" secret:"true"`
 	TLS            bridgeTLSConfig   `yaml:"tls"`
 	KeepAlive      time.Duration     `yaml:"keepalive"`
 	CleanStart     bool              `yaml:"clean_start"`

@@ -22,7 +22,15 @@ func runConfig(args, env []string, stdout io.Writer) error {
 	}
 	switch args[0] {
 	case "print":
-		cfg, src, err := loadConfigEnv(args[1:], env)
+		show, rest := false, make([]string, 0, len(args)-1)
+		for _, a := range args[1:] {
+			if a == "-show-secrets" || a == "--show-secrets" {
+				show = true
+				continue
+			}
+			rest = append(rest, a)
+		}
+		cfg, src, err := loadConfigEnv(rest, env)
 		switch {
 		case errors.Is(err, errHelp):
 			printConfigUsage(stdout)
@@ -33,7 +41,7 @@ func runConfig(args, env []string, stdout io.Writer) error {
 		case err != nil:
 			return err
 		}
-		return printConfig(stdout, cfg, src)
+		return printConfig(stdout, cfg, src, show)
 	case "env":
 		if len(args) > 1 {
 			return usageError{fmt.Errorf("config env takes no arguments, got %q", args[1:])}
@@ -51,12 +59,14 @@ func printConfigUsage(w io.Writer) {
 	fmt.Fprint(w, `xmq config shows the configuration.
 
 Usage:
-  xmq config print [flags]
+  xmq config print [-show-secrets] [flags]
                      print the configuration xmq would run with, given the
                      same flags: defaults, then the file (-c), then the XMQ_
                      environment variables, then the flags. Values set by a
-                     variable or a flag are marked with it; secrets are
-                     masked. The output is a valid configuration file.
+                     variable or a flag are marked with it; secrets
+                     (passwords, password and key hashes, the cluster
+                     secret) print as "<redacted>" unless -show-secrets is
+                     given. The output is a valid configuration file.
   xmq config env     list the environment variable of every key
 
 Environment:
@@ -73,21 +83,26 @@ Environment:
 }
 
 // secretMask replaces a secret's value in config print.
-const secretMask = "********"
+const secretMask = "<redacted>"
 
 // printConfig writes cfg as YAML with every default spelled out, the keys
-// in src marked with the variable or flag that set them, and the fields
-// tagged secret:"true" masked.
-func printConfig(w io.Writer, cfg config, src configSources) error {
+// in src marked with the variable or flag that set them, and, unless
+// show, the fields tagged secret:"true" masked.
+func printConfig(w io.Writer, cfg config, src configSources, show bool) error {
 	cfg = effectiveConfig(cfg)
-	maskSecrets(reflect.ValueOf(&cfg).Elem())
+	if !show {
+		maskSecrets(reflect.ValueOf(&cfg).Elem())
+	}
 	var n yaml.Node
 	if err := n.Encode(&cfg); err != nil {
 		return err
 	}
 	annotate(&n, "", src)
 	n.HeadComment = "The configuration in effect: defaults < file < XMQ_ environment < flags.\n" +
-		"Keys set by a variable or a flag are marked with it; secrets are masked."
+		"Keys set by a variable or a flag are marked with it."
+	if !show {
+		n.HeadComment += " Secrets are redacted (xmq config print -show-secrets prints them)."
+	}
 	enc := yaml.NewEncoder(w)
 	enc.SetIndent(2)
 	if err := enc.Encode(&n); err != nil {

@@ -50,18 +50,57 @@ func TestConfigPrintRoundTrips(t *testing.T) {
 func TestConfigPrintMasksSecrets(t *testing.T) {
 	hash := "$2a$10$N9qo8uLOickgx2ZMRZoMyeIjZAgcfl7p92ldGxad68LJZdL17lhWy"
 	sum := strings.Repeat("5e", 32)
-	file := writeFile(t, "web:\n  admin_password_hash: "+hash+"\n  api_keys:\n    grafana:\n      sha256: "+sum+"\n      role: viewer\n")
+	file := writeFile(t, "web:\n  admin_password_hash: "+hash+"\n  api_keys:\n    grafana:\n      sha256: "+sum+"\n      role: viewer\n"+
+		"bridges:\n  - {name: cloud, addresses: [mqtt://127.0.0.1:1883], username: u, password: bridge-pass-do-not-print, topics: [{topic: a/#}]}\n")
 	var out bytes.Buffer
 	if err := runConfig([]string{"print", "-c", file}, []string{"XMQ_WEB_API_KEYS_CI_SHA256=" + sum, "XMQ_WEB_API_KEYS_CI_ROLE=admin"}, &out); err != nil {
 		t.Fatal(err)
 	}
 	printed := out.String()
-	if strings.Contains(printed, hash) || strings.Contains(printed, sum) || strings.Count(printed, secretMask) != 3 {
+	if strings.Contains(printed, hash) || strings.Contains(printed, sum) || strings.Count(printed, secretMask) != 4 {
 		t.Errorf("secrets not masked:\n%s", printed)
 	}
 	if !strings.Contains(printed, "role: viewer") || !strings.Contains(printed, "role: admin # XMQ_WEB_API_KEYS_CI_ROLE") {
 		t.Errorf("api key roles missing:\n%s", printed)
 	}
+	if strings.Contains(printed, "bridge-pass-do-not-print") {
+		t.Errorf("a bridge password printed:\n%s", printed)
+	}
+	out.Reset()
+	if err := runConfig([]string{"print", "-show-secrets", "-c", file}, nil, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), hash) || !strings.Contains(out.String(), "bridge-pass-do-not-print") || strings.Contains(out.String(), secretMask) {
+		t.Errorf("-show-secrets did not print the secrets:\n%s", out.String())
+	}
+}
+
+// TestSecretsTagged: every key that holds a password, a hash, a token or
+// a secret (not the name of a file holding one) is tagged secret, so that
+// config print redacts it.
+func TestSecretsTagged(t *testing.T) {
+	var walk func(typ reflect.Type, path string)
+	walk = func(typ reflect.Type, path string) {
+		for f := range typ.Fields() {
+			key := path + "." + f.Tag.Get("yaml")
+			switch ft := f.Type; {
+			case ft.Kind() == reflect.Struct:
+				walk(ft, key)
+			case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
+				walk(ft.Elem(), key+"[]")
+			case ft.Kind() == reflect.Map && ft.Elem().Kind() == reflect.Struct:
+				walk(ft.Elem(), key+"{}")
+			case ft.Kind() == reflect.String:
+				name := f.Tag.Get("yaml")
+				sensitive := strings.Contains(name, "password") || strings.Contains(name, "secret") ||
+					strings.Contains(name, "token") || strings.Contains(name, "hash") || strings.Contains(name, "sha256")
+				if sensitive && !strings.HasSuffix(name, "_file") && f.Tag.Get("secret") != "true" {
+					t.Errorf("%s holds a secret but is not tagged secret:\"true\"", key)
+				}
+			}
+		}
+	}
+	walk(reflect.TypeFor[config](), "")
 }
 
 func TestConfigCommand(t *testing.T) {
