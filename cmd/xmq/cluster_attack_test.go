@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eclipse/paho.golang/paho"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 )
@@ -122,14 +121,7 @@ func TestClusterAttack(t *testing.T) {
 	defer spy.Close()
 	spied, _ := spy.SubscribeSync(">")
 	_ = spy.Flush()
-	sub := pahoConnect(t, nodes[1].addr, "attack-sub")
-	sub.subscribe(t, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "secret/#", QoS: 1}}})
-	pub := pahoConnect(t, nodes[0].addr, "attack-pub")
-	awaitInterest(t, pub, "secret/x", sub)
-	pub.publish(t, &paho.Publish{Topic: "secret/x", QoS: 1, Payload: []byte("nodes only")})
-	if p := sub.next(t); string(p.Payload) != "nodes only" {
-		t.Fatalf("subscriber got %q", p.Payload)
-	}
+	routedAcross(t, nodes[0], nodes[1], "attack-pub", "attack-sub", "secret")
 	time.Sleep(time.Second) // the rogue route's attempts, refused
 	if n := rogue.NumRoutes(); n != 0 {
 		t.Errorf("the rogue server has %d routes", n)
@@ -155,12 +147,5 @@ func TestClusterTLS(t *testing.T) {
 	nodes, _ := clusterNodesConfig(t, 3, 3, fmt.Sprintf("      tls: {cert_file: %s, key_file: %s, ca_file: %s}\n",
 		filepath.Join(dir, "node-n.pem"), filepath.Join(dir, "node-n-key.pem"), filepath.Join(dir, "ca.pem")))
 	waitStateReady(t, nodes...)
-	sub := pahoConnect(t, nodes[2].addr, "tls-sub")
-	sub.subscribe(t, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "tls/#", QoS: 1}}})
-	pub := pahoConnect(t, nodes[0].addr, "tls-pub")
-	awaitInterest(t, pub, "tls/x", sub)
-	pub.publish(t, &paho.Publish{Topic: "tls/x", QoS: 1, Payload: []byte("over TLS routes")})
-	if p := sub.next(t); string(p.Payload) != "over TLS routes" {
-		t.Fatalf("got %q", p.Payload)
-	}
+	routedAcross(t, nodes[0], nodes[2], "tls-pub", "tls-sub", "tls")
 }

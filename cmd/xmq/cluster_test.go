@@ -652,13 +652,20 @@ func TestClusterNodeKilled(t *testing.T) {
 		}
 	}
 	// The killed node's client comes back on node 1 and is routed to.
-	back := pahoConnect(t, nodes[0].addr, "kvictim")
-	back.subscribe(t, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "k/#", QoS: 1}}})
-	pub2 := pahoConnect(t, nodes[1].addr, "kpub2")
-	awaitInterest(t, pub2, "k/probe", back)
-	pub2.publish(t, &paho.Publish{Topic: "k/y", QoS: 1, Payload: []byte("after")})
-	if p := back.next(t); string(p.Payload) != "after" {
-		t.Errorf("got %q", p.Payload)
+	routedAcross(t, nodes[1], nodes[0], "kpub2", "kvictim", "k")
+}
+
+// routedAcross checks that a QoS 1 message published on from by client
+// pubID reaches subID, subscribed on to, under topic root prefix.
+func routedAcross(t *testing.T, from, to *proc, pubID, subID, prefix string) {
+	t.Helper()
+	sub := pahoConnect(t, to.addr, subID)
+	sub.subscribe(t, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: prefix + "/#", QoS: 1}}})
+	pub := pahoConnect(t, from.addr, pubID)
+	awaitInterest(t, pub, prefix+"/probe", sub)
+	pub.publish(t, &paho.Publish{Topic: prefix + "/y", QoS: 1, Payload: []byte("across")})
+	if p := sub.next(t); string(p.Payload) != "across" {
+		t.Errorf("%s got %q", subID, p.Payload)
 	}
 }
 
