@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
@@ -563,6 +565,7 @@ func (c *Cluster) route(m *nats.Msg) {
 		return
 	}
 	c.received.Add(1)
+	distrustApplication(m.Header)
 	c.subsMu.RLock()
 	it, ok := c.subs[m.Sub]
 	c.subsMu.RUnlock()
@@ -602,6 +605,25 @@ func (c *Cluster) route(m *nats.Msg) {
 	c.local.DeliverRemote(it.group, filter, topic, payload, in.qos, in.retain, in.props, in.expires, in.from)
 	if in.seq != 0 {
 		c.rep.mark(in.node, in.seq)
+	}
+}
+
+// distrustApplication drops the Xmq-* headers of a message a NATS
+// application published (embedded server: through the APP account's
+// service import, where nats-server sets its Nats-Request-Info header,
+// which a node's own messages never carry): they are the nodes' — a
+// message's number and node (the copies it stands for, the replay marks,
+// keyed by node), the shared groups served — and one an application
+// forged could suppress other messages or grow the marks without bound.
+// Its MQTT headers stay: they are what an application may set.
+func distrustApplication(h nats.Header) {
+	if _, app := h[server.ClientInfoHdr]; !app {
+		return
+	}
+	for k := range h {
+		if strings.HasPrefix(k, "Xmq-") {
+			delete(h, k)
+		}
 	}
 }
 

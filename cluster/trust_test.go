@@ -144,6 +144,36 @@ func TestTrustEmbedded(t *testing.T) {
 			return false
 		}
 	})
+	time.Sleep(100 * time.Millisecond)
+	for len(nodes[1].local.ch) > 0 {
+		<-nodes[1].local.ch
+	}
+
+	// The nodes' own headers, forged: the same number twice (a node would
+	// take the second for a copy of the first), an origin for the replay
+	// marks, a shared group served. Both messages arrive; no mark is kept.
+	for _, payload := range []string{"forged 1", "forged 2"} {
+		h := nats.Header{}
+		h.Set("Mqtt-Qos", "1")
+		h.Set(hdrNode, "forged")
+		h.Set(hdrSeq, "zz")
+		h.Set(hdrID, "zz")
+		h.Set(hdrGroup, "xmq-nothing")
+		if err := nc.PublishMsg(&nats.Msg{Subject: "mqtt.app.z", Data: []byte(payload), Header: h}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []string{"forged 1", "forged 2"} {
+		if d := nodes[1].local.next(t); string(d.payload) != want {
+			t.Fatalf("got %q, want %q", d.payload, want)
+		}
+	}
+	nodes[1].rep.mu.Lock()
+	_, marked := nodes[1].rep.marks["forged"]
+	nodes[1].rep.mu.Unlock()
+	if marked {
+		t.Error("an application's forged node header made a replay mark")
+	}
 }
 
 // TestTrustTLS: nodes with certificates from one CA, and no client port
