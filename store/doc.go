@@ -46,6 +46,24 @@
 // holds, or this process has open already, as ErrLocked naming the
 // holder's pid (fcntl F_GETLK; not on Windows), never as ErrDamaged.
 //
+// # Faults
+//
+// The engine never meets a full disk: writes are refused for space before
+// (MaxDiskBytes, MinFreeBytes, measured by a sampler and again on the write
+// path when a burst could reach the limit), an emergency reserve file is
+// given up when a write fails for space anyway, and a write of the engine
+// that fails is retried rather than returned to it (Pebble treats a failed
+// log or manifest write as fatal and its commit pipeline never recovers).
+// While a write is being retried the store is unavailable: every write and
+// Sync is refused at once with ErrUnavailable (wrapping ENOSPC when the disk
+// is full), so callers never wait on the disk. It takes writes again by
+// itself once the retried writes are through and the file system has room
+// for MinFreeBytes and the reserve. A failed fsync is not retried, and a
+// disk operation that hangs past StallTimeout is not waited out: the store
+// fails and calls Options.OnFatal, where the broker exits so that its
+// supervisor restarts it. Health reports the state (ok, full, stalled,
+// unavailable, failed) and why.
+//
 // # Goroutines
 //
 // A Store is safe for concurrent use. Close must be called once, after every

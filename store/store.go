@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.uber.org/zap"
 )
 
@@ -58,10 +60,27 @@ type Options struct {
 	// that the database never meets a full disk (default 64 MiB; negative
 	// turns the check off).
 	MinFreeBytes int64
+	// ReserveBytes is the emergency reserve: a file of this size in the
+	// store's directory, deleted when a write fails for space so that the
+	// writes already inside the engine can finish, and written again once
+	// the file system has room for it (default 32 MiB; negative: none).
+	ReserveBytes int64
+	// StallTimeout is how long a disk operation may hang, or a write keep
+	// failing for another cause than space, before the store fails and
+	// calls OnFatal (default 30s). A disk operation slower than a tenth of
+	// it (at most 5s) is reported as StateStalled meanwhile.
+	StallTimeout time.Duration
+	// OnFatal is called once when the store cannot go on: the engine met an
+	// error it cannot recover from (a failed fsync), or the disk stalled.
+	// The broker exits there, so that its supervisor restarts it. nil: the
+	// engine's goroutine that met the error panics.
+	OnFatal func(error)
 	// ReadOnly opens an existing store without changing it (xmq store check).
 	ReadOnly bool
 	// Log receives the engine's messages (default: none).
 	Log *zap.Logger
+
+	fs vfs.FS // the file system under the engine; tests inject faults here
 }
 
 func (o *Options) setDefaults() {
@@ -72,12 +91,32 @@ func (o *Options) setDefaults() {
 		o.FlushInterval = 100 * time.Millisecond
 	}
 	if o.MinFreeBytes == 0 {
-		o.MinFreeBytes = 64 << 20
+		o.MinFreeBytes = DefaultMinFreeBytes
+	}
+	if o.ReserveBytes == 0 {
+		o.ReserveBytes = DefaultReserveBytes
+	}
+	if o.StallTimeout == 0 {
+		o.StallTimeout = DefaultStallTimeout
 	}
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
+	if o.fs == nil {
+		o.fs = vfs.Default
+	}
 }
+
+// Defaults of Options.
+const (
+	DefaultMinFreeBytes = 64 << 20
+	DefaultReserveBytes = 32 << 20
+	DefaultStallTimeout = 30 * time.Second
+)
+
+// slowThreshold is when a disk operation counts as slow: a tenth of the
+// stall timeout, at most 5s.
+func (o *Options) slowThreshold() time.Duration { return min(o.StallTimeout/10, 5*time.Second) }
 
 // Validate reports the first option out of range.
 func (o *Options) Validate() error {
@@ -91,6 +130,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxDiskBytes < 0 {
 		return errors.New("store: max disk bytes must not be negative")
+	}
+	if o.StallTimeout < 0 || o.StallTimeout > 0 && o.StallTimeout < time.Second {
+		return errors.New("store: stall timeout must be at least 1s")
 	}
 	return nil
 }
@@ -118,21 +160,27 @@ type Store struct {
 	log  *zap.Logger
 
 	// Group commit: writes counts the writes in the log, synced how many of
-	// them the last fsync covered. One caller at a time (the leader) syncs;
-	// the others wait on cond for a sync that covers their writes.
-	writes  atomic.Uint64
-	syncMu  sync.Mutex
-	cond    *sync.Cond
-	syncing bool
-	synced  uint64
-	syncs   atomic.Uint64 // fsyncs done, for benchmarks and tests
+	// them the last fsync covered. One fsync at a time runs (round); callers
+	// wait for one that covers their writes.
+	writes atomic.Uint64
+	syncMu sync.Mutex
+	synced uint64
+	round  *syncRound    // the fsync under way, nil when none
+	syncs  atomic.Uint64 // fsyncs done, for benchmarks and tests
 
 	// Disk budget: full is set by the sampler; written counts the bytes put
 	// since its last sample, so a burst cannot overshoot between samples.
 	full      atomic.Bool
+	fullSince atomic.Int64 // Unix nanoseconds
 	usage     atomic.Int64
 	written   atomic.Int64
 	unflushed atomic.Int64 // bytes written since the last memtable flush
+	free      atomic.Int64 // the file system's free bytes when last measured
+	sinceFree atomic.Int64 // bytes admitted since
+
+	f        faults
+	slowWarn atomic.Int64
+	health   io.Closer // the engine's disk health checker
 
 	closed  atomic.Bool
 	stop    chan struct{}
@@ -174,9 +222,9 @@ func Open(dir string, opts Options) (st *Store, err error) {
 		}
 	}()
 	s := &Store{dir: dir, opts: opts, log: opts.Log, stop: make(chan struct{}), release: release}
-	s.cond = sync.NewCond(&s.syncMu)
+	s.f.downCh = make(chan struct{})
 	po := &pebble.Options{
-		Logger:             pebbleLogger{opts.Log.Sugar()},
+		Logger:             pebbleLogger{opts.Log.Sugar(), s},
 		MemTableSize:       memTableSize,
 		ReadOnly:           opts.ReadOnly,
 		ErrorIfNotExists:   opts.ReadOnly,
@@ -192,8 +240,21 @@ func Open(dir string, opts Options) (st *Store, err error) {
 				zap.String("dir", dir), zap.String("corruption", info.String()))
 		},
 	}
+	if !opts.ReadOnly {
+		// Outermost, faultFS: a write it retries is many short operations
+		// to the health checker, not one that stalls.
+		var hfs vfs.FS
+		hfs, s.health = vfs.WithDiskHealthChecks(opts.fs, opts.slowThreshold(), nil, s.diskSlow)
+		po.FS = faultFS{FS: hfs, s: s}
+		if err := s.makeReserve(); err != nil {
+			opts.Log.Warn("store: starting without its emergency reserve", zap.String("dir", dir), zap.Error(err))
+		}
+	}
 	db, err := pebble.Open(dir, po)
 	if err != nil {
+		if s.health != nil {
+			_ = s.health.Close()
+		}
 		if pid, held := heldBy(dir); held {
 			return nil, lockedError(dir, pid)
 		}
@@ -208,6 +269,9 @@ func Open(dir string, opts Options) (st *Store, err error) {
 	s.db = db
 	if err := s.checkFormat(); err != nil {
 		_ = db.Close()
+		if s.health != nil {
+			_ = s.health.Close()
+		}
 		return nil, err
 	}
 	if opts.ReadOnly {
@@ -313,29 +377,49 @@ func checkID(id string) error {
 	return nil
 }
 
-func (s *Store) set(key, val []byte) error {
+// writable reports why a write cannot be made now, if it cannot: the store
+// is closed, unavailable or failed.
+func (s *Store) writable() error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	if err := s.db.Set(key, val, pebble.NoSync); err != nil {
+	return s.downErr()
+}
+
+// write runs one write to the engine. The engine panics (through its
+// logger's Fatalf) on a commit it cannot make; that is the store failing,
+// returned as an error to this caller.
+func (s *Store) write(w func() error) (err error) {
+	if err := s.writable(); err != nil {
+		return err
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			err = s.downErr()
+			if err == nil {
+				err = fmt.Errorf("%w: %v", ErrUnavailable, v)
+			}
+		}
+	}()
+	if err := w(); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
 	s.writes.Add(1)
 	return nil
+}
+
+func (s *Store) set(key, val []byte) error {
+	return s.write(func() error { return s.db.Set(key, val, pebble.NoSync) })
 }
 
 func (s *Store) del(key []byte) error {
-	if s.closed.Load() {
-		return ErrClosed
-	}
-	if err := s.db.Delete(key, pebble.NoSync); err != nil {
-		return fmt.Errorf("store: %w", err)
-	}
-	s.writes.Add(1)
-	return nil
+	return s.write(func() error { return s.db.Delete(key, pebble.NoSync) })
 }
 
-// admit applies the disk budget to a write of n bytes.
+// admit applies the disk budget and the free space to a write of n bytes.
+// The free space is measured again, here on the write path, once what was
+// admitted since the last measure could have taken it below MinFreeBytes:
+// a burst between two samples must not reach a full disk.
 func (s *Store) admit(n int) error {
 	if s.full.Load() {
 		return s.fullError()
@@ -343,10 +427,29 @@ func (s *Store) admit(n int) error {
 	s.unflushed.Add(int64(n))
 	w := s.written.Add(int64(n))
 	if b := s.opts.MaxDiskBytes; b > 0 && s.usage.Load()+w > b {
-		s.full.Store(true)
+		s.setFull(true)
 		return s.fullError()
 	}
+	if m := s.opts.MinFreeBytes; m > 0 && s.free.Load()-s.sinceFree.Add(int64(n)) < m {
+		if free, err := freeBytes(s.dir); err == nil { // freespace_*.go
+			s.free.Store(free)
+			s.sinceFree.Store(0)
+			if free < m {
+				s.setFull(true)
+				return s.fullError()
+			}
+		}
+	}
 	return nil
+}
+
+// setFull records whether the store is full, and since when.
+func (s *Store) setFull(full bool) {
+	if full && !s.full.Swap(true) {
+		s.fullSince.Store(time.Now().UnixNano())
+	} else if !full {
+		s.full.Store(false)
+	}
 }
 
 func (s *Store) fullError() error {
@@ -371,21 +474,16 @@ func (s *Store) DeleteSession(id string) error {
 	if err := checkID(id); err != nil {
 		return err
 	}
-	if s.closed.Load() {
-		return ErrClosed
-	}
-	b := s.db.NewBatch()
-	defer b.Close()
-	_ = b.Delete(idKey(prefixSession, id, 0), nil)
-	_ = b.Delete(idKey(prefixInbound, id, 0), nil)
-	lo := idKey(prefixMessage, id, 9)
-	hi := append(append([]byte(nil), lo...), 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF)
-	_ = b.DeleteRange(lo, hi, nil)
-	if err := b.Commit(pebble.NoSync); err != nil {
-		return fmt.Errorf("store: %w", err)
-	}
-	s.writes.Add(1)
-	return nil
+	return s.write(func() error {
+		b := s.db.NewBatch()
+		defer b.Close()
+		_ = b.Delete(idKey(prefixSession, id, 0), nil)
+		_ = b.Delete(idKey(prefixInbound, id, 0), nil)
+		lo := idKey(prefixMessage, id, 9)
+		hi := append(append([]byte(nil), lo...), 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF)
+		_ = b.DeleteRange(lo, hi, nil)
+		return b.Commit(pebble.NoSync)
+	})
 }
 
 // PutMessage implements core.Store.
@@ -458,36 +556,55 @@ func (s *Store) Sync() error {
 	if s.opts.Durability != DurabilitySync || s.opts.ReadOnly {
 		return nil
 	}
-	if s.closed.Load() {
-		return ErrClosed
+	if err := s.writable(); err != nil {
+		return err
 	}
 	return s.syncTo(s.writes.Load())
 }
 
-// syncTo waits until the writes up to target are on disk, syncing as the
-// leader when no one else is.
+// syncRound is one fsync: done is closed when it ends, with err.
+type syncRound struct {
+	done chan struct{}
+	err  error
+}
+
+// syncTo waits until the writes up to target are on disk, starting an
+// fsync when none is under way. The fsync runs on its own goroutine, so
+// that every caller can stop waiting when the store goes down: an fsync
+// held up by a full disk must not hold up a CONNECT.
 func (s *Store) syncTo(target uint64) error {
+	down := s.downSignal()
 	s.syncMu.Lock()
-	defer s.syncMu.Unlock()
 	for s.synced < target {
-		if s.syncing {
-			s.cond.Wait()
-			continue
+		r := s.round
+		if r == nil {
+			r = &syncRound{done: make(chan struct{})}
+			s.round = r
+			covered := s.writes.Load() // every write counted here is in the log already
+			go func() {
+				err := s.fsync()
+				s.syncMu.Lock()
+				r.err = err
+				if err == nil {
+					s.synced = max(s.synced, covered)
+				}
+				s.round = nil
+				close(r.done)
+				s.syncMu.Unlock()
+			}()
 		}
-		s.syncing = true
-		covered := s.writes.Load() // every write counted here is in the log already
 		s.syncMu.Unlock()
-		err := s.fsync()
+		select {
+		case <-r.done:
+		case <-down:
+			return s.downErr()
+		}
+		if r.err != nil {
+			return r.err
+		}
 		s.syncMu.Lock()
-		s.syncing = false
-		if err == nil {
-			s.synced = max(s.synced, covered)
-		}
-		s.cond.Broadcast()
-		if err != nil {
-			return err
-		}
 	}
+	s.syncMu.Unlock()
 	return nil
 }
 
@@ -495,7 +612,7 @@ func (s *Store) syncTo(target uint64) error {
 func (s *Store) fsync() (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = fmt.Errorf("store: syncing %s: %v", s.dir, v)
+			err = fmt.Errorf("%w: syncing %s: %v", ErrUnavailable, s.dir, v)
 		}
 	}()
 	if err := s.db.LogData(nil, pebble.Sync); err != nil {
@@ -534,6 +651,7 @@ func (s *Store) sampleLoop() {
 		select {
 		case <-t.C:
 			s.sample()
+			s.tryRecover()
 			if full := s.full.Load(); full != wasFull {
 				wasFull = full
 				if full {
@@ -554,12 +672,12 @@ func (s *Store) sample() {
 	s.usage.Store(usage)
 	s.written.Store(0)
 	full := s.opts.MaxDiskBytes > 0 && usage >= s.opts.MaxDiskBytes
-	if s.opts.MinFreeBytes > 0 {
-		if free, err := freeBytes(s.dir); err == nil && free < s.opts.MinFreeBytes { // freespace_*.go
-			full = true
-		}
+	if free, err := freeBytes(s.dir); err == nil { // freespace_*.go
+		s.free.Store(free)
+		s.sinceFree.Store(0)
+		full = full || s.opts.MinFreeBytes > 0 && free < s.opts.MinFreeBytes
 	}
-	s.full.Store(full)
+	s.setFull(full)
 }
 
 // DiskUsage is what the disk budget counts: the tables on disk and the
@@ -587,8 +705,18 @@ func (s *Store) Close() (err error) {
 		return ErrClosed
 	}
 	defer s.release() // after the engine has let go of its lock
+	if err := s.awaitUp(); err != nil {
+		// The engine holds writes it cannot make (or has failed): closing
+		// it would wait for them for ever. Leave it to the process's end;
+		// what was acknowledged is on disk already.
+		close(s.stop)
+		return fmt.Errorf("store: %s left without closing: %w", s.dir, err)
+	}
 	close(s.stop)
 	s.done.Wait()
+	if s.health != nil {
+		defer s.health.Close()
+	}
 	if !s.opts.ReadOnly && s.opts.Durability != DurabilityNone {
 		if serr := s.syncTo(s.writes.Load()); serr != nil {
 			err = serr
@@ -600,15 +728,38 @@ func (s *Store) Close() (err error) {
 	return err
 }
 
+// awaitUp waits up to closeWait for an unavailable store to take writes
+// again; it returns why it did not.
+func (s *Store) awaitUp() error {
+	if s.opts.ReadOnly {
+		return nil
+	}
+	for deadline := time.Now().Add(closeWait); s.f.down.Load() && time.Now().Before(deadline); {
+		time.Sleep(retryInterval)
+		s.tryRecover()
+	}
+	return s.downErr()
+}
+
 // pebbleLogger sends the engine's messages to zap.
-type pebbleLogger struct{ l *zap.SugaredLogger }
+type pebbleLogger struct {
+	l *zap.SugaredLogger
+	s *Store
+}
 
 func (p pebbleLogger) Infof(format string, args ...any)  { p.l.Debugf("pebble: "+format, args...) }
 func (p pebbleLogger) Errorf(format string, args ...any) { p.l.Errorf("pebble: "+format, args...) }
+
+// Fatalf is the engine giving up: the store fails (OnFatal, which ends
+// the broker). Fatalf must not return; its panic is recovered into an
+// error where the store called the engine itself.
 func (p pebbleLogger) Fatalf(format string, args ...any) {
-	// Recovered into an error where the store calls the engine itself.
 	msg := fmt.Sprintf("pebble: "+format, args...)
-	p.l.Error(msg)
+	if p.s != nil {
+		p.s.fail(errors.New(msg))
+	} else {
+		p.l.Error(msg)
+	}
 	panic(msg)
 }
 
