@@ -62,11 +62,10 @@ type Health struct {
 	Since  time.Time // when it entered State (zero for StateOK)
 }
 
-// Err is nil when the store accepts writes (StateOK or StateFull), else an
-// error naming the state and its reason, for a readiness probe.
+// Err is nil in StateOK, else an error naming the state and its reason,
+// for a readiness probe: a full store refuses new messages too.
 func (h Health) Err() error {
-	switch h.State {
-	case StateOK, StateFull:
+	if h.State == StateOK {
 		return nil
 	}
 	return fmt.Errorf("store %s since %s: %s", h.State, h.Since.UTC().Format(time.RFC3339), h.Reason)
@@ -329,9 +328,19 @@ func (f faultFile) WriteAt(p []byte, off int64) (int, error) {
 	return done, err
 }
 
+// Preallocate is an optimization (the engine reserves its next log's
+// size, about a memtable): on a file system that cannot reserve that much
+// the writes may still fit, and they are retried when they do not.
 func (f faultFile) Preallocate(off, n int64) error {
-	return f.s.retry("preallocate", func() error { return f.File.Preallocate(off, n) })
+	if err := f.File.Preallocate(off, n); err != nil && !isSpace(err) {
+		return err
+	}
+	return nil
 }
+
+// FreeBytes is the free space of the store's file system when last
+// measured (every 200ms, and on the write path near MinFreeBytes).
+func (s *Store) FreeBytes() int64 { return s.free.Load() }
 
 // reservePath is the reserve's path.
 func (s *Store) reservePath() string { return filepath.Join(s.dir, ReserveFile) }

@@ -139,7 +139,7 @@ func churn(s *Store, stop <-chan struct{}) {
 // itself, and every write it acknowledged before, during and after is
 // there after a restart.
 func TestFaultWriteErrorsRecover(t *testing.T) {
-	writes := []errorfs.OpKind{errorfs.OpFileWrite, errorfs.OpFileWriteAt, errorfs.OpFilePreallocate, errorfs.OpCreate, errorfs.OpRename, errorfs.OpLink}
+	writes := []errorfs.OpKind{errorfs.OpFileWrite, errorfs.OpFileWriteAt, errorfs.OpCreate, errorfs.OpRename, errorfs.OpLink}
 	for _, tc := range []struct {
 		name  string
 		err   error

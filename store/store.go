@@ -734,7 +734,7 @@ func (s *Store) awaitUp() error {
 	if s.opts.ReadOnly {
 		return nil
 	}
-	for deadline := time.Now().Add(closeWait); s.f.down.Load() && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(closeWait); s.f.down.Load() && s.Health().State != StateFailed && time.Now().Before(deadline); {
 		time.Sleep(retryInterval)
 		s.tryRecover()
 	}

@@ -51,6 +51,7 @@ type collector struct {
 	sessions, offline, expired, subscriptions, retained    *prometheus.Desc
 	queued, queuedBytes, inflight, sharedGroups, storeSync *prometheus.Desc
 	handshakeFailures, certExpiry, storeDisk, storeBudget  *prometheus.Desc
+	storeState, storeFree                                  *prometheus.Desc
 	authLogins, authRefused, authFlapBans, authDenied      *prometheus.Desc
 	authACLMisses, authReloads, authReloadErrors           *prometheus.Desc
 	authUsers, authRules, authCached, authBans, authLock   *prometheus.Desc
@@ -96,6 +97,10 @@ func newCollector(b Broker, opts *Options) *collector {
 		storeDisk: d("store_disk_bytes", "What the on-disk store holds against its budget: tables and unflushed writes, "+
 			"not the write-ahead log."),
 		storeBudget: d("store_disk_budget_bytes", "The store's disk budget (store.max_disk_bytes); absent when there is none."),
+		storeState: d("store_state", "1 for the store's state, 0 for the others: ok, full (new messages refused for space), "+
+			"stalled (a disk operation slow), unavailable (every write refused until the disk takes writes again), "+
+			"failed (the broker exits).", "state"),
+		storeFree: d("store_free_bytes", "Free bytes on the store's file system, when last measured."),
 		handshakeFailures: d("handshake_failures_total", "Connections a listener gave up on before they carried MQTT "+
 			"(TLS, WebSocket, QUIC, PROXY header, connection limit), by reason.", "listener", "transport", "reason"),
 		certExpiry: d("certificate_expiry_seconds", "Seconds until the certificate a TLS listener serves ends (negative once "+
@@ -135,6 +140,8 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	if c.store != nil {
 		ch <- c.storeDisk
 		ch <- c.storeBudget
+		ch <- c.storeState
+		ch <- c.storeFree
 	}
 	if c.authStats != nil {
 		for _, d := range []*prometheus.Desc{c.authLogins, c.authRefused, c.authFlapBans, c.authACLMisses,
@@ -239,6 +246,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.storeDisk, float64(u.DiskBytes))
 		if u.BudgetBytes > 0 {
 			gauge(c.storeBudget, float64(u.BudgetBytes))
+		}
+		gauge(c.storeFree, float64(u.FreeBytes))
+		for _, state := range StoreStates {
+			v := 0.0
+			if state == u.State {
+				v = 1
+			}
+			gauge(c.storeState, v, state)
 		}
 	}
 	// Authorization refusals that core counts itself, with or without an

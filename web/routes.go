@@ -28,6 +28,12 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{
 		ErrorLog: zap.NewStdLog(s.log.Named("metrics")), ErrorHandling: promhttp.ContinueOnError}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if s.opts.Degraded != nil {
+			if err := s.opts.Degraded(); err != nil {
+				writeJSON(w, http.StatusOK, map[string]string{"status": "degraded", "reason": err.Error()})
+				return
+			}
+		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)

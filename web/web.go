@@ -86,9 +86,15 @@ type Listener struct {
 
 // StoreUsage is what the broker's on-disk store holds against its budget.
 type StoreUsage struct {
-	DiskBytes   int64 // what the budget counts (store.Store.DiskUsage)
-	BudgetBytes int64 // store.max_disk_bytes; 0: no budget
+	DiskBytes   int64  // what the budget counts (store.Store.DiskUsage)
+	BudgetBytes int64  // store.max_disk_bytes; 0: no budget
+	FreeBytes   int64  // free bytes on its file system
+	State       string // one of StoreStates
 }
+
+// StoreStates are the states of the on-disk store (store.State), for the
+// xmq_store_state series.
+var StoreStates = []string{"ok", "full", "stalled", "unavailable", "failed"}
 
 // Ban is one entry of the banned list.
 type Ban struct {
@@ -144,6 +150,11 @@ type Options struct {
 	// Ready reports whether the broker can serve (listeners bound, store
 	// open); nil means ready. /readyz answers 503 with its error.
 	Ready func() error
+	// Degraded reports why the broker serves with less than its full
+	// function (the store full or unavailable); nil means it does not.
+	// /healthz answers 200 either way, since a restart would not help, but
+	// says {"status":"degraded","reason":…}.
+	Degraded func() error
 	// Bans is the runtime banned list; nil: the banned API answers 501.
 	Bans BanList
 	// MQTTTokens issues the dashboard's MQTT passwords (GET

@@ -157,6 +157,7 @@ type crashPub struct {
 	v     byte
 	qos   byte
 	topic string
+	size  int // payload bytes (at least 62)
 
 	mu sync.Mutex
 	// interval paces publishing: a message every interval (0: as fast
@@ -184,6 +185,12 @@ func newCrashPub(id string, v, qos byte, topic string) *crashPub {
 func payload(pub string, seq int) []byte {
 	p := fmt.Sprintf("%s:%08d:", pub, seq)
 	return []byte(p + strings.Repeat("x", max(62-len(p), 0)))
+}
+
+// payload is message seq's payload, padded to p.size.
+func (p *crashPub) payload(seq int) []byte {
+	b := payload(p.id, seq)
+	return append(b, strings.Repeat("x", max(p.size-len(b), 0))...)
 }
 
 func parsePayload(b []byte) (pub string, seq int, ok bool) {
@@ -221,7 +228,7 @@ func (p *crashPub) run(addr string, stop <-chan struct{}) error {
 		if p.recd[id] {
 			err = c.send(&codec.Ack{Kind: codec.PUBREL, PacketID: id})
 		} else {
-			err = c.send(&codec.Publish{QoS: p.qos, Dup: true, PacketID: id, Topic: []byte(p.topic), Payload: payload(p.id, seq)})
+			err = c.send(&codec.Publish{QoS: p.qos, Dup: true, PacketID: id, Topic: []byte(p.topic), Payload: p.payload(seq)})
 		}
 		if err != nil {
 			p.mu.Unlock()
@@ -313,7 +320,7 @@ func (p *crashPub) run(addr string, stop <-chan struct{}) error {
 		p.next++
 		p.flight[id] = seq
 		p.mu.Unlock()
-		if err := c.send(&codec.Publish{QoS: p.qos, PacketID: id, Topic: []byte(p.topic), Payload: payload(p.id, seq)}); err != nil {
+		if err := c.send(&codec.Publish{QoS: p.qos, PacketID: id, Topic: []byte(p.topic), Payload: p.payload(seq)}); err != nil {
 			return err
 		}
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/xmq-io/xmq/core"
 	"github.com/xmq-io/xmq/listeners"
+	"github.com/xmq-io/xmq/store"
 	"github.com/xmq-io/xmq/web"
 )
 
@@ -240,6 +241,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	serveErr := make(chan error, len(lns)+1)
 	var serving sync.WaitGroup
 	rd := newReadiness(&cfg, srv)
+	if ps, ok := st.(*store.Store); ok {
+		rd.store = ps.Health
+	}
 	if cl != nil {
 		rd.cluster = cl
 	}
@@ -324,6 +328,9 @@ type readiness struct {
 	names     []string
 	accepting []atomic.Bool // listener i's accept loop runs
 	srv       interface{ StoreHealthy() error }
+	// store, when set, is the on-disk store's health: checked before
+	// StoreHealthy's Sync, which a stalled disk would hold up.
+	store func() store.Health
 	// cluster, when set, says whether this node is part of its cluster.
 	cluster interface{ Healthy() error }
 }
@@ -350,6 +357,11 @@ func (r *readiness) check() error {
 	}
 	if r.cluster != nil {
 		if err := r.cluster.Healthy(); err != nil {
+			return err
+		}
+	}
+	if r.store != nil {
+		if err := r.store().Err(); err != nil {
 			return err
 		}
 	}

@@ -26,6 +26,15 @@ type storeConfig struct {
 	FlushInterval time.Duration `yaml:"flush_interval"`
 	// MaxDiskBytes: the disk budget; 0 = none.
 	MaxDiskBytes int64 `yaml:"max_disk_bytes"`
+	// MinFreeBytes: the free space the store leaves on its file system
+	// (default 64 MiB; negative: no check).
+	MinFreeBytes int64 `yaml:"min_free_bytes"`
+	// ReserveBytes: the emergency reserve file (default 32 MiB; negative:
+	// none).
+	ReserveBytes int64 `yaml:"emergency_reserve_bytes"`
+	// StallTimeout: how long a disk operation may hang before the broker
+	// exits for its supervisor to restart it (default 30s).
+	StallTimeout time.Duration `yaml:"stall_timeout"`
 }
 
 // Store defaults, as store.Options fills them in.
@@ -42,11 +51,36 @@ func (s storeConfig) withDefaults() storeConfig {
 	if s.FlushInterval == 0 {
 		s.FlushInterval = defaultFlushInterval
 	}
+	if s.MinFreeBytes == 0 {
+		s.MinFreeBytes = store.DefaultMinFreeBytes
+	}
+	if s.ReserveBytes == 0 {
+		s.ReserveBytes = store.DefaultReserveBytes
+	}
+	if s.StallTimeout == 0 {
+		s.StallTimeout = store.DefaultStallTimeout
+	}
 	return s
 }
 
 func (s storeConfig) options(log *zap.Logger) store.Options {
-	return store.Options{Durability: s.Durability, FlushInterval: s.FlushInterval, MaxDiskBytes: s.MaxDiskBytes, Log: log}
+	return store.Options{Durability: s.Durability, FlushInterval: s.FlushInterval, MaxDiskBytes: s.MaxDiskBytes,
+		MinFreeBytes: s.MinFreeBytes, ReserveBytes: s.ReserveBytes, StallTimeout: s.StallTimeout, Log: log}
+}
+
+// exitProcess ends the broker when its store fails (a variable for tests).
+var exitProcess = os.Exit
+
+// storeFailed is the store's OnFatal: the engine cannot go on (a failed
+// fsync, a disk stalled past store.stall_timeout), so the broker exits
+// non-zero at once for its supervisor to restart it. What was
+// acknowledged is on disk; a graceful shutdown would wait on that disk.
+func storeFailed(log *zap.Logger) func(error) {
+	return func(err error) {
+		log.Error("store failed: exiting so that the supervisor restarts xmq; acknowledged messages are on disk", zap.Error(err))
+		_ = log.Sync()
+		exitProcess(1)
+	}
 }
 
 // validateStore checks the store section.
@@ -73,7 +107,9 @@ func openStore(cfg *config, log *zap.Logger) (st core.Store, bans auth.BanStore,
 		return core.NewMemStore(), nil, nil
 	}
 	dir := storeDir(cfg.DataDir)
-	ps, err := store.Open(dir, cfg.Store.options(log.Named("store")))
+	opts := cfg.Store.options(log.Named("store"))
+	opts.OnFatal = storeFailed(log)
+	ps, err := store.Open(dir, opts)
 	if err != nil {
 		return nil, nil, storeHint(err, cfg.DataDir)
 	}
@@ -87,7 +123,9 @@ func openStore(cfg *config, log *zap.Logger) (st core.Store, bans auth.BanStore,
 		log.Info("GOMAXPROCS raised from 1 to 2 so that fsync does not stall the broker (durability sync)")
 	}
 	log.Info("store opened", zap.String("dir", dir), zap.String("durability", string(sc.Durability)),
-		zap.Duration("flush_interval", sc.FlushInterval), zap.Int64("max_disk_bytes", sc.MaxDiskBytes))
+		zap.Duration("flush_interval", sc.FlushInterval), zap.Int64("max_disk_bytes", sc.MaxDiskBytes),
+		zap.Int64("min_free_bytes", sc.MinFreeBytes), zap.Int64("emergency_reserve_bytes", sc.ReserveBytes),
+		zap.Duration("stall_timeout", sc.StallTimeout))
 	return ps, ps, nil
 }
 

@@ -301,7 +301,15 @@ func (w *webRun) start(cfg *config, srv *core.Server, st core.Store, lns []liste
 	}
 	if ps, ok := st.(*store.Store); ok {
 		budget := cfg.Store.MaxDiskBytes
-		opts.Store = func() web.StoreUsage { return web.StoreUsage{DiskBytes: ps.DiskUsage(), BudgetBytes: budget} }
+		opts.Store = func() web.StoreUsage {
+			return web.StoreUsage{DiskBytes: ps.DiskUsage(), BudgetBytes: budget, FreeBytes: ps.FreeBytes(), State: string(ps.Health().State)}
+		}
+		opts.Degraded = func() error {
+			if h := ps.Health(); h.State != store.StateOK {
+				return fmt.Errorf("store %s: %s", h.State, h.Reason)
+			}
+			return nil
+		}
 	}
 	if cfg.Web.TLS {
 		if ts.def == nil {
