@@ -1,12 +1,17 @@
 package auth
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 	"unsafe"
+
+	"golang.org/x/crypto/bcrypt"
 )
 
 // unsafeString views b as a string, as core does with a topic in its read
@@ -100,4 +105,40 @@ func BenchmarkCanSubscribe(b *testing.B) {
 	for b.Loop() {
 		a.CanSubscribe("client-1", "alice", "$share/g/sensors/room1/#")
 	}
+}
+
+// BenchmarkFirstLoginUnderAttack measures how long a first login (no
+// cached proof, bcrypt at the default cost) from an address that has not
+// failed takes while 1,000 wrong logins from 100 other addresses are in
+// progress: the fairness the hash queue promises, with the CPU the attack
+// takes. Run it on one core (-cpu 1, under taskset -c 0) as the broker
+// runs. It reports the legitimate login's latency as ms/login.
+func BenchmarkFirstLoginUnderAttack(b *testing.B) {
+	const sources, each = 100, 10
+	file := writeUsers(b, bcrypt.DefaultCost, map[string]string{"alice": "wonderland", "bob": "builder"})
+	var total time.Duration
+	for i := range b.N {
+		a, err := New(Options{PasswordFile: file, AllowAnonymous: AnonymousDeny, ReloadInterval: -1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for s := range sources {
+			addr := &net.TCPAddr{IP: net.IPv4(198, 51, byte(100+s/250), byte(1+s%250)), Port: 1}
+			for range each {
+				wg.Go(func() { _ = a.Authenticate("bot", "alice", []byte("guess"), addr, "tcp", "") })
+			}
+		}
+		for a.Stats().HashWaiting < sources*each/2 {
+			time.Sleep(time.Millisecond)
+		}
+		start := time.Now()
+		if err := a.Authenticate("good", "bob", []byte("builder"), &net.TCPAddr{IP: net.IPv4(203, 0, 113, byte(1+i%250)), Port: 1}, "tcp", ""); err != nil {
+			b.Fatalf("legitimate login: %v", err)
+		}
+		total += time.Since(start)
+		wg.Wait()
+		_ = a.Close()
+	}
+	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/login")
 }

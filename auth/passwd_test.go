@@ -151,7 +151,7 @@ func TestValidUsername(t *testing.T) {
 }
 
 // passwd runs PasswdMain and returns its stdout.
-func passwd(t *testing.T, stdin string, args ...string) (string, error) {
+func passwd(t testing.TB, stdin string, args ...string) (string, error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	err := PasswdMain(args, strings.NewReader(stdin), &out, &errOut)

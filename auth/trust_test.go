@@ -14,7 +14,7 @@ import (
 )
 
 // writeUsers makes a password file of bcrypt users at the given cost.
-func writeUsers(t *testing.T, cost int, users map[string]string) string {
+func writeUsers(t testing.TB, cost int, users map[string]string) string {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "passwd")
 	for user, pass := range users {
