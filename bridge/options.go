@@ -112,12 +112,14 @@ type Config struct {
 	MaxInflight int
 	// InflightTimeout bounds each step of a QoS 1/2 exchange in flight,
 	// either way: the remote's PUBACK, PUBREC, PUBREL or PUBCOMP, counted
-	// from when the bridge wrote the packet it answers (the time a slow
-	// link takes to carry the bridge's own backlog does not count), and
-	// the local broker's. A link with a step unanswered for longer (looked
-	// at every eighth of it) is closed and made again with backoff; the
-	// sessions resend what was unfinished, as MQTT requires: PUBLISH with
-	// DUP, or PUBREL after PUBREC (default 30s).
+	// from when the bridge wrote the packet it answers to the connection
+	// (time in the bridge's own buffer behind a slow link does not count;
+	// time in the system's socket buffer does: a link so slow that that
+	// takes longer to drain needs more), and the local broker's. A link
+	// with a step unanswered for longer (looked at every eighth of it) is
+	// closed and made again with backoff; the sessions resend what was
+	// unfinished, as MQTT requires: PUBLISH with DUP, or PUBREL after
+	// PUBREC (default 30s).
 	InflightTimeout time.Duration
 	// ConnectTimeout bounds a connection attempt: dial, TLS and CONNACK
 	// (default 10s).
