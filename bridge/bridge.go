@@ -73,6 +73,7 @@ type counters struct {
 	reconnects        atomic.Int64 // connection rounds after the first
 	loops             atomic.Int64 // messages from the remote recognised as the bridge's own (origin tracking)
 	subRefused        atomic.Int64 // filters a SUBACK refused
+	inflightTimeouts  atomic.Int64 // links closed because an exchange in flight waited past inflight_timeout
 	failures          [failCauses]atomic.Int64
 	drops             [dropCauses]atomic.Int64
 }
@@ -93,6 +94,7 @@ type Bridge struct {
 	lastErrAt time.Time
 	backoff   time.Duration
 	loopsBy   string          // how loops are prevented on the current link
+	link      *link           // the link being served, for its exchanges in flight; nil: none
 	noBit     map[string]bool // addresses that refused Mosquitto's bridge bit
 	stale     []string        // remote filters of a replaced configuration, unsubscribed by the next link
 	// localNew: prepareLocal made the local session, and no link has used
@@ -234,13 +236,16 @@ func (b *Bridge) connectRound(stop <-chan struct{}) (time.Duration, error) {
 		start := time.Now()
 		b.c.links.Add(1)
 		b.mu.Lock()
-		b.state, b.since, b.loopsBy, b.backoff = StateConnected, start, l.loopPrevention(), 0
+		b.state, b.since, b.loopsBy, b.backoff, b.link = StateConnected, start, l.loopPrevention(), 0, l
 		b.mu.Unlock()
 		b.log.Info("bridge connected", zap.String("address", addr), zap.String("protocol", b.cfg.Protocol),
 			zap.String("client_id", b.cfg.ClientID), zap.Bool("remote_session_present", l.remoteSession),
 			zap.Bool("local_session_present", l.localSession), zap.String("loop_prevention", l.loopPrevention()),
 			zap.Int("inflight_window", l.recvMax))
 		err = l.serve(stop)
+		b.mu.Lock()
+		b.link = nil
+		b.mu.Unlock()
 		up := max(time.Since(start), 1)
 		if !errors.Is(err, errStopped) {
 			b.recordErr(err)
@@ -326,7 +331,8 @@ func (b *Bridge) connect(addr string, stop <-chan struct{}) (*link, error) {
 	}
 	l := &link{b: b, cfg: cfg, rules: newRules(cfg.Topics), addr: addr, log: b.log, rv: cfg.version(),
 		maxQoS: 2, retainOK: true, subIDs: cfg.version() == codec.V5, recvMax: cfg.MaxInflight,
-		in: make([]uint8, 65536), out: make([]uint8, 65536), localReady: make(chan struct{}), closed: make(chan struct{})}
+		in: newFlows(), out: newFlows(), tick: max(cfg.InflightTimeout/inflightTicks, time.Millisecond),
+		localReady: make(chan struct{}), closed: make(chan struct{})}
 	b.mu.Lock()
 	useBit := l.rv == codec.V311 && !cfg.PlainProtocol && !b.noBit[addr]
 	b.mu.Unlock()

@@ -35,6 +35,10 @@ type sender struct {
 	timeout time.Duration
 	bytes   *atomic.Int64 // bytes written, for the bridge's stats (nil: not counted)
 	writes  atomic.Uint64 // writes done, for the keepalive
+	// queued and written count the bytes put in buf and those written
+	// out: once written reaches what queued was, everything queued by
+	// then has left, which the in-flight watchdog's remote clock needs.
+	queued, written atomic.Uint64
 
 	mu      sync.Mutex
 	room    sync.Cond // buf has room, or the sender stopped
@@ -54,11 +58,18 @@ func newSender(conn net.Conn, v byte, bytes *atomic.Int64) *sender {
 	return s
 }
 
+// errFull: trySend found the buffer full.
+var errFull = errors.New("bridge: sender full")
+
 // reserve waits for room and returns with s.mu held, or returns the
-// sender's error.
-func (s *sender) reserve() error {
+// sender's error; without wait it returns errFull instead of waiting.
+func (s *sender) reserve(wait bool) error {
 	s.mu.Lock()
 	for len(s.buf) >= senderMax && s.err == nil && !s.closing {
+		if !wait {
+			s.mu.Unlock()
+			return errFull
+		}
 		s.room.Wait()
 	}
 	if s.err != nil || s.closing {
@@ -72,8 +83,10 @@ func (s *sender) reserve() error {
 	return nil
 }
 
-// release unlocks s.mu after an append and wakes the writer.
-func (s *sender) release() {
+// release counts what was appended to buf since it held before bytes,
+// unlocks s.mu and wakes the writer.
+func (s *sender) release(before int) {
+	s.queued.Add(uint64(len(s.buf) - before))
 	s.mu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
@@ -83,35 +96,50 @@ func (s *sender) release() {
 
 // send queues one packet.
 func (s *sender) send(p codec.Packet) error {
-	if err := s.reserve(); err != nil {
+	if err := s.reserve(true); err != nil {
 		return err
 	}
+	before := len(s.buf)
 	s.buf = p.Append(s.buf, s.v)
-	s.release()
+	s.release(before)
+	return nil
+}
+
+// trySend queues one packet if the buffer has room; it returns errFull
+// when not, for a caller that must not wait (the watchdog).
+func (s *sender) trySend(p codec.Packet) error {
+	if err := s.reserve(false); err != nil {
+		return err
+	}
+	before := len(s.buf)
+	s.buf = p.Append(s.buf, s.v)
+	s.release(before)
 	return nil
 }
 
 // publish queues a PUBLISH; p is the caller's and may be reused at once.
 func (s *sender) publish(p *codec.Publish) error {
-	if err := s.reserve(); err != nil {
+	if err := s.reserve(true); err != nil {
 		return err
 	}
+	before := len(s.buf)
 	s.buf = p.Append(s.buf, s.v)
-	s.release()
+	s.release(before)
 	return nil
 }
 
 // ack queues PUBACK, PUBREC, PUBREL or PUBCOMP without allocating.
 func (s *sender) ack(kind codec.Type, id uint16, rc codec.ReasonCode) error {
-	if err := s.reserve(); err != nil {
+	if err := s.reserve(true); err != nil {
 		return err
 	}
 	a := codec.Ack{Kind: kind, PacketID: id, ReasonCode: rc}
 	if s.v != codec.V5 {
 		a.ReasonCode = 0 // 3.1.1 has none
 	}
+	before := len(s.buf)
 	s.buf = a.Append(s.buf, s.v)
-	s.release()
+	s.release(before)
 	return nil
 }
 
@@ -133,6 +161,7 @@ func (s *sender) run() {
 				_ = s.conn.SetWriteDeadline(time.Now().Add(s.timeout))
 			}
 			n, werr := s.conn.Write(out)
+			s.written.Add(uint64(n))
 			if s.bytes != nil {
 				s.bytes.Add(int64(n))
 			}
@@ -170,6 +199,13 @@ func (s *sender) stop(err error) {
 	case s.wake <- struct{}{}:
 	default:
 	}
+}
+
+// failure is why the sender stopped; nil while it runs.
+func (s *sender) failure() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
 }
 
 // finish writes what is buffered (each write under the write timeout),

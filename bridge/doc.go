@@ -42,7 +42,16 @@
 // broker's authenticator, so no outside client can log in as a bridge or
 // take its session.
 //
+// Faults: no remote can wedge a link. Every step of a QoS 1/2 exchange in
+// flight, either way, is bounded by InflightTimeout; a failed write on
+// either side (a ping included) ends the link at once; a reader waiting
+// for the local broker's window, which reads nothing, has the keepalive
+// ping every quarter keepalive, so a remote gone is found within half of
+// one. A link that ends, for any cause, shows in the status at once, and
+// the reconnection above takes over.
+//
 // Goroutines: a running Bridge has one goroutine that connects, serves
 // links and backs off; a link adds two readers, two writers (sender) and
-// a keepalive. Manager and Bridge are safe for concurrent use.
+// a watchdog (keepalive and in-flight timeouts). Manager and Bridge are
+// safe for concurrent use.
 package bridge

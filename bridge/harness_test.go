@@ -5,9 +5,12 @@ package bridge_test
 // (internal/mqtttest).
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"net"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -136,3 +139,157 @@ var (
 	rap        = mqtttest.RAP
 	payloads   = mqtttest.Payloads
 )
+
+// faultProxy stands between a bridge and its remote broker as a faulty
+// remote or network would: it passes the packets both ways, except those
+// from the remote that drop holds back, records what the bridge sends, and
+// cuts the bridge's connections on demand.
+type faultProxy struct {
+	url      string // what the bridge dials
+	upstream string // the remote's host:port
+	// drop holds back a packet from the remote on the conn-th connection
+	// (1: the first); nil: none.
+	drop    func(conn int, p codec.Packet) bool
+	dropped atomic.Int32 // packets drop held back
+	ln      net.Listener
+	wg      sync.WaitGroup
+
+	mu    sync.Mutex
+	conns []*net.TCPConn   // the bridge's connections, in order
+	sent  [][]sentByBridge // what the bridge sent on each
+}
+
+// sentByBridge is a packet the bridge sent: a PUBLISH or an acknowledgement.
+type sentByBridge struct {
+	kind    codec.Type
+	id      uint16
+	dup     bool
+	payload string
+}
+
+// newFaultProxy starts a proxy to the broker b on loopback that holds
+// back what drop says.
+func newFaultProxy(t *testing.T, b *broker, drop func(conn int, p codec.Packet) bool) *faultProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &faultProxy{url: "mqtt://" + ln.Addr().String(), upstream: b.addr, drop: drop, ln: ln}
+	p.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c.(*net.TCPConn))
+			p.sent = append(p.sent, nil)
+			n := len(p.conns)
+			p.mu.Unlock()
+			p.wg.Go(func() { p.serve(n, c) })
+		}
+	})
+	t.Cleanup(func() { p.stop(); p.wg.Wait() })
+	return p
+}
+
+// serve relays the n-th connection, parsed into packets.
+func (p *faultProxy) serve(n int, c net.Conn) {
+	defer c.Close()
+	up, err := net.Dial("tcp", p.upstream)
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	fromBridge := codec.NewReader(bufio.NewReader(c), 0)
+	pk, err := fromBridge.ReadPacket()
+	cp, ok := pk.(*codec.Connect)
+	if err != nil || !ok {
+		return
+	}
+	v := cp.ProtocolVersion
+	fromBridge.Version = v
+	if _, err := up.Write(cp.Append(nil, v)); err != nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer c.Close()
+		fromRemote := codec.NewReader(bufio.NewReader(up), 0)
+		fromRemote.Version = v
+		for {
+			pk, err := fromRemote.ReadPacket()
+			if err != nil {
+				return
+			}
+			if p.drop != nil && p.drop(n, pk) {
+				p.dropped.Add(1)
+				continue
+			}
+			if _, err := c.Write(pk.Append(nil, v)); err != nil {
+				return
+			}
+		}
+	}()
+	for {
+		pk, err := fromBridge.ReadPacket()
+		if err != nil {
+			break
+		}
+		p.record(n, pk)
+		if _, err := up.Write(pk.Append(nil, v)); err != nil {
+			break
+		}
+	}
+	_ = up.Close()
+	<-done
+}
+
+func (p *faultProxy) record(n int, pk codec.Packet) {
+	var s sentByBridge
+	switch pk := pk.(type) {
+	case *codec.Publish:
+		s = sentByBridge{kind: codec.PUBLISH, id: pk.PacketID, dup: pk.Dup, payload: string(pk.Payload)}
+	case *codec.Ack:
+		s = sentByBridge{kind: pk.Kind, id: pk.PacketID}
+	default:
+		return
+	}
+	p.mu.Lock()
+	p.sent[n-1] = append(p.sent[n-1], s)
+	p.mu.Unlock()
+}
+
+// sentOn returns what the bridge sent on its n-th connection.
+func (p *faultProxy) sentOn(n int) []sentByBridge {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n > len(p.sent) {
+		return nil
+	}
+	return append([]sentByBridge(nil), p.sent[n-1]...)
+}
+
+// reset breaks the bridge's latest connection with a TCP reset, as a
+// remote that crashed or a middlebox that dropped the connection does;
+// the next connection is relayed as usual.
+func (p *faultProxy) reset() {
+	p.mu.Lock()
+	c := p.conns[len(p.conns)-1]
+	p.mu.Unlock()
+	_ = c.SetLinger(0)
+	_ = c.Close()
+}
+
+// stop is the remote going away: it closes its listening socket and then
+// every connection, orderly (FIN).
+func (p *faultProxy) stop() {
+	_ = p.ln.Close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+}

@@ -246,6 +246,13 @@ type Status struct {
 	LoopsPrevented          int64            // messages from the remote recognised as the bridge's own
 	SubscriptionsRefused    int64
 	Queued, Inflight        int // the local session: waiting for the remote, and sent to it unacknowledged
+	// InflightIn are the messages in (from the remote) the current link
+	// has not finished: not yet acknowledged by the local broker, or QoS
+	// 2 ones whose PUBREL the remote has not sent; 0 without a link.
+	InflightIn int
+	// InflightTimeouts counts the links closed because a message in
+	// flight, either way, was not acknowledged within InflightTimeout.
+	InflightTimeouts int64
 }
 
 // Status lists the bridges by name.
@@ -281,7 +288,8 @@ func (b *Bridge) status() Status {
 		LocalID: b.localID, Topics: slices.Clone(c.Topics),
 		MessagesOut: b.c.msgsOut.Load(), MessagesIn: b.c.msgsIn.Load(), BytesOut: b.c.bytesOut.Load(), BytesIn: b.c.bytesIn.Load(),
 		Links: b.c.links.Load(), Reconnects: b.c.reconnects.Load(), LoopsPrevented: b.c.loops.Load(),
-		SubscriptionsRefused: b.c.subRefused.Load(), Failures: map[string]int64{}, Dropped: map[string]int64{}}
+		SubscriptionsRefused: b.c.subRefused.Load(), InflightTimeouts: b.c.inflightTimeouts.Load(),
+		Failures: map[string]int64{}, Dropped: map[string]int64{}}
 	for i := range b.c.failures {
 		s.Failures[failNames[i]] = b.c.failures[i].Load()
 	}
@@ -298,6 +306,9 @@ func (b *Bridge) status() Status {
 	s.State, s.Address, s.Backoff, s.LastError, s.LastErrorAt = b.state, b.address, b.backoff, b.lastErr, b.lastErrAt
 	if b.state == StateConnected {
 		s.ConnectedSince, s.LoopPrevention = b.since, b.loopsBy
+	}
+	if b.link != nil {
+		s.InflightIn = int(b.link.in.open.Load())
 	}
 	b.mu.Unlock()
 	return s

@@ -35,6 +35,11 @@ const (
 	DefaultConnectTimeout = 10 * time.Second
 	DefaultBackoffMin     = time.Second
 	DefaultBackoffMax     = 2 * time.Minute
+	// DefaultInflightTimeout: a healthy broker answers a PUBLISH or a
+	// PUBREL within milliseconds; half a minute is far past any store
+	// write, and short enough that a remote holding messages does not
+	// wedge the bridge for long.
+	DefaultInflightTimeout = 30 * time.Second
 )
 
 // Rule is one topic rule, Mosquitto's
@@ -105,6 +110,17 @@ type Config struct {
 	// yet acknowledged (default 100); an MQTT 5 remote's Receive Maximum
 	// lowers it.
 	MaxInflight int
+	// InflightTimeout bounds each step of a QoS 1/2 exchange in flight,
+	// either way: the remote's PUBACK, PUBREC, PUBREL or PUBCOMP, counted
+	// from when the bridge wrote the packet it answers to the connection
+	// (time in the bridge's own buffer behind a slow link does not count;
+	// time in the system's socket buffer does: a link so slow that that
+	// takes longer to drain needs more), and the local broker's. A link
+	// with a step unanswered for longer (looked at every eighth of it) is
+	// closed and made again with backoff; the sessions resend what was
+	// unfinished, as MQTT requires: PUBLISH with DUP, or PUBREL after
+	// PUBREC (default 30s).
+	InflightTimeout time.Duration
 	// ConnectTimeout bounds a connection attempt: dial, TLS and CONNACK
 	// (default 10s).
 	ConnectTimeout time.Duration
@@ -140,6 +156,9 @@ func (c *Config) SetDefaults() {
 	}
 	if c.MaxInflight == 0 {
 		c.MaxInflight = DefaultMaxInflight
+	}
+	if c.InflightTimeout == 0 {
+		c.InflightTimeout = DefaultInflightTimeout
 	}
 	if c.ConnectTimeout == 0 {
 		c.ConnectTimeout = DefaultConnectTimeout
@@ -208,6 +227,8 @@ func (c *Config) Validate() error {
 		return errf("session_expiry %v: want whole seconds", c.SessionExpiry)
 	case c.MaxInflight < 1 || c.MaxInflight > 65535:
 		return errf("max_inflight %d: want 1 to 65535", c.MaxInflight)
+	case c.InflightTimeout <= 0:
+		return errf("inflight_timeout %v: want more than 0", c.InflightTimeout)
 	case c.ConnectTimeout < 0:
 		return errf("connect_timeout %v must not be negative", c.ConnectTimeout)
 	case c.BackoffMin <= 0 || c.BackoffMax < c.BackoffMin:

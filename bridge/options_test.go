@@ -31,6 +31,7 @@ func TestConfigValidate(t *testing.T) {
 		{"keepalive fraction", func(c *Config) { c.KeepAlive = 1500 * time.Millisecond }, "keepalive"},
 		{"keepalive too long", func(c *Config) { c.KeepAlive = 70000 * time.Second }, "keepalive"},
 		{"inflight", func(c *Config) { c.MaxInflight = 70000 }, "max_inflight"},
+		{"inflight timeout", func(c *Config) { c.InflightTimeout = -time.Second }, "inflight_timeout"},
 		{"backoff", func(c *Config) { c.BackoffMin = time.Minute; c.BackoffMax = time.Second }, "backoff"},
 		{"no topics", func(c *Config) { c.Topics = nil }, "no topics"},
 		{"direction", func(c *Config) { c.Topics[0].Direction = "up" }, "direction"},
@@ -64,7 +65,7 @@ func TestConfigValidate(t *testing.T) {
 	c := ok()
 	c.SetDefaults()
 	if c.Protocol != ProtocolV5 || c.KeepAlive != DefaultKeepAlive || c.Topics[0].Direction != Out ||
-		!strings.HasSuffix(c.ClientID, ".cloud") || c.BackoffMax != DefaultBackoffMax {
+		!strings.HasSuffix(c.ClientID, ".cloud") || c.BackoffMax != DefaultBackoffMax || c.InflightTimeout != DefaultInflightTimeout {
 		t.Errorf("defaults: %+v", c)
 	}
 }

@@ -49,6 +49,11 @@ type Bridge struct {
 	SubscriptionsRefused int64            `json:"subscriptions_refused"`
 	Queued               int              `json:"queued"`
 	Inflight             int              `json:"inflight"`
+	// InflightIn are the messages from the remote the link has not
+	// finished (0 without a link); InflightTimeouts the links closed
+	// because a message in flight was not acknowledged in time.
+	InflightIn       int   `json:"inflight_in"`
+	InflightTimeouts int64 `json:"inflight_timeouts"`
 }
 
 // Bridges are the broker's bridges (provided by the bridge package; the
@@ -157,6 +162,7 @@ type bridgeCollector struct {
 	b                                                     Bridges
 	connected, msgs, bytes, queued, inflight, dropped     *prometheus.Desc
 	links, reconnects, failures, backoff, loops, subsFail *prometheus.Desc
+	inflightIn, inflightTimeouts                          *prometheus.Desc
 }
 
 func newBridgeCollector(b Bridges) *bridgeCollector {
@@ -176,13 +182,17 @@ func newBridgeCollector(b Bridges) *bridgeCollector {
 		backoff:    d("backoff_seconds", "The last wait between connection rounds; 0 while connected."),
 		loops:      d("loops_prevented_total", "Messages from the remote recognised as the bridge's own (origin tracking)."),
 		subsFail:   d("subscriptions_refused_total", "Topic filters a SUBACK refused."),
+		inflightIn: d("inflight_in_messages",
+			"Messages from the remote the link has not finished: not yet acknowledged here, or awaiting the remote's PUBREL."),
+		inflightTimeouts: d("inflight_timeouts_total",
+			"Links closed because a message in flight was not acknowledged within inflight_timeout."),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *bridgeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.connected, c.msgs, c.bytes, c.queued, c.inflight, c.dropped,
-		c.links, c.reconnects, c.failures, c.backoff, c.loops, c.subsFail} {
+		c.links, c.reconnects, c.failures, c.backoff, c.loops, c.subsFail, c.inflightIn, c.inflightTimeouts} {
 		ch <- d
 	}
 }
@@ -207,6 +217,8 @@ func (c *bridgeCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.bytes, b.BytesIn, "in")
 		gauge(c.queued, float64(b.Queued))
 		gauge(c.inflight, float64(b.Inflight))
+		gauge(c.inflightIn, float64(b.InflightIn))
+		counter(c.inflightTimeouts, b.InflightTimeouts)
 		for _, cause := range sortedKeys(b.Dropped) {
 			counter(c.dropped, b.Dropped[cause], cause)
 		}

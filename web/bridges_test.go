@@ -12,7 +12,7 @@ type stubBridges struct{ ops []string }
 
 func (s *stubBridges) Bridges() []Bridge {
 	return []Bridge{{Name: "b", State: "backoff", BackoffSeconds: 4, MessagesOut: 3, Dropped: map[string]int64{"local_queue": 1},
-		Failures: map[string]int64{"auth": 2}, Topics: []BridgeRule{{Topic: "#", Direction: "out"}}}}
+		Failures: map[string]int64{"auth": 2}, Topics: []BridgeRule{{Topic: "#", Direction: "out"}}, InflightTimeouts: 5}}
 }
 
 func (s *stubBridges) op(name, what string) (bool, error) {
@@ -48,6 +48,7 @@ func TestBridgesAPI(t *testing.T) {
 	}{
 		{req{path: "/api/v1/bridges", header: viewer}, 200, `"state":"backoff"`},
 		{req{path: "/api/v1/bridges/b", header: viewer}, 200, `"connect_failures":{"auth":2}`},
+		{req{path: "/api/v1/bridges/b", header: viewer}, 200, `"inflight_in":0,"inflight_timeouts":5`},
 		{req{path: "/api/v1/bridges/nope", header: viewer}, 404, "no bridge nope"},
 		{req{method: "POST", path: "/api/v1/bridges/b/stop", header: viewer}, 403, "admin"},
 		{req{method: "POST", path: "/api/v1/bridges/b/stop", basic: admin}, 200, `"action":"stop"`},
@@ -74,6 +75,8 @@ func TestBridgesAPI(t *testing.T) {
 		`xmq_bridge_messages_total{bridge="b",direction="out"} 3`,
 		`xmq_bridge_dropped_total{bridge="b",cause="local_queue"} 1`,
 		`xmq_bridge_connect_failures_total{bridge="b",cause="auth"} 2`,
+		`xmq_bridge_inflight_in_messages{bridge="b"} 0`,
+		`xmq_bridge_inflight_timeouts_total{bridge="b"} 5`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)

@@ -20,22 +20,23 @@ type bridgeConfig struct {
 	Name string `yaml:"name"`
 	// Enabled false configures the bridge without starting it (the admin
 	// API starts it); nil: true.
-	Enabled        *bool             `yaml:"enabled"`
-	Addresses      []string          `yaml:"addresses"`
-	Protocol       string            `yaml:"protocol"` // "5" or "3.1.1"
-	ClientID       string            `yaml:"client_id"`
-	Username       string            `yaml:"username"`
-	Password       string            `yaml:"password" secret:"true"`
-	TLS            bridgeTLSConfig   `yaml:"tls"`
-	KeepAlive      time.Duration     `yaml:"keepalive"`
-	CleanStart     bool              `yaml:"clean_start"`
-	SessionExpiry  time.Duration     `yaml:"session_expiry"`
-	TryPrivate     *bool             `yaml:"try_private"` // nil: true (Mosquitto's default)
-	MaxInflight    int               `yaml:"max_inflight"`
-	ConnectTimeout time.Duration     `yaml:"connect_timeout"`
-	BackoffMin     time.Duration     `yaml:"backoff_min"`
-	BackoffMax     time.Duration     `yaml:"backoff_max"`
-	Topics         []bridgeTopicRule `yaml:"topics"`
+	Enabled         *bool             `yaml:"enabled"`
+	Addresses       []string          `yaml:"addresses"`
+	Protocol        string            `yaml:"protocol"` // "5" or "3.1.1"
+	ClientID        string            `yaml:"client_id"`
+	Username        string            `yaml:"username"`
+	Password        string            `yaml:"password" secret:"true"`
+	TLS             bridgeTLSConfig   `yaml:"tls"`
+	KeepAlive       time.Duration     `yaml:"keepalive"`
+	CleanStart      bool              `yaml:"clean_start"`
+	SessionExpiry   time.Duration     `yaml:"session_expiry"`
+	TryPrivate      *bool             `yaml:"try_private"` // nil: true (Mosquitto's default)
+	MaxInflight     int               `yaml:"max_inflight"`
+	InflightTimeout time.Duration     `yaml:"inflight_timeout"`
+	ConnectTimeout  time.Duration     `yaml:"connect_timeout"`
+	BackoffMin      time.Duration     `yaml:"backoff_min"`
+	BackoffMax      time.Duration     `yaml:"backoff_max"`
+	Topics          []bridgeTopicRule `yaml:"topics"`
 }
 
 // bridgeTLSConfig is the client side of TLS towards the remote.
@@ -66,7 +67,7 @@ func (c *config) bridgeConfigs() []bridge.Config {
 			TLS:       bridge.TLS{CAFile: b.TLS.CAFile, CertFile: b.TLS.CertFile, KeyFile: b.TLS.KeyFile, ServerName: b.TLS.ServerName},
 			KeepAlive: b.KeepAlive, CleanStart: b.CleanStart, SessionExpiry: b.SessionExpiry,
 			PlainProtocol: b.TryPrivate != nil && !*b.TryPrivate, MaxInflight: b.MaxInflight,
-			ConnectTimeout: b.ConnectTimeout, BackoffMin: b.BackoffMin, BackoffMax: b.BackoffMax,
+			InflightTimeout: b.InflightTimeout, ConnectTimeout: b.ConnectTimeout, BackoffMin: b.BackoffMin, BackoffMax: b.BackoffMax,
 			Disabled: b.Enabled != nil && !*b.Enabled,
 		}
 		for _, r := range b.Topics {

@@ -450,7 +450,7 @@ func (b webBridges) Bridges() []web.Bridge {
 			BytesOut: st.BytesOut, BytesIn: st.BytesIn, Links: st.Links, Reconnects: st.Reconnects,
 			Failures: st.Failures, Dropped: st.Dropped, LoopsPrevented: st.LoopsPrevented,
 			SubscriptionsRefused: st.SubscriptionsRefused, Queued: st.Queued, Inflight: st.Inflight,
-			Topics: make([]web.BridgeRule, len(st.Topics))}
+			InflightIn: st.InflightIn, InflightTimeouts: st.InflightTimeouts, Topics: make([]web.BridgeRule, len(st.Topics))}
 		for j, r := range st.Topics {
 			wb.Topics[j] = web.BridgeRule{Topic: r.Topic, Direction: string(r.Direction), QoS: r.QoS,
 				LocalPrefix: r.LocalPrefix, RemotePrefix: r.RemotePrefix}
