@@ -104,13 +104,14 @@ type importer struct {
 	// fromListener is the index in cfg.Listeners of each Mosquitto
 	// listener that was carried over.
 	fromListener map[*mosqListenerConf]int
+	bridgeNames  map[string]int // the index in cfg.Bridges of each bridge's name
 }
 
 // importMosquitto converts mc. It never fails: what it cannot carry over
 // becomes a comment.
 func importMosquitto(mc *mosqConf, src string) *importer {
 	im := &importer{src: src, cfg: defaultConfig(), lineComments: map[string][]string{}, headComments: map[string][]string{},
-		fromListener: map[*mosqListenerConf]int{}}
+		fromListener: map[*mosqListenerConf]int{}, bridgeNames: map[string]int{}}
 	im.cfg.Listeners = nil
 	for _, l := range mc.unknown {
 		im.skip(l, "not a Mosquitto 2.0 option (a typo, or an option of another version)")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -425,5 +427,78 @@ address nowhere.example.com
 		if !strings.Contains(out, w) {
 			t.Errorf("output lacks %q:\n%s", w, out)
 		}
+	}
+}
+
+// largeMosquittoConf writes a Mosquitto configuration of about n lines as
+// a large site has them: listeners, security, logging, and many bridges,
+// each with a few dozen topic lines and a password; returns its path
+// and size.
+func largeMosquittoConf(t *testing.T, n int) (string, int64) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "mosquitto.conf")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := bufio.NewWriter(f)
+	fmt.Fprint(w, "per_listener_settings false\nlistener 1883\nlistener 8883\ncertfile /etc/c.pem\nkeyfile /etc/k.pem\n"+
+		"password_file /etc/mosquitto/passwd\nacl_file /etc/mosquitto/acl\nlog_type all\nlog_dest syslog\n")
+	lines := 9
+	for i := 0; lines < n; i++ {
+		fmt.Fprintf(w, "\n# site %d\nconnection site%d\naddress h%d.example.com:8883\nbridge_cafile /etc/ca.pem\n"+
+			"remote_username site%d\nremote_password pw%d\ncleansession false\nlocal_clientid l%d\n", i, i, i, i, i, i)
+		lines += 9
+		for j := 0; j < 24 && lines < n; j++ {
+			fmt.Fprintf(w, "topic sensors/%d/%d/# out 1 \"\" site%d/\n", i, j, i)
+			lines++
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, fi.Size()
+}
+
+// allocated is the bytes the Go runtime allocated while f ran.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestImportLargeBoundedMemory: importing a large configuration allocates
+// a bounded multiple of its size, reading and converting it as well as
+// writing the result. A step quadratic in the lines (each bridge checked
+// again with every earlier one) or an encoder that keeps the whole
+// output's events (yaml.v3's emitter does, per Encode call) fails it at
+// once: they allocated thousands of times the input.
+func TestImportLargeBoundedMemory(t *testing.T) {
+	n := 30000
+	if testing.Short() {
+		n = 8000
+	}
+	path, size := largeMosquittoConf(t, n)
+	read := allocated(func() {
+		mc, err := readMosquittoConf(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		importMosquitto(mc, path)
+	})
+	t.Logf("%d lines, %d bytes: read and converted with %d bytes allocated (%.1f× the input)",
+		n, size, read, float64(read)/float64(size))
+	if read > 60*uint64(size) {
+		t.Errorf("reading and converting %d bytes allocated %d, more than 60 times as much", size, read)
 	}
 }
