@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"reflect"
 	"regexp"
 	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
 	"slices"
 	"strings"
 	"testing"
@@ -32,11 +35,11 @@ func importFile(t *testing.T, path string) (string, *importer) {
 		t.Fatalf("reading %s: %v", path, err)
 	}
 	im := importMosquitto(mc, path)
-	out, err := im.render()
-	if err != nil {
+	var out strings.Builder
+	if err := im.render(&out); err != nil {
 		t.Fatalf("render: %v", err)
 	}
-	return string(out), im
+	return out.String(), im
 }
 
 // roundTrip loads the output through the configuration loader, as
@@ -482,23 +485,134 @@ func allocated(f func()) uint64 {
 // writing the result. A step quadratic in the lines (each bridge checked
 // again with every earlier one) or an encoder that keeps the whole
 // output's events (yaml.v3's emitter does, per Encode call) fails it at
-// once: they allocated thousands of times the input.
+// once: they allocated thousands of times the input, and held hundreds of
+// times its size while writing.
 func TestImportLargeBoundedMemory(t *testing.T) {
-	n := 30000
+	n := 20000
 	if testing.Short() {
-		n = 8000
+		n = 5000
 	}
 	path, size := largeMosquittoConf(t, n)
+	// The heap's peak depends on when the collector runs: pace it as by
+	// default whatever GOGC says.
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	var im *importer
 	read := allocated(func() {
 		mc, err := readMosquittoConf(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		importMosquitto(mc, path)
+		im = importMosquitto(mc, path)
 	})
-	t.Logf("%d lines, %d bytes: read and converted with %d bytes allocated (%.1f× the input)",
-		n, size, read, float64(read)/float64(size))
+	var out countingWriter
+	peak := peakHeap(func() {
+		if err := im.render(&out); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Logf("%d lines, %d bytes: read and converted with %d bytes allocated (%.1f× the input); rendered %d bytes with the heap %d bytes above where it was at most (%.1f×)",
+		n, size, read, float64(read)/float64(size), out.n, peak, float64(peak)/float64(size))
 	if read > 60*uint64(size) {
 		t.Errorf("reading and converting %d bytes allocated %d, more than 60 times as much", size, read)
 	}
+	// The collector lets the first 4 MB of garbage be: a small input's
+	// allowance.
+	if peak > 60*uint64(size)+4<<20 {
+		t.Errorf("rendering the import of %d bytes took the heap %d bytes higher, more than 60 times as much and 4 MB", size, peak)
+	}
+}
+
+// peakHeap is how far above its size before f the heap's objects went
+// while f ran, sampled every 200µs. Garbage counts until it is collected,
+// so this is an upper bound on what f held.
+func peakHeap(f func()) uint64 {
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	read := func() uint64 {
+		metrics.Read(sample)
+		return sample[0].Value.Uint64()
+	}
+	runtime.GC()
+	base := read()
+	done, result := make(chan struct{}), make(chan uint64)
+	go func() {
+		peak := base
+		tick := time.NewTicker(200 * time.Microsecond)
+		defer tick.Stop()
+		for {
+			peak = max(peak, read())
+			select {
+			case <-done:
+				result <- peak - base
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	f()
+	close(done)
+	return <-result
+}
+
+// countingWriter counts the bytes written to it and keeps none.
+type countingWriter struct{ n int64 }
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.n += int64(len(p))
+	return len(p), nil
+}
+
+// TestImportRenderInParts: the output written a few list items at a time
+// is the text one encoder writes for the whole configuration, whichever
+// items a part boundary falls between: heavy bridges written key by key,
+// head comments on a part's first key and on list items, the default
+// listener's comment.
+func TestImportRenderInParts(t *testing.T) {
+	large, _ := largeMosquittoConf(t, 700)
+	long := strings.Repeat("a-very-long-connection-name-", 4)
+	crafted := writeFile(t, "port 1884\nlog_type error\nlog_type debug\n"+
+		"listener 8883\ncertfile /c.pem\nkeyfile /k.pem\nlistener 9001\nprotocol websockets\n"+
+		"connection "+long+"\naddress a.example.com\ntopic # out\ntopic a/# in 1\ntopic b/# both 2 l/ r/\n"+
+		"connection short\naddresses b.example.com c.example.com:1884\ntopic x/# out\nremote_password p\n")
+	for _, path := range []string{"testdata/mosquitto/debian.conf", "testdata/mosquitto/per-listener.conf",
+		"testdata/mosquitto/bridge.conf", large, crafted} {
+		mc, err := readMosquittoConf(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var whole strings.Builder
+		if err := importMosquitto(mc, path).renderParts(&whole, math.MaxInt); err != nil {
+			t.Fatal(err)
+		}
+		for _, chunk := range []int{1, 2, 7, yamlChunk} {
+			mc, err := readMosquittoConf(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var parts strings.Builder
+			if err := importMosquitto(mc, path).renderParts(&parts, chunk); err != nil {
+				t.Fatal(err)
+			}
+			if parts.String() != whole.String() {
+				t.Errorf("%s in parts of %d differs from the whole:\n%s", path, chunk, lineDiff(whole.String(), parts.String()))
+			}
+		}
+	}
+}
+
+// lineDiff shows the first line where a and b differ, with its number.
+func lineDiff(a, b string) string {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := range max(len(al), len(bl)) {
+		var x, y string
+		if i < len(al) {
+			x = al[i]
+		}
+		if i < len(bl) {
+			y = bl[i]
+		}
+		if x != y {
+			return fmt.Sprintf("line %d:\n  whole: %q\n  parts: %q", i+1, x, y)
+		}
+	}
+	return "(no difference)"
 }
