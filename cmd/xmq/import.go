@@ -90,7 +90,8 @@ max_keepalive, persistence, sys_interval, retain_available and more. Each
 key carries a comment naming the Mosquitto line it came from; every option
 that has no xmq equivalent is listed at the top with the reason. Password
 and ACL files are used as they are: xmq reads Mosquitto's formats.
-docs/migrating-from-mosquitto.md covers every option.
+docs/migrating-from-mosquitto.md covers every option. It reads 16 MiB at
+most, the file and its include_dir files together.
 
 Flags:
   -o FILE   write to FILE (mode 0600) instead of standard output.

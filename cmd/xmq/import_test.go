@@ -65,14 +65,15 @@ func roundTrip(t *testing.T, out string, im *importer) config {
 func accountedFor(t *testing.T, out string, files ...string) {
 	t.Helper()
 	for _, f := range files {
-		lines, err := readMosqLines(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, l := range lines {
+		budget := int64(mosqMaxBytes)
+		err := readMosqLines(f, &budget, func(l mosqLine) error {
 			if !strings.Contains(out, l.where()+": "+l.key) {
 				t.Errorf("%s (%s) is not accounted for in the output", l.where(), l.key)
 			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 }
@@ -615,4 +616,92 @@ func lineDiff(a, b string) string {
 		}
 	}
 	return "(no difference)"
+}
+
+// sparseFile makes a file of size bytes that takes no room on disk.
+func sparseFile(t *testing.T, path string, size int64) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestImportRefusesLargeInput: a file over 16 MiB, alone or with the
+// files read before it, is refused before it is read, with an error that
+// names it and the limit; input of unknown size (a pipe) is read no
+// further than the limit.
+func TestImportRefusesLargeInput(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.conf")
+	sparseFile(t, big, mosqMaxBytes+1)
+	inc := filepath.Join(dir, "conf.d")
+	if err := os.Mkdir(inc, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	sparseFile(t, filepath.Join(inc, "a.conf"), 9<<20)
+	sparseFile(t, filepath.Join(inc, "b.conf"), 9<<20)
+	sparseFile(t, filepath.Join(inc, "big.txt"), 64<<20) // not a .conf: not read, not counted
+	alone := filepath.Join(dir, "alone.d")
+	if err := os.Mkdir(alone, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	sparseFile(t, filepath.Join(alone, "huge.conf"), 20<<20)
+	tests := []struct {
+		name, file string
+		want       []string
+	}{
+		{"main file", big, []string{big + " is larger than 16 MiB", "is it a Mosquitto configuration?"}},
+		{"include_dir in all", writeFile(t, "listener 1883\ninclude_dir "+inc+"\n"),
+			[]string{"include_dir: " + filepath.Join(inc, "b.conf") + " takes the configuration and its include_dir files past 16 MiB"}},
+		{"one included file", writeFile(t, "include_dir "+alone+"\n"),
+			[]string{"include_dir: " + filepath.Join(alone, "huge.conf") + " is larger than 16 MiB"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), []string{"import", tt.file}, &stdout, &stderr)
+			if err == nil {
+				t.Fatalf("import succeeded:\n%s", stdout.String())
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			if stdout.Len() != 0 {
+				t.Errorf("wrote output for a refused input:\n%.500s", stdout.String())
+			}
+		})
+	}
+
+	t.Run("pipe", func(t *testing.T) {
+		src := &endlessComments{}
+		budget := int64(mosqMaxBytes)
+		err := scanMosqLines(src, "/dev/stdin", &budget, func(mosqLine) error { return nil })
+		if err == nil || !strings.Contains(err.Error(), "/dev/stdin is larger than 16 MiB") {
+			t.Errorf("error = %v, want /dev/stdin refused as larger than 16 MiB", err)
+		}
+		if src.n > mosqMaxBytes+1 {
+			t.Errorf("read %d bytes of an endless input, more than the limit and one", src.n)
+		}
+	})
+}
+
+// endlessComments is an input of comment lines that never ends.
+type endlessComments struct{ n int64 }
+
+func (r *endlessComments) Read(p []byte) (int, error) {
+	const line = "# a comment line, again and again\n"
+	for i := range p {
+		p[i] = line[(r.n+int64(i))%int64(len(line))]
+	}
+	r.n += int64(len(p))
+	return len(p), nil
 }

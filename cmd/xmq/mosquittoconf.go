@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -192,30 +193,38 @@ type mosqConf struct {
 	includes  []string   // files read through include_dir
 }
 
+// mosqMaxBytes is the most xmq import reads: the main file and its
+// include_dir files together. A Mosquitto configuration is kilobytes, a
+// very large one a few MiB; past this the file is something else (a log, a
+// device, a directory of data given by mistake) and reading on would only
+// cost memory: the import holds every option line until it writes.
+const mosqMaxBytes = 16 << 20
+
+// mosqMaxLine is the longest line read; Mosquitto's own buffer grows as
+// needed, but no option's value comes near this.
+const mosqMaxLine = 1 << 20
+
 // readMosquittoConf reads path, and the files of its include_dir lines,
-// the way Mosquitto does.
+// the way Mosquitto does, line by line, mosqMaxBytes at most.
 func readMosquittoConf(path string) (*mosqConf, error) {
 	c := &mosqConf{global: map[string]mosqLine{}, localOnly: true}
 	var cur *mosqListenerConf = &c.def
 	var bridge *mosqBridgeConf
+	budget := int64(mosqMaxBytes)
 	var read func(path string, top bool) error
 	read = func(path string, top bool) error {
-		lines, err := readMosqLines(path)
-		if err != nil {
-			return err
-		}
-		for _, l := range lines {
+		return readMosqLines(path, &budget, func(l mosqLine) error {
 			kind, ok := mosqKindOf(l.key)
 			if !ok {
 				c.unknown = append(c.unknown, l)
-				continue
+				return nil
 			}
 			switch {
 			case l.key == "include_dir":
 				c.global[l.key] = l
 				c.globalOrder = append(c.globalOrder, l)
 				if !top {
-					continue // Mosquitto reads include_dir only in the main file
+					return nil // Mosquitto reads include_dir only in the main file
 				}
 				files, err := mosqIncludeFiles(l.value)
 				if err != nil && !filepath.IsAbs(l.value) {
@@ -226,9 +235,16 @@ func readMosquittoConf(path string) (*mosqConf, error) {
 				if err != nil {
 					return fmt.Errorf("%s: include_dir: %w", l.where(), err)
 				}
+				// Refuse a directory too large before reading any of it.
+				total := int64(0)
 				for _, f := range files {
-					c.includes = append(c.includes, f)
-					if err := read(f, false); err != nil {
+					if total += f.size; total > budget {
+						return fmt.Errorf("%s: include_dir: %w", l.where(), mosqTooLarge(f.path, f.size > mosqMaxBytes))
+					}
+				}
+				for _, f := range files {
+					c.includes = append(c.includes, f.path)
+					if err := read(f.path, false); err != nil {
 						return err
 					}
 				}
@@ -265,8 +281,8 @@ func readMosquittoConf(path string) (*mosqConf, error) {
 				c.global[l.key] = l
 				c.globalOrder = append(c.globalOrder, l)
 			}
-		}
-		return nil
+			return nil
+		})
 	}
 	if err := read(path, true); err != nil {
 		return nil, err
@@ -274,20 +290,46 @@ func readMosquittoConf(path string) (*mosqConf, error) {
 	return c, nil
 }
 
-// readMosqLines splits a file into option lines. As in Mosquitto, a line
-// whose first character is '#' is a comment, the option name ends at the
-// first blank and the value is the rest of the line.
-func readMosqLines(path string) ([]mosqLine, error) {
+// mosqTooLarge is the error for a file that takes the import past
+// mosqMaxBytes: alone (whole), or with the files read before it.
+func mosqTooLarge(path string, whole bool) error {
+	if whole {
+		return fmt.Errorf("%s is larger than %d MiB, the most xmq import reads: is it a Mosquitto configuration?", path, mosqMaxBytes>>20)
+	}
+	return fmt.Errorf("%s takes the configuration and its include_dir files past %d MiB, the most xmq import reads", path, mosqMaxBytes>>20)
+}
+
+// readMosqLines calls fn with each option line of the file at path, as it
+// reads it, and takes the bytes read from *budget: a file larger than
+// what is left is refused before it is read when its size is known, as
+// soon as the budget runs out otherwise (a pipe, a device).
+func readMosqLines(path string, budget *int64, fn func(mosqLine) error) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer f.Close()
-	var out []mosqLine
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > *budget {
+		return mosqTooLarge(path, fi.Size() > mosqMaxBytes || *budget == mosqMaxBytes)
+	}
+	return scanMosqLines(f, path, budget, fn)
+}
+
+// scanMosqLines splits r into option lines. As in Mosquitto, a line whose
+// first character is '#' is a comment, the option name ends at the first
+// blank and the value is the rest of the line. It reads at most *budget
+// bytes and one more, to tell a file that ends there from one that goes
+// on, and takes them from *budget as it reads: the include_dir files that
+// fn reads come out of the same budget.
+func scanMosqLines(r io.Reader, path string, budget *int64, fn func(mosqLine) error) error {
+	whole := *budget == mosqMaxBytes
+	sc := bufio.NewScanner(&budgetReader{r, budget})
+	sc.Buffer(make([]byte, 0, 64<<10), mosqMaxLine)
 	n := 0
 	for sc.Scan() {
+		if *budget < 0 {
+			return mosqTooLarge(path, whole)
+		}
 		n++
 		t := strings.TrimRight(sc.Text(), "\r")
 		if strings.HasPrefix(t, "#") {
@@ -301,37 +343,75 @@ func readMosqLines(path string) ([]mosqLine, error) {
 		if i := strings.IndexAny(key, "\t"); i >= 0 {
 			key, value = t[:i], t[i+1:]
 		}
-		out = append(out, mosqLine{file: path, n: n, key: key, value: strings.TrimSpace(value)})
+		if err := fn(mosqLine{file: path, n: n, key: key, value: strings.TrimSpace(value)}); err != nil {
+			return err
+		}
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	switch err := sc.Err(); {
+	case errors.Is(err, bufio.ErrTooLong):
+		return fmt.Errorf("%s:%d: a line longer than %d MiB: is it a Mosquitto configuration?", path, n+1, mosqMaxLine>>20)
+	case err != nil:
+		return fmt.Errorf("%s: %w", path, err)
+	case *budget < 0:
+		return mosqTooLarge(path, whole)
 	}
-	return out, nil
+	return nil
 }
 
-// mosqIncludeFiles lists the *.conf files of dir in Mosquitto's order:
-// alphabetical, an upper-case letter before the same letter in lower case.
-func mosqIncludeFiles(dir string) ([]string, error) {
+// budgetReader reads from r no more than *left bytes and one more, and
+// takes what it reads from *left: below zero, the input was too large.
+type budgetReader struct {
+	r    io.Reader
+	left *int64
+}
+
+func (b *budgetReader) Read(p []byte) (int, error) {
+	if *b.left < 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > *b.left+1 {
+		p = p[:*b.left+1]
+	}
+	n, err := b.r.Read(p)
+	*b.left -= int64(n)
+	return n, err
+}
+
+// mosqInclude is a file include_dir reads, and its size.
+type mosqInclude struct {
+	path string
+	size int64
+}
+
+// mosqIncludeFiles lists the files of dir that Mosquitto reads: those
+// whose name ends in .conf after at least one character, in its order
+// (mosqNameOrder). Directories and other files that are not regular are
+// left out: Mosquitto could not read them as a configuration either, and
+// opening a named pipe would wait for a writer.
+func mosqIncludeFiles(dir string) ([]mosqInclude, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	var names []string
+	var out []mosqInclude
 	for _, e := range entries {
-		if !e.IsDir() && strings.HasSuffix(e.Name(), ".conf") {
-			names = append(names, e.Name())
+		if len(e.Name()) <= len(".conf") || !strings.HasSuffix(e.Name(), ".conf") {
+			continue
 		}
+		p := filepath.Join(dir, e.Name())
+		fi, err := os.Stat(p) // through a symbolic link, as Mosquitto's fopen goes
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		out = append(out, mosqInclude{p, fi.Size()})
 	}
-	slices.SortFunc(names, func(a, b string) int {
-		if c := strings.Compare(strings.ToLower(a), strings.ToLower(b)); c != 0 {
+	slices.SortFunc(out, func(a, b mosqInclude) int {
+		a0, b0 := filepath.Base(a.path), filepath.Base(b.path)
+		if c := strings.Compare(strings.ToLower(a0), strings.ToLower(b0)); c != 0 {
 			return c
 		}
-		return strings.Compare(a, b) // 'A' < 'a'
+		return strings.Compare(a0, b0) // 'A' < 'a'
 	})
-	out := make([]string, len(names))
-	for i, n := range names {
-		out[i] = filepath.Join(dir, n)
-	}
 	return out, nil
 }
 
