@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -126,7 +127,15 @@ func importMosquitto(mc *mosqConf, src string) *importer {
 		fromListener: map[*mosqListenerConf]int{}, bridgeNames: map[string]int{}}
 	im.cfg.Listeners = nil
 	for _, l := range mc.unknown {
-		im.skip(l, "not a Mosquitto 2.0 option (a typo, or an option of another version)")
+		if l.key == "" {
+			im.skip(l, "not an option line: Mosquitto refuses this file")
+		} else {
+			im.skip(l, "not a Mosquitto 2.0 option (a typo, or an option of another version); its value is left out of this file, as it may be a secret")
+		}
+	}
+	for _, f := range mc.foreign {
+		im.skip(mosqLine{file: f}, "no line of this file is a Mosquitto option, and none is shown: include_dir reads every file "+
+			"whose name ends in .conf, and Mosquitto refuses this one; is "+filepath.Dir(f)+" the directory you meant?")
 	}
 	for _, l := range mc.misplaced {
 		im.skip(l, "a bridge option before any `connection` line: Mosquitto refuses this file")
@@ -141,7 +150,7 @@ func importMosquitto(mc *mosqConf, src string) *importer {
 
 // mapped records that line became the key at path.
 func (im *importer) mapped(path string, l mosqLine, why string) {
-	c := l.where() + ": " + l.shown()
+	c := l.quoted()
 	if why != "" {
 		c += " (" + why + ")"
 	}
@@ -1000,7 +1009,7 @@ func (im *importer) header(b *bufio.Writer) {
 		line("")
 		line("Carried over without a key (xmq behaves so already):")
 		for _, s := range im.sameAs {
-			wrapComment(b, "  ", "      ", s.line.where()+": "+s.line.shown()+": "+s.why)
+			wrapComment(b, "  ", "      ", s.line.quoted()+": "+s.why)
 		}
 	}
 	if len(im.skipped) > 0 {
@@ -1008,7 +1017,7 @@ func (im *importer) header(b *bufio.Writer) {
 		line(fmt.Sprintf("Not carried over (%d), and why:", len(im.skipped)))
 		for _, s := range im.skipped {
 			line("")
-			line("  " + s.line.where() + ": " + s.line.shown())
+			line("  " + s.line.quoted())
 			wrapComment(b, "    ", "    ", s.why)
 		}
 	}

@@ -61,13 +61,17 @@ func roundTrip(t *testing.T, out string, im *importer) config {
 
 // accountedFor checks that every option line of the Mosquitto files
 // appears in the output, as a key's comment or in the list of what was
-// not carried over.
+// not carried over (an unknown one as far as mosqUnknown keeps it).
 func accountedFor(t *testing.T, out string, files ...string) {
 	t.Helper()
 	for _, f := range files {
 		budget := int64(mosqMaxBytes)
 		err := readMosqLines(f, &budget, func(l mosqLine) error {
-			if !strings.Contains(out, l.where()+": "+l.key) {
+			want := l.where() + ": " + l.key
+			if _, ok := mosqKindOf(l.key); !ok {
+				want = mosqUnknown(l).quoted() // the key only, if that
+			}
+			if !strings.Contains(out, want) {
 				t.Errorf("%s (%s) is not accounted for in the output", l.where(), l.key)
 			}
 			return nil
@@ -292,7 +296,7 @@ func TestImportEveryOption(t *testing.T) {
 	out, im := importFile(t, path)
 	roundTrip(t, out, im)
 	accountedFor(t, out, path)
-	if !strings.Contains(out, "not_an_option 1\n#     not a Mosquitto 2.0 option") {
+	if !strings.Contains(out, ": not_an_option\n#     not a Mosquitto 2.0 option") {
 		t.Errorf("an unknown option is not reported as such:\n%s", out)
 	}
 }
@@ -704,4 +708,63 @@ func (r *endlessComments) Read(p []byte) (int, error) {
 	}
 	r.n += int64(len(p))
 	return len(p), nil
+}
+
+// TestImportShowsNoForeignContent: include_dir reads the files ending in
+// .conf only, as Mosquitto does, and the output quotes nothing of a file
+// that is no Mosquitto configuration, nor the value of an unknown option:
+// include_dir /etc, a secret left in a .conf file, a misspelt
+// remote_password. A main file with no Mosquitto option is refused, its
+// content unquoted.
+func TestImportShowsNoForeignContent(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"secret.txt":  "AWS_SECRET_ACCESS_KEY=leak-1\n",               // not a .conf: not read
+		".conf":       "listener 1\nleak-2\n",                         // nothing before .conf: not read
+		"resolv.conf": "nameserver 10.9.8.7\nsearch leak-3.example\n", // no Mosquitto option in it
+		"shadow.conf": "root:$6$leak-4$x:19000:0:99999:7:::\n",
+		"mqtt.conf":   "listener 1883\nremote_pasword leak-5\nTOKEN=leak-6\n\tleak-7 more\n",
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "sub.conf"), 0o700); err != nil { // a directory: not read
+		t.Fatal(err)
+	}
+	main := writeFile(t, "include_dir "+dir+"\n")
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"import", main}, &stdout, &stderr); err != nil {
+		t.Fatalf("import: %v\n%s", err, stderr.String())
+	}
+	out := stdout.String() + stderr.String()
+	for _, leak := range []string{"leak-", "10.9.8.7", "nameserver", "AWS_SECRET", "TOKEN", "root:"} {
+		if strings.Contains(out, leak) {
+			t.Errorf("the output quotes %q of a file that is no configuration:\n%s", leak, out)
+		}
+	}
+	for _, want := range []string{
+		"With the files of its include_dir: " + filepath.Join(dir, "mqtt.conf"),
+		"#   resolv.conf\n#     no line of this file is a Mosquitto option, and none is shown",
+		"#   shadow.conf\n#     no line of this file is a Mosquitto option, and none is shown",
+		"mqtt.conf:2: remote_pasword\n#     not a Mosquitto 2.0 option",
+		"mqtt.conf:3: (no option name; the line is not shown)\n#     not an option line",
+		"mqtt.conf:4: (no option name; the line is not shown)", // after a tab, its first word is no option name either
+		"address: :1883 # mqtt.conf:1: listener 1883",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the output lacks %q:\n%s", want, out)
+		}
+	}
+
+	shadow := writeFile(t, "root:$6$leak-8$x:19000:0:99999:7:::\nsk-live-leak-9\n")
+	stdout.Reset()
+	err := run(context.Background(), []string{"import", shadow}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), shadow+": no line of it is a Mosquitto option") || strings.Contains(err.Error(), "leak") {
+		t.Errorf("a main file that is no configuration: %v", err)
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("wrote output for it:\n%s", stdout.String())
+	}
 }

@@ -17,7 +17,8 @@ import (
 // listener with per_listener_settings true) and the bridges. import.go
 // turns that into xmq's configuration.
 
-// mosqLine is one option line of a Mosquitto configuration file.
+// mosqLine is one option line of a Mosquitto configuration file; n 0
+// stands for a whole file.
 type mosqLine struct {
 	file  string
 	n     int
@@ -28,8 +29,20 @@ type mosqLine struct {
 // where is "file:line" for comments.
 func (l mosqLine) where() string { return fmt.Sprintf("%s:%d", filepath.Base(l.file), l.n) }
 
+// quoted is the line as a comment names it: where it is and what it says,
+// as far as shown shows it.
+func (l mosqLine) quoted() string {
+	if l.n == 0 {
+		return filepath.Base(l.file)
+	}
+	return l.where() + ": " + l.shown()
+}
+
 // shown is the line as a comment quotes it, with secrets left out.
 func (l mosqLine) shown() string {
+	if l.key == "" {
+		return "(no option name; the line is not shown)"
+	}
 	if l.value == "" {
 		return l.key
 	}
@@ -111,6 +124,34 @@ var mosqOptions = map[string]mosqKind{
 	"bridge_require_ocsp": mosqBridge, "bridge_tls_version": mosqBridge,
 }
 
+// mosqUnknown is an unknown option line as the import keeps it: the
+// option's name when it has the shape of one, never the value. The line
+// may be in a file that is no Mosquitto configuration (include_dir reads
+// any *.conf: /etc holds dozens), or be a secret option misspelt
+// (remote_pasword): its text is not for the output.
+func mosqUnknown(l mosqLine) mosqLine {
+	l.value = ""
+	if !mosqOptionName(l.key) {
+		l.key = ""
+	}
+	return l
+}
+
+// mosqOptionName reports whether key has the shape of a Mosquitto option
+// name: a lower-case letter, then lower-case letters, digits, '_' and '.',
+// 64 at most.
+func mosqOptionName(key string) bool {
+	if key == "" || len(key) > 64 || key[0] < 'a' || key[0] > 'z' {
+		return false
+	}
+	for _, c := range []byte(key) {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
 // mosqKindOf is the kind of an option; ok is false for an unknown one.
 func mosqKindOf(key string) (mosqKind, bool) {
 	switch {
@@ -188,9 +229,10 @@ type mosqConf struct {
 	// localOnly: no listener, port or bind_address line, so Mosquitto
 	// listens on the loopback interface only and allows anonymous clients.
 	localOnly bool
-	unknown   []mosqLine
+	unknown   []mosqLine // as mosqUnknown keeps them
 	misplaced []mosqLine // a bridge option before any `connection`
 	includes  []string   // files read through include_dir
+	foreign   []string   // files of include_dir in which no line is an option: not listed line by line
 }
 
 // mosqMaxBytes is the most xmq import reads: the main file and its
@@ -213,12 +255,14 @@ func readMosquittoConf(path string) (*mosqConf, error) {
 	budget := int64(mosqMaxBytes)
 	var read func(path string, top bool) error
 	read = func(path string, top bool) error {
-		return readMosqLines(path, &budget, func(l mosqLine) error {
+		known, first := 0, len(c.unknown)
+		err := readMosqLines(path, &budget, func(l mosqLine) error {
 			kind, ok := mosqKindOf(l.key)
 			if !ok {
-				c.unknown = append(c.unknown, l)
+				c.unknown = append(c.unknown, mosqUnknown(l))
 				return nil
 			}
+			known++
 			switch {
 			case l.key == "include_dir":
 				c.global[l.key] = l
@@ -283,6 +327,20 @@ func readMosquittoConf(path string) (*mosqConf, error) {
 			}
 			return nil
 		})
+		if err != nil {
+			return err
+		}
+		// A file with lines and no option in them is something else: say
+		// so once. Its unknown lines are the last ones, as a file with no
+		// option has no include_dir either.
+		if known == 0 && len(c.unknown) > first {
+			if top {
+				return fmt.Errorf("%s: no line of it is a Mosquitto option: is it a Mosquitto configuration?", path)
+			}
+			c.unknown = c.unknown[:first]
+			c.foreign = append(c.foreign, path)
+		}
+		return nil
 	}
 	if err := read(path, true); err != nil {
 		return nil, err
