@@ -768,3 +768,33 @@ func TestImportShowsNoForeignContent(t *testing.T) {
 		t.Errorf("wrote output for it:\n%s", stdout.String())
 	}
 }
+
+// TestImportIncludeOrder: include_dir's files are read in Mosquitto's
+// order (src/conf.c, scmp_p), which decides the value of an option that
+// two of them set.
+func TestImportIncludeOrder(t *testing.T) {
+	want := []string{"A.conf", "Ab.conf", "a.conf", "aa.conf", "aB.conf", "a_x.conf", "b.conf", "Z.conf", "_.conf"}
+	got := slices.Clone(want)
+	slices.Reverse(got)
+	slices.SortFunc(got, mosqNameOrder)
+	if !slices.Equal(got, want) {
+		t.Errorf("order\n  %q\nwant Mosquitto's\n  %q", got, want)
+	}
+
+	// Names that differ in more than case, for file systems that do not.
+	dir := t.TempDir()
+	names := []string{"A.conf", "b.conf", "_.conf"}
+	for i, name := range names {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(fmt.Sprintf("max_keepalive %d\n", 100+i)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, im := importFile(t, writeFile(t, "include_dir "+dir+"\n"))
+	var base []string
+	for _, f := range im.includes {
+		base = append(base, filepath.Base(f))
+	}
+	if !slices.Equal(base, names) || im.cfg.Broker.MaxKeepAlive != 102 {
+		t.Errorf("read %q, max_keep_alive %d; want %q and 102, from _.conf, the last file Mosquitto reads", base, im.cfg.Broker.MaxKeepAlive, names)
+	}
+}

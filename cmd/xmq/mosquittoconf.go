@@ -464,13 +464,35 @@ func mosqIncludeFiles(dir string) ([]mosqInclude, error) {
 		out = append(out, mosqInclude{p, fi.Size()})
 	}
 	slices.SortFunc(out, func(a, b mosqInclude) int {
-		a0, b0 := filepath.Base(a.path), filepath.Base(b.path)
-		if c := strings.Compare(strings.ToLower(a0), strings.ToLower(b0)); c != 0 {
-			return c
-		}
-		return strings.Compare(a0, b0) // 'A' < 'a'
+		return mosqNameOrder(filepath.Base(a.path), filepath.Base(b.path))
 	})
 	return out, nil
+}
+
+// mosqNameOrder compares file names as Mosquitto sorts include_dir
+// (scmp_p in src/conf.c): at the first place they differ, by the
+// characters in upper case, then by the characters themselves; a name
+// before the longer names it begins. So "Ab.conf" < "a.conf" < "aB.conf"
+// < "a_x.conf" < "_.conf": the order decides which of two files setting
+// one option wins. Bytes past ASCII compare unsigned (Mosquitto's char may
+// be signed, as on x86: it then sorts such names first).
+func mosqNameOrder(a, b string) int {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		ua, ub := a[i], b[i]
+		if 'a' <= ua && ua <= 'z' {
+			ua -= 'a' - 'A'
+		}
+		if 'a' <= ub && ub <= 'z' {
+			ub -= 'a' - 'A'
+		}
+		if ua != ub {
+			return int(ua) - int(ub)
+		}
+		if a[i] != b[i] {
+			return int(a[i]) - int(b[i])
+		}
+	}
+	return len(a) - len(b)
 }
 
 // mosqBool parses a Mosquitto boolean: true or 1.
