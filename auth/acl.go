@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
@@ -96,9 +95,10 @@ type aclSet struct {
 	rules       int
 }
 
-var errACLSyntax = errors.New("auth: acl file")
-
-// parseACL reads an ACL file. Errors name the line.
+// parseACL reads an ACL file. Errors name the line; they quote no more of
+// it than what a rule's keyword shows is an ACL line: a file given as the
+// ACL file by mistake (a password file, /etc/shadow) is not echoed into
+// logs or xmq check-config's report.
 func parseACL(data []byte) (*aclSet, error) {
 	s := &aclSet{users: map[string][]rule{}}
 	user, inUser := "", false
@@ -111,7 +111,7 @@ func parseACL(data []byte) (*aclSet, error) {
 		switch kw {
 		case "user":
 			if rest == "" {
-				return nil, fmt.Errorf("%w line %d: user without a name", errACLSyntax, n+1)
+				return nil, fmt.Errorf("line %d: user without a name", n+1)
 			}
 			if i := strings.IndexAny(rest, "#"); i > 0 && (rest[i-1] == ' ' || rest[i-1] == '\t') {
 				return nil, inlineComment(n+1, rest[i:])
@@ -130,19 +130,19 @@ func parseACL(data []byte) (*aclSet, error) {
 				case "deny":
 					acc = accDeny
 				default:
-					return nil, fmt.Errorf("%w line %d: access %q: want read, write, readwrite or deny", errACLSyntax, n+1, a)
+					return nil, fmt.Errorf("line %d: access %q: want read, write, readwrite or deny", n+1, a)
 				}
 				filter = f
 			}
 			if filter == "" {
-				return nil, fmt.Errorf("%w line %d: %s without a topic", errACLSyntax, n+1, kw)
+				return nil, fmt.Errorf("line %d: %s without a topic", n+1, kw)
 			}
 			r, err := newRule(filter, acc, kw == "pattern")
 			if i := strings.IndexAny(filter, "#"); err != nil && i > 0 && (filter[i-1] == ' ' || filter[i-1] == '\t') {
 				return nil, inlineComment(n+1, filter[i:])
 			}
 			if err != nil {
-				return nil, fmt.Errorf("%w line %d: %v", errACLSyntax, n+1, err)
+				return nil, fmt.Errorf("line %d: %v", n+1, err)
 			}
 			r.line = n + 1
 			s.rules++
@@ -156,7 +156,7 @@ func parseACL(data []byte) (*aclSet, error) {
 				s.anon = append(s.anon, r)
 			}
 		default:
-			return nil, fmt.Errorf("%w line %d: unknown keyword %q (want topic, pattern or user)", errACLSyntax, n+1, kw)
+			return nil, fmt.Errorf("line %d: not an ACL line (one starts with topic, pattern or user)", n+1)
 		}
 	}
 	return s, nil
@@ -165,7 +165,7 @@ func parseACL(data []byte) (*aclSet, error) {
 // inlineComment is the error for a comment after a rule, which Mosquitto
 // refuses too: "topic read a/b # note" would read as the filter "a/b # note".
 func inlineComment(line int, comment string) error {
-	return fmt.Errorf("%w line %d: inline comments are not supported: put %q on a line of its own", errACLSyntax, line, strings.TrimSpace(comment))
+	return fmt.Errorf("line %d: inline comments are not supported: put %q on a line of its own", line, strings.TrimSpace(comment))
 }
 
 // cutSpace splits s at its first run of spaces or tabs.

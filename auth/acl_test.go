@@ -232,7 +232,7 @@ func TestParseACL(t *testing.T) {
 		t.Errorf("user rule = %+v", r)
 	}
 	tests := []struct{ name, file, err string }{
-		{"unknown keyword", "topic a\nallow a\n", "line 2: unknown keyword"},
+		{"unknown keyword", "topic a\nallow a\n", "line 2: not an ACL line"},
 		{"bad access", "topic rw a/b\n", `access "rw"`},
 		{"no topic", "topic\n", "without a topic"},
 		{"user without name", "user\n", "without a name"},

@@ -490,7 +490,7 @@ func TestNewErrors(t *testing.T) {
 		err  string
 	}{
 		{"missing password file", Options{PasswordFile: filepath.Join(dir, "none")}, "no such file"},
-		{"bad acl file", Options{ACLFile: bad}, "unknown keyword"},
+		{"bad acl file", Options{ACLFile: bad}, "line 1: not an ACL line"},
 		{"bad password file", Options{PasswordFile: bad}, "line 1"},
 		{"bad anonymous", Options{AllowAnonymous: "maybe"}, "want true, false or loopback"},
 		{"bad listener anonymous", Options{ListenerAnonymous: map[string]Anonymous{"ws": "yes"}}, "listener ws"},
@@ -506,6 +506,34 @@ func TestNewErrors(t *testing.T) {
 				t.Errorf("New error = %v, want one containing %q", err, tt.err)
 			}
 		})
+	}
+}
+
+// TestFileErrorsQuoteNoForeignContent: a file given as the password file
+// or the ACL file that is something else (/etc/shadow, an environment
+// file, a token) is refused by line number, with none of its content in
+// the error that New, a reload and xmq check-config (CheckFiles) report.
+func TestFileErrorsQuoteNoForeignContent(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"shadow": "root:$6$leak1salt$leak1hash:19000:0:99999:7:::\n",
+		"env":    "DB_PASSWORD=leak2:x\nAPI_KEY leak3\n",
+		"token":  "sk-live-leak4\n",
+		"hash7":  "leak5:$7$leak6$YWJj$YWJj\n",
+		"plain":  "leak7:leak8\n",
+	} {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, err := range []error{CheckFiles(path, ""), CheckFiles("", path)} {
+			if err == nil || !strings.Contains(err.Error(), path+": line 1: ") {
+				t.Errorf("%s: error %v, want one naming the file and line 1", name, err)
+			}
+			if err != nil && strings.Contains(err.Error(), "leak") {
+				t.Errorf("%s: the error quotes the file: %v", name, err)
+			}
+		}
 	}
 }
 

@@ -138,7 +138,7 @@ func parseHash(s string) (hasher, error) {
 		}
 		iter, err := strconv.Atoi(f[0])
 		if err != nil || iter < 1 {
-			return nil, fmt.Errorf("$7$ hash: bad iteration count %q", f[0])
+			return nil, errors.New("$7$ hash: bad iteration count")
 		}
 		salt, err1 := unb64(f[1])
 		hash, err2 := unb64(f[2])
@@ -177,7 +177,9 @@ type passwordFile struct {
 }
 
 // parsePasswordFile reads a whole password file. Errors name the line but
-// never quote a hash.
+// never quote a hash, nor the user of a line that is no USER:HASH line: a
+// file given as the password file by mistake (an environment file, a
+// token) is not echoed into logs or xmq check-config's report.
 func parsePasswordFile(data []byte) (*passwordFile, error) {
 	pf := &passwordFile{users: map[string]*entry{}}
 	for n, line := range splitLines(data) {
@@ -244,12 +246,12 @@ func parseLine(line string) (string, *entry, error) {
 		return "", nil, err
 	}
 	if len(line) == len(user) {
-		return "", nil, fmt.Errorf("user %q: no password hash", user)
+		return "", nil, errors.New("no password hash (want USER:HASH)")
 	}
 	fields := strings.Split(strings.TrimRight(line[len(user)+1:], " \t"), ":")
 	h, err := parseHash(fields[0])
 	if err != nil {
-		return "", nil, fmt.Errorf("user %q: %w", user, err)
+		return "", nil, err // before a hash, the line may be anything: its user is not named
 	}
 	e := &entry{hash: h}
 	for _, f := range fields[1:] {

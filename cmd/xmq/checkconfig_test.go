@@ -116,6 +116,36 @@ web:
 	}
 }
 
+// TestCheckConfigQuotesNoForeignFile: a file that is not what its key
+// expects — /etc/shadow or a token as the ACL or password file, a secret
+// given as the configuration itself — is reported by file and line, and
+// nothing of its content is in the report.
+func TestCheckConfigQuotesNoForeignFile(t *testing.T) {
+	dir := t.TempDir()
+	shadow := certstest.WriteFile(t, dir, "shadow", []byte("root:$6$leak-1$leak-2:19000:0:99999:7:::\n"))
+	token := certstest.WriteFile(t, dir, "token", []byte("sk-live-leak-3\n"))
+	conf := writeFile(t, fmt.Sprintf("data_dir: ''\nlisteners: [{address: '%s'}]\nweb: {address: ''}\nauth:\n  acl_file: %s\n  password_file: %s\n",
+		freeAddr(t), shadow, token))
+	out, err := checkConfig(t, "-c", conf)
+	if err == nil {
+		t.Fatalf("check-config passed:\n%s", out)
+	}
+	for _, w := range []string{"auth.acl_file: acl file " + shadow + ": line 1: not an ACL line",
+		"auth.password_file: password file " + token + ": line 1: no password hash"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("output does not contain %q:\n%s", w, out)
+		}
+	}
+	secret := certstest.WriteFile(t, dir, "secret.yaml", []byte("sk-live-leak-4\n"))
+	out2, err := checkConfig(t, "-c", secret)
+	if err == nil || !strings.Contains(out2, secret+": want a section of keys, not a single value") {
+		t.Errorf("a configuration that is one value: %v\n%s", err, out2)
+	}
+	if strings.Contains(out+out2, "leak") {
+		t.Errorf("the report quotes a file that is not what its key expects:\n%s%s", out, out2)
+	}
+}
+
 // TestCheckConfigFlagsAndEnv: check-config takes the broker's flags and
 // XMQ_ variables, and names them in its problems.
 func TestCheckConfigFlagsAndEnv(t *testing.T) {

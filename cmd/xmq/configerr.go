@@ -218,6 +218,13 @@ func checkNode(n *yaml.Node, t reflect.Type, p keyPath, lines map[string]int, ps
 	switch {
 	case section(t):
 		if n.Kind != yaml.MappingNode {
+			if len(p) == 0 && n.Kind == yaml.ScalarNode {
+				// The whole file is one value: it is no configuration
+				// (a token, a password given by mistake), so it is not
+				// quoted.
+				ps.add(p, "want a section of keys, not a single value: is it an xmq configuration?")
+				return
+			}
 			ps.add(p, "want a section of keys, not %s", describeNode(n))
 			return
 		}

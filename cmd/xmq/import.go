@@ -1,7 +1,7 @@
 package main
 
 import (
-	"bytes"
+	"bufio"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,6 +9,8 @@ import (
 	"math"
 	"net"
 	"os"
+	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,14 +46,10 @@ func runImport(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("import: %w", err)
 	}
 	im := importMosquitto(mc, fs.Arg(0))
-	data, err := im.render()
-	if err != nil {
-		return fmt.Errorf("import: %w", err)
-	}
 	if *out == "" {
-		_, err = stdout.Write(data)
+		err = im.render(stdout)
 	} else {
-		err = os.WriteFile(*out, data, 0o600)
+		err = renderFile(im, *out)
 	}
 	if err != nil {
 		return fmt.Errorf("import: %w", err)
@@ -63,6 +61,20 @@ func runImport(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "xmq import: %d Mosquitto option lines carried over, %d not (each with a comment saying why) in %s; start it with xmq -c FILE\n",
 		im.carried, len(im.skipped), dest)
 	return nil
+}
+
+// renderFile writes the import to path (mode 0600 when it makes it), in
+// place as os.WriteFile would, streamed rather than held in memory.
+func renderFile(im *importer, path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	err = im.render(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func printImportUsage(w io.Writer) {
@@ -79,7 +91,8 @@ max_keepalive, persistence, sys_interval, retain_available and more. Each
 key carries a comment naming the Mosquitto line it came from; every option
 that has no xmq equivalent is listed at the top with the reason. Password
 and ACL files are used as they are: xmq reads Mosquitto's formats.
-docs/migrating-from-mosquitto.md covers every option.
+docs/migrating-from-mosquitto.md covers every option. It reads 16 MiB at
+most, the file and its include_dir files together.
 
 Flags:
   -o FILE   write to FILE (mode 0600) instead of standard output.
@@ -104,16 +117,25 @@ type importer struct {
 	// fromListener is the index in cfg.Listeners of each Mosquitto
 	// listener that was carried over.
 	fromListener map[*mosqListenerConf]int
+	bridgeNames  map[string]int // the index in cfg.Bridges of each bridge's name
 }
 
 // importMosquitto converts mc. It never fails: what it cannot carry over
 // becomes a comment.
 func importMosquitto(mc *mosqConf, src string) *importer {
 	im := &importer{src: src, cfg: defaultConfig(), lineComments: map[string][]string{}, headComments: map[string][]string{},
-		fromListener: map[*mosqListenerConf]int{}}
+		fromListener: map[*mosqListenerConf]int{}, bridgeNames: map[string]int{}}
 	im.cfg.Listeners = nil
 	for _, l := range mc.unknown {
-		im.skip(l, "not a Mosquitto 2.0 option (a typo, or an option of another version)")
+		if l.key == "" {
+			im.skip(l, "not an option line: Mosquitto refuses this file")
+		} else {
+			im.skip(l, "not a Mosquitto 2.0 option (a typo, or an option of another version); its value is left out of this file, as it may be a secret")
+		}
+	}
+	for _, f := range mc.foreign {
+		im.skip(mosqLine{file: f}, "no line of this file is a Mosquitto option, and none is shown: include_dir reads every file "+
+			"whose name ends in .conf, and Mosquitto refuses this one; is "+filepath.Dir(f)+" the directory you meant?")
 	}
 	for _, l := range mc.misplaced {
 		im.skip(l, "a bridge option before any `connection` line: Mosquitto refuses this file")
@@ -128,7 +150,7 @@ func importMosquitto(mc *mosqConf, src string) *importer {
 
 // mapped records that line became the key at path.
 func (im *importer) mapped(path string, l mosqLine, why string) {
-	c := l.where() + ": " + l.shown()
+	c := l.quoted()
 	if why != "" {
 		c += " (" + why + ")"
 	}
@@ -903,17 +925,19 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// render writes the configuration as YAML: the config struct encoded, the
-// keys equal to xmq's defaults left out unless a Mosquitto option names
-// them, a line comment on each key saying where it came from and a header
-// listing what was not carried over.
-func (im *importer) render() ([]byte, error) {
-	var root, def yaml.Node
-	if err := root.Encode(im.cfg); err != nil {
-		return nil, err
-	}
+// render writes the configuration as YAML to w: the config struct
+// encoded, the keys equal to xmq's defaults left out unless a Mosquitto
+// option names them, a line comment on each key saying where it came from
+// and a header listing what was not carried over. It writes a bounded part
+// at a time (yamlWriter), so that a large configuration costs memory in
+// proportion to its own size only.
+func (im *importer) render(w io.Writer) error { return im.renderParts(w, yamlChunk) }
+
+// renderParts is render with at most chunk list items per part.
+func (im *importer) renderParts(w io.Writer, chunk int) error {
+	var def yaml.Node
 	if err := def.Encode(defaultConfig()); err != nil {
-		return nil, err
+		return err
 	}
 	// The files in the order they were read, then the lines.
 	fileOrder := map[string]int{}
@@ -938,41 +962,26 @@ func (im *importer) render() ([]byte, error) {
 			}
 		}
 	}
-	pruneNode(&root, &def, "", keep)
-	for p, cs := range im.lineComments {
-		k, v := findNode(&root, p)
-		if k == nil {
-			return nil, fmt.Errorf("no key %s in the configuration (import.go names it)", p)
+	bw := bufio.NewWriter(w)
+	im.header(bw)
+	y := &yamlWriter{w: bw, chunk: chunk, keep: keep, line: im.lineComments, head: im.headComments, used: map[string]bool{}}
+	if err := y.value(reflect.ValueOf(im.cfg), &def, "", ""); err != nil {
+		return err
+	}
+	// A comment whose key is not in the output is import.go's mistake;
+	// it shows only once the parts are written.
+	for _, m := range []map[string][]string{im.lineComments, im.headComments} {
+		for _, p := range sortedKeys(m) {
+			if !y.used[p] {
+				return fmt.Errorf("no key %s in the configuration (import.go names it)", p)
+			}
 		}
-		if len(cs) == 1 && len(cs[0]) <= 80 && (v.Kind == yaml.ScalarNode || len(v.Content) == 0) {
-			v.LineComment = cs[0]
-		} else {
-			k.HeadComment = wrapLines(cs)
-		}
 	}
-	for p, cs := range im.headComments {
-		_, v := findNode(&root, p)
-		if v == nil {
-			return nil, fmt.Errorf("no key %s in the configuration (import.go names it)", p)
-		}
-		v.HeadComment = wrapLines(cs)
-	}
-	var b bytes.Buffer
-	b.WriteString(im.header())
-	enc := yaml.NewEncoder(&b)
-	enc.SetIndent(2)
-	if err := enc.Encode(&root); err != nil {
-		return nil, err
-	}
-	if err := enc.Close(); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
+	return bw.Flush()
 }
 
-// header is the comment block at the top of the output.
-func (im *importer) header() string {
-	var b strings.Builder
+// header writes the comment block at the top of the output.
+func (im *importer) header(b *bufio.Writer) {
 	line := func(s string) {
 		if s == "" {
 			b.WriteString("#\n")
@@ -982,7 +991,7 @@ func (im *importer) header() string {
 	}
 	line(fmt.Sprintf("xmq configuration converted from %s by `xmq import` (xmq %s).", im.src, version))
 	if len(im.includes) > 0 {
-		wrapComment(&b, "", "  ", "With the files of its include_dir: "+strings.Join(im.includes, ", "))
+		wrapComment(b, "", "  ", "With the files of its include_dir: "+strings.Join(im.includes, ", "))
 	}
 	line("")
 	line("Each key with a comment comes from the Mosquitto line it names; the keys left out keep")
@@ -993,14 +1002,14 @@ func (im *importer) header() string {
 		line("")
 		line("Differences to know:")
 		for _, n := range im.notes {
-			wrapComment(&b, "  - ", "    ", n)
+			wrapComment(b, "  - ", "    ", n)
 		}
 	}
 	if len(im.sameAs) > 0 {
 		line("")
 		line("Carried over without a key (xmq behaves so already):")
 		for _, s := range im.sameAs {
-			wrapComment(&b, "  ", "      ", s.line.where()+": "+s.line.shown()+": "+s.why)
+			wrapComment(b, "  ", "      ", s.line.quoted()+": "+s.why)
 		}
 	}
 	if len(im.skipped) > 0 {
@@ -1008,16 +1017,15 @@ func (im *importer) header() string {
 		line(fmt.Sprintf("Not carried over (%d), and why:", len(im.skipped)))
 		for _, s := range im.skipped {
 			line("")
-			line("  " + s.line.where() + ": " + s.line.shown())
-			wrapComment(&b, "    ", "    ", s.why)
+			line("  " + s.line.quoted())
+			wrapComment(b, "    ", "    ", s.why)
 		}
 	}
 	b.WriteString("\n")
-	return b.String()
 }
 
 // wrapComment writes text as comment lines of at most about 100 columns.
-func wrapComment(b *strings.Builder, first, rest, text string) {
+func wrapComment(b *bufio.Writer, first, rest, text string) {
 	prefix := first
 	cur := ""
 	for _, w := range strings.Fields(text) {
@@ -1063,64 +1071,6 @@ func parentPath(p string) string {
 		return p[:i]
 	}
 	return ""
-}
-
-// pathSteps splits "listeners[1].tls.verify" into listeners, [1], tls, verify.
-func pathSteps(p string) []string {
-	var out []string
-	for part := range strings.SplitSeq(p, ".") {
-		for {
-			i := strings.Index(part, "[")
-			if i < 0 {
-				out = append(out, part)
-				break
-			}
-			if i > 0 {
-				out = append(out, part[:i])
-			}
-			j := strings.Index(part, "]")
-			out = append(out, part[i:j+1])
-			part = part[j+1:]
-			if part == "" {
-				break
-			}
-		}
-	}
-	return out
-}
-
-// findNode returns the key and value nodes at path; the key is nil for a
-// sequence item.
-func findNode(root *yaml.Node, path string) (key, value *yaml.Node) {
-	n := root
-	for _, s := range pathSteps(path) {
-		key = nil
-		if strings.HasPrefix(s, "[") {
-			i, err := strconv.Atoi(s[1 : len(s)-1])
-			if err != nil || n.Kind != yaml.SequenceNode || i >= len(n.Content) {
-				return nil, nil
-			}
-			n = n.Content[i]
-			continue
-		}
-		if n.Kind != yaml.MappingNode {
-			return nil, nil
-		}
-		found := false
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if n.Content[i].Value == s {
-				key, n, found = n.Content[i], n.Content[i+1], true
-				break
-			}
-		}
-		if !found {
-			return nil, nil
-		}
-	}
-	if key == nil && n != root && !strings.HasSuffix(path, "]") {
-		return nil, nil
-	}
-	return key, n
 }
 
 // pruneNode drops from the mapping n the keys equal to their default in

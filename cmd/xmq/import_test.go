@@ -1,15 +1,20 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
 	"slices"
 	"strings"
 	"testing"
@@ -30,11 +35,11 @@ func importFile(t *testing.T, path string) (string, *importer) {
 		t.Fatalf("reading %s: %v", path, err)
 	}
 	im := importMosquitto(mc, path)
-	out, err := im.render()
-	if err != nil {
+	var out strings.Builder
+	if err := im.render(&out); err != nil {
 		t.Fatalf("render: %v", err)
 	}
-	return string(out), im
+	return out.String(), im
 }
 
 // roundTrip loads the output through the configuration loader, as
@@ -56,18 +61,23 @@ func roundTrip(t *testing.T, out string, im *importer) config {
 
 // accountedFor checks that every option line of the Mosquitto files
 // appears in the output, as a key's comment or in the list of what was
-// not carried over.
+// not carried over (an unknown one as far as mosqUnknown keeps it).
 func accountedFor(t *testing.T, out string, files ...string) {
 	t.Helper()
 	for _, f := range files {
-		lines, err := readMosqLines(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, l := range lines {
-			if !strings.Contains(out, l.where()+": "+l.key) {
+		budget := int64(mosqMaxBytes)
+		err := readMosqLines(f, &budget, func(l mosqLine) error {
+			want := l.where() + ": " + l.key
+			if _, ok := mosqKindOf(l.key); !ok {
+				want = mosqUnknown(l).quoted() // the key only, if that
+			}
+			if !strings.Contains(out, want) {
 				t.Errorf("%s (%s) is not accounted for in the output", l.where(), l.key)
 			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 }
@@ -286,7 +296,7 @@ func TestImportEveryOption(t *testing.T) {
 	out, im := importFile(t, path)
 	roundTrip(t, out, im)
 	accountedFor(t, out, path)
-	if !strings.Contains(out, "not_an_option 1\n#     not a Mosquitto 2.0 option") {
+	if !strings.Contains(out, ": not_an_option\n#     not a Mosquitto 2.0 option") {
 		t.Errorf("an unknown option is not reported as such:\n%s", out)
 	}
 }
@@ -425,5 +435,366 @@ address nowhere.example.com
 		if !strings.Contains(out, w) {
 			t.Errorf("output lacks %q:\n%s", w, out)
 		}
+	}
+}
+
+// largeMosquittoConf writes a Mosquitto configuration of about n lines as
+// a large site has them: listeners, security, logging, and many bridges,
+// each with a few dozen topic lines and a password; returns its path
+// and size.
+func largeMosquittoConf(t *testing.T, n int) (string, int64) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "mosquitto.conf")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := bufio.NewWriter(f)
+	fmt.Fprint(w, "per_listener_settings false\nlistener 1883\nlistener 8883\ncertfile /etc/c.pem\nkeyfile /etc/k.pem\n"+
+		"password_file /etc/mosquitto/passwd\nacl_file /etc/mosquitto/acl\nlog_type all\nlog_dest syslog\n")
+	lines := 9
+	for i := 0; lines < n; i++ {
+		fmt.Fprintf(w, "\n# site %d\nconnection site%d\naddress h%d.example.com:8883\nbridge_cafile /etc/ca.pem\n"+
+			"remote_username site%d\nremote_password pw%d\ncleansession false\nlocal_clientid l%d\n", i, i, i, i, i, i)
+		lines += 9
+		for j := 0; j < 24 && lines < n; j++ {
+			fmt.Fprintf(w, "topic sensors/%d/%d/# out 1 \"\" site%d/\n", i, j, i)
+			lines++
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, fi.Size()
+}
+
+// allocated is the bytes the Go runtime allocated while f ran.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestImportLargeBoundedMemory: importing a large configuration allocates
+// a bounded multiple of its size, reading and converting it as well as
+// writing the result. A step quadratic in the lines (each bridge checked
+// again with every earlier one) or an encoder that keeps the whole
+// output's events (yaml.v3's emitter does, per Encode call) fails it at
+// once: they allocated thousands of times the input, and held hundreds of
+// times its size while writing.
+func TestImportLargeBoundedMemory(t *testing.T) {
+	n := 20000
+	if testing.Short() {
+		n = 5000
+	}
+	path, size := largeMosquittoConf(t, n)
+	// The heap's peak depends on when the collector runs: pace it as by
+	// default whatever GOGC says.
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	var im *importer
+	read := allocated(func() {
+		mc, err := readMosquittoConf(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		im = importMosquitto(mc, path)
+	})
+	var out countingWriter
+	peak := peakHeap(func() {
+		if err := im.render(&out); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Logf("%d lines, %d bytes: read and converted with %d bytes allocated (%.1f× the input); rendered %d bytes with the heap %d bytes above where it was at most (%.1f×)",
+		n, size, read, float64(read)/float64(size), out.n, peak, float64(peak)/float64(size))
+	if read > 60*uint64(size) {
+		t.Errorf("reading and converting %d bytes allocated %d, more than 60 times as much", size, read)
+	}
+	// The collector lets the first 4 MB of garbage be: a small input's
+	// allowance.
+	if peak > 60*uint64(size)+4<<20 {
+		t.Errorf("rendering the import of %d bytes took the heap %d bytes higher, more than 60 times as much and 4 MB", size, peak)
+	}
+}
+
+// peakHeap is how far above its size before f the heap's objects went
+// while f ran, sampled every 200µs. Garbage counts until it is collected,
+// so this is an upper bound on what f held.
+func peakHeap(f func()) uint64 {
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	read := func() uint64 {
+		metrics.Read(sample)
+		return sample[0].Value.Uint64()
+	}
+	runtime.GC()
+	base := read()
+	done, result := make(chan struct{}), make(chan uint64)
+	go func() {
+		peak := base
+		tick := time.NewTicker(200 * time.Microsecond)
+		defer tick.Stop()
+		for {
+			peak = max(peak, read())
+			select {
+			case <-done:
+				result <- peak - base
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	f()
+	close(done)
+	return <-result
+}
+
+// countingWriter counts the bytes written to it and keeps none.
+type countingWriter struct{ n int64 }
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.n += int64(len(p))
+	return len(p), nil
+}
+
+// TestImportRenderInParts: the output written a few list items at a time
+// is the text one encoder writes for the whole configuration, whichever
+// items a part boundary falls between: heavy bridges written key by key,
+// head comments on a part's first key and on list items, the default
+// listener's comment.
+func TestImportRenderInParts(t *testing.T) {
+	large, _ := largeMosquittoConf(t, 700)
+	long := strings.Repeat("a-very-long-connection-name-", 4)
+	crafted := writeFile(t, "port 1884\nlog_type error\nlog_type debug\n"+
+		"listener 8883\ncertfile /c.pem\nkeyfile /k.pem\nlistener 9001\nprotocol websockets\n"+
+		"connection "+long+"\naddress a.example.com\ntopic # out\ntopic a/# in 1\ntopic b/# both 2 l/ r/\n"+
+		"connection short\naddresses b.example.com c.example.com:1884\ntopic x/# out\nremote_password p\n")
+	for _, path := range []string{"testdata/mosquitto/debian.conf", "testdata/mosquitto/per-listener.conf",
+		"testdata/mosquitto/bridge.conf", large, crafted} {
+		mc, err := readMosquittoConf(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var whole strings.Builder
+		if err := importMosquitto(mc, path).renderParts(&whole, math.MaxInt); err != nil {
+			t.Fatal(err)
+		}
+		for _, chunk := range []int{1, 2, 7, yamlChunk} {
+			mc, err := readMosquittoConf(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var parts strings.Builder
+			if err := importMosquitto(mc, path).renderParts(&parts, chunk); err != nil {
+				t.Fatal(err)
+			}
+			if parts.String() != whole.String() {
+				t.Errorf("%s in parts of %d differs from the whole:\n%s", path, chunk, lineDiff(whole.String(), parts.String()))
+			}
+		}
+	}
+}
+
+// lineDiff shows the first line where a and b differ, with its number.
+func lineDiff(a, b string) string {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := range max(len(al), len(bl)) {
+		var x, y string
+		if i < len(al) {
+			x = al[i]
+		}
+		if i < len(bl) {
+			y = bl[i]
+		}
+		if x != y {
+			return fmt.Sprintf("line %d:\n  whole: %q\n  parts: %q", i+1, x, y)
+		}
+	}
+	return "(no difference)"
+}
+
+// sparseFile makes a file of size bytes that takes no room on disk.
+func sparseFile(t *testing.T, path string, size int64) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestImportRefusesLargeInput: a file over 16 MiB, alone or with the
+// files read before it, is refused before it is read, with an error that
+// names it and the limit; input of unknown size (a pipe) is read no
+// further than the limit.
+func TestImportRefusesLargeInput(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.conf")
+	sparseFile(t, big, mosqMaxBytes+1)
+	inc := filepath.Join(dir, "conf.d")
+	if err := os.Mkdir(inc, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	sparseFile(t, filepath.Join(inc, "a.conf"), 9<<20)
+	sparseFile(t, filepath.Join(inc, "b.conf"), 9<<20)
+	sparseFile(t, filepath.Join(inc, "big.txt"), 64<<20) // not a .conf: not read, not counted
+	alone := filepath.Join(dir, "alone.d")
+	if err := os.Mkdir(alone, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	sparseFile(t, filepath.Join(alone, "huge.conf"), 20<<20)
+	tests := []struct {
+		name, file string
+		want       []string
+	}{
+		{"main file", big, []string{big + " is larger than 16 MiB", "is it a Mosquitto configuration?"}},
+		{"include_dir in all", writeFile(t, "listener 1883\ninclude_dir "+inc+"\n"),
+			[]string{"include_dir: " + filepath.Join(inc, "b.conf") + " takes the configuration and its include_dir files past 16 MiB"}},
+		{"one included file", writeFile(t, "include_dir "+alone+"\n"),
+			[]string{"include_dir: " + filepath.Join(alone, "huge.conf") + " is larger than 16 MiB"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), []string{"import", tt.file}, &stdout, &stderr)
+			if err == nil {
+				t.Fatalf("import succeeded:\n%s", stdout.String())
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			if stdout.Len() != 0 {
+				t.Errorf("wrote output for a refused input:\n%.500s", stdout.String())
+			}
+		})
+	}
+
+	t.Run("pipe", func(t *testing.T) {
+		src := &endlessComments{}
+		budget := int64(mosqMaxBytes)
+		err := scanMosqLines(src, "/dev/stdin", &budget, func(mosqLine) error { return nil })
+		if err == nil || !strings.Contains(err.Error(), "/dev/stdin is larger than 16 MiB") {
+			t.Errorf("error = %v, want /dev/stdin refused as larger than 16 MiB", err)
+		}
+		if src.n > mosqMaxBytes+1 {
+			t.Errorf("read %d bytes of an endless input, more than the limit and one", src.n)
+		}
+	})
+}
+
+// endlessComments is an input of comment lines that never ends.
+type endlessComments struct{ n int64 }
+
+func (r *endlessComments) Read(p []byte) (int, error) {
+	const line = "# a comment line, again and again\n"
+	for i := range p {
+		p[i] = line[(r.n+int64(i))%int64(len(line))]
+	}
+	r.n += int64(len(p))
+	return len(p), nil
+}
+
+// TestImportShowsNoForeignContent: include_dir reads the files ending in
+// .conf only, as Mosquitto does, and the output quotes nothing of a file
+// that is no Mosquitto configuration, nor the value of an unknown option:
+// include_dir /etc, a secret left in a .conf file, a misspelt
+// remote_password. A main file with no Mosquitto option is refused, its
+// content unquoted.
+func TestImportShowsNoForeignContent(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"secret.txt":  "AWS_SECRET_ACCESS_KEY=leak-1\n",               // not a .conf: not read
+		".conf":       "listener 1\nleak-2\n",                         // nothing before .conf: not read
+		"resolv.conf": "nameserver 10.9.8.7\nsearch leak-3.example\n", // no Mosquitto option in it
+		"shadow.conf": "root:$6$leak-4$x:19000:0:99999:7:::\n",
+		"mqtt.conf":   "listener 1883\nremote_pasword leak-5\nTOKEN=leak-6\n\tleak-7 more\n",
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "sub.conf"), 0o700); err != nil { // a directory: not read
+		t.Fatal(err)
+	}
+	main := writeFile(t, "include_dir "+dir+"\n")
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"import", main}, &stdout, &stderr); err != nil {
+		t.Fatalf("import: %v\n%s", err, stderr.String())
+	}
+	out := stdout.String() + stderr.String()
+	for _, leak := range []string{"leak-", "10.9.8.7", "nameserver", "AWS_SECRET", "TOKEN", "root:"} {
+		if strings.Contains(out, leak) {
+			t.Errorf("the output quotes %q of a file that is no configuration:\n%s", leak, out)
+		}
+	}
+	for _, want := range []string{
+		"With the files of its include_dir: " + filepath.Join(dir, "mqtt.conf"),
+		"#   resolv.conf\n#     no line of this file is a Mosquitto option, and none is shown",
+		"#   shadow.conf\n#     no line of this file is a Mosquitto option, and none is shown",
+		"mqtt.conf:2: remote_pasword\n#     not a Mosquitto 2.0 option",
+		"mqtt.conf:3: (no option name; the line is not shown)\n#     not an option line",
+		"mqtt.conf:4: (no option name; the line is not shown)", // after a tab, its first word is no option name either
+		"address: :1883 # mqtt.conf:1: listener 1883",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the output lacks %q:\n%s", want, out)
+		}
+	}
+
+	shadow := writeFile(t, "root:$6$leak-8$x:19000:0:99999:7:::\nsk-live-leak-9\n")
+	stdout.Reset()
+	err := run(context.Background(), []string{"import", shadow}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), shadow+": no line of it is a Mosquitto option") || strings.Contains(err.Error(), "leak") {
+		t.Errorf("a main file that is no configuration: %v", err)
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("wrote output for it:\n%s", stdout.String())
+	}
+}
+
+// TestImportIncludeOrder: include_dir's files are read in Mosquitto's
+// order (src/conf.c, scmp_p), which decides the value of an option that
+// two of them set.
+func TestImportIncludeOrder(t *testing.T) {
+	want := []string{"A.conf", "Ab.conf", "a.conf", "aa.conf", "aB.conf", "a_x.conf", "b.conf", "Z.conf", "_.conf"}
+	got := slices.Clone(want)
+	slices.Reverse(got)
+	slices.SortFunc(got, mosqNameOrder)
+	if !slices.Equal(got, want) {
+		t.Errorf("order\n  %q\nwant Mosquitto's\n  %q", got, want)
+	}
+
+	// Names that differ in more than case, for file systems that do not.
+	dir := t.TempDir()
+	names := []string{"A.conf", "b.conf", "_.conf"}
+	for i, name := range names {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(fmt.Sprintf("max_keepalive %d\n", 100+i)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, im := importFile(t, writeFile(t, "include_dir "+dir+"\n"))
+	var base []string
+	for _, f := range im.includes {
+		base = append(base, filepath.Base(f))
+	}
+	if !slices.Equal(base, names) || im.cfg.Broker.MaxKeepAlive != 102 {
+		t.Errorf("read %q, max_keep_alive %d; want %q and 102, from _.conf, the last file Mosquitto reads", base, im.cfg.Broker.MaxKeepAlive, names)
 	}
 }

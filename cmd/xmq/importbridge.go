@@ -184,9 +184,14 @@ func (im *importer) bridge(b *mosqBridgeConf) {
 			skip(l, "an option of bridge "+b.name.value+" that xmq does not know")
 		}
 	}
-	cfgs := im.cfg.bridgeConfigs()
-	cfgs = append(cfgs, (&config{Bridges: []bridgeConfig{bc}}).bridgeConfigs()...)
-	if err := bridge.ValidateAll(cfgs); err != nil {
+	// The bridges carried over so far are valid and their names distinct:
+	// checking this one alone, with the earlier one of its name if any,
+	// is what checking them all would say, in time linear in the file.
+	check := []bridgeConfig{bc}
+	if j, dup := im.bridgeNames[name]; dup {
+		check = []bridgeConfig{im.cfg.Bridges[j], bc}
+	}
+	if err := bridge.ValidateAll((&config{Bridges: check}).bridgeConfigs()); err != nil {
 		im.skip(b.name, "this bridge is not carried over: "+err.Error())
 		for _, d := range done[1:] {
 			im.skip(d.l, "an option of bridge "+b.name.value+", which is not carried over")
@@ -195,6 +200,7 @@ func (im *importer) bridge(b *mosqBridgeConf) {
 	}
 	i := len(im.cfg.Bridges)
 	im.cfg.Bridges = append(im.cfg.Bridges, bc)
+	im.bridgeNames[name] = i
 	for _, d := range done {
 		switch {
 		case d.key != "":

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,7 +17,8 @@ import (
 // listener with per_listener_settings true) and the bridges. import.go
 // turns that into xmq's configuration.
 
-// mosqLine is one option line of a Mosquitto configuration file.
+// mosqLine is one option line of a Mosquitto configuration file; n 0
+// stands for a whole file.
 type mosqLine struct {
 	file  string
 	n     int
@@ -27,8 +29,20 @@ type mosqLine struct {
 // where is "file:line" for comments.
 func (l mosqLine) where() string { return fmt.Sprintf("%s:%d", filepath.Base(l.file), l.n) }
 
+// quoted is the line as a comment names it: where it is and what it says,
+// as far as shown shows it.
+func (l mosqLine) quoted() string {
+	if l.n == 0 {
+		return filepath.Base(l.file)
+	}
+	return l.where() + ": " + l.shown()
+}
+
 // shown is the line as a comment quotes it, with secrets left out.
 func (l mosqLine) shown() string {
+	if l.key == "" {
+		return "(no option name; the line is not shown)"
+	}
 	if l.value == "" {
 		return l.key
 	}
@@ -110,6 +124,34 @@ var mosqOptions = map[string]mosqKind{
 	"bridge_require_ocsp": mosqBridge, "bridge_tls_version": mosqBridge,
 }
 
+// mosqUnknown is an unknown option line as the import keeps it: the
+// option's name when it has the shape of one, never the value. The line
+// may be in a file that is no Mosquitto configuration (include_dir reads
+// any *.conf: /etc holds dozens), or be a secret option misspelt
+// (remote_pasword): its text is not for the output.
+func mosqUnknown(l mosqLine) mosqLine {
+	l.value = ""
+	if !mosqOptionName(l.key) {
+		l.key = ""
+	}
+	return l
+}
+
+// mosqOptionName reports whether key has the shape of a Mosquitto option
+// name: a lower-case letter, then lower-case letters, digits, '_' and '.',
+// 64 at most.
+func mosqOptionName(key string) bool {
+	if key == "" || len(key) > 64 || key[0] < 'a' || key[0] > 'z' {
+		return false
+	}
+	for _, c := range []byte(key) {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
 // mosqKindOf is the kind of an option; ok is false for an unknown one.
 func mosqKindOf(key string) (mosqKind, bool) {
 	switch {
@@ -187,35 +229,46 @@ type mosqConf struct {
 	// localOnly: no listener, port or bind_address line, so Mosquitto
 	// listens on the loopback interface only and allows anonymous clients.
 	localOnly bool
-	unknown   []mosqLine
+	unknown   []mosqLine // as mosqUnknown keeps them
 	misplaced []mosqLine // a bridge option before any `connection`
 	includes  []string   // files read through include_dir
+	foreign   []string   // files of include_dir in which no line is an option: not listed line by line
 }
 
+// mosqMaxBytes is the most xmq import reads: the main file and its
+// include_dir files together. A Mosquitto configuration is kilobytes, a
+// very large one a few MiB; past this the file is something else (a log, a
+// device, a directory of data given by mistake) and reading on would only
+// cost memory: the import holds every option line until it writes.
+const mosqMaxBytes = 16 << 20
+
+// mosqMaxLine is the longest line read; Mosquitto's own buffer grows as
+// needed, but no option's value comes near this.
+const mosqMaxLine = 1 << 20
+
 // readMosquittoConf reads path, and the files of its include_dir lines,
-// the way Mosquitto does.
+// the way Mosquitto does, line by line, mosqMaxBytes at most.
 func readMosquittoConf(path string) (*mosqConf, error) {
 	c := &mosqConf{global: map[string]mosqLine{}, localOnly: true}
 	var cur *mosqListenerConf = &c.def
 	var bridge *mosqBridgeConf
+	budget := int64(mosqMaxBytes)
 	var read func(path string, top bool) error
 	read = func(path string, top bool) error {
-		lines, err := readMosqLines(path)
-		if err != nil {
-			return err
-		}
-		for _, l := range lines {
+		known, first := 0, len(c.unknown)
+		err := readMosqLines(path, &budget, func(l mosqLine) error {
 			kind, ok := mosqKindOf(l.key)
 			if !ok {
-				c.unknown = append(c.unknown, l)
-				continue
+				c.unknown = append(c.unknown, mosqUnknown(l))
+				return nil
 			}
+			known++
 			switch {
 			case l.key == "include_dir":
 				c.global[l.key] = l
 				c.globalOrder = append(c.globalOrder, l)
 				if !top {
-					continue // Mosquitto reads include_dir only in the main file
+					return nil // Mosquitto reads include_dir only in the main file
 				}
 				files, err := mosqIncludeFiles(l.value)
 				if err != nil && !filepath.IsAbs(l.value) {
@@ -226,9 +279,16 @@ func readMosquittoConf(path string) (*mosqConf, error) {
 				if err != nil {
 					return fmt.Errorf("%s: include_dir: %w", l.where(), err)
 				}
+				// Refuse a directory too large before reading any of it.
+				total := int64(0)
 				for _, f := range files {
-					c.includes = append(c.includes, f)
-					if err := read(f, false); err != nil {
+					if total += f.size; total > budget {
+						return fmt.Errorf("%s: include_dir: %w", l.where(), mosqTooLarge(f.path, f.size > mosqMaxBytes))
+					}
+				}
+				for _, f := range files {
+					c.includes = append(c.includes, f.path)
+					if err := read(f.path, false); err != nil {
 						return err
 					}
 				}
@@ -265,6 +325,20 @@ func readMosquittoConf(path string) (*mosqConf, error) {
 				c.global[l.key] = l
 				c.globalOrder = append(c.globalOrder, l)
 			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		// A file with lines and no option in them is something else: say
+		// so once. Its unknown lines are the last ones, as a file with no
+		// option has no include_dir either.
+		if known == 0 && len(c.unknown) > first {
+			if top {
+				return fmt.Errorf("%s: no line of it is a Mosquitto option: is it a Mosquitto configuration?", path)
+			}
+			c.unknown = c.unknown[:first]
+			c.foreign = append(c.foreign, path)
 		}
 		return nil
 	}
@@ -274,20 +348,46 @@ func readMosquittoConf(path string) (*mosqConf, error) {
 	return c, nil
 }
 
-// readMosqLines splits a file into option lines. As in Mosquitto, a line
-// whose first character is '#' is a comment, the option name ends at the
-// first blank and the value is the rest of the line.
-func readMosqLines(path string) ([]mosqLine, error) {
+// mosqTooLarge is the error for a file that takes the import past
+// mosqMaxBytes: alone (whole), or with the files read before it.
+func mosqTooLarge(path string, whole bool) error {
+	if whole {
+		return fmt.Errorf("%s is larger than %d MiB, the most xmq import reads: is it a Mosquitto configuration?", path, mosqMaxBytes>>20)
+	}
+	return fmt.Errorf("%s takes the configuration and its include_dir files past %d MiB, the most xmq import reads", path, mosqMaxBytes>>20)
+}
+
+// readMosqLines calls fn with each option line of the file at path, as it
+// reads it, and takes the bytes read from *budget: a file larger than
+// what is left is refused before it is read when its size is known, as
+// soon as the budget runs out otherwise (a pipe, a device).
+func readMosqLines(path string, budget *int64, fn func(mosqLine) error) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer f.Close()
-	var out []mosqLine
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > *budget {
+		return mosqTooLarge(path, fi.Size() > mosqMaxBytes || *budget == mosqMaxBytes)
+	}
+	return scanMosqLines(f, path, budget, fn)
+}
+
+// scanMosqLines splits r into option lines. As in Mosquitto, a line whose
+// first character is '#' is a comment, the option name ends at the first
+// blank and the value is the rest of the line. It reads at most *budget
+// bytes and one more, to tell a file that ends there from one that goes
+// on, and takes them from *budget as it reads: the include_dir files that
+// fn reads come out of the same budget.
+func scanMosqLines(r io.Reader, path string, budget *int64, fn func(mosqLine) error) error {
+	whole := *budget == mosqMaxBytes
+	sc := bufio.NewScanner(&budgetReader{r, budget})
+	sc.Buffer(make([]byte, 0, 64<<10), mosqMaxLine)
 	n := 0
 	for sc.Scan() {
+		if *budget < 0 {
+			return mosqTooLarge(path, whole)
+		}
 		n++
 		t := strings.TrimRight(sc.Text(), "\r")
 		if strings.HasPrefix(t, "#") {
@@ -301,38 +401,98 @@ func readMosqLines(path string) ([]mosqLine, error) {
 		if i := strings.IndexAny(key, "\t"); i >= 0 {
 			key, value = t[:i], t[i+1:]
 		}
-		out = append(out, mosqLine{file: path, n: n, key: key, value: strings.TrimSpace(value)})
+		if err := fn(mosqLine{file: path, n: n, key: key, value: strings.TrimSpace(value)}); err != nil {
+			return err
+		}
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	switch err := sc.Err(); {
+	case errors.Is(err, bufio.ErrTooLong):
+		return fmt.Errorf("%s:%d: a line longer than %d MiB: is it a Mosquitto configuration?", path, n+1, mosqMaxLine>>20)
+	case err != nil:
+		return fmt.Errorf("%s: %w", path, err)
+	case *budget < 0:
+		return mosqTooLarge(path, whole)
 	}
-	return out, nil
+	return nil
 }
 
-// mosqIncludeFiles lists the *.conf files of dir in Mosquitto's order:
-// alphabetical, an upper-case letter before the same letter in lower case.
-func mosqIncludeFiles(dir string) ([]string, error) {
+// budgetReader reads from r no more than *left bytes and one more, and
+// takes what it reads from *left: below zero, the input was too large.
+type budgetReader struct {
+	r    io.Reader
+	left *int64
+}
+
+func (b *budgetReader) Read(p []byte) (int, error) {
+	if *b.left < 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > *b.left+1 {
+		p = p[:*b.left+1]
+	}
+	n, err := b.r.Read(p)
+	*b.left -= int64(n)
+	return n, err
+}
+
+// mosqInclude is a file include_dir reads, and its size.
+type mosqInclude struct {
+	path string
+	size int64
+}
+
+// mosqIncludeFiles lists the files of dir that Mosquitto reads: those
+// whose name ends in .conf after at least one character, in its order
+// (mosqNameOrder). Directories and other files that are not regular are
+// left out: Mosquitto could not read them as a configuration either, and
+// opening a named pipe would wait for a writer.
+func mosqIncludeFiles(dir string) ([]mosqInclude, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	var names []string
+	var out []mosqInclude
 	for _, e := range entries {
-		if !e.IsDir() && strings.HasSuffix(e.Name(), ".conf") {
-			names = append(names, e.Name())
+		if len(e.Name()) <= len(".conf") || !strings.HasSuffix(e.Name(), ".conf") {
+			continue
 		}
+		p := filepath.Join(dir, e.Name())
+		fi, err := os.Stat(p) // through a symbolic link, as Mosquitto's fopen goes
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		out = append(out, mosqInclude{p, fi.Size()})
 	}
-	slices.SortFunc(names, func(a, b string) int {
-		if c := strings.Compare(strings.ToLower(a), strings.ToLower(b)); c != 0 {
-			return c
-		}
-		return strings.Compare(a, b) // 'A' < 'a'
+	slices.SortFunc(out, func(a, b mosqInclude) int {
+		return mosqNameOrder(filepath.Base(a.path), filepath.Base(b.path))
 	})
-	out := make([]string, len(names))
-	for i, n := range names {
-		out[i] = filepath.Join(dir, n)
-	}
 	return out, nil
+}
+
+// mosqNameOrder compares file names as Mosquitto sorts include_dir
+// (scmp_p in src/conf.c): at the first place they differ, by the
+// characters in upper case, then by the characters themselves; a name
+// before the longer names it begins. So "Ab.conf" < "a.conf" < "aB.conf"
+// < "a_x.conf" < "_.conf": the order decides which of two files setting
+// one option wins. Bytes past ASCII compare unsigned (Mosquitto's char may
+// be signed, as on x86: it then sorts such names first).
+func mosqNameOrder(a, b string) int {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		ua, ub := a[i], b[i]
+		if 'a' <= ua && ua <= 'z' {
+			ua -= 'a' - 'A'
+		}
+		if 'a' <= ub && ub <= 'z' {
+			ub -= 'a' - 'A'
+		}
+		if ua != ub {
+			return int(ua) - int(ub)
+		}
+		if a[i] != b[i] {
+			return int(a[i]) - int(b[i])
+		}
+	}
+	return len(a) - len(b)
 }
 
 // mosqBool parses a Mosquitto boolean: true or 1.
