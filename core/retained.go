@@ -128,25 +128,52 @@ func storedTime(ms int64) time.Time {
 	return time.UnixMilli(ms)
 }
 
-// match returns the unexpired retained messages whose topic matches
-// filter, visiting only the branches that can match.
-func (r *retainedStore) match(filter string, now time.Time) []*Message {
+// mayMatch reports whether a retained message may match filter: the
+// topic's, for a filter without wildcards; any at all, for one with.
+func (r *retainedStore) mayMatch(filter string) bool {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if !codec.HasWildcard(unsafeBytes(filter)) {
-		if e := r.topics[filter]; e != nil && !e.m.expired(now) {
-			return []*Message{e.m}
-		}
-		return nil
+		return r.topics[filter] != nil
 	}
-	var out []*Message
-	r.walk(retainedScan{filter: filter}, func(e *retainedEntry) bool {
+	return len(r.topics) > 0
+}
+
+// readExamine bounds the topics one read examines, and so how long it
+// holds the lock, whatever the filter skips.
+const readExamine = 4096
+
+// read appends to out up to max unexpired retained messages whose topic
+// matches filter and comes after the topic after ("" from the first), in
+// topic order, visiting only the branches that can match. next is where
+// the following read resumes (the last topic read or passed over); done
+// reports that no later topic matches. A read that examined readExamine
+// topics returns what it found, possibly none, and is not done.
+func (r *retainedStore) read(filter, after string, max int, now time.Time, out []*Message) (_ []*Message, next string, done bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if !codec.HasWildcard(unsafeBytes(filter)) {
+		if e := r.topics[filter]; after == "" && e != nil && !e.m.expired(now) {
+			out = append(out, e.m)
+		}
+		return out, filter, true
+	}
+	next = after
+	full := false
+	last, done := r.walk(retainedScan{filter: filter, after: after, budget: readExamine}, func(e *retainedEntry) bool {
+		if full = len(out) == max; full {
+			return false // walk counts it examined; next stays before it
+		}
 		if !e.m.expired(now) {
 			out = append(out, e.m)
 		}
+		next = e.m.Topic
 		return true
 	})
-	return out
+	if !full && last != "" {
+		next = last // every topic examined was read or passed over
+	}
+	return out, next, done
 }
 
 // retainedScan is what one walk visits, in topic order.
