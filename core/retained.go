@@ -23,6 +23,18 @@ type retainedStore struct {
 	topics map[string]*retainedEntry
 	tree   *ostree[*retainedEntry]
 	bytes  int64 // topic and payload bytes of every message held
+	// own and ownBytes are the messages of the broker's own $SYS topics
+	// and their bytes, which the retained budget leaves out.
+	own      int
+	ownBytes int64
+}
+
+// retainedBudget bounds the retained messages of clients (Options.
+// MaxRetainedMessages, MaxRetainedBytes): how many, and their topic and
+// payload bytes; 0 or less is no bound.
+type retainedBudget struct {
+	msgs  int
+	bytes int64
 }
 
 // retainedEntry is a topic's place in both indexes; set replaces its
@@ -71,22 +83,41 @@ func compareTopics(a, b string) int {
 }
 
 // set replaces the topic's retained message, stored at the Unix
-// millisecond stored; an empty payload clears it and is itself not
-// retained [MQTT-3.3.1-6] [MQTT-3.3.1-7].
-func (r *retainedStore) set(m *Message, stored int64) {
+// millisecond stored, whatever the budget; an empty payload clears it and
+// is itself not retained [MQTT-3.3.1-6] [MQTT-3.3.1-7].
+func (r *retainedStore) set(m *Message, stored int64) { r.setWithin(m, stored, retainedBudget{}) }
+
+// setWithin is set unless the message would take the retained messages of
+// clients past b, and reports whether it kept (or cleared) the message. A
+// new topic, or a larger message for a topic, that does not fit is
+// refused; a message no larger than the one it replaces, and a clear,
+// always pass, over budget too (after restoring more than a lowered
+// budget, say): they never add.
+func (r *retainedStore) setWithin(m *Message, stored int64, b retainedBudget) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e := r.topics[m.Topic]
+	size := m.size()
+	if len(m.Payload) > 0 && (b.msgs > 0 || b.bytes > 0) && !r.fits(e, size, b) {
+		return false
+	}
+	own := ownTopic(m.Topic)
 	if e != nil {
 		r.bytes -= e.m.size()
+		if own {
+			r.ownBytes -= e.m.size()
+		}
 	}
 	switch {
 	case len(m.Payload) == 0:
 		if e != nil {
 			delete(r.topics, m.Topic)
 			r.tree.delete(m.Topic)
+			if own {
+				r.own--
+			}
 		}
-		return
+		return true
 	case e != nil:
 		e.m, e.stored = m, stored
 		// Assigning an existing string key stores the new one, so the map
@@ -96,8 +127,44 @@ func (r *retainedStore) set(m *Message, stored int64) {
 		e = &retainedEntry{m: m, stored: stored}
 		r.topics[m.Topic] = e
 		r.tree.set(e)
+		if own {
+			r.own++
+		}
 	}
-	r.bytes += m.size()
+	r.bytes += size
+	if own {
+		r.ownBytes += size
+	}
+	return true
+}
+
+// fits reports whether a message of size bytes may replace e (nil: a new
+// topic) within b; r.mu is held.
+func (r *retainedStore) fits(e *retainedEntry, size int64, b retainedBudget) bool {
+	var old int64
+	if e != nil {
+		old = e.m.size()
+		if size <= old {
+			return true
+		}
+	}
+	if e == nil && b.msgs > 0 && len(r.topics)-r.own >= b.msgs {
+		return false
+	}
+	return b.bytes <= 0 || r.bytes-r.ownBytes-old+size <= b.bytes
+}
+
+// ownTopic reports a topic of the broker's own retained messages, which
+// the retained budget leaves out (persistRetained: not in the store
+// either).
+func ownTopic(topic string) bool { return strings.HasPrefix(topic, "$SYS/") }
+
+// clientCounts returns how many retained messages, and bytes, count
+// against the budget: all but the broker's own.
+func (r *retainedStore) clientCounts() (int, int64) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.topics) - r.own, r.bytes - r.ownBytes
 }
 
 // counts returns how many retained messages clients keep, how many the

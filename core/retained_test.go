@@ -243,3 +243,185 @@ func TestRetainedStreamUnsubscribe(t *testing.T) {
 		t.Errorf("%d retained messages before UNSUBACK and %d after, of %d: want the stream stopped", before, after, n)
 	}
 }
+
+// TestRetainedBudgetMessages: over max_retained_messages a retained
+// PUBLISH to a new topic is not retained — an MQTT 5 QoS 1 publisher gets
+// Quota exceeded, the current subscribers get the message all the same —
+// and it is counted; replacing a topic's message and clearing one work.
+func TestRetainedBudgetMessages(t *testing.T) {
+	srv := newServer(t, core.Options{MaxRetainedMessages: 2}, core.Config{})
+	live := client(t, srv, codec.V5, "live")
+	live.subscribe(0, "b/#")
+	pub := client(t, srv, codec.V5, "pub")
+	v3 := client(t, srv, codec.V311, "pub3")
+	retain := func(c *tconn, topic, payload string, qos byte) codec.ReasonCode {
+		t.Helper()
+		return c.publish(&codec.Publish{Topic: []byte(topic), Payload: []byte(payload), QoS: qos, Retain: true})
+	}
+	if rc := retain(pub, "b/1", "one", 1); rc.IsError() {
+		t.Fatalf("first retained message: %s", rc)
+	}
+	live.expectPublish()
+	if rc := retain(pub, "b/2", "two", 1); rc.IsError() {
+		t.Fatalf("second retained message: %s", rc)
+	}
+	live.expectPublish()
+	if rc := retain(pub, "b/3", "three", 1); rc != codec.QuotaExceeded {
+		t.Errorf("MQTT 5 QoS 1 over the budget: %s, want Quota exceeded", rc)
+	}
+	if p := live.expectPublish(); string(p.Payload) != "three" {
+		t.Errorf("the subscriber got %q, want the refused message all the same", p.Payload)
+	}
+	retain(pub, "b/4", "four", 0)
+	live.expectPublish()
+	if rc := retain(v3, "b/5", "five", 1); rc != codec.Success {
+		t.Errorf("MQTT 3.1.1 QoS 1 over the budget: %s, want Success (3.1.1 has no code for it)", rc)
+	}
+	live.expectPublish()
+	if rc := retain(pub, "b/1", "ONE", 1); rc.IsError() {
+		t.Errorf("replacing a retained message at the budget: %s", rc)
+	}
+	live.expectPublish()
+	wantRetained(t, srv, "b/#", "ONE", "two")
+
+	retain(pub, "b/2", "", 0) // clear: room for one more
+	live.expectPublish()
+	if rc := retain(pub, "b/3", "three", 1); rc.IsError() {
+		t.Errorf("a new topic after a clear: %s", rc)
+	}
+	live.expectPublish()
+	wantRetained(t, srv, "b/#", "ONE", "three")
+	if got := srv.Stats().RetainedRefused; got != 3 {
+		t.Errorf("RetainedRefused %d, want 3", got)
+	}
+}
+
+// TestRetainedBudgetBytes: max_retained_bytes bounds topic and payload
+// bytes; a larger message for a topic passes while it fits; over the
+// budget (lowered while running) a message no larger than the one it
+// replaces, and a clear, still pass.
+func TestRetainedBudgetBytes(t *testing.T) {
+	srv := newServer(t, core.Options{MaxRetainedBytes: 100}, core.Config{})
+	pub := client(t, srv, codec.V5, "pub")
+	retain := func(topic string, size int) codec.ReasonCode {
+		t.Helper()
+		return pub.publish(&codec.Publish{Topic: []byte(topic), Payload: []byte(strings.Repeat("x", size)), QoS: 1, Retain: true})
+	}
+	for _, tc := range []struct {
+		topic string
+		size  int
+		ok    bool
+	}{
+		{"c/1", 47, true},  // 50 bytes with the topic
+		{"c/2", 47, true},  // 100: at the budget
+		{"c/3", 1, false},  // 104
+		{"c/1", 48, false}, // 101
+		{"c/1", 20, true},  // smaller: 73
+		{"c/2", 74, true},  // larger but fits: 100
+	} {
+		if rc := retain(tc.topic, tc.size); rc.IsError() == tc.ok {
+			t.Fatalf("%s with %d bytes: %s, want refused %v", tc.topic, tc.size, rc, !tc.ok)
+		}
+	}
+	l := srv.Options().Limits()
+	l.MaxRetainedBytes = 50 // now over the budget
+	if err := srv.SetLimits(l); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		topic string
+		size  int
+		ok    bool
+	}{
+		{"c/2", 75, false}, // larger
+		{"c/2", 74, true},  // as large
+		{"c/2", 10, true},  // smaller: 36 in all
+		{"c/3", 11, true},  // fits again: 50
+		{"c/3", 0, true},   // a clear
+	} {
+		if rc := retain(tc.topic, tc.size); rc.IsError() == tc.ok {
+			t.Fatalf("over the budget, %s with %d bytes: %s, want refused %v", tc.topic, tc.size, rc, !tc.ok)
+		}
+	}
+	if st := srv.Stats(); st.RetainedRefused != 3 || st.Retained != 2 || st.RetainedBytes != 36 {
+		t.Errorf("refused %d, retained %d of %d bytes; want 3, 2 of 36", st.RetainedRefused, st.Retained, st.RetainedBytes)
+	}
+}
+
+// TestRetainedBudgetCountsRestored: retained messages restored from the
+// store are all kept and count against the budget.
+func TestRetainedBudgetCountsRestored(t *testing.T) {
+	st := core.NewMemStore()
+	srv := newServer(t, core.Options{}, core.Config{Store: st})
+	for i := range 3 {
+		if err := srv.Publish(fmt.Sprint("d/", i), []byte("v"), 0, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := core.Options{MaxRetainedMessages: 2}
+	srv = restart(t, srv, opts, st)
+	if got := srv.Stats().Retained; got != 3 {
+		t.Fatalf("%d retained messages restored, want 3", got)
+	}
+	pub := client(t, srv, codec.V5, "pub")
+	if rc := pub.publish(&codec.Publish{Topic: []byte("d/new"), Payload: []byte("v"), QoS: 1, Retain: true}); rc != codec.QuotaExceeded {
+		t.Errorf("a new topic with more restored than the budget: %s, want Quota exceeded", rc)
+	}
+	if rc := pub.publish(&codec.Publish{Topic: []byte("d/0"), Payload: []byte("w"), QoS: 1, Retain: true}); rc.IsError() {
+		t.Errorf("replacing a restored message: %s", rc)
+	}
+}
+
+// wantRetained checks the payloads a new subscriber to filter gets.
+func wantRetained(t *testing.T, srv *core.Server, filter string, want ...string) {
+	t.Helper()
+	c := client(t, srv, codec.V5, "check-"+filter)
+	c.subscribe(0, filter)
+	wantPayloads(t, c.recv(len(want)), want...)
+	c.expectNothing(quiet)
+	c.close()
+}
+
+// TestMaxSubscriptionsDefault: by default one client may hold 10,000
+// subscriptions; the next is refused with Quota exceeded (0x80 in 3.1.1),
+// and a negative limit is none (issue 23 item 5).
+func TestMaxSubscriptionsDefault(t *testing.T) {
+	const limit = 10_000
+	if got := core.DefaultOptions().MaxSubscriptionsPerClient; got != limit {
+		t.Fatalf("default max_subscriptions_per_client %d, want %d", got, limit)
+	}
+	subscribeMany := func(c *tconn, from, n int) []codec.ReasonCode {
+		var codes []codec.ReasonCode
+		for i := from; i < from+n; i += 1000 {
+			s := &codec.Subscribe{}
+			for j := i; j < min(i+1000, from+n); j++ {
+				s.Subscriptions = append(s.Subscriptions, sub(fmt.Sprint("s/", j), 0))
+			}
+			codes = append(codes, c.subscribePacket(s).ReasonCodes...)
+		}
+		return codes
+	}
+	for _, v := range []byte{codec.V311, codec.V5} {
+		srv := newServer(t, core.Options{}, core.Config{})
+		c := client(t, srv, v, "many")
+		for i, rc := range subscribeMany(c, 0, limit) {
+			if rc != codec.GrantedQoS0 {
+				t.Fatalf("v%d subscription %d: %s", v, i, rc)
+			}
+		}
+		want := codec.QuotaExceeded
+		if v != codec.V5 {
+			want = codec.UnspecifiedError // 0x80 Failure
+		}
+		if rc := subscribeMany(c, limit, 1)[0]; rc != want {
+			t.Errorf("v%d subscription %d: %s, want %s", v, limit+1, rc, want)
+		}
+	}
+	srv := newServer(t, core.Options{MaxSubscriptionsPerClient: -1}, core.Config{})
+	c := client(t, srv, codec.V5, "unbounded")
+	for i, rc := range subscribeMany(c, 0, limit+1) {
+		if rc != codec.GrantedQoS0 {
+			t.Fatalf("no limit, subscription %d: %s", i, rc)
+		}
+	}
+}

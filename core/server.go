@@ -109,6 +109,7 @@ type Server struct {
 
 	storeWarn    atomic.Int64 // Unix nanoseconds of the last store error logged
 	preLoginWarn atomic.Int64 // Unix nanoseconds of the last pre-login budget warning
+	retainedWarn atomic.Int64 // … of the last retained message refused by the budget
 	cutWarn      atomic.Int64 // … of the last retained stream cut (stream.go)
 	tooLargeWarn atomic.Int64 // … of the last delivery over a client's Maximum Packet Size
 	preLogin     byteBudget   // Options.PreLoginMemory, shared by connections before CONNACK
@@ -223,6 +224,14 @@ func (s *Server) restore() (err error) {
 	if len(s.sessions) > 0 || r.nret > 0 || r.nwills > 0 {
 		s.log.Info("restored state", zap.Int("sessions", len(s.sessions)), zap.Int("messages", r.nmsgs),
 			zap.Int("retained", r.nret), zap.Int("wills", r.nwills), zap.Int("swept", r.swept()))
+	}
+	// Restored messages are all kept; they count, so new topics wait
+	// until clients clear enough of them.
+	if n, bytes := s.retained.clientCounts(); s.opts.MaxRetainedMessages > 0 && n > s.opts.MaxRetainedMessages ||
+		s.opts.MaxRetainedBytes > 0 && bytes > s.opts.MaxRetainedBytes {
+		s.log.Warn("the retained messages restored exceed the retained budget: new topics and larger messages are not retained until clients clear some",
+			zap.Int("retained", n), zap.Int64("retained_bytes", bytes),
+			zap.Int("max_retained_messages", s.opts.MaxRetainedMessages), zap.Int64("max_retained_bytes", s.opts.MaxRetainedBytes))
 	}
 	return nil
 }

@@ -56,6 +56,9 @@ type Stats struct {
 	ownerRefused atomic.Int64 // CONNECTs refused: the session belongs to another identity
 	willRefused  atomic.Int64 // wills refused or not published: a $ topic, or the Authorizer's CanWill
 	preLogin     atomic.Int64 // handshakes refused: the pre-login memory budget was spent
+	// retainedRefused counts retained PUBLISHes not kept: the retained
+	// budget was spent (Options.MaxRetainedMessages, MaxRetainedBytes).
+	retainedRefused atomic.Int64
 	// retainedCut counts retained streams cut short: the connection of
 	// the new subscription ended before every message was sent (stream.go).
 	retainedCut  atomic.Int64
@@ -168,6 +171,13 @@ type Snapshot struct {
 	// RetainedBytes is the topic and payload bytes of every retained
 	// message, $SYS included.
 	RetainedBytes int64
+	// ClientRetainedBytes is RetainedBytes without the broker's own $SYS
+	// topics: what Options.MaxRetainedBytes bounds.
+	ClientRetainedBytes int64
+	// RetainedRefused counts retained PUBLISHes (and wills) not kept
+	// because the retained budget (Options.MaxRetainedMessages,
+	// MaxRetainedBytes) was spent; they still went to the subscribers.
+	RetainedRefused int64
 	// RetainedStreamsCut counts new subscriptions whose retained messages
 	// were not all sent: the connection ended (or the session was taken
 	// over) first.
@@ -195,7 +205,8 @@ func (s *Server) Stats() Snapshot {
 		Subscriptions: s.router.count.Load(),
 	}
 	snap.Retained, snap.SysRetained, snap.RetainedBytes = s.retained.counts()
-	snap.RetainedStreamsCut = st.retainedCut.Load()
+	_, snap.ClientRetainedBytes = s.retained.clientCounts()
+	snap.RetainedRefused, snap.RetainedStreamsCut = st.retainedRefused.Load(), st.retainedCut.Load()
 	snap.Inflight = st.inflight.Load()
 	snap.Queued = st.pending.Load() - snap.Inflight
 	snap.SharedGroups = s.router.groups.Load()
