@@ -206,10 +206,11 @@ func (c *client) wake() {
 // with. It is lent from srv.writeBufs while a writer runs, so an idle
 // connection keeps none of it — nor the sizes a burst grew it to.
 type writeScratch struct {
-	buf   []byte
-	tail  []byte // of buf, what an in-place write left for a writer (inline.go)
-	batch []outMsg
-	pub   codec.Publish
+	buf      []byte
+	tail     []byte // of buf, what an in-place write left for a writer (inline.go)
+	batch    []outMsg
+	retained []*Message // a batch of a retained stream (stream.go), cleared after use
+	pub      codec.Publish
 }
 
 // getScratch lends c its writer's scratch. Writer only (whoever holds
@@ -232,7 +233,7 @@ func (c *client) putScratch() {
 	if cap(ws.buf) > maxPooledWbuf {
 		ws.buf = nil
 	}
-	ws.buf, ws.batch, ws.tail = ws.buf[:0], ws.batch[:0], nil
+	ws.buf, ws.batch, ws.tail, ws.retained = ws.buf[:0], ws.batch[:0], nil, ws.retained[:0]
 	ws.pub = codec.Publish{}
 	c.srv.writeBufs.Put(ws)
 }
@@ -557,17 +558,20 @@ func (c *client) flush(final bool) bool {
 			return false
 		}
 	}
-	buf := c.collect(final)
+	buf, more := c.collect(final)
 	if len(buf) == 0 {
-		return false
+		// A batch that came to nothing (too large for the client) may
+		// have more behind it.
+		return more
 	}
 	return c.writeOut(buf, final, false)
 }
 
 // collect encodes what is waiting into the scratch buffer: the control
 // packets, then a batch of deliveries (none when final: only what is owed
-// to the peer before a close). Writer only.
-func (c *client) collect(final bool) []byte {
+// to the peer before a close). more reports that deliveries may be left:
+// the batch is full, or a retained stream gave some. Writer only.
+func (c *client) collect(final bool) (_ []byte, more bool) {
 	// Deliveries are taken before the control packets and written after
 	// them: a control packet the reader queued before a delivery it caused
 	// (SUBACK before the retained messages, CONNACK before the session's
@@ -581,6 +585,12 @@ func (c *client) collect(final bool) []byte {
 	if connected && !final {
 		var sync, held bool
 		ws.batch, sync, held = c.sess.take(c, ws.batch, c.window, now)
+		if n := len(ws.batch); !held && n < maxBatch {
+			var ssync, sheld bool
+			ws.batch, ssync, sheld = c.streamRetained(ws.batch, now)
+			sync, held, more = sync || ssync, sheld, len(ws.batch) > n
+		}
+		more = more || len(ws.batch) == maxBatch
 		if sync {
 			// A QoS 2 packet id or a QoS 2 PUBLISH's receipt was just
 			// recorded: on disk before the subscriber can see the message.
@@ -590,7 +600,7 @@ func (c *client) collect(final bool) []byte {
 		}
 		if held {
 			// Its publisher is recording it; releaseHeld wakes us, and this
-			// catches a delivery it does not know about (a new subscription).
+			// catches a delivery it does not know about (a retained stream).
 			time.AfterFunc(time.Millisecond, c.wake)
 		}
 	}
@@ -606,7 +616,7 @@ func (c *client) collect(final bool) []byte {
 		t.out(c, buf)
 	}
 	ws.buf = buf[:0] // kept while the writer runs (putScratch)
-	return buf
+	return buf, more
 }
 
 // writeOut writes buf. With now set it never waits: what a full socket
@@ -725,6 +735,10 @@ func (c *client) encode(buf []byte, m *outMsg, now time.Time) []byte {
 			c.sess.dropInflight(m.id)
 		}
 		c.sess.dropped(dropTooLarge)
+		if rarely(&c.srv.tooLargeWarn) {
+			c.log(zap.InfoLevel, "message not sent: larger than the client's Maximum Packet Size", zap.String("topic", msg.Topic),
+				zap.Int("size", p.Len(c.version)), zap.Uint32("maximum_packet_size", c.maxOut), zap.Bool("retained", m.retain))
+		}
 		return buf
 	}
 	c.msgsOut.Add(1)

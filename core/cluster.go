@@ -208,7 +208,10 @@ func (s *Server) SetRetained(topic string, payload []byte, qos byte, props *code
 	if len(payload) == 0 {
 		payload = nil
 	}
-	_ = s.retainHere(&Message{Topic: topic, Payload: payload, QoS: min(qos, 2), Retain: true, Props: props, Expires: expires, From: from})
+	// Not bounded by the retained budget: the node where it was published
+	// checked its own, and refusing it here would make the nodes differ.
+	_ = s.retainHere(&Message{Topic: topic, Payload: payload, QoS: min(qos, 2), Retain: true, Props: props, Expires: expires, From: from},
+		retainedBudget{})
 }
 
 // errSessionOnline refuses to replace a session whose client is connected

@@ -101,6 +101,16 @@ func dialWrapped(t *testing.T, srv *core.Server, v byte, wrap func(net.Conn) net
 // and writing inline from a publisher's reader (TestSpecOverTCP).
 var overTCP = os.Getenv("XMQ_CORE_TCP") != ""
 
+// tcpClient connects a client over loopback TCP, whatever XMQ_CORE_TCP
+// says: for what needs a real socket (parking, a socket's flow control).
+func tcpClient(t *testing.T, srv *core.Server, v byte, id string, mods ...func(*codec.Connect)) *tconn {
+	t.Helper()
+	was := overTCP
+	overTCP = true
+	defer func() { overTCP = was }()
+	return client(t, srv, v, id, mods...)
+}
+
 func pipe(t *testing.T) (cli, srv net.Conn) {
 	if !overTCP {
 		return net.Pipe()

@@ -14,6 +14,9 @@
 // or by pushing deliveries on the session's queue, then waking the writer.
 // Session state is guarded by session.mu; the router by its own RWMutex,
 // which is never held while a session lock is taken for a socket write.
+// A new subscription's retained messages are not queued: the writer reads
+// them from the retained set as the socket takes them (stream.go), under
+// the set's read lock alone, never with session.mu held.
 //
 // Counters: stats.go holds the broker-wide atomics, one add each on the
 // message path (a total that is a sum of others is added up when read);

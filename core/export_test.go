@@ -2,6 +2,10 @@ package core
 
 import "fmt"
 
+// RaceEnabled tells the external tests that the race detector runs, so
+// that the large cases use fewer items.
+const RaceEnabled = raceEnabled
+
 // ClientIndexError reports how the client index differs from the sessions
 // it mirrors, for tests.
 func (s *Server) ClientIndexError() error {

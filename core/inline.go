@@ -51,8 +51,10 @@ func (c *client) flushDirty() {
 // does not take, or a close under way, goes to a writer job.
 func (c *client) writeInline() {
 	if !c.closing.Load() {
-		buf := c.collect(false)
-		if len(buf) == 0 || c.writeOut(buf, false, true) && c.ws.tail == nil {
+		// With more left (a full batch, a retained stream) a writer goes
+		// on once buf is written, as with what the socket did not take.
+		buf, more := c.collect(false)
+		if (len(buf) == 0 || c.writeOut(buf, false, true) && c.ws.tail == nil) && !more {
 			c.putScratch()
 			c.writing.Store(false)
 			// A wake meanwhile found c.writing taken and started nothing.

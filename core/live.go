@@ -10,9 +10,10 @@ import (
 // next use: max_connections, keepalive, connect timeout, inflight window
 // and rates to the next CONNECT; the session expiry cap at the next CONNECT
 // or DISCONNECT; the queue limits and overflow policy to every session's
-// next message; the subscription limit to the next SUBSCRIBE; the write
-// timeout to the next write that has to wait. Zero values mean the
-// defaults, as in Options. The other options are fixed at New.
+// next message; the subscription limit to the next SUBSCRIBE; the
+// retained budget to the next retained PUBLISH; the write timeout to the
+// next write that has to wait. Zero values mean the defaults, as in
+// Options. The other options are fixed at New.
 type Limits struct {
 	MaxConnections            int
 	MaxKeepAlive              uint16
@@ -26,6 +27,8 @@ type Limits struct {
 	MaxSubscriptionsPerClient int
 	MaxMessageRate            int
 	MaxByteRate               int
+	MaxRetainedMessages       int
+	MaxRetainedBytes          int64
 }
 
 // liveLimits holds the Limits in force. Each field is an atomic read at
@@ -44,6 +47,8 @@ type liveLimits struct {
 	maxSubs          atomic.Int64
 	maxMessageRate   atomic.Int64
 	maxByteRate      atomic.Int64
+	maxRetained      atomic.Int64
+	maxRetainedBytes atomic.Int64
 }
 
 // store puts the limits of o (defaults filled in) in force.
@@ -60,6 +65,8 @@ func (l *liveLimits) store(o *Options) {
 	l.maxSubs.Store(int64(o.MaxSubscriptionsPerClient))
 	l.maxMessageRate.Store(int64(o.MaxMessageRate))
 	l.maxByteRate.Store(int64(o.MaxByteRate))
+	l.maxRetained.Store(int64(o.MaxRetainedMessages))
+	l.maxRetainedBytes.Store(o.MaxRetainedBytes)
 }
 
 // load writes the limits in force into o.
@@ -79,6 +86,8 @@ func (l *liveLimits) load(o *Options) {
 	o.MaxSubscriptionsPerClient = int(l.maxSubs.Load())
 	o.MaxMessageRate = int(l.maxMessageRate.Load())
 	o.MaxByteRate = int(l.maxByteRate.Load())
+	o.MaxRetainedMessages = int(l.maxRetained.Load())
+	o.MaxRetainedBytes = l.maxRetainedBytes.Load()
 }
 
 // Limits returns the Limits part of o.
@@ -88,6 +97,7 @@ func (o Options) Limits() Limits {
 		ConnectTimeout: o.ConnectTimeout, WriteTimeout: o.WriteTimeout, MaxInflight: o.MaxInflight,
 		MaxQueued: o.MaxQueued, MaxQueuedBytes: o.MaxQueuedBytes, QueueOverflow: o.QueueOverflow,
 		MaxSubscriptionsPerClient: o.MaxSubscriptionsPerClient, MaxMessageRate: o.MaxMessageRate, MaxByteRate: o.MaxByteRate,
+		MaxRetainedMessages: o.MaxRetainedMessages, MaxRetainedBytes: o.MaxRetainedBytes,
 	}
 }
 
@@ -97,6 +107,7 @@ func (o *Options) setLimits(l Limits) {
 	o.ConnectTimeout, o.WriteTimeout, o.MaxInflight = l.ConnectTimeout, l.WriteTimeout, l.MaxInflight
 	o.MaxQueued, o.MaxQueuedBytes, o.QueueOverflow = l.MaxQueued, l.MaxQueuedBytes, l.QueueOverflow
 	o.MaxSubscriptionsPerClient, o.MaxMessageRate, o.MaxByteRate = l.MaxSubscriptionsPerClient, l.MaxMessageRate, l.MaxByteRate
+	o.MaxRetainedMessages, o.MaxRetainedBytes = l.MaxRetainedMessages, l.MaxRetainedBytes
 }
 
 // SetLimits puts new limits in force while the server runs (a reload);
@@ -105,22 +116,9 @@ func (o *Options) setLimits(l Limits) {
 func (s *Server) SetLimits(l Limits) error {
 	o := s.Options()
 	o.setLimits(l)
-	// A zero means the default again, as at New.
-	d := DefaultOptions()
-	for _, z := range []struct {
-		zero bool
-		set  func()
-	}{
-		{o.ConnectTimeout == 0, func() { o.ConnectTimeout = d.ConnectTimeout }},
-		{o.WriteTimeout == 0, func() { o.WriteTimeout = d.WriteTimeout }},
-		{o.MaxInflight == 0, func() { o.MaxInflight = d.MaxInflight }},
-		{o.MaxQueued == 0, func() { o.MaxQueued = d.MaxQueued }},
-		{o.QueueOverflow == "", func() { o.QueueOverflow = d.QueueOverflow }},
-	} {
-		if z.zero {
-			z.set()
-		}
-	}
+	// A zero means the default again, as at New; the other options have
+	// theirs filled in already, which setDefaults leaves alone.
+	o.setDefaults()
 	if err := o.Validate(); err != nil {
 		return err
 	}

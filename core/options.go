@@ -90,8 +90,10 @@ type Options struct {
 	// TopicAliasMaximum is how many topic aliases a client may use towards
 	// the server (default 64).
 	TopicAliasMaximum uint16
-	// MaxSubscriptionsPerClient bounds one session's subscriptions; beyond
-	// it SUBACK answers Quota exceeded (0x80 in 3.1.1). 0 means no limit.
+	// MaxSubscriptionsPerClient bounds one session's subscriptions (default
+	// 10,000: each costs the router and the store about 800 bytes, so one
+	// client cannot grow the broker by more than a few MB); beyond it SUBACK
+	// answers Quota exceeded (0x80 in 3.1.1). Negative means no limit.
 	MaxSubscriptionsPerClient int
 	// MaxMessageRate bounds the PUBLISH packets per second one client may
 	// send, MaxByteRate their payload bytes per second; 0 means no limit.
@@ -106,6 +108,19 @@ type Options struct {
 	MaxSessionExpiry uint32
 	// RetainDisabled turns retained messages off (Retain Available 0 in CONNACK).
 	RetainDisabled bool
+	// MaxRetainedMessages bounds the retained messages clients keep in the
+	// broker (default 500,000), MaxRetainedBytes their topic and payload
+	// bytes (default 128 MiB), so that retained messages alone cannot grow
+	// the broker past a few hundred MB (each costs about 230 bytes besides
+	// its topic and payload); negative means no limit. A retained
+	// PUBLISH that would take them past either is delivered to the current
+	// subscribers but not retained: an MQTT 5 publisher of QoS 1/2 gets
+	// Quota exceeded (0x97); it is logged and counted. Replacing a topic's
+	// message by one no larger, and clearing one, always work. The broker's
+	// own $SYS topics, messages restored from the store and those another
+	// cluster node kept count but are never refused.
+	MaxRetainedMessages int
+	MaxRetainedBytes    int64
 	// SharedStrategy dispatches shared subscriptions (default round_robin).
 	SharedStrategy SharedStrategy
 	// SysInterval is the period of $SYS publications (default 10s; negative disables).
@@ -162,6 +177,15 @@ func (o *Options) setDefaults() {
 	if o.MaxTopicLevels == 0 {
 		o.MaxTopicLevels = 128
 	}
+	if o.MaxSubscriptionsPerClient == 0 {
+		o.MaxSubscriptionsPerClient = 10_000
+	}
+	if o.MaxRetainedMessages == 0 {
+		o.MaxRetainedMessages = 500_000
+	}
+	if o.MaxRetainedBytes == 0 {
+		o.MaxRetainedBytes = 128 << 20
+	}
 	if o.SharedStrategy == "" {
 		o.SharedStrategy = SharedRoundRobin
 	}
@@ -210,7 +234,7 @@ func (o *Options) Validate() error {
 	for _, l := range []struct {
 		option string
 		v      int
-	}{{"MaxSubscriptionsPerClient", o.MaxSubscriptionsPerClient}, {"MaxMessageRate", o.MaxMessageRate}, {"MaxByteRate", o.MaxByteRate}} {
+	}{{"MaxMessageRate", o.MaxMessageRate}, {"MaxByteRate", o.MaxByteRate}} {
 		if l.v < 0 {
 			bad(l.option, "%d must not be negative (0 is no limit)", l.v)
 		}

@@ -99,6 +99,18 @@ func pageAll(t *testing.T, srv *Server, q RetainedQuery) []string {
 	return nil
 }
 
+// readAll reads the retained messages matching filter as a stream does,
+// batch at a time, each read resuming where the last one stopped.
+func readAll(r *retainedStore, filter string, batch int, now time.Time) []*Message {
+	var out, buf []*Message
+	after := ""
+	for done := false; !done; {
+		buf, after, done = r.read(filter, after, batch, now, buf[:0])
+		out = append(out, buf...)
+	}
+	return out
+}
+
 // TestRetainedAgainstBruteForce compares the retained set's filter walk,
 // counts and pages with codec.Match over every topic, for random topics
 // and filters.
@@ -119,8 +131,10 @@ func TestRetainedAgainstBruteForce(t *testing.T) {
 			continue
 		}
 		want := expected(topics, f, "")
-		if got := topicsOf(srv.retained.match(f, now)); !slices.Equal(got, want) {
-			t.Fatalf("match(%q) = %q, want %q", f, got, want)
+		for _, batch := range []int{1, 3, maxBatch} {
+			if got := topicsOf(readAll(srv.retained, f, batch, now)); !slices.Equal(got, want) {
+				t.Fatalf("read(%q) in batches of %d = %q, want %q", f, batch, got, want)
+			}
 		}
 		srv.retained.mu.RLock()
 		n, exact := srv.retained.countMatching(f, "", 1<<30)

@@ -12,16 +12,6 @@ import (
 	"github.com/xmq-io/xmq/core"
 )
 
-// tcpClient connects a client over loopback TCP, whatever XMQ_CORE_TCP
-// says: parking needs a real socket.
-func tcpClient(t *testing.T, srv *core.Server, v byte, id string, mods ...func(*codec.Connect)) *tconn {
-	t.Helper()
-	was := overTCP
-	overTCP = true
-	defer func() { overTCP = was }()
-	return client(t, srv, v, id, mods...)
-}
-
 // goroutinesSettle waits until the goroutine count stops falling and
 // returns it.
 func goroutinesSettle() int {

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"errors"
 	"runtime"
 	"strings"
 	"time"
@@ -121,8 +122,8 @@ func (c *client) handlePublish(p *codec.Publish) bool {
 			return false
 		case r.failed:
 			rc = codec.UnspecifiedError
-		case (r.refused || r.noSpace) && c.version == codec.V5:
-			rc = codec.QuotaExceeded // a full session queue or a full store
+		case (r.refused || r.noSpace || r.notRetained) && c.version == codec.V5:
+			rc = codec.QuotaExceeded // a full session queue, a full store, or the retained budget spent
 		case r.n == 0 && c.version == codec.V5 && srv.cluster == nil:
 			// In a cluster, other nodes' subscribers are not known here.
 			rc = codec.NoMatchingSubscribers
@@ -155,13 +156,14 @@ func (c *client) handlePublish(p *codec.Publish) bool {
 
 // routed is what routing a PUBLISH did.
 type routed struct {
-	n       int      // deliveries made
-	stored  bool     // a delivery or the retained message was written to the store
-	refused bool     // a QoS 1/2 delivery was refused: full session queue
-	noSpace bool     // a QoS 1/2 delivery or the retained message was refused: full store
-	failed  bool     // the store failed to record a delivery
-	held    *Message // the message, while held for commitInbound (Message.held)
-	lagging bool     // a subscriber's queue was full (enqLagging)
+	n           int      // deliveries made
+	stored      bool     // a delivery or the retained message was written to the store
+	refused     bool     // a QoS 1/2 delivery was refused: full session queue
+	noSpace     bool     // a QoS 1/2 delivery or the retained message was refused: full store
+	notRetained bool     // the retained budget is spent: not retained, delivered all the same
+	failed      bool     // the store failed to record a delivery
+	held        *Message // the message, while held for commitInbound (Message.held)
+	lagging     bool     // a subscriber's queue was full (enqLagging)
 }
 
 func (r *routed) add(res enqueueResult) {
@@ -198,10 +200,13 @@ func (s *Server) publishPacket(p *codec.Publish, topic []byte, from *client, inS
 	}
 	var r routed
 	if msg.Retain {
-		if err := s.retain(msg); err != nil {
+		switch err := s.retain(msg, from); {
+		case errors.Is(err, errRetainedBudget):
+			r.notRetained = true
+		case err != nil:
 			r.noSpace = isNoSpace(err)
 			r.failed = !r.noSpace
-		} else if s.persistRetained(msg.Topic) {
+		case s.persistRetained(msg.Topic):
 			r.stored = true
 		}
 	}
@@ -257,7 +262,7 @@ func (c *client) commitInbound(id uint16, inSeq uint64, rc *codec.ReasonCode) bo
 // API) and returns how many deliveries it made.
 func (s *Server) publish(msg *Message) int {
 	if msg.Retain {
-		_ = s.retain(msg) // logged there
+		_ = s.retain(msg, nil) // logged there
 	}
 	var r routed
 	matches := s.router.match(msg.Topic, msg.From, nil)
@@ -272,18 +277,48 @@ func (s *Server) publish(msg *Message) int {
 // store: $SYS topics are the broker's own and republished at start.
 func (s *Server) persistRetained(topic string) bool { return !strings.HasPrefix(topic, "$SYS/") }
 
-// retain keeps msg as its topic's retained message (or clears it).
-func (s *Server) retain(msg *Message) error {
+// errRetainedBudget is a retained message not kept: the retained budget
+// (Options.MaxRetainedMessages, MaxRetainedBytes) is spent.
+var errRetainedBudget = errors.New("core: the retained messages budget is spent")
+
+// retain keeps msg as its topic's retained message (or clears it), here
+// and cluster-wide. A message from a client (or its will) that does not
+// fit the retained budget is not kept: errRetainedBudget, logged and
+// counted. from is the publishing connection, nil for the broker or a
+// will. The broker's own $SYS topics are always kept.
+func (s *Server) retain(msg *Message, from *client) error {
+	var b retainedBudget
+	if !ownTopic(msg.Topic) {
+		b = retainedBudget{msgs: int(s.live.maxRetained.Load()), bytes: s.live.maxRetainedBytes.Load()}
+	}
+	err := s.retainHere(msg, b)
+	if errors.Is(err, errRetainedBudget) {
+		s.stats.retainedRefused.Add(1)
+		if rarely(&s.retainedWarn) {
+			n, bytes := s.retained.clientCounts()
+			fields := []zap.Field{zap.String("client_id", msg.From), zap.String("topic", msg.Topic),
+				zap.Int64("size", msg.size()), zap.Int("retained", n), zap.Int64("retained_bytes", bytes),
+				zap.Int("max_retained_messages", b.msgs), zap.Int64("max_retained_bytes", b.bytes)}
+			if from != nil {
+				fields = append(fields, zap.String("remote", from.remoteAddr()))
+			}
+			s.log.Warn("retained message not kept (delivered all the same): the retained budget is spent", fields...)
+		}
+		return err
+	}
 	if s.cluster != nil && s.persistRetained(msg.Topic) {
 		s.cluster.Retain(msg.Topic, msg.Payload, msg.QoS, msg.Props, msg.Expires, msg.From)
 	}
-	return s.retainHere(msg)
+	return err
 }
 
-// retainHere keeps msg as its topic's retained message on this node only.
-func (s *Server) retainHere(msg *Message) error {
+// retainHere keeps msg as its topic's retained message on this node only,
+// within b (no bound: always).
+func (s *Server) retainHere(msg *Message, b retainedBudget) error {
 	stored := time.Now().UnixMilli()
-	s.retained.set(msg, stored)
+	if !s.retained.setWithin(msg, stored, b) {
+		return errRetainedBudget
+	}
 	if !s.persistRetained(msg.Topic) {
 		return nil
 	}

@@ -23,6 +23,18 @@ type retainedStore struct {
 	topics map[string]*retainedEntry
 	tree   *ostree[*retainedEntry]
 	bytes  int64 // topic and payload bytes of every message held
+	// own and ownBytes are the messages of the broker's own $SYS topics
+	// and their bytes, which the retained budget leaves out.
+	own      int
+	ownBytes int64
+}
+
+// retainedBudget bounds the retained messages of clients (Options.
+// MaxRetainedMessages, MaxRetainedBytes): how many, and their topic and
+// payload bytes; 0 or less is no bound.
+type retainedBudget struct {
+	msgs  int
+	bytes int64
 }
 
 // retainedEntry is a topic's place in both indexes; set replaces its
@@ -71,22 +83,41 @@ func compareTopics(a, b string) int {
 }
 
 // set replaces the topic's retained message, stored at the Unix
-// millisecond stored; an empty payload clears it and is itself not
-// retained [MQTT-3.3.1-6] [MQTT-3.3.1-7].
-func (r *retainedStore) set(m *Message, stored int64) {
+// millisecond stored, whatever the budget; an empty payload clears it and
+// is itself not retained [MQTT-3.3.1-6] [MQTT-3.3.1-7].
+func (r *retainedStore) set(m *Message, stored int64) { r.setWithin(m, stored, retainedBudget{}) }
+
+// setWithin is set unless the message would take the retained messages of
+// clients past b, and reports whether it kept (or cleared) the message. A
+// new topic, or a larger message for a topic, that does not fit is
+// refused; a message no larger than the one it replaces, and a clear,
+// always pass, over budget too (after restoring more than a lowered
+// budget, say): they never add.
+func (r *retainedStore) setWithin(m *Message, stored int64, b retainedBudget) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e := r.topics[m.Topic]
+	size := m.size()
+	if len(m.Payload) > 0 && (b.msgs > 0 || b.bytes > 0) && !r.fits(e, size, b) {
+		return false
+	}
+	own := ownTopic(m.Topic)
 	if e != nil {
 		r.bytes -= e.m.size()
+		if own {
+			r.ownBytes -= e.m.size()
+		}
 	}
 	switch {
 	case len(m.Payload) == 0:
 		if e != nil {
 			delete(r.topics, m.Topic)
 			r.tree.delete(m.Topic)
+			if own {
+				r.own--
+			}
 		}
-		return
+		return true
 	case e != nil:
 		e.m, e.stored = m, stored
 		// Assigning an existing string key stores the new one, so the map
@@ -96,8 +127,44 @@ func (r *retainedStore) set(m *Message, stored int64) {
 		e = &retainedEntry{m: m, stored: stored}
 		r.topics[m.Topic] = e
 		r.tree.set(e)
+		if own {
+			r.own++
+		}
 	}
-	r.bytes += m.size()
+	r.bytes += size
+	if own {
+		r.ownBytes += size
+	}
+	return true
+}
+
+// fits reports whether a message of size bytes may replace e (nil: a new
+// topic) within b; r.mu is held.
+func (r *retainedStore) fits(e *retainedEntry, size int64, b retainedBudget) bool {
+	var old int64
+	if e != nil {
+		old = e.m.size()
+		if size <= old {
+			return true
+		}
+	}
+	if e == nil && b.msgs > 0 && len(r.topics)-r.own >= b.msgs {
+		return false
+	}
+	return b.bytes <= 0 || r.bytes-r.ownBytes-old+size <= b.bytes
+}
+
+// ownTopic reports a topic of the broker's own retained messages, which
+// the retained budget leaves out (persistRetained: not in the store
+// either).
+func ownTopic(topic string) bool { return strings.HasPrefix(topic, "$SYS/") }
+
+// clientCounts returns how many retained messages, and bytes, count
+// against the budget: all but the broker's own.
+func (r *retainedStore) clientCounts() (int, int64) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.topics) - r.own, r.bytes - r.ownBytes
 }
 
 // counts returns how many retained messages clients keep, how many the
@@ -128,25 +195,52 @@ func storedTime(ms int64) time.Time {
 	return time.UnixMilli(ms)
 }
 
-// match returns the unexpired retained messages whose topic matches
-// filter, visiting only the branches that can match.
-func (r *retainedStore) match(filter string, now time.Time) []*Message {
+// mayMatch reports whether a retained message may match filter: the
+// topic's, for a filter without wildcards; any at all, for one with.
+func (r *retainedStore) mayMatch(filter string) bool {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if !codec.HasWildcard(unsafeBytes(filter)) {
-		if e := r.topics[filter]; e != nil && !e.m.expired(now) {
-			return []*Message{e.m}
-		}
-		return nil
+		return r.topics[filter] != nil
 	}
-	var out []*Message
-	r.walk(retainedScan{filter: filter}, func(e *retainedEntry) bool {
+	return len(r.topics) > 0
+}
+
+// readExamine bounds the topics one read examines, and so how long it
+// holds the lock, whatever the filter skips.
+const readExamine = 4096
+
+// read appends to out up to max unexpired retained messages whose topic
+// matches filter and comes after the topic after ("" from the first), in
+// topic order, visiting only the branches that can match. next is where
+// the following read resumes (the last topic read or passed over); done
+// reports that no later topic matches. A read that examined readExamine
+// topics returns what it found, possibly none, and is not done.
+func (r *retainedStore) read(filter, after string, max int, now time.Time, out []*Message) (_ []*Message, next string, done bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if !codec.HasWildcard(unsafeBytes(filter)) {
+		if e := r.topics[filter]; after == "" && e != nil && !e.m.expired(now) {
+			out = append(out, e.m)
+		}
+		return out, filter, true
+	}
+	next = after
+	full := false
+	last, done := r.walk(retainedScan{filter: filter, after: after, budget: readExamine}, func(e *retainedEntry) bool {
+		if full = len(out) == max; full {
+			return false // walk counts it examined; next stays before it
+		}
 		if !e.m.expired(now) {
 			out = append(out, e.m)
 		}
+		next = e.m.Topic
 		return true
 	})
-	return out
+	if !full && last != "" {
+		next = last // every topic examined was read or passed over
+	}
+	return out, next, done
 }
 
 // retainedScan is what one walk visits, in topic order.

@@ -109,6 +109,9 @@ type Server struct {
 
 	storeWarn    atomic.Int64 // Unix nanoseconds of the last store error logged
 	preLoginWarn atomic.Int64 // Unix nanoseconds of the last pre-login budget warning
+	retainedWarn atomic.Int64 // … of the last retained message refused by the budget
+	cutWarn      atomic.Int64 // … of the last retained stream cut (stream.go)
+	tooLargeWarn atomic.Int64 // … of the last delivery over a client's Maximum Packet Size
 	preLogin     byteBudget   // Options.PreLoginMemory, shared by connections before CONNACK
 	// poller watches the sockets of parked connections (park.go); nil
 	// where there is none (not Linux): every reader keeps its goroutine.
@@ -222,6 +225,14 @@ func (s *Server) restore() (err error) {
 		s.log.Info("restored state", zap.Int("sessions", len(s.sessions)), zap.Int("messages", r.nmsgs),
 			zap.Int("retained", r.nret), zap.Int("wills", r.nwills), zap.Int("swept", r.swept()))
 	}
+	// Restored messages are all kept; they count, so new topics wait
+	// until clients clear enough of them.
+	if n, bytes := s.retained.clientCounts(); s.opts.MaxRetainedMessages > 0 && n > s.opts.MaxRetainedMessages ||
+		s.opts.MaxRetainedBytes > 0 && bytes > s.opts.MaxRetainedBytes {
+		s.log.Warn("the retained messages restored exceed the retained budget: new topics and larger messages are not retained until clients clear some",
+			zap.Int("retained", n), zap.Int64("retained_bytes", bytes),
+			zap.Int("max_retained_messages", s.opts.MaxRetainedMessages), zap.Int64("max_retained_bytes", s.opts.MaxRetainedBytes))
+	}
 	return nil
 }
 
@@ -323,11 +334,13 @@ func (s *Server) attach(c *client, clean bool, expiry uint32) (*session, bool, e
 		return nil, false, errNotOwner
 	}
 	var old *client
+	var cut streamCut
 	present := false
 	if sess != nil {
 		sess.mu.Lock()
 		old = sess.c
 		sess.c = nil
+		cut = sess.cutStreamsLocked()
 		sess.mu.Unlock()
 		if clean {
 			s.discardLocked(sess)
@@ -359,6 +372,7 @@ func (s *Server) attach(c *client, clean bool, expiry uint32) (*session, bool, e
 		old.log(zap.InfoLevel, "session taken over", zap.String("by", c.remoteAddr()))
 		old.close(CloseTakenOver, codec.SessionTakenOver)
 	}
+	s.noteCut(c.id, cut)
 	if stored != nil && c.will != nil && c.willDelay > 0 {
 		// On disk before CONNACK, like the session: if the broker dies
 		// while the client is connected, the restart publishes the will
@@ -407,7 +421,9 @@ func (s *Server) discardLocked(sess *session) {
 	}
 	sess.willTimer, sess.pendingWill = nil, nil
 	s.setOnlineLocked(sess, false) // a session taken over with Clean Start ends online
+	cut := sess.cutStreamsLocked()
 	sess.mu.Unlock()
+	s.noteCut(sess.id, cut)
 	for _, f := range filters {
 		group, filter, _, _ := codec.ParseShared([]byte(f))
 		s.router.unsubscribe(sess, string(filter), string(group))
@@ -429,9 +445,11 @@ func (s *Server) detach(c *client, reason CloseReason) {
 	current := sess.c == c
 	var released []delivery
 	var stored *sessionRecord
+	var cut streamCut
 	if current {
 		sess.c = nil
 		s.setOnlineLocked(sess, false)
+		cut = sess.cutStreamsLocked()
 		released = sess.releaseSharedLocked()
 		if sess.persistent() {
 			stored = sess.recordLocked(time.Now().Unix())
@@ -448,6 +466,7 @@ func (s *Server) detach(c *client, reason CloseReason) {
 		s.discardLocked(sess)
 	}
 	s.mu.Unlock()
+	s.noteCut(sess.id, cut)
 	if stored != nil {
 		s.storeSave(sess.id, stored)
 		s.scheduleExpiry(sess, time.Now())

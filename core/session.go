@@ -78,6 +78,11 @@ type session struct {
 	willTimer   *time.Timer
 	pendingWill func() // publishes the will willTimer is waiting for; set with it
 	droppedWarn time.Time
+	// streams are the retained messages owed to this connection's new
+	// subscriptions, oldest subscription first, ended ones among them
+	// until dropped; streamOf holds the live one of each filter (stream.go).
+	streams  []*retainedStream
+	streamOf map[string]*retainedStream
 	// moved is set when the session went to another node
 	// (Server.ExportSession): its client is back there.
 	moved bool
@@ -184,16 +189,12 @@ func (s *session) enqueueFrom(d delivery, from *client) enqueueResult {
 	}
 	res := enqQueued
 	if d.qos > 0 && s.persistent() {
-		s.seq++
-		d.seq = s.seq
-		if err := srv.storeAdd(s.id, d); err != nil {
-			s.seq--
+		if err := s.storeLocked(&d); err != nil {
 			s.mu.Unlock()
+			s.storeDropped(err)
 			if isNoSpace(err) {
-				s.dropped(dropQuotaExceeded)
 				return enqNoSpace
 			}
-			s.dropped(dropStoreError)
 			return enqStoreErr
 		}
 		res = enqStored
@@ -226,6 +227,28 @@ func (s *session) enqueueFrom(d delivery, from *client) enqueueResult {
 		}
 	}
 	return res | lagging
+}
+
+// storeLocked gives a QoS 1/2 delivery to a persistent session its store
+// sequence and writes it to the store; s.mu is held.
+func (s *session) storeLocked(d *delivery) error {
+	s.seq++
+	d.seq = s.seq
+	if err := s.srv.storeAdd(s.id, *d); err != nil {
+		s.seq--
+		d.seq = 0
+		return err
+	}
+	return nil
+}
+
+// storeDropped counts a delivery the store could not record.
+func (s *session) storeDropped(err error) {
+	if isNoSpace(err) {
+		s.dropped(dropQuotaExceeded)
+	} else {
+		s.dropped(dropStoreError)
+	}
 }
 
 // full reports whether a message of size bytes does not fit; s.mu is held.
@@ -285,7 +308,7 @@ func (s *session) take(c *client, out []outMsg, window int, now time.Time) (_ []
 	if len(out) > 1 {
 		slices.SortFunc(out, func(a, b outMsg) int { return int(a.order - b.order) })
 	}
-	for s.qhead < len(s.queue) && len(out) < 256 {
+	for s.qhead < len(s.queue) && len(out) < maxBatch {
 		d := s.queue[s.qhead]
 		if d.msg == nil { // a dropped QoS 0 message
 			s.qhead++
@@ -306,29 +329,12 @@ func (s *session) take(c *client, out []outMsg, window int, now time.Time) (_ []
 			s.dropped(dropExpired)
 			continue
 		}
-		m := outMsg{delivery: d}
-		m.dup = d.dup
-		if d.qos > 0 {
-			m.id = s.nextPacketID()
-			s.order++
-			m.order = s.order
-			cp := m
-			if s.inflight == nil {
-				s.inflight = map[uint16]*outMsg{}
-			}
-			s.inflight[m.id] = &cp
-			s.srv.stats.inflight.Add(1)
-			if d.seq != 0 {
-				if d.qos == 2 {
-					s.srv.storeUpdate(s.id, &m)
-					sync = true
-				}
-				sync = sync || d.msg.inSeq != 0
-			}
-		} else {
+		if d.qos == 0 {
 			s.qbytes -= d.msg.size()
 			s.addLoad(-1)
 		}
+		m, sy := s.sendLocked(d)
+		sync = sync || sy
 		out = append(out, m)
 	}
 	if s.qhead == len(s.queue) {
@@ -337,6 +343,33 @@ func (s *session) take(c *client, out []outMsg, window int, now time.Time) (_ []
 		s.resetQueue()
 	}
 	return out, sync, held
+}
+
+// sendLocked makes d a message for the writer; a QoS 1/2 one gets a
+// packet id and an inflight entry. sync is as take's. s.mu is held.
+func (s *session) sendLocked(d delivery) (m outMsg, sync bool) {
+	m = outMsg{delivery: d}
+	m.dup = d.dup
+	if d.qos == 0 {
+		return m, false
+	}
+	m.id = s.nextPacketID()
+	s.order++
+	m.order = s.order
+	cp := m
+	if s.inflight == nil {
+		s.inflight = map[uint16]*outMsg{}
+	}
+	s.inflight[m.id] = &cp
+	s.srv.stats.inflight.Add(1)
+	if d.seq != 0 {
+		if d.qos == 2 {
+			s.srv.storeUpdate(s.id, &m)
+			sync = true
+		}
+		sync = sync || d.msg.inSeq != 0
+	}
+	return m, sync
 }
 
 func (s *session) nextPacketID() uint16 {

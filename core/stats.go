@@ -56,6 +56,12 @@ type Stats struct {
 	ownerRefused atomic.Int64 // CONNECTs refused: the session belongs to another identity
 	willRefused  atomic.Int64 // wills refused or not published: a $ topic, or the Authorizer's CanWill
 	preLogin     atomic.Int64 // handshakes refused: the pre-login memory budget was spent
+	// retainedRefused counts retained PUBLISHes not kept: the retained
+	// budget was spent (Options.MaxRetainedMessages, MaxRetainedBytes).
+	retainedRefused atomic.Int64
+	// retainedCut counts retained streams cut short: the connection of
+	// the new subscription ended before every message was sent (stream.go).
+	retainedCut  atomic.Int64
 	drops        [dropCauseCount]atomic.Int64
 	closeReasons [closeReasonCount]atomic.Int64
 }
@@ -165,8 +171,19 @@ type Snapshot struct {
 	// RetainedBytes is the topic and payload bytes of every retained
 	// message, $SYS included.
 	RetainedBytes int64
-	Queued        int64 // deliveries waiting in session queues
-	Inflight      int64 // QoS 1/2 deliveries sent and not yet acknowledged
+	// ClientRetainedBytes is RetainedBytes without the broker's own $SYS
+	// topics: what Options.MaxRetainedBytes bounds.
+	ClientRetainedBytes int64
+	// RetainedRefused counts retained PUBLISHes (and wills) not kept
+	// because the retained budget (Options.MaxRetainedMessages,
+	// MaxRetainedBytes) was spent; they still went to the subscribers.
+	RetainedRefused int64
+	// RetainedStreamsCut counts new subscriptions whose retained messages
+	// were not all sent: the connection ended (or the session was taken
+	// over) first.
+	RetainedStreamsCut int64
+	Queued             int64 // deliveries waiting in session queues
+	Inflight           int64 // QoS 1/2 deliveries sent and not yet acknowledged
 	// StoreSyncs counts Store.Sync calls by latency: StoreSyncs[i] those
 	// that took at most SyncBuckets[i], the last one the slower rest.
 	StoreSyncs       [len(SyncBuckets) + 1]int64
@@ -188,6 +205,8 @@ func (s *Server) Stats() Snapshot {
 		Subscriptions: s.router.count.Load(),
 	}
 	snap.Retained, snap.SysRetained, snap.RetainedBytes = s.retained.counts()
+	_, snap.ClientRetainedBytes = s.retained.clientCounts()
+	snap.RetainedRefused, snap.RetainedStreamsCut = st.retainedRefused.Load(), st.retainedCut.Load()
 	snap.Inflight = st.inflight.Load()
 	snap.Queued = st.pending.Load() - snap.Inflight
 	snap.SharedGroups = s.router.groups.Load()

@@ -1,8 +1,6 @@
 package core
 
 import (
-	"time"
-
 	"github.com/xmq-io/xmq/codec"
 )
 
@@ -15,11 +13,7 @@ func (c *client) handleSubscribe(p *codec.Subscribe) bool {
 	}
 	c.subErrs = p.Validate(c.subErrs[:0])
 	ack := &codec.Suback{PacketID: p.PacketID, ReasonCodes: make([]codec.ReasonCode, len(p.Subscriptions))}
-	type retainedReq struct {
-		filter string
-		opts   subOpts
-	}
-	var wantRetained []retainedReq
+	var streams []streamReq
 	var announce uint64 // the latest cluster change announcing one of the filters
 	for i := range p.Subscriptions {
 		sub := &p.Subscriptions[i]
@@ -65,8 +59,8 @@ func (c *client) handleSubscribe(p *codec.Subscribe) bool {
 		// Retained messages go to new non-shared subscriptions per Retain
 		// Handling [MQTT-3.3.1-9] [MQTT-3.3.1-10] [MQTT-3.3.1-11]; shared
 		// subscriptions get none (4.8.2).
-		if group == nil && (o.rh == 0 || o.rh == 1 && !existed) {
-			wantRetained = append(wantRetained, retainedReq{string(filter), o})
+		if group == nil {
+			streams = append(streams, streamReq{filter: full, opts: o, send: o.rh == 0 || o.rh == 1 && !existed})
 		}
 	}
 	// SUBACK goes once the subscriptions are on disk, after the held
@@ -80,16 +74,8 @@ func (c *client) handleSubscribe(p *codec.Subscribe) bool {
 	}
 	c.releaseAcksWait()
 	c.send(ack)
-	now := time.Now()
-	gen := srv.aclGeneration()
-	for _, w := range wantRetained {
-		for _, m := range srv.retained.match(w.filter, now) {
-			if !srv.mayRead(s, w.opts.acl, m.Topic, gen) {
-				continue
-			}
-			// Sent with RETAIN set because of a new subscription [MQTT-3.3.1-8].
-			s.enqueue(delivery{msg: m, qos: min(m.QoS, w.opts.qos), retain: true, subID: w.opts.subID})
-		}
+	if len(streams) > 0 {
+		s.setStreams(c, streams) // after SUBACK, which the writer sends first
 	}
 	return true
 }
@@ -108,6 +94,9 @@ func (c *client) handleUnsubscribe(p *codec.Unsubscribe) bool {
 		}
 		s.mu.Lock()
 		delete(s.subs, string(f))
+		if group == nil {
+			s.stopStreamLocked(string(f))
+		}
 		s.mu.Unlock()
 	}
 	c.needSync = c.srv.saveSession(s) || c.needSync

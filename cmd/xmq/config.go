@@ -145,6 +145,8 @@ type brokerConfig struct {
 	MaxByteRate               int                 `yaml:"max_byte_rate"`
 	MaxSessionExpiry          uint32              `yaml:"max_session_expiry"`
 	RetainDisabled            bool                `yaml:"retain_disabled"`
+	MaxRetainedMessages       int                 `yaml:"max_retained_messages"`
+	MaxRetainedBytes          int64               `yaml:"max_retained_bytes"`
 	SharedStrategy            core.SharedStrategy `yaml:"shared_strategy"`
 	SysInterval               time.Duration       `yaml:"sys_interval"`
 	WriteTimeout              time.Duration       `yaml:"write_timeout"`
@@ -174,6 +176,8 @@ func (b brokerConfig) options() core.Options {
 		MaxByteRate:               b.MaxByteRate,
 		MaxSessionExpiry:          b.MaxSessionExpiry,
 		RetainDisabled:            b.RetainDisabled,
+		MaxRetainedMessages:       b.MaxRetainedMessages,
+		MaxRetainedBytes:          b.MaxRetainedBytes,
 		SharedStrategy:            b.SharedStrategy,
 		SysInterval:               b.SysInterval,
 		WriteTimeout:              b.WriteTimeout,
@@ -754,7 +758,8 @@ Signals:
   of the start) and applies what can change live: the broker's limits
   (max_connections, max_keep_alive, max_session_expiry, connect_timeout,
   write_timeout, max_inflight, max_queued, max_queued_bytes, queue_overflow,
-  max_subscriptions_per_client, max_message_rate, max_byte_rate), log.level,
+  max_subscriptions_per_client, max_message_rate, max_byte_rate,
+  max_retained_messages, max_retained_bytes), log.level,
   auth.password_file and auth.acl_file, the TLS certificate files
   (tls.cert_file, key_file and each listener's) and the bridges; any other
   key that changed is logged as needing a restart. It also reloads the
