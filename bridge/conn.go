@@ -95,20 +95,15 @@ func (s *sender) release(before int) {
 }
 
 // send queues one packet.
-func (s *sender) send(p codec.Packet) error {
-	if err := s.reserve(true); err != nil {
-		return err
-	}
-	before := len(s.buf)
-	s.buf = p.Append(s.buf, s.v)
-	s.release(before)
-	return nil
-}
+func (s *sender) send(p codec.Packet) error { return s.queue(p, true) }
 
 // trySend queues one packet if the buffer has room; it returns errFull
 // when not, for a caller that must not wait (the watchdog).
-func (s *sender) trySend(p codec.Packet) error {
-	if err := s.reserve(false); err != nil {
+func (s *sender) trySend(p codec.Packet) error { return s.queue(p, false) }
+
+// queue appends p to the buffer, waiting for room when wait is set.
+func (s *sender) queue(p codec.Packet, wait bool) error {
+	if err := s.reserve(wait); err != nil {
 		return err
 	}
 	before := len(s.buf)
