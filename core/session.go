@@ -79,10 +79,9 @@ type session struct {
 	pendingWill func() // publishes the will willTimer is waiting for; set with it
 	droppedWarn time.Time
 	// streams are the retained messages owed to this connection's new
-	// subscriptions, oldest subscription first, ended ones among them
-	// until dropped; streamOf holds the live one of each filter (stream.go).
-	streams  []*retainedStream
-	streamOf map[string]*retainedStream
+	// subscriptions (stream.go); nil unless some are, so that a session
+	// stays in its allocation size class.
+	streams *streamSet
 	// moved is set when the session went to another node
 	// (Server.ExportSession): its client is back there.
 	moved bool
@@ -291,12 +290,15 @@ func (s *session) resetQueue() {
 // sync reports that the writer must Sync the store before sending: a QoS 2
 // delivery to a persistent session had its packet id recorded, or a
 // delivery came from a QoS 2 PUBLISH whose receipt was just recorded.
-// held reports a message that may not be sent yet (Message.held).
-func (s *session) take(c *client, out []outMsg, window int, now time.Time) (_ []outMsg, sync, held bool) {
+// held reports a message that may not be sent yet (Message.held). stream
+// reports that the queue is drained, the batch has room and a retained
+// stream waits (streamRetained), so the writer takes this lock again only
+// then.
+func (s *session) take(c *client, out []outMsg, window int, now time.Time) (_ []outMsg, sync, held, stream bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.c != c {
-		return out, false, false
+		return out, false, false, false
 	}
 	for _, m := range s.inflight {
 		if m.resend {
@@ -332,31 +334,34 @@ func (s *session) take(c *client, out []outMsg, window int, now time.Time) (_ []
 		if d.qos == 0 {
 			s.qbytes -= d.msg.size()
 			s.addLoad(-1)
+			out = append(out, outMsg{delivery: d, dup: d.dup}) // the fan-out path: no call, one copy
+			continue
 		}
-		m, sy := s.sendLocked(d)
+		var sy bool
+		out, sy = s.sendLocked(out, d)
 		sync = sync || sy
-		out = append(out, m)
 	}
 	if s.qhead == len(s.queue) {
 		// Empty: the backing array stays for the next burst, so steady
 		// delivery allocates nothing (its size is bounded by MaxQueued).
 		s.resetQueue()
 	}
-	return out, sync, held
+	stream = s.streams != nil && len(s.queue) == 0 && len(out) < maxBatch
+	return out, sync, held, stream
 }
 
-// sendLocked makes d a message for the writer; a QoS 1/2 one gets a
-// packet id and an inflight entry. sync is as take's. s.mu is held.
-func (s *session) sendLocked(d delivery) (m outMsg, sync bool) {
-	m = outMsg{delivery: d}
-	m.dup = d.dup
+// sendLocked appends d to out as a message for the writer; a QoS 1/2 one
+// gets a packet id and an inflight entry. sync is as take's. s.mu is held.
+func (s *session) sendLocked(out []outMsg, d delivery) (_ []outMsg, sync bool) {
+	out = append(out, outMsg{delivery: d, dup: d.dup})
 	if d.qos == 0 {
-		return m, false
+		return out, false
 	}
+	m := &out[len(out)-1]
 	m.id = s.nextPacketID()
 	s.order++
 	m.order = s.order
-	cp := m
+	cp := *m
 	if s.inflight == nil {
 		s.inflight = map[uint16]*outMsg{}
 	}
@@ -364,12 +369,12 @@ func (s *session) sendLocked(d delivery) (m outMsg, sync bool) {
 	s.srv.stats.inflight.Add(1)
 	if d.seq != 0 {
 		if d.qos == 2 {
-			s.srv.storeUpdate(s.id, &m)
+			s.srv.storeUpdate(s.id, m)
 			sync = true
 		}
 		sync = sync || d.msg.inSeq != 0
 	}
-	return m, sync
+	return out, sync
 }
 
 func (s *session) nextPacketID() uint16 {

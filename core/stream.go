@@ -40,6 +40,13 @@ type retainedStream struct {
 	dead   bool   // ended early (unsubscribed, subscribed again): skipped, then dropped
 }
 
+// streamSet is a session's retained streams: oldest subscription first,
+// ended ones among them until dropped, and the live one of each filter.
+type streamSet struct {
+	list []*retainedStream
+	of   map[string]*retainedStream
+}
+
 // maxBatch is the most deliveries a writer takes per round.
 const maxBatch = 256
 
@@ -67,18 +74,21 @@ func (s *session) setStreams(c *client, reqs []streamReq) {
 		return // taken over meanwhile: the new connection subscribed for itself
 	}
 	for _, r := range reqs {
-		old := s.streamOf[r.filter]
+		var old *retainedStream
+		if s.streams != nil {
+			old = s.streams.of[r.filter]
+		}
 		switch {
 		case r.send:
 			if old != nil {
 				s.endStreamLocked(old)
 			}
-			st := &retainedStream{filter: r.filter, opts: r.opts}
-			s.streams = append(s.streams, st)
-			if s.streamOf == nil {
-				s.streamOf = map[string]*retainedStream{}
+			if s.streams == nil {
+				s.streams = &streamSet{of: map[string]*retainedStream{}}
 			}
-			s.streamOf[r.filter] = st
+			st := &retainedStream{filter: r.filter, opts: r.opts}
+			s.streams.list = append(s.streams.list, st)
+			s.streams.of[r.filter] = st
 			started = true
 		case old != nil:
 			old.opts = r.opts
@@ -94,48 +104,56 @@ func (s *session) setStreams(c *client, reqs []streamReq) {
 // stopStreamLocked ends the stream of filter, which was unsubscribed
 // [MQTT-3.10.4-2]; s.mu is held.
 func (s *session) stopStreamLocked(filter string) {
-	if st := s.streamOf[filter]; st != nil {
+	if s.streams == nil {
+		return
+	}
+	if st := s.streams.of[filter]; st != nil {
 		s.endStreamLocked(st)
 		s.compactStreamsLocked()
 	}
 }
 
-// endStreamLocked ends st, which stays in s.streams, skipped, until the
+// endStreamLocked ends st, which stays in the list, skipped, until the
 // writer or a compaction drops it; s.mu is held.
 func (s *session) endStreamLocked(st *retainedStream) {
 	st.dead = true
-	delete(s.streamOf, st.filter)
+	delete(s.streams.of, st.filter)
 }
 
-// compactStreamsLocked drops the ended streams once they are most of
-// s.streams, so that a client subscribing again and again while it reads
+// compactStreamsLocked drops the ended streams once they are most of the
+// list, so that a client subscribing again and again while it reads
 // nothing holds no more than twice its live streams; s.mu is held.
 func (s *session) compactStreamsLocked() {
-	if len(s.streams) <= 2*len(s.streamOf)+16 {
+	ss := s.streams
+	if ss == nil || len(ss.list) <= 2*len(ss.of)+16 {
 		return
 	}
-	live := s.streams[:0]
-	for _, st := range s.streams {
+	live := ss.list[:0]
+	for _, st := range ss.list {
 		if !st.dead {
 			live = append(live, st)
 		}
 	}
-	clear(s.streams[len(live):])
-	s.streams = live
+	clear(ss.list[len(live):])
+	ss.list = live
 }
 
 // headStreamLocked returns the oldest live stream, dropping ended ones
-// before it, or nil; s.mu is held.
+// before it, or nil, and then drops the set; s.mu is held.
 func (s *session) headStreamLocked() *retainedStream {
-	for len(s.streams) > 0 && s.streams[0].dead {
-		s.streams[0] = nil
-		s.streams = s.streams[1:]
-	}
-	if len(s.streams) == 0 {
-		s.streams = nil // not the tail of an array that held thousands
+	ss := s.streams
+	if ss == nil {
 		return nil
 	}
-	return s.streams[0]
+	for len(ss.list) > 0 && ss.list[0].dead {
+		ss.list[0] = nil
+		ss.list = ss.list[1:]
+	}
+	if len(ss.list) == 0 {
+		s.streams = nil
+		return nil
+	}
+	return ss.list[0]
 }
 
 // cutStreamsLocked ends the streams when their connection goes (or the
@@ -143,10 +161,12 @@ func (s *session) headStreamLocked() *retainedStream {
 func (s *session) cutStreamsLocked() streamCut {
 	var cut streamCut
 	if st := s.headStreamLocked(); st != nil {
-		cut = streamCut{n: len(s.streamOf), filter: st.filter, sent: st.sent}
+		cut = streamCut{n: len(s.streams.of), filter: st.filter, sent: st.sent}
+		for _, st := range s.streams.list {
+			st.dead = true // a writer between its read and its deliveries drops them
+		}
 	}
-	clear(s.streams)
-	s.streams, s.streamOf = nil, nil
+	s.streams = nil
 	return cut
 }
 
@@ -239,9 +259,9 @@ func (c *client) streamRetained(out []outMsg, now time.Time) (_ []outMsg, sync, 
 				s.qbytes += m.size() // given back by done, as a queued delivery's
 				s.addLoad(1)
 			}
-			om, sy := s.sendLocked(d)
+			var sy bool
+			out, sy = s.sendLocked(out, d)
 			sync = sync || sy
-			out = append(out, om)
 			st.sent++
 		}
 		if !blocked {

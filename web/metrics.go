@@ -56,6 +56,8 @@ type collector struct {
 	authACLMisses, authReloads, authReloadErrors           *prometheus.Desc
 	authUsers, authRules, authCached, authBans, authLock   *prometheus.Desc
 	dashboardLogins, preLoginRefused                       *prometheus.Desc
+	retainedBytes, retainedRefused, retainedCut            *prometheus.Desc
+	maxRetained, maxRetainedBytes                          *prometheus.Desc
 	uptime, info                                           *prometheus.Desc
 }
 
@@ -88,7 +90,14 @@ func newCollector(b Broker, opts *Options) *collector {
 		expired:       d("sessions_expired_total", "Offline sessions ended by their expiry interval."),
 		subscriptions: d("subscriptions", "Subscriptions of all sessions."),
 		retained:      d("retained_messages", "Retained messages of clients (the broker's own $SYS topics are not counted)."),
-		queued:        d("queued_messages", "Deliveries waiting in session queues."),
+		retainedBytes: d("retained_bytes", "Topic and payload bytes of the retained messages of clients (what broker.max_retained_bytes bounds)."),
+		retainedRefused: d("retained_refused_total", "Retained PUBLISHes (and wills) not retained because the retained budget "+
+			"(broker.max_retained_messages, max_retained_bytes) was spent; they were delivered all the same."),
+		retainedCut: d("retained_streams_cut_total", "New subscriptions whose retained messages were not all sent: "+
+			"the connection ended (or the session was taken over) first."),
+		maxRetained:      d("max_retained_messages", "The retained budget's count (broker.max_retained_messages); absent when there is none."),
+		maxRetainedBytes: d("max_retained_bytes", "The retained budget's bytes (broker.max_retained_bytes); absent when there is none."),
+		queued:           d("queued_messages", "Deliveries waiting in session queues."),
 		queuedBytes: d("queued_bytes", "Topic and payload bytes that sessions hold, queued or in flight "+
 			"(what broker.max_queued_bytes bounds per session)."),
 		inflight:     d("inflight_messages", "QoS 1/2 deliveries sent and not yet acknowledged."),
@@ -134,7 +143,8 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.connections, c.connects, c.maxConnections, c.disconnects, c.msgsIn, c.msgsOut,
 		c.bytesIn, c.bytesOut, c.pubBytesIn, c.pubBytesOut, c.deliveries, c.drop, c.sessions, c.offline, c.expired,
 		c.subscriptions, c.retained, c.queued, c.queuedBytes, c.inflight, c.sharedGroups, c.storeSync,
-		c.handshakeFailures, c.certExpiry, c.dashboardLogins, c.authDenied, c.preLoginRefused, c.uptime, c.info} {
+		c.handshakeFailures, c.certExpiry, c.dashboardLogins, c.authDenied, c.preLoginRefused, c.uptime, c.info,
+		c.retainedBytes, c.retainedRefused, c.retainedCut, c.maxRetained, c.maxRetainedBytes} {
 		ch <- d
 	}
 	if c.store != nil {
@@ -198,8 +208,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for _, name := range sortedKeys(connects) {
 		counter(c.connects, connects[name], name, transport(name))
 	}
-	if max := c.b.Options().MaxConnections; max > 0 {
+	opts := c.b.Options()
+	if max := opts.MaxConnections; max > 0 {
 		gauge(c.maxConnections, float64(max))
+	}
+	if max := opts.MaxRetainedMessages; max > 0 {
+		gauge(c.maxRetained, float64(max))
+	}
+	if max := opts.MaxRetainedBytes; max > 0 {
+		gauge(c.maxRetainedBytes, float64(max))
 	}
 	now := time.Now()
 	for _, l := range c.listeners {
@@ -235,6 +252,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.expired, st.SessionsExpired)
 	gauge(c.subscriptions, float64(st.Subscriptions))
 	gauge(c.retained, float64(st.Retained))
+	gauge(c.retainedBytes, float64(st.ClientRetainedBytes))
+	counter(c.retainedRefused, st.RetainedRefused)
+	counter(c.retainedCut, st.RetainedStreamsCut)
 	gauge(c.queued, float64(st.Queued))
 	gauge(c.queuedBytes, float64(c.b.QueuedBytes()))
 	gauge(c.inflight, float64(st.Inflight))
