@@ -274,6 +274,21 @@ func (c *config) needsTLS() bool {
 	return false
 }
 
+// needsDefaultCert reports whether anything serves the top-level
+// certificate: the web server with TLS, or a TLS listener without files of
+// its own.
+func (c *config) needsDefaultCert() bool {
+	if c.Web.TLS && c.Web.Address != "" {
+		return true
+	}
+	for _, l := range c.Listeners {
+		if isTLS(l.Transport) && l.TLS.CertFile == "" {
+			return true
+		}
+	}
+	return false
+}
+
 // validate checks the whole configuration and returns every problem, each
 // under its key (configErrors), or nil.
 func (c *config) validate() error {

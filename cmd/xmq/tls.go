@@ -57,6 +57,11 @@ func newTLSSetup(cfg *config, log *zap.Logger) (*tlsSetup, error) {
 	if !cfg.needsTLS() {
 		return ts, nil
 	}
+	if cfg.TLS.CertFile == "" && len(cfg.ACME.Domains) == 0 && !cfg.needsDefaultCert() {
+		// Every TLS listener has files of its own (an imported Mosquitto
+		// configuration): no development CA to make, nor to advertise.
+		return ts, ts.loadListenerFiles(cfg, log.Named("certs"))
+	}
 	clog := log.Named("certs")
 	opts := certs.Options{
 		CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.KeyFile, ReloadInterval: cfg.TLS.ReloadInterval, Log: clog,
@@ -105,6 +110,15 @@ func newTLSSetup(cfg *config, log *zap.Logger) (*tlsSetup, error) {
 		clog.Info("certificate from files", zap.String("cert_file", cfg.TLS.CertFile), zap.Strings("names", leaf.DNSNames),
 			zap.Time("not_after", leaf.NotAfter))
 	}
+	if err := ts.loadListenerFiles(cfg, clog); err != nil {
+		return nil, err
+	}
+	return ts, nil
+}
+
+// loadListenerFiles loads the certificate files of the listeners that have
+// their own; on an error everything is closed.
+func (ts *tlsSetup) loadListenerFiles(cfg *config, clog *zap.Logger) error {
 	for _, lc := range cfg.Listeners {
 		key := [2]string{lc.TLS.CertFile, lc.TLS.KeyFile}
 		if lc.TLS.CertFile == "" || ts.byFiles[key] != nil {
@@ -113,11 +127,11 @@ func newTLSSetup(cfg *config, log *zap.Logger) (*tlsSetup, error) {
 		s, err := certs.New(certs.Options{CertFile: key[0], KeyFile: key[1], ReloadInterval: cfg.TLS.ReloadInterval, Log: clog})
 		if err != nil {
 			ts.close()
-			return nil, fmt.Errorf("listener %s: %w", lc.Name, err)
+			return fmt.Errorf("listener %s: %w", lc.Name, err)
 		}
 		ts.byFiles[key] = s
 	}
-	return ts, nil
+	return nil
 }
 
 // warnDevCA warns, once per listener, when a configuration file leaves a
@@ -146,10 +160,13 @@ func warnDevCA(cfg *config, dev *certs.Dev, log *zap.Logger) {
 	}
 }
 
-// tlsPort is the port of the first listener of transport, "" for none.
+// tlsPort is the port of the first listener of transport that serves the
+// default certificate (no cert_file of its own), "" for none: a hint
+// naming the development CA must not point at a port serving the
+// operator's certificate.
 func tlsPort(cfg *config, transport string) string {
 	for _, lc := range cfg.Listeners {
-		if lc.Transport == transport {
+		if lc.Transport == transport && lc.TLS.CertFile == "" {
 			if _, port, err := net.SplitHostPort(lc.Address); err == nil && port != "0" {
 				return port
 			}
@@ -285,6 +302,10 @@ func (ts *tlsSetup) applyFiles(cur, next *config) ([]keyPath, error) {
 			continue
 		}
 		src := ts.def
+		if src == nil && lc.TLS.CertFile == "" {
+			errs = append(errs, fmt.Errorf("listeners[%d].tls: no cert_file left and no default certificate (none was needed at start): restart xmq", i))
+			continue
+		}
 		if lc.TLS.CertFile != "" {
 			var err error
 			if src, err = load(lc.TLS.CertFile, lc.TLS.KeyFile); err != nil {

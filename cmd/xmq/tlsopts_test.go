@@ -146,6 +146,34 @@ func TestDevCAWarning(t *testing.T) {
 	}
 }
 
+// TestNoDevCAForOwnCertificates: when every TLS listener has certificate
+// files of its own (an imported Mosquitto configuration), xmq makes no
+// development CA and names none in its log; a hint never names the port
+// of a listener that serves its own certificate.
+func TestNoDevCAForOwnCertificates(t *testing.T) {
+	certFile, keyFile := certstest.NewCA(t).WriteServerFiles("localhost")
+	body := fmt.Sprintf("listeners:\n  - {name: mqtts, transport: tls, address: \"127.0.0.1:0\", tls: {cert_file: %s, key_file: %s}}\nlog: {format: json}\n", certFile, keyFile)
+	data := t.TempDir()
+	b := startRun(t, "-c", writeFile(t, body), "-data", data)
+	log := b.stderr.String()
+	if err := b.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(log, "development CA") || strings.Contains(log, "mosquitto_sub --cafile") {
+		t.Errorf("a development CA is advertised though every listener has its own certificate:\n%s", log)
+	}
+	if _, err := os.Stat(filepath.Join(data, devCertsDir)); !os.IsNotExist(err) {
+		t.Errorf("development CA made in %s: %v", data, err)
+	}
+
+	cfg := defaultConfig()
+	cfg.Listeners[1].Address = "0.0.0.0:9883"
+	cfg.Listeners[1].TLS.CertFile, cfg.Listeners[1].TLS.KeyFile = certFile, keyFile
+	if got := mosquittoSubHint("ca.pem", &cfg); strings.Contains(got, "9883") {
+		t.Errorf("hint %q names a port that serves the operator's certificate", got)
+	}
+}
+
 // TestCertsHostAndPort: xmq certs -host adds names to the development
 // certificate, keeps them for the next run, refuses what is no name, and
 // its hint uses the configuration's TLS port, not always 8883.
