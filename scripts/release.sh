@@ -44,4 +44,6 @@ done
 rm -rf "$stage"
 sums
 echo "release: $VERSION ($COMMIT, $DATE) in $DIST:"
+# Only Windows builds make a .zip: a glob that matches nothing is no file.
+shopt -s nullglob
 for f in "$DIST"/xmq_*.tar.gz "$DIST"/xmq_*.zip; do size "$f"; done
