@@ -7,8 +7,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
+	"os"
+	"strings"
 	"time"
 )
 
@@ -26,6 +29,14 @@ func runHealth(ctx context.Context, args, env []string, stdout io.Writer) error 
 	url := f.url
 	if url == "" {
 		var cargs []string
+		if f.configFile == "" {
+			// Run from a shell on a packaged install, health asks the
+			// service's broker, not whatever answers on the default port.
+			var err error
+			if f.configFile, env, err = serviceFiles(env); err != nil {
+				return err
+			}
+		}
 		if f.configFile != "" {
 			cargs = []string{"-c", f.configFile}
 		}
@@ -57,6 +68,47 @@ func runHealth(ctx context.Context, args, env []string, stdout io.Writer) error 
 	}
 	fmt.Fprintf(stdout, "%s: %s", url, body)
 	return nil
+}
+
+// The packaged service's files (packaging/xmq.service): its configuration
+// and its EnvironmentFile. Variables for tests.
+var (
+	serviceConfig  = "/etc/xmq/xmq.yaml"
+	serviceEnvFile = "/etc/default/xmq"
+)
+
+// serviceFiles returns the service's configuration file when it exists
+// ("" when not), and env with the service's EnvironmentFile added under
+// it: a variable set in env wins, as systemd's own environment would not,
+// but a shell's explicit XMQ_ setting should.
+func serviceFiles(env []string) (configFile string, _ []string, err error) {
+	if _, err := os.Stat(serviceConfig); err == nil {
+		configFile = serviceConfig
+	}
+	b, err := os.ReadFile(serviceEnvFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return configFile, env, nil
+	} else if err != nil {
+		return "", nil, fmt.Errorf("health: %w", err)
+	}
+	set := map[string]bool{}
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		set[k] = true
+	}
+	var out []string
+	for line := range strings.Lines(string(b)) {
+		line = strings.TrimSpace(line)
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || strings.HasPrefix(line, "#") || strings.HasPrefix(line, ";") || !strings.HasPrefix(k, "XMQ_") || set[k] {
+			continue
+		}
+		if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {
+			v = v[1 : len(v)-1]
+		}
+		out = append(out, k+"="+v)
+	}
+	return configFile, append(out, env...), nil
 }
 
 // healthFlags are the flags of `xmq health`.
@@ -109,7 +161,10 @@ Flags:
   -c FILE, -config FILE
         the broker's configuration file: health asks its web.address (the
         XMQ_ environment applies as for the broker). An unspecified host
-        (":18083") is asked on loopback.
+        (":18083") is asked on loopback. Default: the packaged service's
+        /etc/xmq/xmq.yaml when it exists, with the XMQ_ settings of
+        /etc/default/xmq (the service's EnvironmentFile) under the
+        environment's own.
   -url URL
         ask this URL instead, e.g. http://127.0.0.1:18083/healthz.
   -timeout DURATION

@@ -5,6 +5,8 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -61,5 +63,53 @@ func TestHealthCommand(t *testing.T) {
 	}
 	if err := runHealth(context.Background(), []string{"-c", writeFile(t, "web:\n  address: \"\"\n")}, nil, &out); err == nil || !strings.Contains(err.Error(), "off") {
 		t.Errorf("health without a web server: %v", err)
+	}
+}
+
+// TestHealthServiceFiles: run from a shell without -c on a packaged
+// install, health asks the service's broker: the address in
+// /etc/xmq/xmq.yaml, overridden by /etc/default/xmq's XMQ_ settings, which
+// the shell's own environment overrides in turn.
+func TestHealthServiceFiles(t *testing.T) {
+	hit := make(chan string, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hit <- r.Host
+		_, _ = w.Write([]byte(`{"status":"ok"}`))
+	}))
+	t.Cleanup(srv.Close)
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	dir := t.TempDir()
+	oldConf, oldEnv := serviceConfig, serviceEnvFile
+	t.Cleanup(func() { serviceConfig, serviceEnvFile = oldConf, oldEnv })
+	serviceConfig, serviceEnvFile = filepath.Join(dir, "xmq.yaml"), filepath.Join(dir, "default")
+	var out bytes.Buffer
+
+	// The configuration file's address.
+	if err := os.WriteFile(serviceConfig, []byte("web:\n  address: "+addr+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := runHealth(context.Background(), nil, nil, &out); err != nil {
+		t.Fatalf("health with the service's configuration: %v", err)
+	}
+	if got := <-hit; got != addr {
+		t.Errorf("asked %s, want %s", got, addr)
+	}
+
+	// The EnvironmentFile's setting wins over the file.
+	if err := os.WriteFile(serviceConfig, []byte("web:\n  address: 127.0.0.1:1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := "# comment\nXMQ_LOG_FORMAT=console\nXMQ_WEB_ADDRESS=\"" + addr + "\"\nOTHER=1\n"
+	if err := os.WriteFile(serviceEnvFile, []byte(env), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := runHealth(context.Background(), nil, nil, &out); err != nil {
+		t.Fatalf("health with the service's EnvironmentFile: %v", err)
+	}
+	<-hit
+
+	// The shell's own environment wins over both.
+	if err := runHealth(context.Background(), []string{"-timeout", "1s"}, []string{"XMQ_WEB_ADDRESS=127.0.0.1:1"}, &out); err == nil {
+		t.Error("the shell's XMQ_WEB_ADDRESS was not used")
 	}
 }
