@@ -25,9 +25,18 @@ import (
 
 // exported returns the name of every series xmq's /metrics serves with
 // every option wired (histograms with their _bucket, _sum and _count).
-func exported(t *testing.T) map[string]bool {
+func exported(t *testing.T) map[string]bool { return scrape(t, false) }
+
+// scrape lists the metric names of a broker's /metrics: one with every
+// optional series on (a connection limit, a store budget), or one as a
+// default install has it (asDefault).
+func scrape(t *testing.T, asDefault bool) map[string]bool {
 	t.Helper()
-	srv, err := core.New(core.Options{SysInterval: -1, MaxConnections: 100}, core.Config{})
+	maxConns, budget := 100, int64(2)
+	if asDefault {
+		maxConns, budget = 0, 0
+	}
+	srv, err := core.New(core.Options{SysInterval: -1, MaxConnections: maxConns}, core.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +46,7 @@ func exported(t *testing.T) map[string]bool {
 			HandshakeFailures: func() map[string]int64 { return map[string]int64{"not_tls": 1} },
 			CertNotAfter:      func() time.Time { return time.Now().Add(time.Hour) }}},
 		AuthStats: func() web.AuthStats { return web.AuthStats{} },
-		Store:     func() web.StoreUsage { return web.StoreUsage{DiskBytes: 1, BudgetBytes: 2} },
+		Store:     func() web.StoreUsage { return web.StoreUsage{DiskBytes: 1, BudgetBytes: budget, FreeBytes: 3, State: "ok"} },
 		Cluster:   func() web.ClusterStats { return web.ClusterStats{} },
 	})
 	if err != nil {
@@ -154,6 +163,8 @@ func TestGrafanaDashboardQueriesExportedMetrics(t *testing.T) {
 	}
 	have := exported(t)
 	have["up"] = true // Prometheus's own
+	byDefault := scrape(t, true)
+	byDefault["up"] = true
 	ids := map[int]bool{}
 	queries := 0
 	for _, p := range dash.Panels {
@@ -172,6 +183,16 @@ func TestGrafanaDashboardQueriesExportedMetrics(t *testing.T) {
 		}
 		if len(p.Targets) == 0 {
 			t.Errorf("panel %q has no query", p.Title)
+		}
+		// A panel shows something on a default install (no connection
+		// limit, no store budget): one of its queries has every metric of
+		// one of its `or` alternatives.
+		if !slices.ContainsFunc(p.Targets, func(tg struct {
+			Expr string `json:"expr"`
+		}) bool {
+			return hasData(tg.Expr, byDefault)
+		}) {
+			t.Errorf("panel %q shows no data on a default install", p.Title)
 		}
 		for _, tg := range p.Targets {
 			queries++
@@ -192,6 +213,21 @@ func TestGrafanaDashboardQueriesExportedMetrics(t *testing.T) {
 	if queries < 20 {
 		t.Errorf("%d queries: the dashboard lost its panels", queries)
 	}
+}
+
+// hasData reports whether expr has data when the metrics in have are
+// exported: every metric of one of its top-level `or` alternatives is.
+func hasData(expr string, have map[string]bool) bool {
+	for alt := range strings.SplitSeq(expr, " or ") {
+		all := true
+		for _, n := range metricNames(alt) {
+			all = all && have[n]
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }
 
 // rules reads the expressions of prometheus/alerts.yml by alert name.
