@@ -21,7 +21,7 @@ ADDR     ?= 127.0.0.1:1883
 build: ## build bin/xmq, stamped with VERSION
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/xmq ./cmd/xmq
 
-run: ## run the broker: MQTT over TCP on :1883 (pass flags with ARGS='-listen :1884 -data ""')
+run: ## run the broker: MQTT on :1883 (TCP), :8883 (TLS), :8083 (WebSocket), :8084 (WSS), :14567/udp (QUIC), dashboard :18083 (flags: ARGS='-data ""')
 	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/xmq $(ARGS)
 
 test: deps vet-cross ## every test, with the race detector (what CI runs); core's again over loopback TCP

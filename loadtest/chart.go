@@ -232,7 +232,11 @@ func lineChart(title string, xs []float64, series []lineSeries, y axis) string {
 		}
 	}
 	xt, yt := secondsAxis.ticks(xmax), y.ticks(ymax)
-	xtop, ytop := xt[len(xt)-1], yt[len(yt)-1]
+	// Time ends where the samples do: a 20.1 s run is not drawn to 25 s.
+	if len(xt) > 2 && xt[len(xt)-1] > xmax {
+		xt = xt[:len(xt)-1]
+	}
+	xtop, ytop := max(xmax, xt[len(xt)-1]), yt[len(yt)-1]
 	px := func(x float64) float64 { return padL + x/xtop*plotW }
 	py := func(v float64) float64 { return padT + plotH - v/ytop*plotH }
 	yGrid(&b, yt, y.label)

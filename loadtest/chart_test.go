@@ -111,3 +111,16 @@ func TestHTMLReportOperatorItems(t *testing.T) {
 		t.Errorf("found %d axis labels, want the ticks of every chart", n)
 	}
 }
+
+// TestTimeAxisEndsWithTheRun: the time axis of a chart ends at its last
+// sample, not at the next round tick past it.
+func TestTimeAxisEndsWithTheRun(t *testing.T) {
+	xs := []float64{0, 5, 10, 15, 20.2}
+	svg := lineChart("t", xs, []lineSeries{{name: "n", color: "#000", ys: []float64{1, 2, 3, 4, 5}}}, countAxis)
+	if strings.Contains(svg, ">25s<") {
+		t.Errorf("a 20.2 s run drawn to 25 s:\n%s", svg)
+	}
+	if !strings.Contains(svg, ">20s<") {
+		t.Errorf("no 20 s tick:\n%s", svg)
+	}
+}

@@ -47,7 +47,7 @@ func (w *Worker) runConnLevel(ctx context.Context) *CaseResult {
 						}
 					}
 				}
-				id := fmt.Sprintf("%s-c%d", w.job.Token, w.job.First+i)
+				id := w.o.ClientID('c', w.job.First+i)
 				m, took, err := connectMQTT(ctx, w.d, w.job.First+i, connectSpec{id: id, clean: w.o.Clean,
 					version: w.version, keepAlive: w.keepAlive, user: w.o.User, pass: w.o.Pass, timeout: w.o.ConnectTimeout})
 				if err != nil {

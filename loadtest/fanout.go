@@ -1,8 +1,6 @@
 package loadtest
 
 import (
-	"strings"
-
 	"github.com/xmq-io/xmq/codec"
 )
 
@@ -43,8 +41,8 @@ func (f *fanout) compute(i int) int {
 	default:
 		return 0
 	}
-	topic := []byte(TopicFor(o.Topic, i))
-	if !strings.Contains(o.SubTopic, "%i") {
+	topic := []byte(o.PubTopic(i))
+	if !perClient(o.SubTopic) {
 		return matchCount(o.SubFilter(0), topic, o.Subs)
 	}
 	// Every subscriber has its own filter: count them one by one, shared

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -78,17 +79,19 @@ type Options struct {
 	Duration        time.Duration `json:"duration_ns"`         // 0: until Config.Stop (Ctrl-C)
 	Rate            float64       `json:"rate"`                // messages per second per publisher; 0 = as fast as possible
 	Inflight        int           `json:"inflight"`            // unacknowledged QoS 1/2 messages per publisher
-	Topic           string        `json:"topic"`               // publisher i's topic; %i is i
-	SubTopic        string        `json:"sub_topic,omitempty"` // subscriber j's filter; %i is j; "" = derived from Topic
+	Topic           string        `json:"topic"`               // publisher i's topic; %i is i, %c its client id, %u the user
+	SubTopic        string        `json:"sub_topic,omitempty"` // subscriber j's filter, placeholders as Topic's; "" = derived from Topic
 	Loop            bool          `json:"loop,omitempty"`      // p2p: one connection publishes to and subscribes to its own topic
 	Churn           time.Duration `json:"churn_ns,omitempty"`  // subscribers drop and come back every Churn
 	Drain           time.Duration `json:"drain_ns"`            // how long to wait for messages after publishing ends
+
+	token string // the run's client id prefix (Job.Token), for the %c placeholder
 }
 
 // DefaultOptions returns the defaults the command-line flags show.
 func DefaultOptions() Options {
 	return Options{
-		Addr: "127.0.0.1:1883", WSPath: "/mqtt", MQTT: "3.1.1", Clean: true, KeepAlive: 60 * time.Second,
+		Addr: "127.0.0.1:1883", WSPath: "/mqtt", MQTT: "5", Clean: true, KeepAlive: 60 * time.Second,
 		ConnectTimeout: 10 * time.Second, Mode: ModePub, Levels: []int{1000}, Hold: 3 * time.Second,
 		DialConcurrency: 200, Pubs: 10, Subs: 10, Payloads: []int{64}, Duration: 10 * time.Second,
 		Inflight: 64, Topic: "loadtest/%i", Drain: 5 * time.Second,
@@ -256,21 +259,36 @@ func (o *Options) TLSConfig() (*tls.Config, error) {
 	return cfg, nil
 }
 
-// TopicFor expands a %i pattern for index i.
-func TopicFor(pattern string, i int) string {
-	if !strings.Contains(pattern, "%i") {
+// ClientID is the client id of connection i of a role: p (publisher), s
+// (subscriber) or c (conn mode).
+func (o *Options) ClientID(role byte, i int) string { return fmt.Sprintf("%s-%c%d", o.token, role, i) }
+
+// expand fills a topic pattern's placeholders for connection i of a role,
+// as emqtt-bench's: %i its number, %c its client id, %u the user name.
+func (o *Options) expand(pattern string, role byte, i int) string {
+	if !strings.Contains(pattern, "%") {
 		return pattern
 	}
-	return strings.ReplaceAll(pattern, "%i", fmt.Sprint(i))
+	return strings.NewReplacer("%i", strconv.Itoa(i), "%c", o.ClientID(role, i), "%u", o.User).Replace(pattern)
+}
+
+// PubTopic is publisher i's topic.
+func (o *Options) PubTopic(i int) string { return o.expand(o.Topic, 'p', i) }
+
+// perClient reports whether a pattern differs between connections.
+func perClient(pattern string) bool {
+	return strings.Contains(pattern, "%i") || strings.Contains(pattern, "%c")
 }
 
 // wildcardFor turns a publisher topic pattern into a filter matching every
-// publisher: each level holding %i becomes +.
-func wildcardFor(pattern string) string {
+// publisher: each level that differs between publishers becomes +.
+func (o *Options) wildcardFor(pattern string) string {
 	levels := strings.Split(pattern, "/")
 	for i, l := range levels {
-		if strings.Contains(l, "%i") {
+		if perClient(l) {
 			levels[i] = "+"
+		} else {
+			levels[i] = o.expand(l, 'p', 0) // %u
 		}
 	}
 	return strings.Join(levels, "/")
@@ -279,15 +297,15 @@ func wildcardFor(pattern string) string {
 // SubFilter is subscriber j's topic filter.
 func (o *Options) SubFilter(j int) string {
 	if o.SubTopic != "" {
-		return TopicFor(o.SubTopic, j)
+		return o.expand(o.SubTopic, 's', j)
 	}
 	switch o.Mode {
 	case ModeP2P:
-		return TopicFor(o.Topic, j)
+		return o.PubTopic(j) // its publisher's
 	case ModeFanIn:
-		return "$share/loadtest/" + wildcardFor(o.Topic)
+		return "$share/loadtest/" + o.wildcardFor(o.Topic)
 	}
-	return wildcardFor(o.Topic)
+	return o.wildcardFor(o.Topic)
 }
 
 // hasSubscribers reports whether the mode has subscribers.
@@ -375,7 +393,7 @@ func (o *Options) Validate() error {
 		}
 	}
 	for _, i := range []int{0, o.Pubs - 1} {
-		if err := codec.ValidTopicName([]byte(TopicFor(o.Topic, i))); err != nil {
+		if err := codec.ValidTopicName([]byte(o.PubTopic(i))); err != nil {
 			return fmt.Errorf("loadtest: -topic %q: %w", o.Topic, err)
 		}
 	}

@@ -113,6 +113,34 @@ func TestOptionsValidate(t *testing.T) {
 	}
 }
 
+// TestTopicPlaceholders: %i, %c and %u as emqtt-bench has them: the
+// client's number, its client id and the user name; levels that differ
+// between publishers become + in the derived filter.
+func TestTopicPlaceholders(t *testing.T) {
+	o := DefaultOptions()
+	o.token, o.User = "run1", "alice"
+	o.Topic, o.Pubs, o.Subs, o.Mode = "t/%u/%c/n%i", 3, 2, ModePubSub
+	if got := o.PubTopic(2); got != "t/alice/run1-p2/n2" {
+		t.Errorf("PubTopic(2) = %q", got)
+	}
+	if got := o.SubFilter(0); got != "t/alice/+/+" {
+		t.Errorf("derived filter = %q", got)
+	}
+	if n := newFanout(&o).of(1); n != 2 {
+		t.Errorf("fan-out = %d, want both subscribers", n)
+	}
+	o.SubTopic = "t/%u/%c/#"
+	if got := o.SubFilter(1); got != "t/alice/run1-s1/#" {
+		t.Errorf("SubFilter(1) = %q", got)
+	}
+	if n := newFanout(&o).of(1); n != 0 {
+		t.Errorf("fan-out = %d, want none (each subscriber's filter names itself)", n)
+	}
+	if err := o.Validate(); err != nil {
+		t.Errorf("Validate: %v", err)
+	}
+}
+
 func TestSubFilterAndFanout(t *testing.T) {
 	o := DefaultOptions()
 	o.Topic, o.Pubs, o.Subs = "bench/dev%i/temp", 4, 3
@@ -173,8 +201,9 @@ func TestParseSrcIPs(t *testing.T) {
 func TestScenariosParseAndScale(t *testing.T) {
 	for name, sc := range Scenarios {
 		args := sc.Args(0.001)
-		if len(args) == 0 || args[0] != "-mode" {
-			t.Errorf("%s: args %q do not start with -mode", name, args)
+		// The MQTT 3.1.1 the published test used (the default is 5), then the mode.
+		if len(args) < 3 || args[0] != "-mqtt" || args[1] != "3.1.1" || args[2] != "-mode" {
+			t.Errorf("%s: args %q do not start with -mqtt 3.1.1 -mode", name, args)
 		}
 		if sc.Name != name || sc.Source == "" || sc.About == "" {
 			t.Errorf("%s: incomplete description %+v", name, sc)

@@ -139,6 +139,7 @@ func shards() int { return min(64, 4*runtime.GOMAXPROCS(0)) }
 // newWorker resolves a job's options into a worker with nothing connected.
 func newWorker(ctx context.Context, job Job, log *zap.Logger) (*Worker, error) {
 	o := job.Options
+	o.token = job.Token
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
@@ -236,17 +237,17 @@ func (w *Worker) build() {
 	}
 	if o.hasSubscribers() && !o.Loop {
 		for i := j.SubLo; i < j.SubHi; i++ {
-			c := w.newClient(fmt.Sprintf("%s-s%d", j.Token, i))
+			c := w.newClient(o.ClientID('s', i))
 			c.sub = newSub(o.SubFilter(i), subRange(i))
 			w.clients = append(w.clients, c)
 		}
 	}
 	for i := j.PubLo; i < j.PubHi; i++ {
-		c := w.newClient(fmt.Sprintf("%s-p%d", j.Token, i))
+		c := w.newClient(o.ClientID('p', i))
 		c.clean = o.Clean || !o.Loop // only loop clients keep a publisher's session
 		c.pub = w.newPub(i, payload)
 		if o.Loop {
-			c.sub = newSub(TopicFor(o.Topic, i), newTrackerSet(i, 1, false))
+			c.sub = newSub(o.PubTopic(i), newTrackerSet(i, 1, false))
 		}
 		w.clients = append(w.clients, c)
 	}
@@ -269,7 +270,7 @@ func (w *Worker) newPub(i, size int) *pubRole {
 	for k := headerLen; k < size; k++ {
 		p.payload[k] = 'x'
 	}
-	p.pkt = codec.Publish{QoS: p.qos, Topic: []byte(TopicFor(o.Topic, i)), Payload: p.payload}
+	p.pkt = codec.Publish{QoS: p.qos, Topic: []byte(o.PubTopic(i)), Payload: p.payload}
 	if p.qos > 0 {
 		p.pkt.PacketID = 1
 	}

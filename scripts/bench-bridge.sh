@@ -80,7 +80,7 @@ start_mosquitto() {
 measure() {
 	local setup=$1 run=$2 name=$3
 	shift 3
-	taskset -c 1 "$WORK/loadtest" -payload 64 -progress=false -json "$@" >"$WORK/res-$setup-$name-$run.json" 2>/dev/null || true
+	taskset -c 1 "$WORK/loadtest" -mqtt 3.1.1 -payload 64 -progress=false -json "$@" >"$WORK/res-$setup-$name-$run.json" 2>/dev/null || true
 	python3 - "$WORK/res-$setup-$name-$run.json" "$setup" "$run" "$name" <<'PY'
 import json, sys
 path, setup, run, name = sys.argv[1:]

@@ -72,10 +72,10 @@ cpu() { # the nodes' user+system clock ticks
 }
 c0=$(cpu)
 if [[ $TEST == pubsub ]]; then
-	taskset -c 1 bin/loadtest -addr "127.0.0.1:$BASE" -sub-addr "127.0.0.1:$((BASE + 1))" -mode pubsub -subs 10 -pubs 10 -rate 100 \
+	taskset -c 1 bin/loadtest -mqtt 3.1.1 -addr "127.0.0.1:$BASE" -sub-addr "127.0.0.1:$((BASE + 1))" -mode pubsub -subs 10 -pubs 10 -rate 100 \
 		-qos 1 -payload 64 -duration 10s >"$D/lt.txt" 2>&1 || true
 else
-	taskset -c 1 bin/loadtest -addr "127.0.0.1:$BASE,127.0.0.1:$((BASE + 1)),127.0.0.1:$((BASE + 2))" -mode conn -levels 15000 \
+	taskset -c 1 bin/loadtest -mqtt 3.1.1 -addr "127.0.0.1:$BASE,127.0.0.1:$((BASE + 1)),127.0.0.1:$((BASE + 2))" -mode conn -levels 15000 \
 		-hold 2s -dial-concurrency 200 >"$D/lt.txt" 2>&1 || true
 fi
 c1=$(cpu)

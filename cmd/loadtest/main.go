@@ -42,7 +42,12 @@ func main() {
 	err := runWith(ctx, stop, os.Args[1:], os.Stdout, os.Stderr)
 	signal.Stop(sigs)
 	cancel()
-	if err != nil {
+	var early endedEarly
+	switch {
+	case errors.As(err, &early):
+		fmt.Fprintln(os.Stderr, "loadtest: run ended early; the report's notes say why")
+		os.Exit(1)
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "loadtest:", err)
 		var ue usageError
 		if errors.As(err, &ue) {

@@ -27,6 +27,13 @@ func (e usageError) Unwrap() error { return e.error }
 // assertError is a run that missed an -assert objective; main exits 1.
 type assertError struct{ failed []loadtest.AssertResult }
 
+// endedEarly is a run that stopped on an error its report already states
+// (a note): main says only that, rather than print the error twice.
+type endedEarly struct{ err error }
+
+func (e endedEarly) Error() string { return "run ended early: " + e.err.Error() }
+func (e endedEarly) Unwrap() error { return e.err }
+
 func (e assertError) Error() string {
 	parts := make([]string, len(e.failed))
 	for i, a := range e.failed {
@@ -76,7 +83,7 @@ func newFlagSet(v *flagValues, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&v.srcIPs, "src-ips", "", "spread connections over source `ADDRESSES`: a list and/or ranges, e.g. 127.0.0.2-127.0.0.20 or 127.0.0.2-20, to pass one address's ~28k ephemeral ports")
 	fs.StringVar(&o.User, "user", "", "the MQTT user `NAME`")
 	fs.StringVar(&o.Pass, "pass", "", "the MQTT `PASSWORD`")
-	fs.StringVar(&o.MQTT, "mqtt", d.MQTT, "protocol `VERSION`: 3.1.1 or 5 (3.1 also works); 5 shows refused publishes by reason code")
+	fs.StringVar(&o.MQTT, "mqtt", d.MQTT, "protocol `VERSION`: 5 or 3.1.1 (3.1 also works); 5 shows refused publishes by reason code, 3.1.1 cannot")
 	fs.BoolVar(&o.Clean, "clean", d.Clean, "clean session / clean start; -clean=false keeps subscriber sessions (default false in p2p mode)")
 	fs.DurationVar(&o.KeepAlive, "keepalive", d.KeepAlive, "MQTT keepalive `DURATION`; idle clients ping at half of it")
 	fs.DurationVar(&o.ConnectTimeout, "connect-timeout", d.ConnectTimeout, "give dial + CONNECT → CONNACK, SUBACK and the liveness PINGREQ at most `DURATION`")
@@ -93,8 +100,8 @@ func newFlagSet(v *flagValues, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&o.Duration, "duration", d.Duration, "publish for `DURATION` per case, e.g. 30s or 5m; 0 = until Ctrl-C (then drain and report), with live progress")
 	fs.Float64Var(&o.Rate, "rate", 0, "`N` messages per second per publisher; 0 = as fast as possible (fanin, p2p default 1)")
 	fs.IntVar(&o.Inflight, "inflight", d.Inflight, "`N` unacknowledged QoS 1/2 messages per publisher: publishing is pipelined, not one at a time")
-	fs.StringVar(&o.Topic, "topic", d.Topic, "publisher topic `PATTERN`; %i is the publisher's number")
-	fs.StringVar(&o.SubTopic, "sub-topic", "", "subscriber filter `PATTERN`; %i is the subscriber's number (default: -topic with %i levels as +; fanin: $share/loadtest/…; p2p: the pair's topic)")
+	fs.StringVar(&o.Topic, "topic", d.Topic, "publisher topic `PATTERN`; %i is the publisher's number, %c its client id, %u the -user")
+	fs.StringVar(&o.SubTopic, "sub-topic", "", "subscriber filter `PATTERN`; %i is the subscriber's number, %c its client id, %u the -user (default: -topic with %i levels as +; fanin: $share/loadtest/…; p2p: the pair's topic)")
 	fs.BoolVar(&o.Loop, "loop", false, "p2p: each connection publishes to and subscribes to its own topic")
 	fs.DurationVar(&o.Churn, "churn", 0, "subscribers disconnect every `DURATION` and come back a fifth of it later (persistent with -clean=false)")
 	fs.DurationVar(&o.Drain, "drain", d.Drain, "after publishing, wait at most `DURATION` for acks and deliveries")
@@ -330,8 +337,11 @@ func runWith(ctx context.Context, stop <-chan struct{}, args []string, stdout, s
 	if v.htmlOut != "" {
 		err = errors.Join(err, writeFile(v.htmlOut, rep, loadtest.WriteHTML))
 	}
-	if err = errors.Join(runErr, err); err != nil {
-		return err
+	if err != nil {
+		return errors.Join(runErr, err)
+	}
+	if runErr != nil {
+		return endedEarly{runErr}
 	}
 	if failed := rep.AssertFailures(); len(failed) > 0 {
 		return assertError{failed}

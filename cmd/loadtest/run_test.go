@@ -48,7 +48,7 @@ func TestPublishedCommandsParse(t *testing.T) {
 			continue
 		}
 		o := v.o
-		if o.Addr != "HOST:1883" || o.User != "U" || o.Pass != "P" || o.MQTT != "3.1.1" || !o.Clean {
+		if o.Addr != "HOST:1883" || o.User != "U" || o.Pass != "P" || o.MQTT != "5" || !o.Clean {
 			t.Errorf("%q: target/session %+v", tt.args, o)
 		}
 		if !tt.check(o) {
@@ -194,6 +194,28 @@ func TestRunWritesEveryReport(t *testing.T) {
 		if err != nil || len(b) < 500 {
 			t.Errorf("%s: %d bytes, %v", f, len(b), err)
 		}
+	}
+}
+
+// TestRunEndedEarlyOnce: a run that stops on an error states it once, in
+// the report's notes; run returns it as endedEarly, which main prints as
+// one line pointing at them.
+func TestRunEndedEarlyOnce(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	var stdout, stderr bytes.Buffer
+	err = run(context.Background(), []string{"-addr", addr, "-pubs", "1", "-duration", "200ms", "-progress=false"}, &stdout, &stderr)
+	var early endedEarly
+	if !errors.As(err, &early) {
+		t.Fatalf("run: %v, want endedEarly", err)
+	}
+	out := stdout.String() + stderr.String()
+	if n := strings.Count(out, "connection refused"); n != 1 {
+		t.Errorf("the error is in the output %d times, want once:\n%s", n, out)
 	}
 }
 
