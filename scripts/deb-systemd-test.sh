@@ -61,7 +61,12 @@ for port in 1883 8883 8083 8084 18083; do
 	done
 done
 
-inside dpkg -i "/mnt/dist/$(basename "${debs[0]}")" >/dev/null 2>&1 || true
+# A container image's policy-rc.d (exit 101: start nothing) would stop
+# postinst from starting the service, as Debian means it to; a booted
+# machine has none (/usr is a throwaway overlay here).
+inside rm -f /usr/sbin/policy-rc.d
+pkg=/mnt/dist/$(basename "${debs[0]}")
+inside dpkg -i "$pkg" >/dev/null 2>&1 || true
 show() { inside systemctl show xmq -p "$1" --value; }
 [[ $(inside systemctl is-enabled xmq) == enabled && $(show ActiveState) == active ]] ||
 	{ inside journalctl -u xmq --no-pager -o cat | tail -20 >&2; fail "postinst did not enable and start xmq"; }
@@ -95,3 +100,13 @@ inside systemctl stop xmq
 [[ $(show ActiveState) == inactive ]] || fail "not inactive after stop"
 grep -q '"msg":"xmq stopped"' <<<"$(inside journalctl -u xmq --no-pager -o cat)" || fail "no graceful stop"
 echo "deb-systemd-test: stopped gracefully; $(inside systemd-analyze security xmq --no-pager 2>/dev/null | tail -1)"
+
+# Another broker holds port 1883 (a Mosquitto not yet removed): the
+# upgrade's restart fails, and postinst says so instead of hiding it.
+inside python3 -c 'import socket,time; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", 1883)); s.listen(); time.sleep(60)' &
+holder=$!
+for _ in $(seq 50); do inside ss -ltnH "sport = :1883" | grep -q . && break; sleep 0.1; done
+out=$(inside dpkg -i "$pkg" 2>&1) || true
+kill "$holder" 2>/dev/null || true
+grep -q "the service did not restart" <<<"$out" || fail "a failed restart went unsaid: $out"
+echo "deb-systemd-test: a start that fails (port 1883 taken) is said by postinst, the upgrade itself succeeds"

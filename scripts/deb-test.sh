@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # deb-test.sh (make deb-test): installs the package make deb built on this
 # machine (as CI does, in its throwaway container; as root) and checks it:
-# the files and the xmq user, the unit (systemd-analyze verify, and its
+# lintian, the files and the xmq user, the unit (systemd-analyze verify, and its
 # exposure score), the installed broker run as xmq with the installed
 # configuration (listener ports moved to free ones by XMQ_ variables, the
 # rest as shipped) serving MQTT, its state in /var/lib/xmq; then purges
@@ -33,6 +33,13 @@ cleanup() {
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
+
+# Debian's own check of the package: no error and no warning (the
+# overrides the package ships say why a tag does not apply).
+command -v lintian >/dev/null || fail "lintian is not installed (.ci/deps artefacts installs it)"
+out=$(lintian --tag-display-limit 0 "$deb" 2>&1 | grep -v 'running with root privileges') || true
+[[ -z $out ]] || fail "lintian: $out"
+echo "deb-test: lintian: clean"
 
 dpkg -i "$deb" >/dev/null
 dpkg -i "$deb" >/dev/null

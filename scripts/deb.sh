@@ -11,7 +11,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 ARCH=${ARCH:-$(go env GOARCH)}
-MAINTAINER=${MAINTAINER:-xmq maintainers <xmq@localhost>}
+MAINTAINER=${MAINTAINER:-xmq maintainers <xmq-io@users.noreply.github.com>}
 command -v dpkg-deb >/dev/null || { echo "deb: dpkg-deb is not installed" >&2; exit 1; }
 for f in "$DIST/share/THIRD_PARTY_LICENSES.txt" "$DIST/share/man/xmq.1"; do
 	[[ -f $f ]] || { echo "deb: $f is missing (make licenses man)" >&2; exit 1; }
@@ -32,7 +32,7 @@ rm -rf "$DIST/deb"
 mkdir -p "$root/DEBIAN" "$root/usr/bin" "$root/etc/xmq" "$root/etc/default" "$root/lib/systemd/system" \
 	"$root/var/lib/xmq" "$root/usr/share/man/man1" "$root/usr/share/man/man5" "$root/usr/share/doc/xmq" \
 	"$root/usr/share/bash-completion/completions" "$root/usr/share/zsh/vendor-completions" \
-	"$root/usr/share/fish/vendor_completions.d"
+	"$root/usr/share/fish/vendor_completions.d" "$root/usr/share/lintian/overrides"
 
 gobuild linux "$ARCH" xmq "$root/usr/bin/xmq"
 gobuild linux "$ARCH" loadtest "$root/usr/bin/loadtest"
@@ -49,13 +49,43 @@ cp "$DIST/share/completion/_xmq" "$root/usr/share/zsh/vendor-completions/_xmq"
 cp "$DIST/share/completion/xmq.fish" "$root/usr/share/fish/vendor_completions.d/xmq.fish"
 cp xmq.example.yaml "$root/usr/share/doc/xmq/"
 gzip -9n <README.md >"$root/usr/share/doc/xmq/README.md.gz"
+# Machine-readable (DEP 5), pointing at Debian's copy of the Apache
+# licence; the notices of the linked modules, many under Apache 2.0 too,
+# are a file of their own.
+cat >"$root/usr/share/doc/xmq/copyright" <<COPYRIGHT
+Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
+Upstream-Name: xmq
+Source: https://github.com/xmq-io/xmq
+
+Files: *
+Copyright: $(date -u -d "@$EPOCH" +%Y) The xmq authors
+License: Apache-2.0
+Comment: The Go modules linked into /usr/bin/xmq and /usr/bin/loadtest are
+ under their own licences, listed with their notices in
+ /usr/share/doc/xmq/THIRD_PARTY_LICENSES.txt.gz.
+
+License: Apache-2.0
+ Licensed under the Apache License, Version 2.0 (the "License"); you may
+ not use this file except in compliance with the License.
+ .
+ On Debian systems, the full text of the Apache License, Version 2.0 can
+ be found in the file /usr/share/common-licenses/Apache-2.0.
+COPYRIGHT
+gzip -9n <"$DIST/share/THIRD_PARTY_LICENSES.txt" >"$root/usr/share/doc/xmq/THIRD_PARTY_LICENSES.txt.gz"
+# A native package's changelog: one entry for this build.
 {
-	echo "xmq is licensed under the Apache License, Version 2.0:"
+	echo "xmq ($debver) unstable; urgency=medium"
 	echo
-	cat LICENSE
+	echo "  * Built from commit ${COMMIT:0:12}."
 	echo
-	cat "$DIST/share/THIRD_PARTY_LICENSES.txt"
-} >"$root/usr/share/doc/xmq/copyright"
+	echo " -- $MAINTAINER  $(LC_ALL=C date -u -R -d "@$EPOCH")"
+} | gzip -9n >"$root/usr/share/doc/xmq/changelog.gz"
+# Go links statically by design (CGO_ENABLED=0): no shared library to
+# depend on, the same binary on every Debian release.
+cat >"$root/usr/share/lintian/overrides/xmq" <<OVERRIDES
+xmq: statically-linked-binary [usr/bin/xmq]
+xmq: statically-linked-binary [usr/bin/loadtest]
+OVERRIDES
 
 cp packaging/deb/postinst packaging/deb/prerm packaging/deb/postrm "$root/DEBIAN/"
 printf '/etc/xmq/xmq.yaml\n/etc/default/xmq\n' >"$root/DEBIAN/conffiles"
@@ -66,7 +96,7 @@ Version: $debver
 Architecture: $ARCH
 Maintainer: $MAINTAINER
 Installed-Size: $(du -sk --exclude=DEBIAN "$root" | cut -f1)
-Depends: passwd
+Depends: passwd, init-system-helpers (>= 1.54~)
 Section: net
 Priority: optional
 Description: MQTT 3.1, 3.1.1 and 5.0 broker

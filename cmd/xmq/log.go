@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -58,6 +59,9 @@ func (l *logger) close() {
 	}
 }
 
+// logFileMode is a new log file's mode: the owner writes, its group reads.
+const logFileMode = 0o640
+
 // newLogger builds the process logger: to w (standard error) unless the
 // configuration names a file, syslog or the journal, to each of those
 // then. Format "auto" picks console output when w is a terminal and JSON
@@ -77,6 +81,15 @@ func newLogger(w io.Writer, c logConfig) (*logger, error) {
 		return nil, err
 	}
 	if c.File != "" {
+		// lumberjack makes a new file 0600 and gives every file after it
+		// the mode of the one before: make the first one readable by the
+		// file's group (an operator's adm), as syslog's files are.
+		if err := os.MkdirAll(filepath.Dir(c.File), 0o755); err == nil {
+			if f, err := os.OpenFile(c.File, os.O_CREATE|os.O_EXCL|os.O_WRONLY, logFileMode); err == nil {
+				_ = f.Chmod(logFileMode) // whatever the umask took away
+				_ = f.Close()
+			}
+		}
 		lj := &lumberjack.Logger{Filename: c.File, MaxSize: c.MaxSizeMB, MaxBackups: c.MaxBackups, MaxAge: c.MaxAgeDays,
 			Compress: c.Compress, LocalTime: false}
 		// Open now, so that a file that cannot be written stops the start.

@@ -134,6 +134,12 @@ func TestLogFileRotation(t *testing.T) {
 	if err != nil || fi.Size() > 1<<20 {
 		t.Errorf("current file %v %v, want at most 1 MB", fi, err)
 	}
+	// Readable by the group, the current file and the rotated ones.
+	for _, f := range append(matches, file) {
+		if fi, err := os.Stat(f); err != nil || fi.Mode().Perm() != logFileMode {
+			t.Errorf("%s: mode %v, want %v", f, fi.Mode().Perm(), os.FileMode(logFileMode))
+		}
+	}
 	data, _ := os.ReadFile(file)
 	if !strings.HasPrefix(string(data), `{"level":"info"`) {
 		t.Errorf("a file gets JSON with format auto: %.80s", data)
