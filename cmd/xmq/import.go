@@ -31,12 +31,21 @@ func runImport(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("xmq import", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	out := fs.String("o", "", "write the configuration to FILE instead of standard output")
+	dynsec := fs.String("dynsec", "", "convert this dynamic security plugin file instead")
+	passwdOut := fs.String("passwd", "", "with -dynsec: the password file to write")
+	aclOut := fs.String("acl", "", "with -dynsec: the ACL file to write")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printImportUsage(stdout)
 			return nil
 		}
 		return usageError{fmt.Errorf("import: %w (xmq import -h)", err)}
+	}
+	if *dynsec != "" {
+		if fs.NArg() != 0 {
+			return usageError{errors.New("import: -dynsec takes no Mosquitto configuration file")}
+		}
+		return runImportDynsec(*dynsec, *passwdOut, *aclOut, stderr)
 	}
 	if fs.NArg() != 1 {
 		return usageError{errors.New("import: want one Mosquitto configuration file (xmq import mosquitto.conf > xmq.yaml)")}
@@ -82,6 +91,7 @@ func printImportUsage(w io.Writer) {
 
 Usage:
   xmq import [-o FILE] mosquitto.conf > xmq.yaml
+  xmq import -dynsec dynamic-security.json -passwd FILE -acl FILE
 
 It reads the file (and its include_dir files) as Mosquitto 2.0 does and
 writes YAML for xmq -c: listeners (mqtt, websockets, TLS files, client
@@ -94,8 +104,20 @@ and ACL files are used as they are: xmq reads Mosquitto's formats.
 docs/migrating-from-mosquitto.md covers every option. It reads 16 MiB at
 most, the file and its include_dir files together.
 
+The second form converts the dynamic security plugin's clients, groups
+and roles into a password file and an ACL file (mode 0600) for
+auth.password_file and auth.acl_file, then checks them: it compares the
+plugin's decisions with xmq's for every client on the topics of the rules
+and lists each that differs (the plugin's first matching rule wins, where
+an ACL file's deny wins; xmq has one read access for subscribing and
+receiving), and what an ACL file cannot say (a client tied to one client
+id, UNSUBSCRIBE rules).
+
 Flags:
-  -o FILE   write to FILE (mode 0600) instead of standard output.
+  -o FILE          write to FILE (mode 0600) instead of standard output.
+  -dynsec FILE     convert a dynamic security plugin file (dynamic-security.json).
+  -passwd FILE     with -dynsec: the password file to write.
+  -acl FILE        with -dynsec: the ACL file to write.
 `)
 }
 
@@ -900,7 +922,7 @@ func (im *importer) securityOther(s *mosqSecurityConf) {
 	for _, l := range s.other {
 		switch {
 		case l.key == "auth_plugin" || l.key == "plugin":
-			im.skip(l, "xmq loads no plugins: authentication is the password file (with SCRAM), certificates and the ACL file; the dynamic security plugin's users and roles must become password and ACL entries")
+			im.skip(l, "xmq loads no plugins: authentication is the password file (with SCRAM), certificates and the ACL file; `xmq import -dynsec FILE -passwd FILE -acl FILE` converts the dynamic security plugin's file (its plugin_opt_config_file) into them")
 		case l.key == "auth_plugin_deny_special_chars":
 			im.skip(l, "no plugins; xmq's ACL patterns never match a %u or %c that contains + or #")
 		default:
