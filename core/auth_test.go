@@ -201,3 +201,42 @@ func TestMaxMessageRate(t *testing.T) {
 	}
 	s.expectNothing(quiet)
 }
+
+// loginAuth is a LoginAuthenticator: every login is user "token-user",
+// ending after ttl, and it allows publishing only to that user's topics,
+// so the test sees which user name core holds.
+type loginAuth struct{ ttl time.Duration }
+
+func (a loginAuth) Authenticate(string, string, []byte, net.Addr, string, string) error { return nil }
+func (a loginAuth) Login(string, string, []byte, net.Addr, string, string) (string, time.Time, error) {
+	return "token-user", time.Now().Add(a.ttl), nil
+}
+func (loginAuth) CanPublish(_, username, topic string) bool { return topic == "u/"+username }
+func (loginAuth) CanWill(string, string, string) bool       { return true }
+func (loginAuth) CanSubscribe(string, string, string) bool  { return true }
+func (loginAuth) ReadsAll(string, string, string) bool      { return true }
+func (loginAuth) CanRead(string, string, string) bool       { return true }
+func (loginAuth) Generation() uint64                        { return 0 }
+
+// TestLoginAuthenticator: core takes the user name a Login names (the
+// CONNECT had none) and closes the connection when the login ends, with
+// DISCONNECT Maximum connect time.
+func TestLoginAuthenticator(t *testing.T) {
+	a := loginAuth{ttl: 300 * time.Millisecond}
+	srv := newServer(t, core.Options{}, core.Config{Authenticator: a, Authorizer: a})
+	c := dial(t, srv, codec.V5)
+	p := connectPacket(codec.V5, "dev")
+	p.PasswordFlag, p.Password = true, []byte("a token")
+	start := time.Now()
+	c.connect(p)
+	c.send(&codec.Publish{Topic: []byte("u/token-user"), QoS: 1, PacketID: 1})
+	if ack := expect[*codec.Ack](c); ack.ReasonCode.IsError() {
+		t.Errorf("PUBACK %s: the user name is not the login's", ack.ReasonCode)
+	}
+	if d := expect[*codec.Disconnect](c); d.ReasonCode != codec.MaximumConnectTime {
+		t.Fatalf("DISCONNECT %s, want Maximum connect time", d.ReasonCode)
+	}
+	if d := time.Since(start); d < 250*time.Millisecond {
+		t.Errorf("closed after %v, before the login ended", d)
+	}
+}
