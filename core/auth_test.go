@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -238,5 +239,52 @@ func TestLoginAuthenticator(t *testing.T) {
 	}
 	if d := time.Since(start); d < 250*time.Millisecond {
 		t.Errorf("closed after %v, before the login ended", d)
+	}
+}
+
+// changingAuthz reads all it allows, or checks each message and refuses
+// t/secret; which one is set between logins, as a token's ACL claim
+// changes between two logins with the same user name.
+type changingAuthz struct{ readsAll atomic.Bool }
+
+func (*changingAuthz) CanPublish(string, string, string) bool   { return true }
+func (*changingAuthz) CanWill(string, string, string) bool      { return true }
+func (*changingAuthz) CanSubscribe(string, string, string) bool { return true }
+func (z *changingAuthz) ReadsAll(string, string, string) bool   { return z.readsAll.Load() }
+func (*changingAuthz) CanRead(_, _, topic string) bool          { return topic != "t/secret" }
+func (*changingAuthz) Generation() uint64                       { return 1 }
+
+// TestReadsAllAskedAtEachLogin: a resumed session's subscriptions ask
+// ReadsAll again at each login, though the user name and the rules'
+// Generation are the same: the new login may read less.
+func TestReadsAllAskedAtEachLogin(t *testing.T) {
+	z := &changingAuthz{}
+	z.readsAll.Store(true)
+	srv := newServer(t, core.Options{}, core.Config{Authorizer: z})
+	login := func() *tconn {
+		c := dial(t, srv, codec.V5)
+		p := connectPacket(codec.V5, "sub")
+		p.CleanStart = false
+		p.Props.SetNum(codec.PropSessionExpiry, 300)
+		p.UsernameFlag, p.Username = true, []byte("alice")
+		c.connect(p)
+		return c
+	}
+	sub := login()
+	sub.subscribe(0, "t/#")
+	pub := dial(t, srv, codec.V5)
+	pub.connect(connectPacket(codec.V5, "pub"))
+	pub.pub("t/secret", "first login reads all", 0)
+	if p := sub.expectPublish(); string(p.Payload) != "first login reads all" {
+		t.Fatalf("got %q", p.Payload)
+	}
+	sub.send(&codec.Disconnect{})
+	sub.expectClosed()
+	z.readsAll.Store(false)
+	sub = login()
+	pub.pub("t/secret", "refused", 0)
+	pub.pub("t/open", "allowed", 0)
+	if p := sub.expectPublish(); string(p.Payload) != "allowed" {
+		t.Fatalf("second login got %q on %s: the first login's ReadsAll answer was kept", p.Payload, p.Topic)
 	}
 }
