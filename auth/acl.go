@@ -84,6 +84,7 @@ type rule struct {
 	usesU   bool // a pattern with %u
 	line    int
 	pattern bool
+	claim   bool // a rule of a token's ACL claim (jwt.go); line is its number there
 }
 
 // aclSet is a parsed ACL file.
@@ -418,6 +419,9 @@ func (s *aclSet) canSubscribe(clientID, username, filter string) (ok, readAll bo
 func (r *rule) describe() string {
 	if r == nil {
 		return "no rule allows it"
+	}
+	if r.claim {
+		return fmt.Sprintf("token acl claim, rule %d: %s", r.line, r.filter)
 	}
 	kw, acc := "topic", "readwrite"
 	if r.pattern {

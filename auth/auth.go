@@ -42,6 +42,7 @@ type Auth struct {
 	flaps   *flapDetector
 	denyLog *limitTable[string, denyWindow]
 	hashq   *hashQueue
+	jwt     *jwtAuth // nil without auth.jwt (jwt.go)
 
 	scramSecret []byte
 	proofKey    []byte                               // keys the login cache's proofs; never leaves the process
@@ -112,8 +113,9 @@ func New(opts Options) (*Auth, error) {
 	for _, name := range opts.CertListeners {
 		a.certListeners[name] = true
 	}
+	a.jwt = newJWT(opts.JWT, l.Tracked, a.log)
 	a.mu.Lock()
-	err := errors.Join(a.loadPasswordsLocked(), a.loadACLLocked())
+	err := errors.Join(a.loadPasswordsLocked(), a.loadACLLocked(), a.loadJWTLocked(false))
 	a.mu.Unlock()
 	if err == nil {
 		err = a.loadBans(a.now())
@@ -121,6 +123,7 @@ func New(opts Options) (*Auth, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.jwt.start(a.now())
 	if st := a.acl.Load(); st != nil && a.users.Load() == nil && len(st.set.users) > 0 {
 		a.log.Warn("the ACL file has user sections but there is no password file: user names are not verified")
 	}
@@ -142,7 +145,7 @@ func (a *Auth) Close() error {
 func (a *Auth) Reload() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return errors.Join(a.loadPasswordsLocked(), a.loadACLLocked())
+	return errors.Join(a.loadPasswordsLocked(), a.loadACLLocked(), a.loadJWTLocked(true))
 }
 
 // SetFiles changes the password file and the ACL file ("" for none) while
@@ -265,6 +268,7 @@ func (a *Auth) maintain() {
 		a.flaps.t.sweep(now)
 		a.flaps.holders.sweep(now)
 		a.denyLog.sweep(now)
+		a.maintainJWT(now)
 	}
 }
 
@@ -295,6 +299,7 @@ func (a *Auth) poll() {
 	}
 	check(a.opts.PasswordFile, a.pwStamp, &a.pwErr, a.loadPasswordsLocked)
 	check(a.opts.ACLFile, a.aclStamp, &a.aclErr, a.loadACLLocked)
+	a.pollJWTLocked()
 }
 
 // refusal is an authentication refusal: core sends Code to the client and
@@ -343,6 +348,10 @@ func (a *Auth) Authenticate(clientID, username string, password []byte, remote n
 	pf := a.users.Load()
 	who := a.identityOf(clientID, username, ip, listener, pf)
 	if err := a.admit(who, username, ip, now); err != nil {
+		return err
+	}
+	if a.tokenApplies(username, password, listener) {
+		_, _, err := a.tokenLogin(clientID, username, password, remote, ip, now)
 		return err
 	}
 	switch {
@@ -460,10 +469,10 @@ func (a *Auth) loggedIn(who identity, now time.Time) {
 
 // identityOf is the identity a client is counted and banned as for
 // flapping: its client id with its user name when the name is verified
-// (a password file, or a certificate listener), otherwise with its source
-// address.
+// (a password file, a token, or a certificate listener), otherwise with its
+// source address.
 func (a *Auth) identityOf(clientID, username string, ip netip.Addr, listener string, pf *passwordFile) identity {
-	if username != "" && (pf != nil || a.certListeners[listener]) {
+	if username != "" && (pf != nil || a.jwt != nil || a.certListeners[listener]) {
 		return identity{clientID: clientID, username: username}
 	}
 	return identity{clientID: clientID, addr: sourceKey(ip)}
@@ -577,8 +586,9 @@ func (a *Auth) fakeScram(m *scramMech, user string) scramCred {
 // old connection was noticed dead, or two devices sharing credentials and
 // client id), since anyone who knows a client id can take it over.
 func (a *Auth) ClientDisconnected(clientID, username string, remote net.Addr, listener string, connectedFor time.Duration, reason string) {
+	a.jwtDisconnected(clientID, username, remote)
 	switch reason {
-	case "normal", "disconnect_with_will", "server_shutdown", "admin":
+	case "normal", "disconnect_with_will", "server_shutdown", "admin", "login_expired":
 		return
 	}
 	now := a.now()
@@ -621,6 +631,9 @@ func (a *Auth) CanRead(clientID, username, topic string) bool {
 // check decides one access to a topic name through the decision cache and
 // reports a refusal.
 func (a *Auth) check(kind denyKind, clientID, username, topic string, acc access) bool {
+	if ok, decided := a.claimTopic(kind, clientID, username, topic, acc); decided {
+		return ok
+	}
 	st := a.acl.Load()
 	if st == nil {
 		return true
@@ -642,6 +655,9 @@ func (a *Auth) check(kind denyKind, clientID, username, topic string, acc access
 // A granted filter may still reach topics the client may not read, which
 // CanRead filters out on delivery.
 func (a *Auth) CanSubscribe(clientID, username, filter string) bool {
+	if ok, decided := a.claimSubscribe(clientID, username, filter); decided {
+		return ok
+	}
 	st := a.acl.Load()
 	if st == nil {
 		return true
@@ -657,6 +673,9 @@ func (a *Auth) CanSubscribe(clientID, username, filter string) bool {
 // client, so deliveries need no CanRead until Generation changes
 // (core.Authorizer). It counts and logs nothing.
 func (a *Auth) ReadsAll(clientID, username, filter string) bool {
+	if a.hasClaim(clientID, username) {
+		return false
+	}
 	st := a.acl.Load()
 	if st == nil {
 		return true

@@ -1,12 +1,14 @@
 // Package auth decides who may connect to xmq and what they may do: a
-// Mosquitto-compatible password file and ACL file, MQTT 5 SCRAM, client
-// certificate identities, and the limits that stop abuse cheaply.
+// Mosquitto-compatible password file and ACL file, JSON Web Tokens, MQTT 5
+// SCRAM, client certificate identities, and the limits that stop abuse
+// cheaply.
 //
 // Contract:
 //
 //   - Auth satisfies core's Authenticator (Authenticate), Authorizer
-//     (CanPublish, CanSubscribe), EnhancedAuthenticator (AuthStep) and
-//     ConnectionObserver (ClientDisconnected) with plain parameters; the
+//     (CanPublish, CanSubscribe), LoginAuthenticator (Login),
+//     EnhancedAuthenticator (AuthStep) and ConnectionObserver
+//     (ClientDisconnected) with plain parameters; the
 //     package never imports core (see DESIGN.md). A refusal is an error
 //     wrapping a codec.ReasonCode, which core sends in CONNACK; its text is
 //     for the server log and never holds a password or hash.
@@ -17,6 +19,15 @@
 //     the anonymous policy. On a listener in Options.CertListeners the
 //     user name is the client certificate's identity, set by the
 //     listener, and is accepted without a password.
+//   - Tokens: with Options.JWT, a password in the form of a JWT is checked
+//     as one (jwt.go): signature (HMAC secret, PEM public keys, JWK Sets
+//     from a file or a URL), exp, nbf, iat, iss, aud; the user name comes
+//     from a claim, and an ACL claim applies to that connection before the
+//     ACL file. A token check takes no hash-queue turn, but a refused token
+//     counts toward the failed-login limit. Login (core's
+//     LoginAuthenticator) returns the token's user and exp, at which core
+//     closes the connection. With JWT and no password file, a user name
+//     needs a token.
 //   - Passwords: see passwd.go for the file format. Mosquitto's $7$
 //     (PBKDF2-SHA512) and $6$ entries are read as they are; xmq passwd
 //     (PasswdMain) writes bcrypt plus SCRAM-SHA-256 and SCRAM-SHA-1

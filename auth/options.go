@@ -62,6 +62,8 @@ type Options struct {
 	// BanStore keeps the bans set through Ban across restarts; nil: bans
 	// live in memory only. Flapping bans are never stored.
 	BanStore BanStore
+	// JWT is JSON Web Token authentication (jwt.go); off without a key.
+	JWT JWTOptions
 	// Limits are the abuse limits.
 	Limits Limits
 	// Log receives reloads, bans and refusals (never a password or hash).
@@ -150,6 +152,7 @@ func (o *Options) SetDefaults() {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
+	o.JWT.setDefaults()
 	if o.now == nil {
 		o.now = time.Now
 	}
@@ -194,7 +197,7 @@ func (o *Options) SetDefaults() {
 
 // Validate checks the options after SetDefaults.
 func (o *Options) Validate() error {
-	errs := []error{o.AllowAnonymous.Validate()}
+	errs := []error{o.AllowAnonymous.Validate(), o.JWT.validate()}
 	for name, a := range o.ListenerAnonymous {
 		if err := a.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("listener %s: %w", name, err))

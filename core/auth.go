@@ -29,10 +29,52 @@ type EnhancedAuthenticator interface {
 		reply []byte, next any, done bool, username string, err error)
 }
 
+// LoginAuthenticator is an Authenticator whose logins can name the user and
+// end: a JWT names the user in a claim and expires at its exp. Core calls
+// Login in place of Authenticate (with the same arguments and refusals). A
+// non-empty user is the client's user name from then on, for the ACL and the
+// session's owner (the CONNECT may have none); a non-zero expires is when the
+// login ends, and core then closes the connection: MQTT 5 clients get
+// DISCONNECT Maximum connect time (0xA0), the code EMQX sends when a token
+// expires, and earlier versions a closed connection. A wrapper that screens
+// user names (reserved names) must check user too.
+type LoginAuthenticator interface {
+	Login(clientID, username string, password []byte, remote net.Addr, listener, crossOrigin string) (
+		user string, expires time.Time, err error)
+}
+
 // ConnectionObserver is told when a connection that passed CONNECT ends, so
 // an authenticator can detect flapping clients. reason is a CloseReason name.
 type ConnectionObserver interface {
 	ClientDisconnected(clientID, username string, remote net.Addr, listener string, connectedFor time.Duration, reason string)
+}
+
+// login runs the Authenticator for a CONNECT without enhanced
+// authentication: Login when it has one (LoginAuthenticator), else
+// Authenticate. It sets the user name a login names and arms the close at
+// its end.
+func (c *client) login(password []byte, crossOrigin string) error {
+	la, ok := c.srv.auth.(LoginAuthenticator)
+	if !ok {
+		return c.srv.auth.Authenticate(c.id, c.username, password, c.conn.RemoteAddr(), c.listener, crossOrigin)
+	}
+	user, expires, err := la.Login(c.id, c.username, password, c.conn.RemoteAddr(), c.listener, crossOrigin)
+	if err != nil {
+		return err
+	}
+	if user != "" {
+		c.username = user
+	}
+	if !expires.IsZero() {
+		// A timer per expiring login, stopped when the connection ends
+		// (finish): few connections carry one, and its moment is exact,
+		// which the keepalive wheel's ticks are not.
+		c.expiry = time.AfterFunc(time.Until(expires), func() {
+			c.log(zap.InfoLevel, "closing connection: its login expired", zap.Time("expired", expires))
+			c.closeWhy(CloseLoginExpired, codec.MaximumConnectTime, "login expired")
+		})
+	}
+	return nil
 }
 
 // authReason is the CONNACK or DISCONNECT code for an authentication error.

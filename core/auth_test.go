@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -200,4 +201,90 @@ func TestMaxMessageRate(t *testing.T) {
 		t.Errorf("%d QoS 1 messages delivered, want all 8", n1)
 	}
 	s.expectNothing(quiet)
+}
+
+// loginAuth is a LoginAuthenticator: every login is user "token-user",
+// ending after ttl, and it allows publishing only to that user's topics,
+// so the test sees which user name core holds.
+type loginAuth struct{ ttl time.Duration }
+
+func (a loginAuth) Authenticate(string, string, []byte, net.Addr, string, string) error { return nil }
+func (a loginAuth) Login(string, string, []byte, net.Addr, string, string) (string, time.Time, error) {
+	return "token-user", time.Now().Add(a.ttl), nil
+}
+func (loginAuth) CanPublish(_, username, topic string) bool { return topic == "u/"+username }
+func (loginAuth) CanWill(string, string, string) bool       { return true }
+func (loginAuth) CanSubscribe(string, string, string) bool  { return true }
+func (loginAuth) ReadsAll(string, string, string) bool      { return true }
+func (loginAuth) CanRead(string, string, string) bool       { return true }
+func (loginAuth) Generation() uint64                        { return 0 }
+
+// TestLoginAuthenticator: core takes the user name a Login names (the
+// CONNECT had none) and closes the connection when the login ends, with
+// DISCONNECT Maximum connect time.
+func TestLoginAuthenticator(t *testing.T) {
+	a := loginAuth{ttl: 300 * time.Millisecond}
+	srv := newServer(t, core.Options{}, core.Config{Authenticator: a, Authorizer: a})
+	c := dial(t, srv, codec.V5)
+	p := connectPacket(codec.V5, "dev")
+	p.PasswordFlag, p.Password = true, []byte("a token")
+	start := time.Now()
+	c.connect(p)
+	c.send(&codec.Publish{Topic: []byte("u/token-user"), QoS: 1, PacketID: 1})
+	if ack := expect[*codec.Ack](c); ack.ReasonCode.IsError() {
+		t.Errorf("PUBACK %s: the user name is not the login's", ack.ReasonCode)
+	}
+	if d := expect[*codec.Disconnect](c); d.ReasonCode != codec.MaximumConnectTime {
+		t.Fatalf("DISCONNECT %s, want Maximum connect time", d.ReasonCode)
+	}
+	if d := time.Since(start); d < 250*time.Millisecond {
+		t.Errorf("closed after %v, before the login ended", d)
+	}
+}
+
+// changingAuthz reads all it allows, or checks each message and refuses
+// t/secret; which one is set between logins, as a token's ACL claim
+// changes between two logins with the same user name.
+type changingAuthz struct{ readsAll atomic.Bool }
+
+func (*changingAuthz) CanPublish(string, string, string) bool   { return true }
+func (*changingAuthz) CanWill(string, string, string) bool      { return true }
+func (*changingAuthz) CanSubscribe(string, string, string) bool { return true }
+func (z *changingAuthz) ReadsAll(string, string, string) bool   { return z.readsAll.Load() }
+func (*changingAuthz) CanRead(_, _, topic string) bool          { return topic != "t/secret" }
+func (*changingAuthz) Generation() uint64                       { return 1 }
+
+// TestReadsAllAskedAtEachLogin: a resumed session's subscriptions ask
+// ReadsAll again at each login, though the user name and the rules'
+// Generation are the same: the new login may read less.
+func TestReadsAllAskedAtEachLogin(t *testing.T) {
+	z := &changingAuthz{}
+	z.readsAll.Store(true)
+	srv := newServer(t, core.Options{}, core.Config{Authorizer: z})
+	login := func() *tconn {
+		c := dial(t, srv, codec.V5)
+		p := connectPacket(codec.V5, "sub")
+		p.CleanStart = false
+		p.Props.SetNum(codec.PropSessionExpiry, 300)
+		p.UsernameFlag, p.Username = true, []byte("alice")
+		c.connect(p)
+		return c
+	}
+	sub := login()
+	sub.subscribe(0, "t/#")
+	pub := dial(t, srv, codec.V5)
+	pub.connect(connectPacket(codec.V5, "pub"))
+	pub.pub("t/secret", "first login reads all", 0)
+	if p := sub.expectPublish(); string(p.Payload) != "first login reads all" {
+		t.Fatalf("got %q", p.Payload)
+	}
+	sub.send(&codec.Disconnect{})
+	sub.expectClosed()
+	z.readsAll.Store(false)
+	sub = login()
+	pub.pub("t/secret", "refused", 0)
+	pub.pub("t/open", "allowed", 0)
+	if p := sub.expectPublish(); string(p.Payload) != "allowed" {
+		t.Fatalf("second login got %q on %s: the first login's ReadsAll answer was kept", p.Payload, p.Topic)
+	}
 }

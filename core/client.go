@@ -52,6 +52,9 @@ type client struct {
 	// claim is this connection's hold on its client id cluster-wide
 	// (Cluster.Claim), 0 without a cluster.
 	claim uint64
+	// expiry closes the connection when its login ends
+	// (LoginAuthenticator); nil for a login without an end.
+	expiry *time.Timer
 	// takenElsewhere is set when a connection on another node took the
 	// client id over (Server.TakeOver): the client is back, so a will
 	// waiting for its delay is not sent [MQTT-3.1.3-9].

@@ -126,7 +126,7 @@ func (c *client) handshake() bool {
 		return refuse(codec.BadAuthenticationMethod, CloseAuthFailed, "enhanced authentication is not configured")
 	}
 	if srv.auth != nil && authMethod == "" {
-		if err := srv.auth.Authenticate(c.id, c.username, cp.Password, c.conn.RemoteAddr(), c.listener, crossOrigin(c.conn)); err != nil {
+		if err := c.login(cp.Password, crossOrigin(c.conn)); err != nil {
 			return refuse(authReason(err), CloseAuthFailed, err.Error())
 		}
 	}
@@ -292,6 +292,9 @@ func (c *client) finish() {
 		c.flushDirty() // the subscribers of a burst cut short are owed their wake-up
 	}
 	c.close(ClosePeerGone, 0) // no-op when a reason was set already
+	if c.expiry != nil {
+		c.expiry.Stop()
+	}
 	<-c.done
 	_ = c.conn.Close()
 	c.stopParking()

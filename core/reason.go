@@ -24,13 +24,14 @@ const (
 	CloseStoreError                 // the store could not make an MQTT 3 client's messages durable
 	CloseNotAuthorized              // CONNECT refused by authorization: another user's session, a will the client may not have
 	CloseBusy                       // refused before CONNECT was read: the pre-login memory budget was spent
+	CloseLoginExpired               // the login ended (a token's exp: LoginAuthenticator)
 	closeReasonCount
 )
 
 var closeNames = [...]string{"none", "normal", "disconnect_with_will", "peer_gone", "keepalive_timeout",
 	"connect_timeout", "malformed_packet", "protocol_error", "packet_too_large", "taken_over",
 	"auth_failure", "connect_refused", "slow_consumer", "server_shutdown", "admin",
-	"store_error", "not_authorized", "server_busy"}
+	"store_error", "not_authorized", "server_busy", "login_expired"}
 
 func (r CloseReason) String() string {
 	if int(r) < len(closeNames) {

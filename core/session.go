@@ -515,11 +515,13 @@ func (sub *storedSub) opts(srv *Server) subOpts {
 		subID: sub.SubscriptionID, v5: sub.V5, acl: newSubACL(srv, sub.Filter)}
 }
 
-// setOwner records who the session belongs to now.
+// setOwner records who the session belongs to now. Each call stores a new
+// pointer, even for the same name: subscriptions keep the Authorizer's
+// ReadsAll answers per owner pointer (subACL), and a new login may bring
+// other rights than the last one with the same user name (a token's ACL
+// claim), so each attach asks again.
 func (s *session) setOwner(username string) {
-	if o := s.owner.Load(); o == nil || *o != username {
-		s.owner.Store(&username)
-	}
+	s.owner.Store(&username)
 }
 
 // ownedBy reports whether username may resume the session: it is the

@@ -149,8 +149,9 @@ func (t *MQTTTokens) Logins() (accepted, refused int64) {
 //
 // The returned Authenticator implements core.EnhancedAuthenticator and
 // core.ConnectionObserver exactly when authn does, forwarding to it, so
-// core behaves as it did with authn alone. An enhanced exchange that ends
-// with a reserved user name is refused.
+// core behaves as it did with authn alone, and core.LoginAuthenticator
+// always (it is Authenticate when authn has none). An enhanced exchange or
+// a login that ends with a reserved user name is refused.
 func (t *MQTTTokens) Wrap(authn core.Authenticator, authz core.Authorizer) (core.Authenticator, core.Authorizer) {
 	a := &tokenAuthn{t: t, inner: authn}
 	a.enhanced, _ = authn.(core.EnhancedAuthenticator)
@@ -183,6 +184,7 @@ type (
 )
 
 var (
+	_ core.LoginAuthenticator    = (*tokenAuthn)(nil)
 	_ core.EnhancedAuthenticator = enhancedAuthn{}
 	_ core.ConnectionObserver    = observerAuthn{}
 	_ core.EnhancedAuthenticator = enhancedObserverAuthn{}
@@ -203,6 +205,23 @@ func (a *tokenAuthn) Authenticate(clientID, username string, password []byte, re
 		return nil
 	}
 	return a.inner.Authenticate(clientID, username, password, remote, listener, crossOrigin)
+}
+
+// Login implements core.LoginAuthenticator, on every wrapper: without one
+// in the wrapped authenticator it is Authenticate, which core would have
+// called. A login that names a reserved user (a token's claim) is refused:
+// only Check admits those names.
+func (a *tokenAuthn) Login(clientID, username string, password []byte, remote net.Addr, listener, crossOrigin string) (
+	string, time.Time, error) {
+	la, ok := a.inner.(core.LoginAuthenticator)
+	if !ok || strings.HasPrefix(username, DashboardUserPrefix) {
+		return "", time.Time{}, a.Authenticate(clientID, username, password, remote, listener, crossOrigin)
+	}
+	user, expires, err := la.Login(clientID, username, password, remote, listener, crossOrigin)
+	if err == nil && strings.HasPrefix(user, DashboardUserPrefix) {
+		return "", time.Time{}, errMQTTReservedName
+	}
+	return user, expires, err
 }
 
 func (a *tokenAuthn) authStep(method, clientID string, state any, data []byte, remote net.Addr, listener string) (

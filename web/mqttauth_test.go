@@ -337,3 +337,39 @@ func TestWrapThroughCore(t *testing.T) {
 		}
 	}
 }
+
+// loginAuth is an innerAuth with core.LoginAuthenticator: its logins name
+// loginUser.
+type loginAuth struct {
+	innerAuth
+	loginUser string
+}
+
+func (a *loginAuth) Login(c, u string, p []byte, r net.Addr, l, o string) (string, time.Time, error) {
+	return a.loginUser, time.Unix(1e9, 0), nil
+}
+
+// TestWrapLogin: the wrapper is always a core.LoginAuthenticator: it
+// forwards a wrapped Login's user name and expiry, refuses one that names a
+// dashboard user (a token's claim must not become a dashboard role), and is
+// Authenticate when the wrapped authenticator has no Login.
+func TestWrapLogin(t *testing.T) {
+	tk := NewMQTTTokens()
+	inner := &loginAuth{loginUser: "alice"}
+	a, _ := tk.Wrap(inner, nil)
+	la, ok := a.(core.LoginAuthenticator)
+	if !ok {
+		t.Fatal("the wrapper is no LoginAuthenticator")
+	}
+	if user, exp, err := la.Login("c", "", []byte("token"), nil, "tcp", ""); err != nil || user != "alice" || exp.Unix() != 1e9 {
+		t.Errorf("Login = %q %v %v", user, exp, err)
+	}
+	inner.loginUser = DashboardMQTTUser(RoleAdmin, "admin")
+	if user, _, err := la.Login("c", "", []byte("token"), nil, "tcp", ""); !errors.Is(err, codec.NotAuthorized) || user != "" {
+		t.Errorf("Login naming %q: %q %v, want Not Authorized", inner.loginUser, user, err)
+	}
+	plain, _ := tk.Wrap(&inner.innerAuth, nil)
+	if user, exp, err := plain.(core.LoginAuthenticator).Login("c", "alice", []byte("pw"), nil, "tcp", ""); err != nil || user != "" || !exp.IsZero() {
+		t.Errorf("Login without a wrapped Login = %q %v %v, want Authenticate's answer", user, exp, err)
+	}
+}

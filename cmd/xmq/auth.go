@@ -38,6 +38,29 @@ type authConfig struct {
 	HashWait           time.Duration  `yaml:"hash_wait"`
 	HashQueuePerSource int            `yaml:"hash_queue_per_source"`
 	HashQueue          int            `yaml:"hash_queue"`
+	// JWT is JSON Web Token authentication: off without a key source.
+	JWT jwtConfig `yaml:"jwt"`
+}
+
+// jwtConfig is auth.jwt (auth.JWTOptions with YAML names). Its keys are
+// files or a URL, never a secret itself, so config print shows them all.
+type jwtConfig struct {
+	SecretFile    string        `yaml:"secret_file"`
+	PublicKeyFile string        `yaml:"public_key_file"`
+	JWKSFile      string        `yaml:"jwks_file"`
+	JWKSURL       string        `yaml:"jwks_url"`
+	JWKSRefresh   time.Duration `yaml:"jwks_refresh"`
+	UsernameClaim string        `yaml:"username_claim"`
+	ACLClaim      string        `yaml:"acl_claim"`
+	Issuer        string        `yaml:"issuer"`
+	Audience      string        `yaml:"audience"`
+	Leeway        time.Duration `yaml:"leeway"`
+}
+
+func (j jwtConfig) options() auth.JWTOptions {
+	return auth.JWTOptions{SecretFile: j.SecretFile, PublicKeyFile: j.PublicKeyFile, JWKSFile: j.JWKSFile,
+		JWKSURL: j.JWKSURL, JWKSRefresh: j.JWKSRefresh, UsernameClaim: j.UsernameClaim, ACLClaim: j.ACLClaim,
+		Issuer: j.Issuer, Audience: j.Audience, Leeway: j.Leeway}
 }
 
 // authOptions builds auth.Options from the auth section and the listeners:
@@ -55,6 +78,7 @@ func (c *config) authOptions() auth.Options {
 			FlapMax: a.FlapMax, FlapWindow: a.FlapWindow, FlapBan: a.FlapBan,
 			MaxHashes: a.MaxHashes, HashWait: a.HashWait, HashQueuePerSource: a.HashQueuePerSource, HashQueue: a.HashQueue,
 		},
+		JWT: a.JWT.options(),
 	}
 	for _, l := range c.Listeners {
 		if l.AllowAnonymous != "" {
@@ -74,7 +98,11 @@ func (c *config) validateAuth(ps *problems) {
 	o := c.authOptions()
 	o.SetDefaults()
 	o.AllowAnonymous, o.ListenerAnonymous = auth.AnonymousLoopback, nil // checked with their keys
+	o.JWT = auth.JWTOptions{}                                           // checked below, under its own key
 	ps.addErr(ap, o.Validate())
+	jo := auth.Options{JWT: c.Auth.JWT.options()}
+	jo.SetDefaults()
+	ps.addErr(ap.with("jwt"), jo.Validate())
 }
 
 // authFlags are the command-line flags of the auth section.
@@ -117,7 +145,10 @@ func newAuth(cfg *config, bans auth.BanStore, log *zap.Logger) (*auth.Auth, erro
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Auth.PasswordFile == "" {
+	switch {
+	case cfg.Auth.PasswordFile == "" && opts.JWT.Enabled():
+		alog.Info("no password file: user names need a token (auth.jwt); anonymous access per allow_anonymous")
+	case cfg.Auth.PasswordFile == "":
 		opts.SetDefaults()
 		alog.Info("no password file: user names are not checked; anonymous access per allow_anonymous",
 			zap.String("allow_anonymous", string(opts.AllowAnonymous)))

@@ -26,7 +26,7 @@ func TestExampleAuthIsDefault(t *testing.T) {
 	def.SetDefaults()
 	if got.PasswordFile != def.PasswordFile || got.ACLFile != def.ACLFile || got.AllowAnonymous != def.AllowAnonymous ||
 		got.ReloadInterval != def.ReloadInterval || got.ACLCacheSize != def.ACLCacheSize || got.LoginCacheTTL != def.LoginCacheTTL ||
-		got.Limits != def.Limits ||
+		got.Limits != def.Limits || got.JWT != def.JWT ||
 		len(got.ListenerAnonymous) != 0 || len(got.CertListeners) != 0 {
 		t.Errorf("example auth section gives\n  %+v\nwant auth's defaults\n  %+v", got, def)
 	}

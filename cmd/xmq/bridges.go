@@ -116,8 +116,8 @@ func newBridges(srv *core.Server, log *zap.Logger) *bridge.Manager {
 // auth; such a session may publish and subscribe to anything, as
 // Mosquitto's bridges may. Everything else goes to auth unchanged.
 // Embedding *auth.Auth keeps its optional interfaces (enhanced
-// authentication, the disconnect observer), which bridgeAuth overrides
-// only to keep reserved names out of them.
+// authentication, logins, the disconnect observer), which bridgeAuth
+// overrides only to keep reserved names out of them.
 type bridgeAuth struct {
 	*auth.Auth
 	// bridges is set once the broker exists, before any connection.
@@ -129,6 +129,7 @@ var (
 	_ core.Authorizer            = (*bridgeAuth)(nil)
 	_ core.EnhancedAuthenticator = (*bridgeAuth)(nil)
 	_ core.ConnectionObserver    = (*bridgeAuth)(nil)
+	_ core.LoginAuthenticator    = (*bridgeAuth)(nil)
 )
 
 // Authenticate implements core.Authenticator.
@@ -140,6 +141,21 @@ func (b *bridgeAuth) Authenticate(clientID, username string, password []byte, re
 		return b.bridges.CheckLogin(clientID, username, password, listener)
 	}
 	return b.Auth.Authenticate(clientID, username, password, remote, listener, crossOrigin)
+}
+
+// Login implements core.LoginAuthenticator: as Authenticate, and no login
+// gets a bridge's name from its credentials (a token's claim). Without it
+// core would call the embedded Auth's Login and skip the check above.
+func (b *bridgeAuth) Login(clientID, username string, password []byte, remote net.Addr, listener, crossOrigin string) (
+	string, time.Time, error) {
+	if bridge.Reserved(clientID, username) {
+		return "", time.Time{}, b.Authenticate(clientID, username, password, remote, listener, crossOrigin)
+	}
+	user, expires, err := b.Auth.Login(clientID, username, password, remote, listener, crossOrigin)
+	if err == nil && bridge.Reserved("", user) {
+		return "", time.Time{}, bridge.ErrReservedName
+	}
+	return user, expires, err
 }
 
 // AuthStep implements core.EnhancedAuthenticator: no enhanced exchange

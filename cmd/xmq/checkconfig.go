@@ -134,6 +134,9 @@ func checkFiles(cfg *config) configErrors {
 	if cfg.Auth.ACLFile != "" {
 		ps.addErr(path("auth", "acl_file"), auth.CheckFiles("", cfg.Auth.ACLFile))
 	}
+	if jo := cfg.Auth.JWT.options(); jo.Enabled() {
+		ps.addErr(path("auth", "jwt"), auth.CheckJWT(jo))
+	}
 	if cfg.DataDir != "" {
 		if err := checkWritableDir(cfg.DataDir); err != nil {
 			ps.add(path("data_dir"), "%v", err)
