@@ -88,7 +88,7 @@ func (a *apiRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("%s is not allowed on %s (allowed: %s)", r.Method, path, strings.Join(allowed, ", "))))
 		return
 	}
-	writeError(w, notFound("no API endpoint "+path+" (the README lists them)"))
+	writeError(w, notFound("no API endpoint "+path+" (docs/api.md lists them)"))
 }
 
 // lookup finds the route of method and path and the rest of the path

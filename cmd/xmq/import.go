@@ -445,7 +445,7 @@ var mosqListenerNone = map[string]string{
 	"maximum_qos":              "not offered: xmq accepts QoS 0, 1 and 2 on every listener; an ACL cannot lower QoS either",
 	"mount_point":              "not offered: xmq has one topic tree for every listener; ACL patterns with %u or %c can keep clients apart",
 	"use_username_as_clientid": "not offered: xmq keeps the client id; broker.session_owner_check (on by default) already stops one user taking over another's session",
-	"psk_hint":                 "TLS-PSK is not offered (Go's crypto/tls has no PSK; see the README): this listener keeps its certificate TLS only",
+	"psk_hint":                 "TLS-PSK is not offered (Go's crypto/tls has no PSK; see docs/configuration.md): this listener keeps its certificate TLS only",
 }
 
 // mosqExpiration parses persistent_client_expiration: a count and h, d,
@@ -549,7 +549,7 @@ func (im *importer) listener(mc *mosqConf, ml *mosqListenerConf, names map[strin
 		proto = l.value
 	}
 	if psk && !hasCert {
-		im.skip(at, "a TLS-PSK listener: xmq does not offer TLS-PSK (Go's crypto/tls has no PSK; see the README), and serving this port without TLS would expose it: not carried over")
+		im.skip(at, "a TLS-PSK listener: xmq does not offer TLS-PSK (Go's crypto/tls has no PSK; see docs/configuration.md), and serving this port without TLS would expose it: not carried over")
 		im.skipListenerOptions(ml, "its listener (TLS-PSK) is not carried over")
 		return
 	}
@@ -907,7 +907,7 @@ func (im *importer) security(mc *mosqConf) {
 // allow_anonymous of one scope.
 func (im *importer) securityOther(s *mosqSecurityConf) {
 	if l, ok := s.opt("psk_file"); ok {
-		im.skip(l, "TLS-PSK is not offered (Go's crypto/tls has no PSK; see the README): give these clients certificates or passwords")
+		im.skip(l, "TLS-PSK is not offered (Go's crypto/tls has no PSK; see docs/configuration.md): give these clients certificates or passwords")
 	}
 	if l, ok := s.opt("allow_zero_length_clientid"); ok {
 		if v, ok := im.boolean(l); ok && !v {
