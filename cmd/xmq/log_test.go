@@ -126,7 +126,15 @@ func TestLogFileRotation(t *testing.T) {
 		lg.Info("filler", zap.String("x", line))
 	}
 	lg.close()
-	matches, _ := filepath.Glob(filepath.Join(filepath.Dir(file), "xmq-*.log"))
+	// lumberjack removes the backups beyond max_backups on a goroutine
+	// of its own: wait for it.
+	var matches []string
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		matches, _ = filepath.Glob(filepath.Join(filepath.Dir(file), "xmq-*.log"))
+		if len(matches) == 2 || time.Now().After(deadline) {
+			break
+		}
+	}
 	if len(matches) != 2 {
 		t.Errorf("rotated files %v, want max_backups 2", matches)
 	}
