@@ -48,7 +48,7 @@ type Auth struct {
 	nonce       func() string                        // SCRAM server nonce; tests replace it
 	now         func() time.Time                     // tests replace it
 	verify      func(h hasher, password []byte) bool // checks a hash; tests replace it
-	busyLogged  atomic.Int64                         // unix seconds of the last Server Busy log line
+	busyLogged  logGate                              // the Server Busy log line
 
 	stats counters
 
@@ -107,8 +107,8 @@ func New(opts Options) (*Auth, error) {
 		verify:      func(h hasher, password []byte) bool { return h.verify(password) },
 		stop:        make(chan struct{}), done: make(chan struct{}),
 	}
-	a.hashq = newHashQueue(l.MaxHashes, l.HashQueuePerSource, l.HashQueue,
-		func(key netip.Addr) (int, bool) { return a.failed.budget(key, a.now()) })
+	budget := func(key netip.Addr) (int, bool) { return a.failed.budget(key, a.now()) }
+	a.hashq = newHashQueue(l.MaxHashes, l.HashQueuePerSource, l.HashQueue, budget)
 	for _, name := range opts.CertListeners {
 		a.certListeners[name] = true
 	}
@@ -431,22 +431,38 @@ func (a *Auth) checkHash(pf *passwordFile, e *entry, proof loginProof, key, ip n
 		}
 		return true, false
 	}
+	a.failLogin(key, ip, now)
+	return false, false
+}
+
+// failLogin counts a failed login against its source and logs a lockout
+// it causes.
+func (a *Auth) failLogin(key, ip netip.Addr, now time.Time) {
 	if a.failed.fail(key, now) {
 		a.log.Warn("source locked out after failed logins", "address", ip.String(),
 			"failures", a.opts.Limits.MaxFailedLogins, "for", a.opts.Limits.FailedLoginBan)
 	}
-	return false, false
 }
 
 // logBusy logs a Server Busy refusal, at most once a second (a flood
 // would otherwise flood the log too); Stats counts every one.
 func (a *Auth) logBusy(ip netip.Addr) {
-	now := time.Now().Unix()
-	if last := a.busyLogged.Load(); now > last && a.busyLogged.CompareAndSwap(last, now) {
+	if a.busyLogged.open() {
 		a.log.Warn("login refused with Server Busy: no password check turn in time",
 			"address", ip.String(), "waiting", a.hashq.waiting(), "max_hashes", a.opts.Limits.MaxHashes,
 			"hash_wait", a.opts.Limits.HashWait, "refused_so_far", a.stats.busy.Load())
 	}
+}
+
+// logGate lets a log line through at most once a second: a flood of the
+// same event would otherwise flood the log too (the counters count every
+// one).
+type logGate struct{ last atomic.Int64 } // unix seconds of the last line
+
+func (g *logGate) open() bool {
+	now := time.Now().Unix()
+	last := g.last.Load()
+	return now > last && g.last.CompareAndSwap(last, now)
 }
 
 // loggedIn counts an admitted login and, for flapping detection, notes
@@ -545,10 +561,7 @@ func (a *Auth) AuthStep(method, clientID string, state any, data []byte, remote 
 	reply, err = x.final(data)
 	if err != nil {
 		a.stats.loginFailures.Add(1)
-		if a.failed.fail(key, now) {
-			a.log.Warn("source locked out after failed logins", "address", ip.String(),
-				"failures", a.opts.Limits.MaxFailedLogins, "for", a.opts.Limits.FailedLoginBan)
-		}
+		a.failLogin(key, ip, now)
 		why := err.Error()
 		if !x.known {
 			why = fmt.Sprintf("%s: user %q unknown or without %s credentials", m.name, x.user, m.name)
