@@ -49,6 +49,7 @@ type Auth struct {
 	now         func() time.Time                     // tests replace it
 	verify      func(h hasher, password []byte) bool // checks a hash; tests replace it
 	busyLogged  logGate                              // the Server Busy log line
+	http        *httpAuth                            // nil: no HTTP service (httpauth.go)
 
 	stats counters
 
@@ -109,11 +110,15 @@ func New(opts Options) (*Auth, error) {
 	}
 	budget := func(key netip.Addr) (int, bool) { return a.failed.budget(key, a.now()) }
 	a.hashq = newHashQueue(l.MaxHashes, l.HashQueuePerSource, l.HashQueue, budget)
+	var err error
+	if a.http, err = newHTTPAuth(opts, budget); err != nil {
+		return nil, err
+	}
 	for _, name := range opts.CertListeners {
 		a.certListeners[name] = true
 	}
 	a.mu.Lock()
-	err := errors.Join(a.loadPasswordsLocked(), a.loadACLLocked())
+	err = errors.Join(a.loadPasswordsLocked(), a.loadACLLocked())
 	a.mu.Unlock()
 	if err == nil {
 		err = a.loadBans(a.now())
@@ -121,7 +126,7 @@ func New(opts Options) (*Auth, error) {
 	if err != nil {
 		return nil, err
 	}
-	if st := a.acl.Load(); st != nil && a.users.Load() == nil && len(st.set.users) > 0 {
+	if st := a.acl.Load(); st != nil && a.users.Load() == nil && opts.HTTP.URL == "" && len(st.set.users) > 0 {
 		a.log.Warn("the ACL file has user sections but there is no password file: user names are not verified")
 	}
 	go a.maintain()
@@ -132,6 +137,7 @@ func New(opts Options) (*Auth, error) {
 func (a *Auth) Close() error {
 	a.closeOnce.Do(func() { close(a.stop) })
 	<-a.done
+	a.http.close()
 	return nil
 }
 
@@ -326,8 +332,9 @@ func (a *Auth) admit(who identity, username string, ip netip.Addr, now time.Time
 }
 
 // Authenticate decides a CONNECT (core.Authenticator). In order: the
-// connection rate of the source address, the ban list, then either the
-// anonymous policy (no user name, or no password file), the certificate
+// connection rate of the source address, the ban list, the HTTP service
+// for a client with a user name (Options.HTTP; its ignore leaves the rest
+// to decide), then either the anonymous policy (no user name, or no password file), the certificate
 // identity (CertListeners), or the password: a source locked out after
 // too many failures is refused before any hash is checked; a login that
 // succeeded within LoginCacheTTL is admitted without one; otherwise the
@@ -343,6 +350,9 @@ func (a *Auth) Authenticate(clientID, username string, password []byte, remote n
 	pf := a.users.Load()
 	who := a.identityOf(clientID, username, ip, listener, pf)
 	if err := a.admit(who, username, ip, now); err != nil {
+		return err
+	}
+	if done, err := a.httpAuthenticate(who, clientID, username, password, ip, listener, pf, now); done {
 		return err
 	}
 	switch {
@@ -634,6 +644,11 @@ func (a *Auth) CanRead(clientID, username, topic string) bool {
 // check decides one access to a topic name through the decision cache and
 // reports a refusal.
 func (a *Auth) check(kind denyKind, clientID, username, topic string, acc access) bool {
+	if a.httpDecides(acc) {
+		if ok, done := a.httpCheck(kind, clientID, username, topic, acc); done {
+			return ok
+		}
+	}
 	st := a.acl.Load()
 	if st == nil {
 		return true
@@ -655,6 +670,11 @@ func (a *Auth) check(kind denyKind, clientID, username, topic string, acc access
 // A granted filter may still reach topics the client may not read, which
 // CanRead filters out on delivery.
 func (a *Auth) CanSubscribe(clientID, username, filter string) bool {
+	if a.httpDecides(accSubscribe) {
+		if ok, done := a.httpCheck(denySubscribe, clientID, username, filter, accSubscribe); done {
+			return ok
+		}
+	}
 	st := a.acl.Load()
 	if st == nil {
 		return true
@@ -670,6 +690,11 @@ func (a *Auth) CanSubscribe(clientID, username, filter string) bool {
 // client, so deliveries need no CanRead until Generation changes
 // (core.Authorizer). It counts and logs nothing.
 func (a *Auth) ReadsAll(clientID, username, filter string) bool {
+	if a.httpDecides(accSubscribe) {
+		if all, known := a.httpReadsAll(clientID, username, filter); known {
+			return all
+		}
+	}
 	st := a.acl.Load()
 	if st == nil {
 		return true
@@ -758,8 +783,9 @@ type Stats struct {
 	ACLGeneration    uint64 // bumped by each ACL load
 	Users            int    // entries in the password file
 	ACLRules         int
-	Bans             int // bans in force
-	LockedSources    int // source addresses remembered by the failed-login limit
+	Bans             int        // bans in force
+	LockedSources    int        // source addresses remembered by the failed-login limit
+	HTTP             *HTTPStats // the HTTP service's counters; nil without one
 }
 
 // Stats returns a snapshot of the counters.
@@ -774,7 +800,7 @@ func (a *Auth) Stats() Stats {
 		Reloads: a.stats.reloads.Load(), ReloadErrors: a.stats.reloadErrors.Load(),
 		HashChecks: a.stats.hashChecks.Load(), LoginCacheHits: a.stats.loginCacheHits.Load(),
 		HashWaiting: a.hashq.waiting(),
-		Bans:        len(a.Bans()), LockedSources: a.failed.t.len(),
+		Bans:        len(a.Bans()), LockedSources: a.failed.t.len(), HTTP: a.httpStats(),
 	}
 	if pf := a.users.Load(); pf != nil {
 		s.Users, s.LoginsCached = len(pf.users), pf.logins.len()
