@@ -620,6 +620,22 @@ func TestHTTPTLS(t *testing.T) {
 	}
 }
 
+// TestHTTPPlainWarning: passwords sent in clear to another machine are
+// warned about at start; to loopback they are not.
+func TestHTTPPlainWarning(t *testing.T) {
+	for _, tt := range []struct {
+		url  string
+		warn bool
+	}{{"http://192.0.2.1/auth", true}, {"http://auth.example/auth", true}, {"http://127.0.0.1:8080/auth", false},
+		{"http://localhost/auth", false}, {"http://[::1]/auth", false}, {"https://auth.example/auth", false}} {
+		var log bytes.Buffer
+		newAuth(t, Options{Log: slog.New(slog.NewTextHandler(&log, nil)), HTTP: HTTPOptions{URL: tt.url}})
+		if got := strings.Contains(log.String(), "passwords cross the network in clear"); got != tt.warn {
+			t.Errorf("%s: warned %v, want %v\n%s", tt.url, got, tt.warn, log.String())
+		}
+	}
+}
+
 // TestHTTPOptionsValidate: mistakes in auth.http are refused at start.
 func TestHTTPOptionsValidate(t *testing.T) {
 	for _, tt := range []struct {
