@@ -517,11 +517,11 @@ func (h *httpAuth) loginAnswer(p loginProof, ask func() httpAnswer) (ans httpAns
 		}
 		h.mu.Unlock()
 		<-f.done // within QueueWait + Timeout
-		if f.ans != answerBusy && f.ans != answerLocked {
-			return f.ans, false
+		if f.ans != answerLocked {
+			return f.ans, false // Busy too: this login has waited as long
 		}
-		// That login's request was never sent (its source's lot, or no
-		// slot): this one tries for a slot itself.
+		// That login's source was locked out before its request was sent:
+		// this one, maybe from another source, tries for a slot itself.
 	}
 }
 
@@ -589,13 +589,14 @@ func (a *Auth) httpAuthenticate(who identity, clientID, username string, passwor
 			return ans
 		})
 		switch {
-		case !asked:
+		case ans == answerLocked: // counted below
+		case asked || ans == answerBusy:
+			c.answers[ans].Add(1)
+		default:
 			c.cacheHits.Add(1)
 			if ans == answerDeny {
 				a.failLogin(key, ip, now) // each attempt with bad credentials is a failure of its source
 			}
-		case ans != answerLocked:
-			c.answers[ans].Add(1)
 		}
 	}
 	switch ans {

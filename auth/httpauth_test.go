@@ -404,12 +404,27 @@ func TestHTTPBoundedPool(t *testing.T) {
 			t.Errorf("the attacker's waiting login: %v, want Server Busy", rc)
 		}
 	}
+	// Five logins alike while the pool is full share one wait: all busy
+	// after queue_wait, not one after the other.
+	t0 = time.Now()
+	alike := make(chan error, 5)
+	for range 5 {
+		go func() { alike <- a.Authenticate("c", "u", []byte("same"), tcpAddr("192.0.2.3:1"), "tcp", "") }()
+	}
+	for range 5 {
+		if rc := reasonOf(<-alike); rc != codec.ServerBusy {
+			t.Errorf("a login alike with the pool full: %v, want Server Busy", rc)
+		}
+	}
+	if d := time.Since(t0); d > wait+700*time.Millisecond {
+		t.Errorf("5 logins alike took %v, want about one queue_wait (%v)", d, wait)
+	}
 	close(release)
 	for range 3 {
 		<-results // ignored by the service, checked against the file: wrong passwords
 	}
-	if st := a.Stats().HTTP.Connect; st.Busy != 3 || st.FailedClosed != 3 || svc.peak.Load() != 3 {
-		t.Errorf("stats %+v, peak %d in flight; want 3 busy and 3 at most in flight", st, svc.peak.Load())
+	if st := a.Stats().HTTP.Connect; st.Busy != 8 || st.FailedClosed != 8 || svc.peak.Load() != 3 || svc.requests.Load() != 3 {
+		t.Errorf("stats %+v, %d requests, peak %d in flight; want 8 busy and 3 requests", st, svc.requests.Load(), svc.peak.Load())
 	}
 }
 
