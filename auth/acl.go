@@ -417,8 +417,11 @@ func (s *aclSet) canSubscribe(clientID, username, filter string) (ok, readAll bo
 
 // describe names a rule for the log: its line and text.
 func (r *rule) describe() string {
-	if r == nil {
+	switch {
+	case r == nil:
 		return "no rule allows it"
+	case r.line < 0:
+		return r.filter // not a line of the file: the HTTP service (httpauth.go)
 	}
 	if r.claim {
 		return fmt.Sprintf("token acl claim, rule %d: %s", r.line, r.filter)

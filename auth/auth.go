@@ -49,7 +49,8 @@ type Auth struct {
 	nonce       func() string                        // SCRAM server nonce; tests replace it
 	now         func() time.Time                     // tests replace it
 	verify      func(h hasher, password []byte) bool // checks a hash; tests replace it
-	busyLogged  atomic.Int64                         // unix seconds of the last Server Busy log line
+	busyLogged  logGate                              // the Server Busy log line
+	http        *httpAuth                            // nil: no HTTP service (httpauth.go)
 
 	stats counters
 
@@ -108,14 +109,18 @@ func New(opts Options) (*Auth, error) {
 		verify:      func(h hasher, password []byte) bool { return h.verify(password) },
 		stop:        make(chan struct{}), done: make(chan struct{}),
 	}
-	a.hashq = newHashQueue(l.MaxHashes, l.HashQueuePerSource, l.HashQueue,
-		func(key netip.Addr) (int, bool) { return a.failed.budget(key, a.now()) })
+	budget := func(key netip.Addr) (int, bool) { return a.failed.budget(key, a.now()) }
+	a.hashq = newHashQueue(l.MaxHashes, l.HashQueuePerSource, l.HashQueue, budget)
+	var err error
+	if a.http, err = newHTTPAuth(opts, budget); err != nil {
+		return nil, err
+	}
 	for _, name := range opts.CertListeners {
 		a.certListeners[name] = true
 	}
 	a.jwt = newJWT(opts.JWT, l.Tracked, a.log)
 	a.mu.Lock()
-	err := errors.Join(a.loadPasswordsLocked(), a.loadACLLocked(), a.loadJWTLocked(false))
+	err = errors.Join(a.loadPasswordsLocked(), a.loadACLLocked(), a.loadJWTLocked(false))
 	a.mu.Unlock()
 	if err == nil {
 		err = a.loadBans(a.now())
@@ -124,7 +129,7 @@ func New(opts Options) (*Auth, error) {
 		return nil, err
 	}
 	a.jwt.start(a.now())
-	if st := a.acl.Load(); st != nil && a.users.Load() == nil && len(st.set.users) > 0 {
+	if st := a.acl.Load(); st != nil && a.users.Load() == nil && opts.HTTP.URL == "" && len(st.set.users) > 0 {
 		a.log.Warn("the ACL file has user sections but there is no password file: user names are not verified")
 	}
 	go a.maintain()
@@ -135,6 +140,7 @@ func New(opts Options) (*Auth, error) {
 func (a *Auth) Close() error {
 	a.closeOnce.Do(func() { close(a.stop) })
 	<-a.done
+	a.http.close()
 	return nil
 }
 
@@ -331,8 +337,9 @@ func (a *Auth) admit(who identity, username string, ip netip.Addr, now time.Time
 }
 
 // Authenticate decides a CONNECT (core.Authenticator). In order: the
-// connection rate of the source address, the ban list, then either the
-// anonymous policy (no user name, or no password file), the certificate
+// connection rate of the source address, the ban list, the HTTP service
+// for a client with a user name (Options.HTTP; its ignore leaves the rest
+// to decide), then either the anonymous policy (no user name, or no password file), the certificate
 // identity (CertListeners), or the password: a source locked out after
 // too many failures is refused before any hash is checked; a login that
 // succeeded within LoginCacheTTL is admitted without one; otherwise the
@@ -350,8 +357,12 @@ func (a *Auth) Authenticate(clientID, username string, password []byte, remote n
 	if err := a.admit(who, username, ip, now); err != nil {
 		return err
 	}
+	// A token is checked first, then the operator's service, then the files.
 	if a.tokenApplies(username, password, listener) {
 		_, _, err := a.tokenLogin(clientID, username, password, remote, ip, now)
+		return err
+	}
+	if done, err := a.httpAuthenticate(who, clientID, username, password, ip, listener, pf, now); done {
 		return err
 	}
 	switch {
@@ -440,22 +451,38 @@ func (a *Auth) checkHash(pf *passwordFile, e *entry, proof loginProof, key, ip n
 		}
 		return true, false
 	}
+	a.failLogin(key, ip, now)
+	return false, false
+}
+
+// failLogin counts a failed login against its source and logs a lockout
+// it causes.
+func (a *Auth) failLogin(key, ip netip.Addr, now time.Time) {
 	if a.failed.fail(key, now) {
 		a.log.Warn("source locked out after failed logins", "address", ip.String(),
 			"failures", a.opts.Limits.MaxFailedLogins, "for", a.opts.Limits.FailedLoginBan)
 	}
-	return false, false
 }
 
 // logBusy logs a Server Busy refusal, at most once a second (a flood
 // would otherwise flood the log too); Stats counts every one.
 func (a *Auth) logBusy(ip netip.Addr) {
-	now := time.Now().Unix()
-	if last := a.busyLogged.Load(); now > last && a.busyLogged.CompareAndSwap(last, now) {
+	if a.busyLogged.open() {
 		a.log.Warn("login refused with Server Busy: no password check turn in time",
 			"address", ip.String(), "waiting", a.hashq.waiting(), "max_hashes", a.opts.Limits.MaxHashes,
 			"hash_wait", a.opts.Limits.HashWait, "refused_so_far", a.stats.busy.Load())
 	}
+}
+
+// logGate lets a log line through at most once a second: a flood of the
+// same event would otherwise flood the log too (the counters count every
+// one).
+type logGate struct{ last atomic.Int64 } // unix seconds of the last line
+
+func (g *logGate) open() bool {
+	now := time.Now().Unix()
+	last := g.last.Load()
+	return now > last && g.last.CompareAndSwap(last, now)
 }
 
 // loggedIn counts an admitted login and, for flapping detection, notes
@@ -554,10 +581,7 @@ func (a *Auth) AuthStep(method, clientID string, state any, data []byte, remote 
 	reply, err = x.final(data)
 	if err != nil {
 		a.stats.loginFailures.Add(1)
-		if a.failed.fail(key, now) {
-			a.log.Warn("source locked out after failed logins", "address", ip.String(),
-				"failures", a.opts.Limits.MaxFailedLogins, "for", a.opts.Limits.FailedLoginBan)
-		}
+		a.failLogin(key, ip, now)
 		why := err.Error()
 		if !x.known {
 			why = fmt.Sprintf("%s: user %q unknown or without %s credentials", m.name, x.user, m.name)
@@ -634,6 +658,11 @@ func (a *Auth) check(kind denyKind, clientID, username, topic string, acc access
 	if ok, decided := a.claimTopic(kind, clientID, username, topic, acc); decided {
 		return ok
 	}
+	if a.httpDecides(acc) {
+		if ok, done := a.httpCheck(kind, clientID, username, topic, acc); done {
+			return ok
+		}
+	}
 	st := a.acl.Load()
 	if st == nil {
 		return true
@@ -658,6 +687,11 @@ func (a *Auth) CanSubscribe(clientID, username, filter string) bool {
 	if ok, decided := a.claimSubscribe(clientID, username, filter); decided {
 		return ok
 	}
+	if a.httpDecides(accSubscribe) {
+		if ok, done := a.httpCheck(denySubscribe, clientID, username, filter, accSubscribe); done {
+			return ok
+		}
+	}
 	st := a.acl.Load()
 	if st == nil {
 		return true
@@ -675,6 +709,11 @@ func (a *Auth) CanSubscribe(clientID, username, filter string) bool {
 func (a *Auth) ReadsAll(clientID, username, filter string) bool {
 	if a.hasClaim(clientID, username) {
 		return false
+	}
+	if a.httpDecides(accSubscribe) {
+		if all, known := a.httpReadsAll(clientID, username, filter); known {
+			return all
+		}
 	}
 	st := a.acl.Load()
 	if st == nil {
@@ -764,8 +803,9 @@ type Stats struct {
 	ACLGeneration    uint64 // bumped by each ACL load
 	Users            int    // entries in the password file
 	ACLRules         int
-	Bans             int // bans in force
-	LockedSources    int // source addresses remembered by the failed-login limit
+	Bans             int        // bans in force
+	LockedSources    int        // source addresses remembered by the failed-login limit
+	HTTP             *HTTPStats // the HTTP service's counters; nil without one
 }
 
 // Stats returns a snapshot of the counters.
@@ -780,7 +820,7 @@ func (a *Auth) Stats() Stats {
 		Reloads: a.stats.reloads.Load(), ReloadErrors: a.stats.reloadErrors.Load(),
 		HashChecks: a.stats.hashChecks.Load(), LoginCacheHits: a.stats.loginCacheHits.Load(),
 		HashWaiting: a.hashq.waiting(),
-		Bans:        len(a.Bans()), LockedSources: a.failed.t.len(),
+		Bans:        len(a.Bans()), LockedSources: a.failed.t.len(), HTTP: a.httpStats(),
 	}
 	if pf := a.users.Load(); pf != nil {
 		s.Users, s.LoginsCached = len(pf.users), pf.logins.len()

@@ -1,7 +1,7 @@
 // Package auth decides who may connect to xmq and what they may do: a
 // Mosquitto-compatible password file and ACL file, JSON Web Tokens, MQTT 5
-// SCRAM, client certificate identities, and the limits that stop abuse
-// cheaply.
+// SCRAM, client certificate identities, an operator's HTTP service, and the
+// limits that stop abuse cheaply.
 //
 // Contract:
 //
@@ -60,6 +60,16 @@
 //     verified user name, else with source address; never a client id
 //     alone) are banned through ClientDisconnected. Stats counts
 //     everything; Ban, Unban and Bans edit the list at run time.
+//   - HTTP (httpauth.go): with Options.HTTP.URL, a CONNECT with a user
+//     name is POSTed to the operator's service after the rate and ban
+//     checks, which answers allow, deny or ignore (the files decide, as
+//     without it); with ACLURL, PUBLISH topics, wills and SUBSCRIBE
+//     filters are too, before the ACL file, and deliveries never are.
+//     Requests are bounded (MaxInflight, fair between sources for
+//     CONNECT), time out, and fail closed unless FailOpen. Answers are
+//     cached for CacheTTL: CONNECT allow and ignore by an HMAC of the
+//     fields CacheKey names (never a password), ACL answers per client
+//     and topic; logins alike in flight at once share one request.
 //   - Bans set through Ban are kept in Options.BanStore (the on-disk
 //     store, wired by cmd/xmq; auth declares the interface and encodes
 //     the records) and restored by New, expired ones dropped; flapping

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
+	"hash"
 	"sync"
 	"time"
 )
@@ -18,15 +19,20 @@ type loginProof [sha256.Size]byte
 // encoded in the file, so a changed hash never matches an old proof).
 func proofOf(key []byte, username string, password []byte, e *entry) loginProof {
 	mac := hmac.New(sha256.New, key)
-	var n [binary.MaxVarintLen64]byte
-	mac.Write(n[:binary.PutUvarint(n[:], uint64(len(username)))])
-	mac.Write([]byte(username))
-	mac.Write(n[:binary.PutUvarint(n[:], uint64(len(password)))])
-	mac.Write(password)
+	macField(mac, []byte(username))
+	macField(mac, password)
 	mac.Write([]byte(e.hash.encode()))
 	var p loginProof
 	mac.Sum(p[:0])
 	return p
+}
+
+// macField writes b to h with its length first, so that no two lists of
+// fields write the same bytes.
+func macField(h hash.Hash, b []byte) {
+	var n [binary.MaxVarintLen64]byte
+	h.Write(n[:binary.PutUvarint(n[:], uint64(len(b)))])
+	h.Write(b)
 }
 
 // loginCache remembers the logins whose hash check succeeded, for ttl from
@@ -60,6 +66,16 @@ func newLoginCache(ttl time.Duration, max int, now func() time.Time) *loginCache
 func (c *loginCache) validLocked(p loginProof) bool {
 	until, ok := c.m[p]
 	return ok && c.now().Before(until)
+}
+
+// has reports whether p is proved, without waiting for a check in flight.
+func (c *loginCache) has(p loginProof) bool {
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.validLocked(p)
 }
 
 // await reports whether p is proved, waiting up to wait for a check of p

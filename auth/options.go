@@ -66,6 +66,9 @@ type Options struct {
 	JWT JWTOptions
 	// Limits are the abuse limits.
 	Limits Limits
+	// HTTP asks an operator's HTTP service about CONNECTs and, optionally,
+	// PUBLISH and SUBSCRIBE (httpauth.go). Zero: no service.
+	HTTP HTTPOptions
 	// Log receives reloads, bans and refusals (never a password or hash).
 	// Default: discard.
 	Log *slog.Logger
@@ -156,6 +159,7 @@ func (o *Options) SetDefaults() {
 	if o.now == nil {
 		o.now = time.Now
 	}
+	o.HTTP.setDefaults()
 	l := &o.Limits
 	if l.MaxFailedLogins == 0 {
 		l.MaxFailedLogins = DefaultMaxFailedLogins
@@ -197,7 +201,7 @@ func (o *Options) SetDefaults() {
 
 // Validate checks the options after SetDefaults.
 func (o *Options) Validate() error {
-	errs := []error{o.AllowAnonymous.Validate(), o.JWT.validate()}
+	errs := []error{o.AllowAnonymous.Validate(), o.JWT.validate(), o.HTTP.validate()}
 	for name, a := range o.ListenerAnonymous {
 		if err := a.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("listener %s: %w", name, err))

@@ -28,9 +28,28 @@ type AuthStats struct {
 	ReloadErrors     int64
 	Users            int // password file entries
 	ACLRules         int
-	ACLCached        int // cached PUBLISH decisions
-	Bans             int // bans in force
-	LockedSources    int // source addresses the failed-login limit remembers
+	ACLCached        int            // cached PUBLISH decisions
+	Bans             int            // bans in force
+	LockedSources    int            // source addresses the failed-login limit remembers
+	HTTP             *HTTPAuthStats // the HTTP auth service's counters; nil without one
+}
+
+// HTTPAuthStats are the HTTP auth service's counters (auth.HTTPStats).
+type HTTPAuthStats struct {
+	Connect, ACL HTTPAuthCounts
+	LoginsCached int // CONNECT answers cached
+	ACLCached    int // ACL answers cached
+	Waiting      int // questions waiting for a request slot
+}
+
+// HTTPAuthCounts counts one kind of question to the service
+// (auth.HTTPCounts).
+type HTTPAuthCounts struct {
+	Allow, Deny, Ignore int64 // the service's answers
+	Errors, Timeouts    int64 // requests without a usable answer
+	Busy                int64 // not sent: no request slot in time
+	CacheHits           int64 // answered by the cache or the same question in flight
+	FailedClosed        int64 // refused for want of an answer (fail_open off)
 }
 
 // collector turns the broker's Stats snapshot into metrics at scrape time:
@@ -55,6 +74,8 @@ type collector struct {
 	authLogins, authRefused, authFlapBans, authDenied      *prometheus.Desc
 	authACLMisses, authReloads, authReloadErrors           *prometheus.Desc
 	authUsers, authRules, authCached, authBans, authLock   *prometheus.Desc
+	httpRequests, httpBusy, httpCacheHits, httpFailClosed  *prometheus.Desc
+	httpCached, httpWaiting                                *prometheus.Desc
 	dashboardLogins, preLoginRefused                       *prometheus.Desc
 	retainedBytes, retainedRefused, retainedCut            *prometheus.Desc
 	maxRetained, maxRetainedBytes                          *prometheus.Desc
@@ -128,9 +149,17 @@ func newCollector(b Broker, opts *Options) *collector {
 		authCached:       d("auth_acl_cache_entries", "Cached PUBLISH decisions."),
 		authBans:         d("auth_bans", "Bans in force."),
 		authLock:         d("auth_locked_sources", "Source addresses the failed-login limit remembers."),
-		dashboardLogins:  d("dashboard_mqtt_logins_total", "CONNECTs with a dashboard session's user name, by result.", "result"),
-		uptime:           d("uptime_seconds", "Seconds since the broker started."),
-		info:             d("build_info", "The broker's version; always 1.", "version"),
+		httpRequests: d("auth_http_requests_total", "Requests to the HTTP auth service (auth.http), by kind (connect, acl) "+
+			"and result: allow, deny, ignore, error (status not 200, malformed answer, transport) or timeout.", "kind", "result"),
+		httpBusy:      d("auth_http_busy_total", "Questions for the HTTP auth service not sent: no request slot within queue_wait.", "kind"),
+		httpCacheHits: d("auth_http_cache_hits_total", "Questions answered by the cache, or by the same question in flight, without a request.", "kind"),
+		httpFailClosed: d("auth_http_failed_closed_total", "CONNECTs, PUBLISHes and SUBSCRIBEs refused because the HTTP auth service "+
+			"gave no answer (error, timeout, busy) and fail_open is off.", "kind"),
+		httpCached:      d("auth_http_cache_entries", "Answers of the HTTP auth service in its caches.", "kind"),
+		httpWaiting:     d("auth_http_waiting", "Questions waiting for a request slot to the HTTP auth service."),
+		dashboardLogins: d("dashboard_mqtt_logins_total", "CONNECTs with a dashboard session's user name, by result.", "result"),
+		uptime:          d("uptime_seconds", "Seconds since the broker started."),
+		info:            d("build_info", "The broker's version; always 1.", "version"),
 	}
 	for _, l := range opts.Listeners {
 		c.transport[l.Name] = l.Transport
@@ -155,7 +184,8 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	if c.authStats != nil {
 		for _, d := range []*prometheus.Desc{c.authLogins, c.authRefused, c.authFlapBans, c.authACLMisses,
-			c.authReloads, c.authReloadErrors, c.authUsers, c.authRules, c.authCached, c.authBans, c.authLock} {
+			c.authReloads, c.authReloadErrors, c.authUsers, c.authRules, c.authCached, c.authBans, c.authLock,
+			c.httpRequests, c.httpBusy, c.httpCacheHits, c.httpFailClosed, c.httpCached, c.httpWaiting} {
 			ch <- d
 		}
 	}
@@ -305,6 +335,25 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.authCached, float64(a.ACLCached))
 		gauge(c.authBans, float64(a.Bans))
 		gauge(c.authLock, float64(a.LockedSources))
+		if h := a.HTTP; h != nil {
+			for _, k := range []struct {
+				kind   string
+				n      HTTPAuthCounts
+				cached int
+			}{{"connect", h.Connect, h.LoginsCached}, {"acl", h.ACL, h.ACLCached}} {
+				for _, r := range []struct {
+					result string
+					n      int64
+				}{{"allow", k.n.Allow}, {"deny", k.n.Deny}, {"ignore", k.n.Ignore}, {"error", k.n.Errors}, {"timeout", k.n.Timeouts}} {
+					counter(c.httpRequests, r.n, k.kind, r.result)
+				}
+				counter(c.httpBusy, k.n.Busy, k.kind)
+				counter(c.httpCacheHits, k.n.CacheHits, k.kind)
+				counter(c.httpFailClosed, k.n.FailedClosed, k.kind)
+				gauge(c.httpCached, float64(k.cached), k.kind)
+			}
+			gauge(c.httpWaiting, float64(h.Waiting))
+		}
 	}
 	gauge(c.uptime, now.Sub(c.b.StartTime()).Seconds())
 	gauge(c.info, 1, c.version)

@@ -188,7 +188,10 @@ func TestMetricsMatchTraffic(t *testing.T) {
 	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
 	authStats := AuthStats{Logins: 11, LoginFailures: 2, AnonymousRefused: 3, Banned: 4, LockedOut: 5, RateLimited: 6, Busy: 7,
 		FlapBans: 8, PublishDenied: 9, SubscribeDenied: 10, ACLCacheMisses: 12, Reloads: 13, ReloadErrors: 14,
-		Users: 15, ACLRules: 16, ACLCached: 17, Bans: 18, LockedSources: 19}
+		Users: 15, ACLRules: 16, ACLCached: 17, Bans: 18, LockedSources: 19,
+		HTTP: &HTTPAuthStats{Connect: HTTPAuthCounts{Allow: 21, Deny: 22, Ignore: 23, Errors: 24, Timeouts: 25, Busy: 26, CacheHits: 27, FailedClosed: 28},
+			ACL:          HTTPAuthCounts{Allow: 31, Deny: 32, Ignore: 33, Errors: 34, Timeouts: 35, Busy: 36, CacheHits: 37, FailedClosed: 38},
+			LoginsCached: 41, ACLCached: 42, Waiting: 43}}
 	certEnd := time.Now().Add(30 * 24 * time.Hour)
 	s := newTestServer(t, srv, func(o *Options) {
 		o.Listeners = []Listener{
@@ -395,6 +398,9 @@ func TestMetricsMatchTraffic(t *testing.T) {
 			"xmq_auth_acl_cache_entries":                      17,
 			"xmq_auth_bans":                                   18,
 			"xmq_auth_locked_sources":                         19,
+			"xmq_auth_http_cache_entries|kind=connect":        41,
+			"xmq_auth_http_cache_entries|kind=acl":            42,
+			"xmq_auth_http_waiting":                           43,
 			"xmq_disconnects_total|reason=auth_failure":       2, // the intruder and the forger
 			"xmq_offline_sessions":                            1, // keeper
 			// keeper's two queued messages and sub's unacknowledged one,
@@ -408,6 +414,14 @@ func TestMetricsMatchTraffic(t *testing.T) {
 			m["xmq_messages_dropped_total|cause="+cause] = 0
 		}
 		m["xmq_messages_dropped_total|cause=offline"] = 1
+		for kind, base := range map[string]float64{"connect": 20, "acl": 30} {
+			for i, result := range []string{"allow", "deny", "ignore", "error", "timeout"} {
+				m["xmq_auth_http_requests_total|kind="+kind+",result="+result] = base + float64(i) + 1
+			}
+			m["xmq_auth_http_busy_total|kind="+kind] = base + 6
+			m["xmq_auth_http_cache_hits_total|kind="+kind] = base + 7
+			m["xmq_auth_http_failed_closed_total|kind="+kind] = base + 8
+		}
 		return m
 	}
 	expect(t, s.Handler(), want2, func(fams map[string]*dto.MetricFamily) []string {

@@ -40,6 +40,8 @@ type authConfig struct {
 	HashQueue          int            `yaml:"hash_queue"`
 	// JWT is JSON Web Token authentication: off without a key source.
 	JWT jwtConfig `yaml:"jwt"`
+	// HTTP is an operator's authentication service: off without a url.
+	HTTP httpAuthConfig `yaml:"http"`
 }
 
 // jwtConfig is auth.jwt (auth.JWTOptions with YAML names). Its keys are
@@ -63,6 +65,22 @@ func (j jwtConfig) options() auth.JWTOptions {
 		Issuer: j.Issuer, Audience: j.Audience, Leeway: j.Leeway}
 }
 
+// httpAuthConfig is auth.http: an operator's HTTP service that decides
+// CONNECTs and, with acl_url, PUBLISH and SUBSCRIBE (auth.HTTPOptions,
+// docs/auth-http.md). Changes need a restart; the TLS files are read at
+// each new connection to the service.
+type httpAuthConfig struct {
+	URL         string            `yaml:"url"`
+	ACLURL      string            `yaml:"acl_url"`
+	Timeout     time.Duration     `yaml:"timeout"`
+	QueueWait   time.Duration     `yaml:"queue_wait"`
+	CacheTTL    time.Duration     `yaml:"cache_ttl"`
+	CacheKey    auth.HTTPCacheKey `yaml:"cache_key"`
+	MaxInflight int               `yaml:"max_inflight"`
+	FailOpen    bool              `yaml:"fail_open"`
+	TLS         clientTLSConfig   `yaml:"tls"`
+}
+
 // authOptions builds auth.Options from the auth section and the listeners:
 // their allow_anonymous overrides, and the listeners whose username is a
 // certificate identity.
@@ -79,6 +97,11 @@ func (c *config) authOptions() auth.Options {
 			MaxHashes: a.MaxHashes, HashWait: a.HashWait, HashQueuePerSource: a.HashQueuePerSource, HashQueue: a.HashQueue,
 		},
 		JWT: a.JWT.options(),
+		HTTP: auth.HTTPOptions{
+			URL: a.HTTP.URL, ACLURL: a.HTTP.ACLURL, Timeout: a.HTTP.Timeout, QueueWait: a.HTTP.QueueWait,
+			CacheTTL: a.HTTP.CacheTTL, CacheKey: a.HTTP.CacheKey, MaxInflight: a.HTTP.MaxInflight, FailOpen: a.HTTP.FailOpen,
+			CAFile: a.HTTP.TLS.CAFile, CertFile: a.HTTP.TLS.CertFile, KeyFile: a.HTTP.TLS.KeyFile, ServerName: a.HTTP.TLS.ServerName,
+		},
 	}
 	for _, l := range c.Listeners {
 		if l.AllowAnonymous != "" {
@@ -95,10 +118,12 @@ func (c *config) authOptions() auth.Options {
 func (c *config) validateAuth(ps *problems) {
 	ap := path("auth")
 	oneOf(ps, ap.with("allow_anonymous"), c.Auth.AllowAnonymous, "an anonymous policy", "", auth.AnonymousAllow, auth.AnonymousDeny, auth.AnonymousLoopback)
+	oneOf(ps, ap.with("http", "cache_key"), c.Auth.HTTP.CacheKey, "a cache key", "", auth.HTTPCacheClient, auth.HTTPCacheCredentials)
 	o := c.authOptions()
 	o.SetDefaults()
 	o.AllowAnonymous, o.ListenerAnonymous = auth.AnonymousLoopback, nil // checked with their keys
 	o.JWT = auth.JWTOptions{}                                           // checked below, under its own key
+	o.HTTP.CacheKey = auth.HTTPCacheClient
 	ps.addErr(ap, o.Validate())
 	jo := auth.Options{JWT: c.Auth.JWT.options()}
 	jo.SetDefaults()

@@ -26,7 +26,7 @@ func TestExampleAuthIsDefault(t *testing.T) {
 	def.SetDefaults()
 	if got.PasswordFile != def.PasswordFile || got.ACLFile != def.ACLFile || got.AllowAnonymous != def.AllowAnonymous ||
 		got.ReloadInterval != def.ReloadInterval || got.ACLCacheSize != def.ACLCacheSize || got.LoginCacheTTL != def.LoginCacheTTL ||
-		got.Limits != def.Limits || got.JWT != def.JWT ||
+		got.Limits != def.Limits || got.JWT != def.JWT || got.HTTP != def.HTTP ||
 		len(got.ListenerAnonymous) != 0 || len(got.CertListeners) != 0 {
 		t.Errorf("example auth section gives\n  %+v\nwant auth's defaults\n  %+v", got, def)
 	}
@@ -48,9 +48,25 @@ auth:
   acl_file: /etc/mosquitto/acl
   allow_anonymous: true
   connection_rate: 2.5
+  http:
+    url: https://auth.example/mqtt/auth
+    acl_url: https://auth.example/mqtt/acl
+    timeout: 2s
+    queue_wait: 500ms
+    cache_ttl: 30s
+    cache_key: credentials
+    max_inflight: 16
+    fail_open: true
+    tls: {ca_file: /etc/xmq/auth-ca.pem, cert_file: /etc/xmq/broker.pem, key_file: /etc/xmq/broker-key.pem, server_name: auth.internal}
 `)
 	cfg := mustLoad(t, "-c", file)
 	o := cfg.authOptions()
+	if want := (auth.HTTPOptions{URL: "https://auth.example/mqtt/auth", ACLURL: "https://auth.example/mqtt/acl",
+		Timeout: 2 * time.Second, QueueWait: 500 * time.Millisecond, CacheTTL: 30 * time.Second, CacheKey: auth.HTTPCacheCredentials,
+		MaxInflight: 16, FailOpen: true, CAFile: "/etc/xmq/auth-ca.pem", CertFile: "/etc/xmq/broker.pem",
+		KeyFile: "/etc/xmq/broker-key.pem", ServerName: "auth.internal"}); o.HTTP != want {
+		t.Errorf("auth.http gives\n  %+v\nwant\n  %+v", o.HTTP, want)
+	}
 	if o.PasswordFile != "/etc/mosquitto/passwd" || o.ACLFile != "/etc/mosquitto/acl" || o.AllowAnonymous != auth.AnonymousAllow ||
 		o.Limits.ConnectionRate != 2.5 || o.Limits.MaxFailedLogins != 0 {
 		t.Errorf("options %+v", o)
@@ -69,6 +85,9 @@ auth:
 		{"bad listener allow_anonymous", "listeners:\n  - allow_anonymous: yes\n", `listeners[0].allow_anonymous: "yes" is not an anonymous policy: want true, false or loopback`},
 		{"negative duration", "auth:\n  flap_ban: -1m\n", "flap_ban"},
 		{"unknown key", "auth:\n  password: x\n", `auth.password: unknown key (did you mean "password_file"?)`},
+		{"http url", "auth:\n  http:\n    url: ftp://auth.example/\n", "want an http:// or https:// URL"},
+		{"http cache key", "auth:\n  http:\n    url: http://127.0.0.1/\n    cache_key: user\n", `auth.http.cache_key: "user" is not a cache key`},
+		{"http tls for plain http", "auth:\n  http:\n    url: http://127.0.0.1/\n    tls: {ca_file: ca.pem}\n", "neither url nor acl_url is https"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := loadConfig([]string{"-c", writeFile(t, tt.file)})

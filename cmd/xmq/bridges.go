@@ -26,7 +26,7 @@ type bridgeConfig struct {
 	ClientID        string            `yaml:"client_id"`
 	Username        string            `yaml:"username"`
 	Password        string            `yaml:"password" secret:"true"`
-	TLS             bridgeTLSConfig   `yaml:"tls"`
+	TLS             clientTLSConfig   `yaml:"tls"`
 	KeepAlive       time.Duration     `yaml:"keepalive"`
 	CleanStart      bool              `yaml:"clean_start"`
 	SessionExpiry   time.Duration     `yaml:"session_expiry"`
@@ -39,8 +39,9 @@ type bridgeConfig struct {
 	Topics          []bridgeTopicRule `yaml:"topics"`
 }
 
-// bridgeTLSConfig is the client side of TLS towards the remote.
-type bridgeTLSConfig struct {
+// clientTLSConfig is the client side of TLS towards a remote: a bridge's
+// broker, auth.http's service.
+type clientTLSConfig struct {
 	CAFile     string `yaml:"ca_file"`
 	CertFile   string `yaml:"cert_file"`
 	KeyFile    string `yaml:"key_file"`

@@ -128,6 +128,9 @@ func checkFiles(cfg *config) configErrors {
 		pair(bp, b.TLS.CertFile, b.TLS.KeyFile)
 		pool(bp.with("ca_file"), b.TLS.CAFile)
 	}
+	hp := path("auth", "http", "tls")
+	pair(hp, cfg.Auth.HTTP.TLS.CertFile, cfg.Auth.HTTP.TLS.KeyFile)
+	pool(hp.with("ca_file"), cfg.Auth.HTTP.TLS.CAFile)
 	if cfg.Auth.PasswordFile != "" {
 		ps.addErr(path("auth", "password_file"), auth.CheckFiles(cfg.Auth.PasswordFile, ""))
 	}

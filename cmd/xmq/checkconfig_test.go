@@ -87,6 +87,8 @@ web:
 			want: []string{"FILE:6: listeners[0].tls.cert_file: the key in " + otherKey + " does not belong to the certificate in " + certFile}},
 		{name: "missing client CA", file: fmt.Sprintf("data_dir: %s\nlisteners:\n  - transport: tls\n    address: %s\n    tls: {verify: required, client_ca_file: %s/ca.pem}\nweb: {address: ''}\n", data, freeAddr(t), dir),
 			want: []string{"FILE:5: listeners[0].tls.client_ca_file:", "no such file"}},
+		{name: "missing HTTP auth service CA", file: fmt.Sprintf("data_dir: %s\nlisteners: [{address: '%s'}]\nweb: {address: ''}\nauth:\n  http:\n    url: https://auth.example/\n    tls: {ca_file: %s/auth-ca.pem}\n", data, freeAddr(t), dir),
+			want: []string{"FILE:7: auth.http.tls.ca_file:", "no such file"}},
 		{name: "data_dir is a file", file: fmt.Sprintf("data_dir: %s\nlisteners: [{address: '%s'}]\nweb: {address: ''}\n", acl, freeAddr(t)),
 			want: []string{"FILE:1: data_dir: " + acl + " is not a directory"}},
 		{name: "every problem at once", file: fmt.Sprintf("data_dir: %s\nlisteners:\n  - adress: x\n    address: %s\nbroker:\n  connect_timeout: 10\nauth:\n  acl_file: %s\nweb: {address: ''}\n", data, busyPort(t), badACL),

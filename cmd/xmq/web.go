@@ -388,8 +388,22 @@ func webAuthStats(s auth.Stats) web.AuthStats {
 		LockedOut: s.LockedOut, RateLimited: s.RateLimited, Busy: s.Busy, FlapBans: s.FlapBans,
 		PublishDenied: s.PublishDenied, SubscribeDenied: s.SubscribeDenied, ACLCacheMisses: s.ACLCacheMisses,
 		Reloads: s.Reloads, ReloadErrors: s.ReloadErrors, Users: s.Users, ACLRules: s.ACLRules,
-		ACLCached: s.ACLCached, Bans: s.Bans, LockedSources: s.LockedSources,
+		ACLCached: s.ACLCached, Bans: s.Bans, LockedSources: s.LockedSources, HTTP: webHTTPAuthStats(s.HTTP),
 	}
+}
+
+// webHTTPAuthStats copies the HTTP auth service's counters; nil without
+// a service.
+func webHTTPAuthStats(s *auth.HTTPStats) *web.HTTPAuthStats {
+	if s == nil {
+		return nil
+	}
+	counts := func(c auth.HTTPCounts) web.HTTPAuthCounts {
+		return web.HTTPAuthCounts{Allow: c.Allow, Deny: c.Deny, Ignore: c.Ignore, Errors: c.Errors, Timeouts: c.Timeouts,
+			Busy: c.Busy, CacheHits: c.CacheHits, FailedClosed: c.FailedClosed}
+	}
+	return &web.HTTPAuthStats{Connect: counts(s.Connect), ACL: counts(s.ACL), LoginsCached: s.LoginsCached,
+		ACLCached: s.ACLCached, Waiting: s.Waiting}
 }
 
 // banList adapts auth's runtime banned list to the web API's.

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xmq-io/xmq/auth"
 	"github.com/xmq-io/xmq/codec"
 	"github.com/xmq-io/xmq/web"
 )
@@ -25,6 +26,47 @@ func TestExampleWebIsDefault(t *testing.T) {
 	got := mustLoad(t, "-c", examplePath)
 	if want := defaultWebConfig(); !reflect.DeepEqual(got.Web, want) {
 		t.Errorf("example web section gives\n  %+v\nwant the defaults\n  %+v", got.Web, want)
+	}
+}
+
+// TestWebHTTPAuthStatsCopiesEveryField: web's copy of the HTTP auth
+// service's counters has every field of auth's, copied; a field added to
+// auth.HTTPStats or auth.HTTPCounts fails here until web has it too.
+func TestWebHTTPAuthStatsCopiesEveryField(t *testing.T) {
+	var src auth.HTTPStats
+	n := 0
+	var fill func(v reflect.Value)
+	fill = func(v reflect.Value) {
+		for i := range v.NumField() {
+			switch f := v.Field(i); f.Kind() {
+			case reflect.Struct:
+				fill(f)
+			default:
+				n++
+				f.SetInt(int64(n))
+			}
+		}
+	}
+	fill(reflect.ValueOf(&src).Elem())
+	got, want := reflect.ValueOf(*webHTTPAuthStats(&src)), reflect.ValueOf(src)
+	var compare func(got, want reflect.Value, path string)
+	compare = func(got, want reflect.Value, path string) {
+		for i := range want.NumField() {
+			name := want.Type().Field(i).Name
+			g := got.FieldByName(name)
+			switch {
+			case !g.IsValid():
+				t.Errorf("web lacks %s%s", path, name)
+			case want.Field(i).Kind() == reflect.Struct:
+				compare(g, want.Field(i), path+name+".")
+			case g.Int() != want.Field(i).Int():
+				t.Errorf("%s%s copied as %d, want %d", path, name, g.Int(), want.Field(i).Int())
+			}
+		}
+	}
+	compare(got, want, "")
+	if webHTTPAuthStats(nil) != nil {
+		t.Error("no service: web gets counters")
 	}
 }
 
