@@ -367,6 +367,32 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitJS(t, ctx, "the hour's charts", `document.querySelector('button[data-range="1h"]').classList.contains('primary')`)
+	// One set of x labels: clock times, no "1 hour ago" and "now" beside them.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`button[data-range="5m"]`))); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the 5 minutes' charts with points", `document.querySelector('button[data-range="5m"]').classList.contains('primary') &&
+		document.querySelector('#chart-messages').chart?.times.length > 3`)
+	// Hovering a chart shows the values at that time: a tip with the
+	// time and each series' value, gone when the pointer leaves.
+	box, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](`(() => { const r = document.querySelector('#chart-messages').getBoundingClientRect();
+		return [r.right - 30, r.top + r.height / 2, r.bottom + 40] })()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.MouseEvent("mouseMoved", box[0], box[1])); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the chart's tip", `(() => { const tip = document.querySelector('#tip-messages');
+		if (tip.classList.contains('hidden')) return false;
+		const rows = [...tip.querySelectorAll('.tip-row')].map((r) => r.dataset.series + ':' + r.querySelector('b').textContent);
+		return /^\d{2}\/\d{2}\/\d{4}, \d{2}:\d{2}:\d{2}$/.test(tip.querySelector('.tip-time').textContent) && rows.length === 3 &&
+			rows[0].startsWith('in:') && rows[1].startsWith('out:') && rows[2].startsWith('dropped:') && rows.every((r) => r.endsWith('/s')) })()`)
+	shoot(t, ctx, shots, "overview-hover.png")
+	if err := chromedp.Do(ctx, chromedp.MouseEvent("mouseMoved", box[0], box[2])); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the tip gone with the pointer", `document.querySelector('#tip-messages').classList.contains('hidden')`)
 	shoot(t, ctx, shots, "overview.png")
 
 	// The built-in MQTT client: connect, subscribe with a wildcard, publish.
