@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -209,6 +210,18 @@ func screenshotDir(t *testing.T) string {
 	return t.TempDir()
 }
 
+// closedAddr is a loopback address where nothing listens.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return addr
+}
+
 // waitJS evaluates a JavaScript boolean expression until it is true.
 func waitJS(t *testing.T, ctx context.Context, what, expr string) {
 	t.Helper()
@@ -399,6 +412,16 @@ func TestDashboardInBrowser(t *testing.T) {
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(d.url+"#/mqtt"),
 		chromedp.WaitVisible(chromedp.CSS("#mq-connect")),
+	); err != nil {
+		t.Fatalf("MQTT page: %v", err)
+	}
+	// Examples are placeholders, not values to erase; the ws listener's
+	// URL is a value, the page found it.
+	waitJS(t, ctx, "the MQTT page's empty fields with placeholders", `['#mq-client-id', '#mq-sub-filter', '#mq-pub-topic', '#mq-pub-payload'].every((s) => {
+		const el = document.querySelector(s); return el.value === '' && el.placeholder !== '' }) && document.querySelector('#mq-url').value.startsWith('ws://') &&
+		document.querySelector('#mq-client-id').placeholder === 'empty: a random id'`)
+	if err := chromedp.Do(ctx,
+		setValue("#mq-client-id", "web-page-1"),
 		chromedp.Click(chromedp.CSS("#mq-connect")),
 	); err != nil {
 		t.Fatalf("MQTT page: %v", err)
@@ -655,7 +678,21 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	waitJS(t, ctx, "the no-WebSocket notice", `(() => { const n = document.querySelector('#mq-no-ws');
 		return !n.classList.contains('hidden') && n.textContent.includes('no ws or wss listener') && n.textContent.includes('transport: ws') })()`)
+	// Nothing to dial: Connect is off and says why; with a URL typed that
+	// does not answer, the page names the missing listener, not close
+	// code 1006.
+	waitJS(t, ctx, "Connect disabled without a ws listener", `(() => { const b = document.querySelector('#mq-connect');
+		return b.disabled && b.title === 'no WebSocket listener: add a ws or wss listener to use this page' })()`)
 	shoot(t, ctx, shots, "mqtt-no-ws.png")
+	nobody := "ws://" + closedAddr(t) + "/mqtt"
+	if err := chromedp.Do(ctx, setValue("#mq-url", nobody), chromedp.Click(chromedp.CSS("#mq-connect"))); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the no-listener toast", `[...document.querySelectorAll('.toast.err')].some((e) => e.textContent === 'no WebSocket listener: add a ws or wss listener to use this page') &&
+		![...document.querySelectorAll('.toast')].some((e) => e.textContent.includes('1006'))`)
+	if err := chromedp.Do(ctx, setValue("#mq-url", "")); err != nil {
+		t.Fatal(err)
+	}
 	if err := chromedp.Do(ctx, chromedp.Navigate(d.noWSURL+"#/overview")); err != nil {
 		t.Fatal(err)
 	}
@@ -675,7 +712,9 @@ func TestDashboardInBrowser(t *testing.T) {
 			document.querySelector('#nodes-count').textContent.includes('1 unreachable') })()`)
 	shoot(t, ctx, shots, "nodes.png")
 
-	if errs := console.all(); len(errs) > 0 {
+	// Chromium logs the refused WebSocket itself.
+	errs := slices.DeleteFunc(console.all(), func(e string) bool { return strings.Contains(e, "WebSocket connection to '"+nobody+"' failed") })
+	if len(errs) > 0 {
 		t.Errorf("the page logged %d errors:\n  %s", len(errs), strings.Join(errs, "\n  "))
 	}
 	if err := ctx.Err(); errors.Is(err, context.DeadlineExceeded) {

@@ -695,6 +695,10 @@ function renderNode(dl, n, limits) {
     ...kv('limit', 'Connection limit', limits?.max_connections ? fmtInt(limits.max_connections) : h('span', { class: 'muted' }, 'none')));
 }
 
+// NO_WS is what the MQTT client page says when the broker has no WebSocket
+// listener to dial.
+const NO_WS = 'no WebSocket listener: add a ws or wss listener to use this page';
+
 // noWebSocketText explains why the page has no MQTT connection.
 function noWebSocketText() {
   return location.protocol === 'https:'
@@ -1361,18 +1365,21 @@ function mqttPage() {
   const urls = (ov?.listeners || []).filter((l) => l.url).map((l) => l.url);
   const saved = JSON.parse(sessionStorage.getItem('xmq-mqtt') || '{}');
   const url = h('input', { id: 'mq-url', list: 'mq-urls', value: saved.url || (ov ? pickURL(ov) : ''), placeholder: 'ws://host:8083/mqtt' });
-  const clientId = h('input', { id: 'mq-client-id', value: saved.clientId || 'xmq-web-' + Math.random().toString(16).slice(2, 8), placeholder: 'empty: the broker assigns one (MQTT 5)' });
+  // Fields show examples as placeholders, never as values one must erase;
+  // only what the page knows (a listener's URL, the last session's
+  // entries) is filled in.
+  const clientId = h('input', { id: 'mq-client-id', value: saved.clientId || '', placeholder: 'empty: a random id' });
   const version = h('select', { id: 'mq-version' }, [['5', 'MQTT 5.0'], ['4', 'MQTT 3.1.1']].map(([v, l]) =>
     h('option', { value: v, selected: String(saved.version || 5) === v }, l)));
   const user = h('input', { id: 'mq-user', value: saved.user || '', autocomplete: 'off', placeholder: 'empty: your dashboard login' });
   const pass = h('input', { id: 'mq-pass', type: 'password', autocomplete: 'new-password', placeholder: 'empty with your login' });
   const status = h('span', { id: 'mq-status', class: 'badge off' }, 'disconnected');
   const connectBtn = h('button', { id: 'mq-connect', class: 'primary' }, 'Connect');
-  const subFilter = h('input', { id: 'mq-sub-filter', value: saved.subFilter ?? '#', placeholder: 'e.g. sensors/+/temp or #' });
+  const subFilter = h('input', { id: 'mq-sub-filter', value: saved.subFilter || '', placeholder: 'e.g. sensors/+/temp or #' });
   const subQoS = h('select', { id: 'mq-sub-qos' }, [0, 1, 2].map((q) => h('option', { value: q }, 'QoS ' + q)));
   const subList = h('ul', { class: 'subs', id: 'mq-subs' });
-  const pubTopic = h('input', { id: 'mq-pub-topic', value: saved.pubTopic ?? 'test/hello', placeholder: 'e.g. sensors/1/temp' });
-  const pubPayload = h('textarea', { id: 'mq-pub-payload', rows: 4, placeholder: 'the message, e.g. {"temp": 21.5}; empty is an empty payload' }, saved.pubPayload ?? '{"hello": "world"}');
+  const pubTopic = h('input', { id: 'mq-pub-topic', value: saved.pubTopic || '', placeholder: 'e.g. sensors/1/temp' });
+  const pubPayload = h('textarea', { id: 'mq-pub-payload', rows: 4, placeholder: 'the message, e.g. {"temp": 21.5}; empty is an empty payload' }, saved.pubPayload || '');
   const pubQoS = h('select', { id: 'mq-pub-qos' }, [0, 1, 2].map((q) => h('option', { value: q }, 'QoS ' + q)));
   const pubRetain = h('input', { id: 'mq-pub-retain', type: 'checkbox' });
   // MQTT 5 properties of the PUBLISH; empty ones are not sent.
@@ -1413,6 +1420,9 @@ function mqttPage() {
     status.textContent = s === 'closed' ? 'disconnected' : s;
     connectBtn.textContent = s === 'closed' ? 'Connect' : 'Disconnect';
     connectBtn.className = s === 'closed' ? 'primary' : 'danger';
+    // Nothing to dial: no ws or wss listener and no URL typed.
+    connectBtn.disabled = s === 'closed' && !url.value.trim();
+    connectBtn.title = connectBtn.disabled ? NO_WS : '';
     for (const el of [url, clientId, user, pass, version]) el.disabled = s !== 'closed';
     for (const el of document.querySelectorAll('.needs-conn')) el.disabled = s !== 'connected';
     renderVersion();
@@ -1484,9 +1494,12 @@ function mqttPage() {
       await c.connect();
       toast('Connected as ' + c.clientId);
     } catch (e) {
-      toast('MQTT: ' + e.message, true);
+      // A browser tells a WebSocket that could not open only by close
+      // code 1006; without a ws listener of its own that is the reason.
+      toast(urls.length ? 'MQTT: ' + e.message : NO_WS, true);
     }
   });
+  url.addEventListener('input', renderState);
 
   const subForm = h('form', {
     onsubmit: async (e) => {
