@@ -50,6 +50,7 @@ func (s *Server) apiRoutes() *apiRouter {
 		{"GET", p("/auth/mqtt"), RoleViewer, s.mqttLogin},
 		{"GET", p("/openapi.json"), "", s.openAPI},
 		{"GET", p("/overview"), RoleViewer, s.overview},
+		{"GET", p("/alarms"), RoleViewer, s.listAlarms},
 		{"GET", p("/nodes"), RoleViewer, s.listNodes},
 		{"GET", p("/clients"), RoleViewer, s.listClients},
 		{"GET", p("/clients/"), RoleViewer, s.getClient},

@@ -156,7 +156,7 @@ func startDashboard(t *testing.T) *dashboard {
 	// and is told it is node n1 of a cluster of three, n3 unreachable.
 	bare, err := web.New(srv, web.Options{AdminPasswordHash: hash, MQTTTokens: tokens, Version: "browser-test",
 		Listeners: []web.Listener{{Name: "tcp", Transport: "tcp", Address: tcp.Addr().String()}},
-		Node:      "n1", Peers: threeNodes{}})
+		Node:      "n1", Peers: threeNodes{}, Cluster: func() web.ClusterStats { return web.ClusterStats{NodesReachable: 2, NodesUnreachable: 1} }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,6 +374,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		/^\d[\d,]* of \d/.test(document.querySelector('#node-files').textContent) && !!document.querySelector('#node-files .meter') &&
 		/^\d+$/.test(document.querySelector('#node-goroutines').textContent.replaceAll(',', '')) &&
 		document.querySelector('#node-store').textContent.includes('in memory')`)
+	waitJS(t, ctx, "no alarms", `document.querySelector('#alarms-count')?.textContent === 'none'`)
 	waitJS(t, ctx, "connects per listener", `document.querySelector('tr[data-listener="tcp"] td:nth-child(5)').textContent === '1'`)
 	// The charts span the last hour.
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`button[data-range="1h"]`))); err != nil {
@@ -388,7 +389,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		document.querySelector('#chart-messages').chart?.times.length > 3`)
 	// Hovering a chart shows the values at that time: a tip with the
 	// time and each series' value, gone when the pointer leaves.
-	box, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](`(() => { const r = document.querySelector('#chart-messages').getBoundingClientRect();
+	box, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](`(() => { const c = document.querySelector('#chart-messages'); c.scrollIntoView({ block: 'center' }); const r = c.getBoundingClientRect();
 		return [r.right - 30, r.top + r.height / 2, r.bottom + 40] })()`))
 	if err != nil {
 		t.Fatal(err)
@@ -697,6 +698,11 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitJS(t, ctx, "the overview's $SYS panel without ws", `document.querySelector('#sys-state')?.textContent === 'no ws listener'`)
+	// n3 is unreachable: the alarms panel says so, as the alert rule would.
+	waitJS(t, ctx, "the unreachable node's alarm", `(() => { const r = document.querySelector('#alarms-body tr[data-rule="XMQClusterNodeUnreachable"]');
+		return !!r && r.textContent.includes('critical') && r.textContent.includes('1 other node(s)') &&
+			document.querySelector('#alarms-count').textContent === '1 active' })()`)
+	shoot(t, ctx, shots, "overview-alarm.png")
 
 	// That server is a node of a cluster: the Nodes page shows the three
 	// with their health and load.

@@ -26,6 +26,12 @@
 // /api/v1/openapi.json describes the API; a test keeps it equal to the
 // routes.
 //
+// Alarms (alarms.go) are the conditions of deploy/prometheus/alerts.yml's
+// rules that hold now, computed from the same Options functions and
+// snapshots as the metrics; the sampler's tick evaluates them each second
+// so that each alarm's since is known even when nobody asks. A test keeps
+// every alarm's rule a rule of that file.
+//
 // Authentication: the admin user (bcrypt hash) logs in to a session
 // cookie whose unsafe requests must carry the session's CSRF token;
 // scripts use HTTP Basic with the admin credentials, an API key

@@ -23,6 +23,10 @@ type sample struct {
 	msgsIn, msgsOut       int64
 	bytesIn, bytesOut     int64
 	dropped, authFailures int64
+	// queueDropped (queue_full and quota_exceeded) and storeErrors
+	// (store_error) are the drops the XMQMessagesDropped and
+	// XMQStoreErrors alarms watch.
+	queueDropped, storeErrors int64
 }
 
 // point is one step of the overview's history: the gauges at its end and
@@ -53,6 +57,7 @@ type rates struct {
 type sampler struct {
 	b        Broker
 	interval time.Duration
+	tick     func(time.Time) // after each sample (the alarms); nil: none
 	done     chan struct{}
 	stopOnce sync.Once
 
@@ -62,20 +67,26 @@ type sampler struct {
 	n    int
 }
 
-func newSampler(b Broker, interval time.Duration, size int) *sampler {
-	s := &sampler{b: b, interval: interval, done: make(chan struct{}), ring: make([]sample, size)}
+func newSampler(b Broker, interval time.Duration, size int, tick func(time.Time)) *sampler {
+	s := &sampler{b: b, interval: interval, tick: tick, done: make(chan struct{}), ring: make([]sample, size)}
 	s.take()
-	go s.loop()
 	return s
 }
+
+// start runs the sampler until stop; apart from newSampler so that the
+// tick's owner can hold the sampler before the first tick.
+func (s *sampler) start() { go s.loop() }
 
 func (s *sampler) loop() {
 	t := time.NewTicker(s.interval)
 	defer t.Stop()
 	for {
 		select {
-		case <-t.C:
+		case now := <-t.C:
 			s.take()
+			if s.tick != nil {
+				s.tick(now)
+			}
 		case <-s.done:
 			return
 		}
@@ -88,7 +99,8 @@ func (s *sampler) stop() { s.stopOnce.Do(func() { close(s.done) }) }
 func sampleOf(st core.Snapshot, t time.Time) sample {
 	return sample{t: t, connected: st.Connected, connects: st.Connects, msgsIn: st.MessagesIn,
 		msgsOut: st.MessagesOut, bytesIn: st.BytesIn, bytesOut: st.BytesOut, dropped: st.TotalDropped(),
-		authFailures: st.AuthFailures}
+		authFailures: st.AuthFailures, queueDropped: st.Dropped["queue_full"] + st.Dropped["quota_exceeded"],
+		storeErrors: st.Dropped["store_error"]}
 }
 
 func (s *sampler) take() {
@@ -152,4 +164,24 @@ func (s *sampler) history(n, step int) []point {
 			BytesInRate: per(b.bytesIn, a.bytesIn), BytesOutRate: per(b.bytesOut, a.bytesOut)})
 	}
 	return out
+}
+
+// drops returns how many messages were dropped for full queues and for
+// store errors over the window up to now, as the alert rules' rate(...[5m])
+// sees them: between the newest sample and the newest one at least window
+// older (or the oldest held).
+func (s *sampler) drops(now time.Time, window time.Duration) (queue, store int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n < 2 {
+		return 0, 0
+	}
+	cur, base := s.at(0), s.at(0)
+	for i := 1; i < s.n; i++ {
+		base = s.at(i)
+		if now.Sub(base.t) >= window {
+			break
+		}
+	}
+	return max(cur.queueDropped-base.queueDropped, 0), max(cur.storeErrors-base.storeErrors, 0)
 }

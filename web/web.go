@@ -266,6 +266,7 @@ type Server struct {
 	handler http.Handler
 	auth    *authenticator
 	sampler *sampler
+	alarms  *alarms
 	reg     *prometheus.Registry
 	node    *nodeStats    // the overview's node card
 	traces  *traceManager // nil: no trace directory
@@ -301,7 +302,9 @@ func New(b Broker, opts Options) (*Server, error) {
 	if tr, ok := b.(Tracer); ok && opts.TraceDir != "" {
 		s.traces = newTraceManager(opts.TraceDir, tr, s.log.Named("trace"))
 	}
-	s.sampler = newSampler(b, time.Second, historySamples)
+	s.alarms = &alarms{s: s, since: map[string]time.Time{}}
+	s.sampler = newSampler(b, time.Second, historySamples, func(now time.Time) { s.alarms.check(now) })
+	s.sampler.start()
 	s.handler = s.routes()
 	return s, nil
 }

@@ -463,6 +463,8 @@ function overviewPage() {
       },
     }, key === '5m' ? '5 min' : '1 hour')));
   const nodeBody = h('dl', { class: 'kv node', id: 'node-card' });
+  const alarmsBody = h('tbody', { id: 'alarms-body' });
+  const alarmsCount = h('span', { class: 'badge', id: 'alarms-count' }, '–');
   const listenersBody = h('tbody', {});
   const reasonsBody = h('tbody', {});
   const sysBody = h('tbody', {}, h('tr', {}, h('td', { class: 'empty', colspan: 2 }, 'Connecting to the broker over WebSocket…')));
@@ -470,6 +472,11 @@ function overviewPage() {
   const sub = h('span', { id: 'ov-sub' }, '');
   const content = [
     pageHead('Overview', sub),
+    // The conditions of the Prometheus alert rules that hold now (GET
+    // /alarms): what needs an operator, before the figures.
+    h('div', { class: 'panel block', id: 'alarms' },
+      h('div', { class: 'chart-head' }, h('h2', {}, 'Alarms'), alarmsCount),
+      h('div', { class: 'table-wrap' }, h('table', {}, alarmsBody))),
     h('div', { class: 'grid stats' },
       statCard('connected', 'Connections', true), statCard('sessions', 'Sessions'),
       statCard('msgin', 'Messages in/s'), statCard('msgout', 'Messages out/s'),
@@ -588,9 +595,21 @@ function overviewPage() {
     ], opts);
   };
   const overviewPath = () => `/overview?history=${RANGES[state.range].history}&step=${RANGES[state.range].step}`;
+  const renderAlarms = (list) => {
+    alarmsCount.className = 'badge ' + (list.some((a) => a.severity === 'critical') ? 'err' : list.length ? 'warn' : 'on');
+    alarmsCount.textContent = list.length ? `${list.length} active` : 'none';
+    alarmsBody.replaceChildren(...(list.length ? list.map((a) => h('tr', { dataset: { rule: a.rule } },
+      h('td', {}, h('span', { class: 'badge ' + (a.severity === 'critical' ? 'err' : 'warn') }, a.severity)),
+      h('td', { class: 'soft' }, h('b', {}, a.name.replaceAll('_', ' ') + (a.subject ? ` (${a.subject})` : '')), h('div', { class: 'muted' }, a.rule)),
+      h('td', { class: 'soft' }, a.message),
+      h('td', { title: fmtDate(a.since) }, 'since ' + fmtSince(a.since))))
+      : [h('tr', {}, h('td', { class: 'empty' }, 'None: the store, certificates, cluster, connection limit and queues are well'))]));
+  };
   every(2000, async () => {
-    state.overview = await api('GET', overviewPath());
-    render(state.overview);
+    const [ov, al] = await Promise.all([api('GET', overviewPath()), api('GET', '/alarms')]);
+    state.overview = ov;
+    render(ov);
+    renderAlarms(al.alarms);
   });
   const onResize = () => state.overview && render(state.overview);
   window.addEventListener('resize', onResize);
