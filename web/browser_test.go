@@ -381,6 +381,12 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitJS(t, ctx, "the hour's charts", `document.querySelector('button[data-range="1h"]').classList.contains('primary')`)
+	// And the day, from the one-minute points (none yet: a new broker).
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`button[data-range="24h"]`))); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the day's charts", `document.querySelector('button[data-range="24h"]').classList.contains('primary') &&
+		document.querySelector('#chart-connections').chart?.opts.spanMs === 86400000 && !document.querySelector('.toast.err')`)
 	// One set of x labels: clock times, no "1 hour ago" and "now" beside them.
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`button[data-range="5m"]`))); err != nil {
 		t.Fatal(err)

@@ -17,10 +17,12 @@ const state = {
 };
 
 // RANGES are the overview charts' spans, from the hour of one-second
-// samples the server keeps: points and seconds a point.
+// samples and the day of one-minute points the server keeps: points,
+// seconds a point and the button's label.
 const RANGES = {
-  '5m': { history: 300, step: 1 },
-  '1h': { history: 240, step: 15 },
+  '5m': { history: 300, step: 1, label: '5 min' },
+  '1h': { history: 240, step: 15, label: '1 hour' },
+  '24h': { history: 720, step: 120, label: '24 hours' },
 };
 
 // ---------- helpers ----------
@@ -461,7 +463,7 @@ function overviewPage() {
         for (const b of rangeButtons.children) b.className = 'small' + (b.dataset.range === key ? ' primary' : '');
         try { render(state.overview = await api('GET', overviewPath())); } catch (e) { toast(e.message, true); }
       },
-    }, key === '5m' ? '5 min' : '1 hour')));
+    }, r.label)));
   const nodeBody = h('dl', { class: 'kv node', id: 'node-card' });
   const alarmsBody = h('tbody', { id: 'alarms-body' });
   const alarmsCount = h('span', { class: 'badge', id: 'alarms-count' }, '–');
@@ -484,7 +486,7 @@ function overviewPage() {
       statCard('bytesin', 'Bytes in/s'), statCard('bytesout', 'Bytes out/s'),
       statCard('subs', 'Subscriptions'), statCard('retained', 'Retained'),
       statCard('authfail', 'Auth failures')),
-    h('div', { class: 'chart-head charts-head' }, h('span', { class: 'muted' }, 'Charts from the broker\'s last hour, kept in memory'), rangeButtons),
+    h('div', { class: 'chart-head charts-head' }, h('span', { class: 'muted' }, 'The last hour a second a point, the last day a minute a point (kept across restarts in the data directory)'), rangeButtons),
     h('div', { class: 'grid charts' },
       h('div', { class: 'panel' },
         h('div', { class: 'chart-head' }, h('h2', {}, 'Connections'),
