@@ -50,6 +50,7 @@ func (s *Server) apiRoutes() *apiRouter {
 		{"GET", p("/auth/mqtt"), RoleViewer, s.mqttLogin},
 		{"GET", p("/openapi.json"), "", s.openAPI},
 		{"GET", p("/overview"), RoleViewer, s.overview},
+		{"GET", p("/alarms"), RoleViewer, s.listAlarms},
 		{"GET", p("/nodes"), RoleViewer, s.listNodes},
 		{"GET", p("/clients"), RoleViewer, s.listClients},
 		{"GET", p("/clients/"), RoleViewer, s.getClient},
@@ -338,7 +339,8 @@ type totalsJSON struct {
 	AuthFailures    int64            `json:"auth_failures"`
 }
 
-// maxHistory bounds the points of one overview: an hour at 5 s a point.
+// maxHistory bounds the points of one overview: an hour at 5 s a point,
+// a day at 2 minutes.
 const maxHistory = 720
 
 func (s *Server) overview(w http.ResponseWriter, r *http.Request, _ principal, _ string) error {
@@ -351,12 +353,20 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, _ principal, _
 		}
 		step = st
 	}
+	// Up to an hour comes from the one-second samples; whole minutes a
+	// point reach back a day, from the one-minute points.
+	hour, day := int(historySpan/sampleInterval), int(minuteSpan/time.Second)
 	if v := q.Get("history"); v != "" {
 		h, err := strconv.Atoi(v)
-		if err != nil || h < 0 || h > maxHistory || h*step > int(historySpan/sampleInterval) {
-			return badRequest(fmt.Sprintf("history %q: want 0 to %d points, at most %v with step %d", v, maxHistory, historySpan, step))
+		if err != nil || h < 0 || h > maxHistory || h*step > hour && (step%60 != 0 || h*step > day) {
+			return badRequest(fmt.Sprintf("history %q: want 0 to %d points, at most %v with step %d (%v with a step of whole minutes)",
+				v, maxHistory, historySpan, step, minuteSpan))
 		}
 		n = h
+	}
+	history, span := s.sampler.history(n, step), hour
+	if n*step > hour {
+		history, span = s.sampler.minuteHistory(n, step/60), day
 	}
 	st := s.broker.Stats()
 	now := time.Now()
@@ -394,9 +404,9 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, _ principal, _
 			DroppedBy: st.Dropped, Disconnects: st.Disconnects, Subscriptions: st.Subscriptions, Retained: st.Retained,
 			Queued: st.Queued, Inflight: st.Inflight, AuthFailures: st.AuthFailures},
 		"rates":           s.sampler.rates(cur, 5*time.Second),
-		"history":         s.sampler.history(n, step),
+		"history":         history,
 		"history_step":    step,
-		"history_seconds": int(historySpan / time.Second),
+		"history_seconds": span,
 		"limits":          map[string]any{"max_connections": s.broker.Options().MaxConnections},
 		"node":            s.node.read(s.opts.Store),
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -155,7 +156,7 @@ func startDashboard(t *testing.T) *dashboard {
 	// and is told it is node n1 of a cluster of three, n3 unreachable.
 	bare, err := web.New(srv, web.Options{AdminPasswordHash: hash, MQTTTokens: tokens, Version: "browser-test",
 		Listeners: []web.Listener{{Name: "tcp", Transport: "tcp", Address: tcp.Addr().String()}},
-		Node:      "n1", Peers: threeNodes{}})
+		Node:      "n1", Peers: threeNodes{}, Cluster: func() web.ClusterStats { return web.ClusterStats{NodesReachable: 2, NodesUnreachable: 1} }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,6 +208,18 @@ func screenshotDir(t *testing.T) string {
 		return d
 	}
 	return t.TempDir()
+}
+
+// closedAddr is a loopback address where nothing listens.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return addr
 }
 
 // waitJS evaluates a JavaScript boolean expression until it is true.
@@ -361,18 +374,61 @@ func TestDashboardInBrowser(t *testing.T) {
 		/^\d[\d,]* of \d/.test(document.querySelector('#node-files').textContent) && !!document.querySelector('#node-files .meter') &&
 		/^\d+$/.test(document.querySelector('#node-goroutines').textContent.replaceAll(',', '')) &&
 		document.querySelector('#node-store').textContent.includes('in memory')`)
+	waitJS(t, ctx, "no alarms", `document.querySelector('#alarms-count')?.textContent === 'none'`)
 	waitJS(t, ctx, "connects per listener", `document.querySelector('tr[data-listener="tcp"] td:nth-child(5)').textContent === '1'`)
 	// The charts span the last hour.
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`button[data-range="1h"]`))); err != nil {
 		t.Fatal(err)
 	}
 	waitJS(t, ctx, "the hour's charts", `document.querySelector('button[data-range="1h"]').classList.contains('primary')`)
+	// And the day, from the one-minute points (none yet: a new broker).
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`button[data-range="24h"]`))); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the day's charts", `document.querySelector('button[data-range="24h"]').classList.contains('primary') &&
+		document.querySelector('#chart-connections').chart?.opts.spanMs === 86400000 && !document.querySelector('.toast.err')`)
+	// One set of x labels: clock times, no "1 hour ago" and "now" beside them.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`button[data-range="5m"]`))); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the 5 minutes' charts with points", `document.querySelector('button[data-range="5m"]').classList.contains('primary') &&
+		document.querySelector('#chart-messages').chart?.times.length > 3`)
+	// Hovering a chart shows the values at that time: a tip with the
+	// time and each series' value, gone when the pointer leaves.
+	box, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](`(() => { const c = document.querySelector('#chart-messages'); c.scrollIntoView({ block: 'center' }); const r = c.getBoundingClientRect();
+		return [r.right - 30, r.top + r.height / 2, r.bottom + 40] })()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.MouseEvent("mouseMoved", box[0], box[1])); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the chart's tip", `(() => { const tip = document.querySelector('#tip-messages');
+		if (tip.classList.contains('hidden')) return false;
+		const rows = [...tip.querySelectorAll('.tip-row')].map((r) => r.dataset.series + ':' + r.querySelector('b').textContent);
+		return /^\d{2}\/\d{2}\/\d{4}, \d{2}:\d{2}:\d{2}$/.test(tip.querySelector('.tip-time').textContent) && rows.length === 3 &&
+			rows[0].startsWith('in:') && rows[1].startsWith('out:') && rows[2].startsWith('dropped:') && rows.every((r) => r.endsWith('/s')) })()`)
+	shoot(t, ctx, shots, "overview-hover.png")
+	if err := chromedp.Do(ctx, chromedp.MouseEvent("mouseMoved", box[0], box[2])); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the tip gone with the pointer", `document.querySelector('#tip-messages').classList.contains('hidden')`)
 	shoot(t, ctx, shots, "overview.png")
 
 	// The built-in MQTT client: connect, subscribe with a wildcard, publish.
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(d.url+"#/mqtt"),
 		chromedp.WaitVisible(chromedp.CSS("#mq-connect")),
+	); err != nil {
+		t.Fatalf("MQTT page: %v", err)
+	}
+	// Examples are placeholders, not values to erase; the ws listener's
+	// URL is a value, the page found it.
+	waitJS(t, ctx, "the MQTT page's empty fields with placeholders", `['#mq-client-id', '#mq-sub-filter', '#mq-pub-topic', '#mq-pub-payload'].every((s) => {
+		const el = document.querySelector(s); return el.value === '' && el.placeholder !== '' }) && document.querySelector('#mq-url').value.startsWith('ws://') &&
+		document.querySelector('#mq-client-id').placeholder === 'empty: a random id'`)
+	if err := chromedp.Do(ctx,
+		setValue("#mq-client-id", "web-page-1"),
 		chromedp.Click(chromedp.CSS("#mq-connect")),
 	); err != nil {
 		t.Fatalf("MQTT page: %v", err)
@@ -629,11 +685,30 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	waitJS(t, ctx, "the no-WebSocket notice", `(() => { const n = document.querySelector('#mq-no-ws');
 		return !n.classList.contains('hidden') && n.textContent.includes('no ws or wss listener') && n.textContent.includes('transport: ws') })()`)
+	// Nothing to dial: Connect is off and says why; with a URL typed that
+	// does not answer, the page names the missing listener, not close
+	// code 1006.
+	waitJS(t, ctx, "Connect disabled without a ws listener", `(() => { const b = document.querySelector('#mq-connect');
+		return b.disabled && b.title === 'no WebSocket listener: add a ws or wss listener to use this page' })()`)
 	shoot(t, ctx, shots, "mqtt-no-ws.png")
+	nobody := "ws://" + closedAddr(t) + "/mqtt"
+	if err := chromedp.Do(ctx, setValue("#mq-url", nobody), chromedp.Click(chromedp.CSS("#mq-connect"))); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the no-listener toast", `[...document.querySelectorAll('.toast.err')].some((e) => e.textContent === 'no WebSocket listener: add a ws or wss listener to use this page') &&
+		![...document.querySelectorAll('.toast')].some((e) => e.textContent.includes('1006'))`)
+	if err := chromedp.Do(ctx, setValue("#mq-url", "")); err != nil {
+		t.Fatal(err)
+	}
 	if err := chromedp.Do(ctx, chromedp.Navigate(d.noWSURL+"#/overview")); err != nil {
 		t.Fatal(err)
 	}
 	waitJS(t, ctx, "the overview's $SYS panel without ws", `document.querySelector('#sys-state')?.textContent === 'no ws listener'`)
+	// n3 is unreachable: the alarms panel says so, as the alert rule would.
+	waitJS(t, ctx, "the unreachable node's alarm", `(() => { const r = document.querySelector('#alarms-body tr[data-rule="XMQClusterNodeUnreachable"]');
+		return !!r && r.textContent.includes('critical') && r.textContent.includes('1 other node(s)') &&
+			document.querySelector('#alarms-count').textContent === '1 active' })()`)
+	shoot(t, ctx, shots, "overview-alarm.png")
 
 	// That server is a node of a cluster: the Nodes page shows the three
 	// with their health and load.
@@ -649,7 +724,9 @@ func TestDashboardInBrowser(t *testing.T) {
 			document.querySelector('#nodes-count').textContent.includes('1 unreachable') })()`)
 	shoot(t, ctx, shots, "nodes.png")
 
-	if errs := console.all(); len(errs) > 0 {
+	// Chromium logs the refused WebSocket itself.
+	errs := slices.DeleteFunc(console.all(), func(e string) bool { return strings.Contains(e, "WebSocket connection to '"+nobody+"' failed") })
+	if len(errs) > 0 {
 		t.Errorf("the page logged %d errors:\n  %s", len(errs), strings.Join(errs, "\n  "))
 	}
 	if err := ctx.Err(); errors.Is(err, context.DeadlineExceeded) {

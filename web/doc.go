@@ -20,11 +20,18 @@
 // Metrics cost nothing on the message path: the collector reads core's
 // Stats snapshot when Prometheus scrapes. A sampler goroutine takes one
 // snapshot a second into a ring of an hour for the overview's rates and
-// charts. What only the composition root knows — each listener's handshake
+// charts, and sums each minute into a point of the last day's history,
+// which Options.HistoryFile keeps across restarts. What only the composition root knows — each listener's handshake
 // failures and certificate end, the store's disk use — comes in through
 // Options as functions, so web imports neither listeners nor the store.
 // /api/v1/openapi.json describes the API; a test keeps it equal to the
 // routes.
+//
+// Alarms (alarms.go) are the conditions of deploy/prometheus/alerts.yml's
+// rules that hold now, computed from the same Options functions and
+// snapshots as the metrics; the sampler's tick evaluates them each second
+// so that each alarm's since is known even when nobody asks. A test keeps
+// every alarm's rule a rule of that file.
 //
 // Authentication: the admin user (bcrypt hash) logs in to a session
 // cookie whose unsafe requests must carry the session's CSRF token;

@@ -180,6 +180,10 @@ type Options struct {
 	// Store reads the on-disk store's usage for /metrics and the
 	// overview; nil: the broker keeps its state in memory.
 	Store func() StoreUsage
+	// HistoryFile keeps the overview's one-minute history of the last day
+	// across restarts (written every minute and at Close, atomically);
+	// "": in memory only.
+	HistoryFile string
 	// Version is the build's version, for the overview and metrics.
 	Version string
 	// Node is this broker's node name in a cluster: every /metrics
@@ -266,6 +270,7 @@ type Server struct {
 	handler http.Handler
 	auth    *authenticator
 	sampler *sampler
+	alarms  *alarms
 	reg     *prometheus.Registry
 	node    *nodeStats    // the overview's node card
 	traces  *traceManager // nil: no trace directory
@@ -301,7 +306,14 @@ func New(b Broker, opts Options) (*Server, error) {
 	if tr, ok := b.(Tracer); ok && opts.TraceDir != "" {
 		s.traces = newTraceManager(opts.TraceDir, tr, s.log.Named("trace"))
 	}
-	s.sampler = newSampler(b, time.Second, historySamples)
+	s.alarms = &alarms{s: s, since: map[string]time.Time{}}
+	s.sampler = newSampler(b, time.Second, historySamples, func(now time.Time) { s.alarms.check(now) })
+	s.sampler.file, s.sampler.log = opts.HistoryFile, s.log.Named("history")
+	if err := s.sampler.load(time.Now()); err != nil {
+		// The charts start empty; the file is rewritten within a minute.
+		s.log.Warn("overview history not loaded", zap.Error(err))
+	}
+	s.sampler.start()
 	s.handler = s.routes()
 	return s, nil
 }
@@ -374,10 +386,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return hs.Shutdown(ctx)
 }
 
-// Close stops the sampler and the running traces; the handler keeps
-// working without rates.
+// Close stops the sampler, keeps its history (Options.HistoryFile) and
+// stops the running traces; the handler keeps working without rates.
 func (s *Server) Close() {
 	s.sampler.stop()
+	if err := s.sampler.save(); err != nil {
+		s.log.Warn("overview history not saved", zap.Error(err))
+	}
 	if s.traces != nil {
 		s.traces.close()
 	}

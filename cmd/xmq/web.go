@@ -290,9 +290,11 @@ func (w *webRun) start(cfg *config, srv *core.Server, st core.Store, lns []liste
 		opts.Bans = banList{a}
 		opts.AuthStats = func() web.AuthStats { return webAuthStats(a.Stats()) }
 	}
-	// Traces live in the data directory, or in a temporary one without.
+	// Traces live in the data directory, or in a temporary one without;
+	// the overview's day of history there too, or only in memory.
 	if cfg.DataDir != "" {
 		opts.TraceDir = filepath.Join(cfg.DataDir, "traces")
+		opts.HistoryFile = filepath.Join(cfg.DataDir, "web", "history.json")
 	} else {
 		if w.traceTmp, err = os.MkdirTemp("", "xmq-traces-"); err != nil {
 			return fmt.Errorf("traces: %w", err)

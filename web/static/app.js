@@ -17,10 +17,12 @@ const state = {
 };
 
 // RANGES are the overview charts' spans, from the hour of one-second
-// samples the server keeps: points and seconds a point.
+// samples and the day of one-minute points the server keeps: points,
+// seconds a point and the button's label.
 const RANGES = {
-  '5m': { history: 300, step: 1, label: '5 minutes ago' },
-  '1h': { history: 240, step: 15, label: '1 hour ago' },
+  '5m': { history: 300, step: 1, label: '5 min' },
+  '1h': { history: 240, step: 15, label: '1 hour' },
+  '24h': { history: 720, step: 120, label: '24 hours' },
 };
 
 // ---------- helpers ----------
@@ -292,8 +294,14 @@ function loginPage() {
 
 // ---------- overview ----------
 
-// drawChart plots series [{values, color}] on a canvas, scaled for the
-// screen's pixel ratio, with a light grid and the y axis maximum.
+// drawChart plots series [{name, values, color, fill}] on a canvas, scaled
+// for the screen's pixel ratio: a light grid, the y axis' quarters, and one
+// set of x labels, the clock times of round instants within the span (a
+// start label and a "now" label besides them used to read as two axes).
+// opts.times are the points' times (Unix ms), opts.spanMs the window shown
+// and opts.hover the index of the point under the pointer, which gets a
+// vertical line and dots. The drawn geometry is kept on the canvas for
+// the pointer's handler (chartHover).
 function drawChart(canvas, series, opts = {}) {
   const dpr = window.devicePixelRatio || 1;
   const w = canvas.clientWidth, hgt = canvas.clientHeight;
@@ -303,45 +311,115 @@ function drawChart(canvas, series, opts = {}) {
   const ctx = canvas.getContext('2d');
   ctx.scale(dpr, dpr);
   ctx.clearRect(0, 0, w, hgt);
-  const n = Math.max(opts.window || 0, ...series.map((s) => s.values.length), 2);
+  const times = opts.times || [];
+  const end = times.length ? times[times.length - 1] : Date.now();
+  const spanMs = opts.spanMs || 3600e3;
   const top = niceTop(Math.max(...series.flatMap((s) => s.values), 0), opts.integer);
   const padL = 44, padB = 18, padT = 6;
-  const ph = hgt - padB - padT, pw = w - padL - 4;
+  const ph = hgt - padB - padT, pw = w - padL - 8;
+  const x = (t) => padL + pw * (t - (end - spanMs)) / spanMs;
+  const y = (v) => padT + ph - ph * v / top;
   ctx.font = '11px system-ui, sans-serif';
   ctx.fillStyle = '#6b7085';
   ctx.strokeStyle = '#eceef5';
   ctx.lineWidth = 1;
   for (let i = 0; i <= 4; i++) {
-    const y = padT + ph - ph * i / 4;
+    const yy = padT + ph - ph * i / 4;
     ctx.beginPath();
-    ctx.moveTo(padL, Math.round(y) + 0.5);
-    ctx.lineTo(w - 4, Math.round(y) + 0.5);
+    ctx.moveTo(padL, Math.round(yy) + 0.5);
+    ctx.lineTo(w - 4, Math.round(yy) + 0.5);
     ctx.stroke();
     ctx.textAlign = 'right';
-    ctx.fillText(fmtNum(top * i / 4), padL - 6, y + 4);
+    ctx.fillText(fmtAxis(top * i / 4, top), padL - 6, yy + 4);
   }
-  ctx.textAlign = 'left';
-  ctx.fillText(opts.span || '', padL, hgt - 4);
-  ctx.textAlign = 'right';
-  ctx.fillText('now', w - 4, hgt - 4);
+  // x labels: a round tick interval giving four to eight labels.
+  const tick = [60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600].map((s) => s * 1000).find((s) => spanMs / s <= 8) || 21600e3;
+  ctx.textAlign = 'center';
+  for (let t = Math.ceil((end - spanMs) / tick) * tick; t <= end; t += tick) {
+    const xx = x(t);
+    if (xx < padL + 14 || xx > w - 18) continue;
+    ctx.fillText(new Date(t).toLocaleTimeString('en-GB', { hour: '2-digit', minute: '2-digit', hour12: false }), xx, hgt - 4);
+  }
   for (const s of series) {
     if (s.values.length < 1) continue;
-    const x = (i) => padL + pw * (i + n - s.values.length) / (n - 1);
-    const y = (v) => padT + ph - ph * v / top;
     ctx.beginPath();
-    s.values.forEach((v, i) => (i ? ctx.lineTo(x(i), y(v)) : ctx.moveTo(x(i), y(v))));
+    s.values.forEach((v, i) => (i ? ctx.lineTo(x(times[i]), y(v)) : ctx.moveTo(x(times[i]), y(v))));
     ctx.strokeStyle = s.color;
     ctx.lineWidth = 2;
     ctx.lineJoin = 'round';
     ctx.stroke();
     if (s.fill) {
-      ctx.lineTo(x(s.values.length - 1), padT + ph);
-      ctx.lineTo(x(0), padT + ph);
+      ctx.lineTo(x(times[s.values.length - 1]), padT + ph);
+      ctx.lineTo(x(times[0]), padT + ph);
       ctx.closePath();
       ctx.fillStyle = s.fill;
       ctx.fill();
     }
   }
+  const i = opts.hover;
+  if (i !== undefined && i !== null && i < times.length) {
+    const xx = Math.round(x(times[i])) + 0.5;
+    ctx.strokeStyle = '#9aa0b4';
+    ctx.lineWidth = 1;
+    ctx.beginPath();
+    ctx.moveTo(xx, padT);
+    ctx.lineTo(xx, padT + ph);
+    ctx.stroke();
+    for (const s of series) {
+      ctx.fillStyle = s.color;
+      ctx.beginPath();
+      ctx.arc(xx, y(s.values[i]), 3.5, 0, 2 * Math.PI);
+      ctx.fill();
+    }
+  }
+  canvas.chart = { series, opts, times, x, padL, w };
+  // A refresh under a resting pointer keeps its line and tip.
+  if (opts.hover === undefined && canvas.rehover) canvas.rehover();
+}
+
+// fmtAxis writes a y axis label with the decimals its quarters need
+// (fmtNum's one decimal turned 0.25 into 0.3).
+function fmtAxis(v, top) {
+  if (top >= 4 && Number.isInteger(v)) return fmtNum(v);
+  if (top >= 1e4) return fmtNum(v);
+  return String(Math.round(v * 1000) / 1000);
+}
+
+// swatch is a series' colour square; set through the style object, since
+// the page's Content-Security-Policy refuses inline style attributes.
+function swatch(color) {
+  const i = h('i', {});
+  i.style.background = color;
+  return i;
+}
+
+// chartHover makes a chart answer the pointer: the point nearest to it in
+// time gets a line (drawChart) and tip shows its time and each series'
+// value; leaving the chart hides them. fmt writes a value.
+function chartHover(canvas, tip, fmt) {
+  let px = null; // the pointer's x on the canvas; null: not over it
+  const show = () => {
+    const c = canvas.chart;
+    if (!c || !c.times.length || px === null) return;
+    let best = 0;
+    c.times.forEach((t, i) => { if (Math.abs(c.x(t) - px) < Math.abs(c.x(c.times[best]) - px)) best = i; });
+    drawChart(canvas, c.series, { ...c.opts, hover: best });
+    tip.replaceChildren(h('div', { class: 'tip-time' }, new Date(c.times[best]).toLocaleString('en-GB', { hour12: false })),
+      ...c.series.map((s) => h('div', { class: 'tip-row', dataset: { series: s.name } },
+        swatch(s.color), s.name, ' ', h('b', {}, fmt(s.values[best])))));
+    tip.classList.remove('hidden');
+    const left = c.x(c.times[best]);
+    tip.style.left = (left > c.w / 2 ? left - tip.offsetWidth - 10 : left + 10) + 'px';
+  };
+  const hide = () => {
+    px = null;
+    tip.classList.add('hidden');
+    const c = canvas.chart;
+    if (c) drawChart(canvas, c.series, { ...c.opts, hover: null });
+  };
+  canvas.rehover = show;
+  canvas.addEventListener('mousemove', (ev) => { px = ev.clientX - canvas.getBoundingClientRect().left; show(); });
+  canvas.addEventListener('mouseleave', hide);
 }
 
 // niceTop rounds a chart's maximum up so that its quarters are round
@@ -373,6 +451,10 @@ function setText(id, text) {
 function overviewPage() {
   const connChart = h('canvas', { class: 'chart', id: 'chart-connections' });
   const msgChart = h('canvas', { class: 'chart', id: 'chart-messages' });
+  const connTip = h('div', { class: 'chart-tip hidden', id: 'tip-connections' });
+  const msgTip = h('div', { class: 'chart-tip hidden', id: 'tip-messages' });
+  chartHover(connChart, connTip, fmtInt);
+  chartHover(msgChart, msgTip, (v) => (v >= 100 ? fmtNum(v) : String(Math.round(v * 100) / 100)) + '/s');
   const rangeButtons = h('div', { class: 'row range', id: 'chart-range' }, Object.entries(RANGES).map(([key, r]) =>
     h('button', {
       class: 'small' + (state.range === key ? ' primary' : ''), dataset: { range: key },
@@ -381,8 +463,10 @@ function overviewPage() {
         for (const b of rangeButtons.children) b.className = 'small' + (b.dataset.range === key ? ' primary' : '');
         try { render(state.overview = await api('GET', overviewPath())); } catch (e) { toast(e.message, true); }
       },
-    }, key === '5m' ? '5 min' : '1 hour')));
+    }, r.label)));
   const nodeBody = h('dl', { class: 'kv node', id: 'node-card' });
+  const alarmsBody = h('tbody', { id: 'alarms-body' });
+  const alarmsCount = h('span', { class: 'badge', id: 'alarms-count' }, '–');
   const listenersBody = h('tbody', {});
   const reasonsBody = h('tbody', {});
   const sysBody = h('tbody', {}, h('tr', {}, h('td', { class: 'empty', colspan: 2 }, 'Connecting to the broker over WebSocket…')));
@@ -390,6 +474,11 @@ function overviewPage() {
   const sub = h('span', { id: 'ov-sub' }, '');
   const content = [
     pageHead('Overview', sub),
+    // The conditions of the Prometheus alert rules that hold now (GET
+    // /alarms): what needs an operator, before the figures.
+    h('div', { class: 'panel block', id: 'alarms' },
+      h('div', { class: 'chart-head' }, h('h2', {}, 'Alarms'), alarmsCount),
+      h('div', { class: 'table-wrap' }, h('table', {}, alarmsBody))),
     h('div', { class: 'grid stats' },
       statCard('connected', 'Connections', true), statCard('sessions', 'Sessions'),
       statCard('msgin', 'Messages in/s'), statCard('msgout', 'Messages out/s'),
@@ -397,19 +486,19 @@ function overviewPage() {
       statCard('bytesin', 'Bytes in/s'), statCard('bytesout', 'Bytes out/s'),
       statCard('subs', 'Subscriptions'), statCard('retained', 'Retained'),
       statCard('authfail', 'Auth failures')),
-    h('div', { class: 'chart-head charts-head' }, h('span', { class: 'muted' }, 'Charts from the broker\'s last hour, kept in memory'), rangeButtons),
+    h('div', { class: 'chart-head charts-head' }, h('span', { class: 'muted' }, 'The last hour a second a point, the last day a minute a point (kept across restarts in the data directory)'), rangeButtons),
     h('div', { class: 'grid charts' },
       h('div', { class: 'panel' },
         h('div', { class: 'chart-head' }, h('h2', {}, 'Connections'),
           h('div', { class: 'legend' }, h('span', {}, h('i', { class: 'sw-accent' }), 'open'))),
-        connChart),
+        h('div', { class: 'chart-box' }, connChart, connTip)),
       h('div', { class: 'panel' },
         h('div', { class: 'chart-head' }, h('h2', {}, 'Messages per second'),
           h('div', { class: 'legend' },
             h('span', {}, h('i', { class: 'sw-green' }), 'in'),
             h('span', {}, h('i', { class: 'sw-accent' }), 'out'),
             h('span', {}, h('i', { class: 'sw-red' }), 'dropped'))),
-        msgChart)),
+        h('div', { class: 'chart-box' }, msgChart, msgTip))),
     h('div', { class: 'grid two' },
       h('div', { class: 'panel' }, h('h2', {}, 'Node'), nodeBody),
       h('div', { class: 'panel' }, h('h2', {}, 'Disconnects and drops'),
@@ -499,18 +588,30 @@ function overviewPage() {
       : [h('tr', {}, h('td', { class: 'empty', colspan: 2 }, 'No disconnects or drops yet'))]));
     const hist = ov.history;
     const rg = RANGES[state.range];
-    const span = rg.label;
-    drawChart(connChart, [{ values: hist.map((p) => p.connected), color: '#4f46e5', fill: 'rgba(79,70,229,.08)' }], { span, integer: true, window: rg.history });
+    const opts = { times: hist.map((p) => p.t), spanMs: rg.history * rg.step * 1000 };
+    drawChart(connChart, [{ name: 'open', values: hist.map((p) => p.connected), color: '#4f46e5', fill: 'rgba(79,70,229,.08)' }], { ...opts, integer: true });
     drawChart(msgChart, [
-      { values: hist.map((p) => p.messages_in_rate), color: '#16a34a' },
-      { values: hist.map((p) => p.messages_out_rate), color: '#4f46e5' },
-      { values: hist.map((p) => p.dropped_rate), color: '#dc2626' },
-    ], { span, window: rg.history });
+      { name: 'in', values: hist.map((p) => p.messages_in_rate), color: '#16a34a' },
+      { name: 'out', values: hist.map((p) => p.messages_out_rate), color: '#4f46e5' },
+      { name: 'dropped', values: hist.map((p) => p.dropped_rate), color: '#dc2626' },
+    ], opts);
   };
   const overviewPath = () => `/overview?history=${RANGES[state.range].history}&step=${RANGES[state.range].step}`;
+  const renderAlarms = (list) => {
+    alarmsCount.className = 'badge ' + (list.some((a) => a.severity === 'critical') ? 'err' : list.length ? 'warn' : 'on');
+    alarmsCount.textContent = list.length ? `${list.length} active` : 'none';
+    alarmsBody.replaceChildren(...(list.length ? list.map((a) => h('tr', { dataset: { rule: a.rule } },
+      h('td', {}, h('span', { class: 'badge ' + (a.severity === 'critical' ? 'err' : 'warn') }, a.severity)),
+      h('td', { class: 'soft' }, h('b', {}, a.name.replaceAll('_', ' ') + (a.subject ? ` (${a.subject})` : '')), h('div', { class: 'muted' }, a.rule)),
+      h('td', { class: 'soft' }, a.message),
+      h('td', { title: fmtDate(a.since) }, 'since ' + fmtSince(a.since))))
+      : [h('tr', {}, h('td', { class: 'empty' }, 'None: the store, certificates, cluster, connection limit and queues are well'))]));
+  };
   every(2000, async () => {
-    state.overview = await api('GET', overviewPath());
-    render(state.overview);
+    const [ov, al] = await Promise.all([api('GET', overviewPath()), api('GET', '/alarms')]);
+    state.overview = ov;
+    render(ov);
+    renderAlarms(al.alarms);
   });
   const onResize = () => state.overview && render(state.overview);
   window.addEventListener('resize', onResize);
@@ -614,6 +715,10 @@ function renderNode(dl, n, limits) {
         : [fmtBytes(n.store_bytes), h('span', { class: 'muted' }, ' · no budget')]),
     ...kv('limit', 'Connection limit', limits?.max_connections ? fmtInt(limits.max_connections) : h('span', { class: 'muted' }, 'none')));
 }
+
+// NO_WS is what the MQTT client page says when the broker has no WebSocket
+// listener to dial.
+const NO_WS = 'no WebSocket listener: add a ws or wss listener to use this page';
 
 // noWebSocketText explains why the page has no MQTT connection.
 function noWebSocketText() {
@@ -1281,18 +1386,21 @@ function mqttPage() {
   const urls = (ov?.listeners || []).filter((l) => l.url).map((l) => l.url);
   const saved = JSON.parse(sessionStorage.getItem('xmq-mqtt') || '{}');
   const url = h('input', { id: 'mq-url', list: 'mq-urls', value: saved.url || (ov ? pickURL(ov) : ''), placeholder: 'ws://host:8083/mqtt' });
-  const clientId = h('input', { id: 'mq-client-id', value: saved.clientId || 'xmq-web-' + Math.random().toString(16).slice(2, 8), placeholder: 'empty: the broker assigns one (MQTT 5)' });
+  // Fields show examples as placeholders, never as values one must erase;
+  // only what the page knows (a listener's URL, the last session's
+  // entries) is filled in.
+  const clientId = h('input', { id: 'mq-client-id', value: saved.clientId || '', placeholder: 'empty: a random id' });
   const version = h('select', { id: 'mq-version' }, [['5', 'MQTT 5.0'], ['4', 'MQTT 3.1.1']].map(([v, l]) =>
     h('option', { value: v, selected: String(saved.version || 5) === v }, l)));
   const user = h('input', { id: 'mq-user', value: saved.user || '', autocomplete: 'off', placeholder: 'empty: your dashboard login' });
   const pass = h('input', { id: 'mq-pass', type: 'password', autocomplete: 'new-password', placeholder: 'empty with your login' });
   const status = h('span', { id: 'mq-status', class: 'badge off' }, 'disconnected');
   const connectBtn = h('button', { id: 'mq-connect', class: 'primary' }, 'Connect');
-  const subFilter = h('input', { id: 'mq-sub-filter', value: saved.subFilter ?? '#', placeholder: 'e.g. sensors/+/temp or #' });
+  const subFilter = h('input', { id: 'mq-sub-filter', value: saved.subFilter || '', placeholder: 'e.g. sensors/+/temp or #' });
   const subQoS = h('select', { id: 'mq-sub-qos' }, [0, 1, 2].map((q) => h('option', { value: q }, 'QoS ' + q)));
   const subList = h('ul', { class: 'subs', id: 'mq-subs' });
-  const pubTopic = h('input', { id: 'mq-pub-topic', value: saved.pubTopic ?? 'test/hello', placeholder: 'e.g. sensors/1/temp' });
-  const pubPayload = h('textarea', { id: 'mq-pub-payload', rows: 4, placeholder: 'the message, e.g. {"temp": 21.5}; empty is an empty payload' }, saved.pubPayload ?? '{"hello": "world"}');
+  const pubTopic = h('input', { id: 'mq-pub-topic', value: saved.pubTopic || '', placeholder: 'e.g. sensors/1/temp' });
+  const pubPayload = h('textarea', { id: 'mq-pub-payload', rows: 4, placeholder: 'the message, e.g. {"temp": 21.5}; empty is an empty payload' }, saved.pubPayload || '');
   const pubQoS = h('select', { id: 'mq-pub-qos' }, [0, 1, 2].map((q) => h('option', { value: q }, 'QoS ' + q)));
   const pubRetain = h('input', { id: 'mq-pub-retain', type: 'checkbox' });
   // MQTT 5 properties of the PUBLISH; empty ones are not sent.
@@ -1333,6 +1441,9 @@ function mqttPage() {
     status.textContent = s === 'closed' ? 'disconnected' : s;
     connectBtn.textContent = s === 'closed' ? 'Connect' : 'Disconnect';
     connectBtn.className = s === 'closed' ? 'primary' : 'danger';
+    // Nothing to dial: no ws or wss listener and no URL typed.
+    connectBtn.disabled = s === 'closed' && !url.value.trim();
+    connectBtn.title = connectBtn.disabled ? NO_WS : '';
     for (const el of [url, clientId, user, pass, version]) el.disabled = s !== 'closed';
     for (const el of document.querySelectorAll('.needs-conn')) el.disabled = s !== 'connected';
     renderVersion();
@@ -1404,9 +1515,12 @@ function mqttPage() {
       await c.connect();
       toast('Connected as ' + c.clientId);
     } catch (e) {
-      toast('MQTT: ' + e.message, true);
+      // A browser tells a WebSocket that could not open only by close
+      // code 1006; without a ws listener of its own that is the reason.
+      toast(urls.length ? 'MQTT: ' + e.message : NO_WS, true);
     }
   });
+  url.addEventListener('input', renderState);
 
   const subForm = h('form', {
     onsubmit: async (e) => {
