@@ -22,7 +22,7 @@ import (
 type Local interface {
 	// DeliverRemote routes a message from another node, and forwards
 	// nothing: with group and filter "", to every plain subscriber here
-	// whose filter matches topic, matched once against the whole
+	// whose filter matches its topic, matched once against the whole
 	// subscription tree as a local PUBLISH is (an MQTT 3.1.1 client
 	// whose subscriptions overlap gets one copy, at the highest QoS
 	// granted; an MQTT 5 client one per subscription, with its
@@ -30,19 +30,18 @@ type Local interface {
 	// exactly filter (a message whose copies cannot be told apart, see
 	// firstCopy); with a group, to one member of the shared group group
 	// on filter.
-	DeliverRemote(group, filter, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
-		expires time.Time, from string) int
+	DeliverRemote(group, filter string, m codec.Message) int
 	// TakeOver closes clientID's connection here, if it holds claim,
 	// because another node's connection took the id over; endSession
 	// ends the session here too.
 	TakeOver(clientID string, claim uint64, endSession bool) bool
 	// SetRetained keeps a retained message set on another node (an empty
 	// payload clears it) without delivering it.
-	SetRetained(topic string, payload []byte, qos byte, props *codec.Properties, expires time.Time, from string)
+	SetRetained(m codec.Message)
 	// LocalRetained calls f with each retained message this node keeps
 	// that the cluster replicates (not the broker's own $SYS ones); f
 	// must not call back into the broker.
-	LocalRetained(f func(topic string, payload []byte, qos byte, props *codec.Properties, expires time.Time, from string))
+	LocalRetained(f func(m codec.Message))
 	// ExportSession returns clientID's persistent session encoded, nil
 	// when there is none or it would exceed maxBytes: without take its
 	// subscriptions only, changing nothing; with take all of it, which
@@ -62,13 +61,11 @@ type Local interface {
 	// at published while no node held the sessions of clientIDs to those
 	// pending, before what they queued meanwhile; a session that began
 	// after published on the node that wrote its record takes none.
-	ReplayPending(clientIDs map[string]bool, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
-		expires time.Time, from string, published time.Time) int
+	ReplayPending(clientIDs map[string]bool, m codec.Message, published time.Time) int
 	// DeliverReplayed routes a message published at published while this
 	// node was down to its plain subscribers, with DUP, but those whose
 	// session began here after published.
-	DeliverReplayed(topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
-		expires time.Time, from string, published time.Time) int
+	DeliverReplayed(m codec.Message, published time.Time) int
 	// RestoreSession installs clientID's session from the records another
 	// node's store was given (replica.go), offline; withWill schedules
 	// its will.
@@ -594,15 +591,11 @@ func (c *Cluster) route(m *nats.Msg) {
 		c.warn("message from NATS dropped: its subject is not a mapped MQTT topic", zap.String("subject", m.Subject))
 		return
 	}
-	in := decodeHeader(m.Header)
-	payload := m.Data
-	if len(payload) == 0 {
-		payload = nil
-	}
-	if it.group == "" && c.replayedOnRejoin(in, topic) {
+	in := decodeMsg(topic, m.Data, m.Header)
+	if it.group == "" && c.replayedOnRejoin(in) {
 		return // replayed when this node came back (rejoin)
 	}
-	c.local.DeliverRemote(it.group, filter, topic, payload, in.qos, in.retain, in.props, in.expires, in.from)
+	c.local.DeliverRemote(it.group, filter, in.msg)
 	if in.seq != 0 {
 		c.rep.mark(in.node, in.seq)
 	}
@@ -692,12 +685,12 @@ func (c *Cluster) firstCopy(h nats.Header) (numbered, first bool) {
 // the topic, so all of the message is dropped, whichever filter brought
 // its first copy; only messages in flight when the replay ended get past
 // the number test.
-func (c *Cluster) replayedOnRejoin(in incoming, topic string) bool {
+func (c *Cluster) replayedOnRejoin(in incoming) bool {
 	if in.seq == 0 || in.seq > c.rejoined[in.node] {
 		return false
 	}
 	for f := range c.rejoinedFilters {
-		if codec.Match([]byte(f), []byte(topic)) {
+		if codec.Match([]byte(f), []byte(in.msg.Topic)) {
 			return true
 		}
 	}
@@ -711,25 +704,25 @@ func (c *Cluster) replayedOnRejoin(in incoming, topic string) bool {
 // carries its number here (hdrSeq for QoS 1/2, hdrID for QoS 0), by which
 // a receiving node tells NATS's copies of it apart (firstCopy). A message
 // NATS cannot carry is dropped, counted and logged (at most every 10s).
-func (c *Cluster) Forward(topic string, payload []byte, qos byte, retain bool, props *codec.Properties, expires time.Time, from string, served []string) {
-	m := c.message(topic, payload, qos, retain, props, expires, from)
-	if m == nil {
+func (c *Cluster) Forward(m codec.Message, served []string) {
+	nm := c.message(&m)
+	if nm == nil {
 		return
 	}
 	if c.opts.SharedHash != "" {
-		served = c.sendSticky(m, topic, payload, qos, retain, props, expires, from, served)
+		served = c.sendSticky(nm, m, served)
 	}
 	for i := 0; i+1 < len(served); i += 2 {
-		m.Header[hdrServed] = append(m.Header[hdrServed], queueName(served[i], served[i+1]))
+		nm.Header[hdrServed] = append(nm.Header[hdrServed], queueName(served[i], served[i+1]))
 	}
-	if qos > 0 {
-		c.publishNumbered(m, topic) // kept for a replay (replay.go)
+	if m.QoS > 0 {
+		c.publishNumbered(nm, m.Topic) // kept for a replay (replay.go)
 		return
 	}
 	// Numbered too, for the nodes that receive it (firstCopy), without
 	// the ring's lock: those only compare numbers, never order them.
-	m.Header[hdrID] = []string{strconv.FormatUint(c.ids.Add(1), 36)}
-	c.publish(m, topic)
+	nm.Header[hdrID] = []string{strconv.FormatUint(c.ids.Add(1), 36)}
+	c.publish(nm, m.Topic)
 }
 
 // HandOver publishes, for the members of shared group group on filter
@@ -739,29 +732,29 @@ func (c *Cluster) Forward(topic string, payload []byte, qos byte, retain bool, p
 // nodes it reaches through other subscriptions drop it (hdrGroup). With no
 // member left on any node it is gone, as a shared message with no member
 // is on one node.
-func (c *Cluster) HandOver(group, filter, topic string, payload []byte, qos byte, retain bool, props *codec.Properties, expires time.Time, from string) {
-	m := c.message(topic, payload, qos, retain, props, expires, from)
-	if m == nil {
+func (c *Cluster) HandOver(group, filter string, m codec.Message) {
+	nm := c.message(&m)
+	if nm == nil {
 		return
 	}
-	m.Header.Set(hdrGroup, queueName(group, filter))
+	nm.Header.Set(hdrGroup, queueName(group, filter))
 	c.handedOver.Add(1)
-	c.publish(m, topic)
+	c.publish(nm, m.Topic)
 }
 
 // message is the NATS message carrying an MQTT message of this node, or
 // nil when it cannot travel (counted and logged).
-func (c *Cluster) message(topic string, payload []byte, qos byte, retain bool, props *codec.Properties, expires time.Time, from string) *nats.Msg {
+func (c *Cluster) message(m *codec.Message) *nats.Msg {
 	if c.closed.Load() {
 		return nil // the node is stopping: its broker's last messages stay local
 	}
-	subj := Subject(c.opts.SubjectPrefix, topic)
+	subj := Subject(c.opts.SubjectPrefix, m.Topic)
 	if len(subj) > c.maxSubject {
 		c.forwardDropped.Add(1)
 		c.warn("message not forwarded to other nodes: topic too long for NATS", zap.Int("subject_bytes", len(subj)))
 		return nil
 	}
-	return &nats.Msg{Subject: subj, Data: payload, Header: encodeHeader(c.opts.Node, qos, retain, props, expires, from)}
+	return &nats.Msg{Subject: subj, Data: m.Payload, Header: encodeHeader(c.opts.Node, m)}
 }
 
 func (c *Cluster) publish(m *nats.Msg, topic string) {

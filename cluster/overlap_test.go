@@ -19,8 +19,7 @@ type countLocal struct {
 	n atomic.Int64
 }
 
-func (l *countLocal) DeliverRemote(group, filter, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
-	expires time.Time, from string) int {
+func (l *countLocal) DeliverRemote(string, string, codec.Message) int {
 	l.n.Add(1)
 	return 1
 }
@@ -65,7 +64,7 @@ func BenchmarkRoute(b *testing.B) {
 			const ring = 1024
 			msgs := make([][]*nats.Msg, ring)
 			for i := range msgs {
-				h := encodeHeader("n2", 1, false, nil, time.Time{}, "p")
+				h := encodeHeader("n2", &codec.Message{QoS: 1, From: "p"})
 				seq++
 				h[hdrSeq] = []string{strconv.FormatUint(seq, 36)}
 				for _, s := range subs[:copies] {
@@ -101,7 +100,7 @@ func TestOverlapAcrossNodes(t *testing.T) {
 	waitInterest(t, n1, "ov/b/c", n2)
 	const n = 9
 	for i := range n {
-		n1.Forward("ov/b/c", []byte(strconv.Itoa(i)), byte(i%3), false, nil, time.Time{}, "p", nil)
+		n1.Forward(codec.Message{Topic: "ov/b/c", Payload: []byte(strconv.Itoa(i)), QoS: byte(i % 3), From: "p"}, nil)
 	}
 	var plain, group []delivered
 	for range 2 * n {
@@ -160,7 +159,7 @@ func TestRouteCopies(t *testing.T) {
 	msg := func(s *nats.Subscription, topic, payload, node, hdr, num string) *nats.Msg {
 		m := &nats.Msg{Subject: Subject(nd.opts.SubjectPrefix, topic), Data: []byte(payload), Sub: s, Header: nats.Header{}}
 		if node != "" {
-			m.Header = encodeHeader(node, 1, false, nil, time.Time{}, "p")
+			m.Header = encodeHeader(node, &codec.Message{QoS: 1, From: "p"})
 			m.Header[hdr] = []string{num}
 		}
 		return m

@@ -14,6 +14,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+
+	"github.com/xmq-io/xmq/codec"
 )
 
 // Replay closes the window in which no node holds a dead node's sessions.
@@ -221,9 +223,7 @@ func (c *Cluster) serveReplay(m *nats.Msg) {
 
 // replayed is a message a replay brought.
 type replayed struct {
-	topic   string
-	payload []byte
-	in      incoming
+	msg codec.Message
 	// at is when its node forwarded it; zero when an older node's answer
 	// did not say.
 	at time.Time
@@ -287,11 +287,7 @@ func (c *Cluster) fetchReplay(dead string, filters []string, after map[string]ui
 		if err != nil {
 			return
 		}
-		payload := m.Data
-		if len(payload) == 0 {
-			payload = nil
-		}
-		out = append(out, replayed{topic: topic, payload: payload, in: decodeHeader(m.Header), at: at})
+		out = append(out, replayed{msg: decodeMsg(topic, m.Data, m.Header).msg, at: at})
 	}
 	for _, m := range all {
 		var at time.Time
@@ -445,7 +441,7 @@ func (c *Cluster) replayInto(st *state, node, clientID string, filters []string)
 	// between the replay and its going in.
 	_ = c.onRouteLoop(func() error {
 		for _, m := range msgs {
-			n += c.local.ReplayPending(b.ids, m.topic, m.payload, m.in.qos, m.in.retain, m.in.props, m.in.expires, m.in.from, m.at)
+			n += c.local.ReplayPending(b.ids, m.msg, m.at)
 		}
 		return nil
 	})
@@ -729,7 +725,7 @@ func (c *Cluster) rejoin(marks map[string]uint64) {
 	msgs, last := c.fetchReplay(c.opts.Node, list, marks)
 	n := 0
 	for _, m := range msgs {
-		n += c.local.DeliverReplayed(m.topic, m.payload, m.in.qos, m.in.retain, m.in.props, m.in.expires, m.in.from, m.at)
+		n += c.local.DeliverReplayed(m.msg, m.at)
 	}
 	c.markReplayed(last) // saved by marksLoop after a Sync of what went in
 	c.rejoined, c.rejoinedFilters = last, filters

@@ -28,11 +28,10 @@ func (f *fakeLocal) PendSession(clientID string, session []byte) ([]string, erro
 
 // ReplayPending records "topic payload" on replayedLog, and published on
 // replayedAt.
-func (f *fakeLocal) ReplayPending(clientIDs map[string]bool, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
-	expires time.Time, from string, published time.Time) int {
+func (f *fakeLocal) ReplayPending(_ map[string]bool, m codec.Message, published time.Time) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.replayedLog = append(f.replayedLog, topic+" "+string(payload))
+	f.replayedLog = append(f.replayedLog, m.Topic+" "+string(m.Payload))
 	f.replayedAt = append(f.replayedAt, published)
 	return 1
 }
@@ -65,7 +64,7 @@ func TestReplay(t *testing.T) {
 	n2.Interest("", "m/#", true)
 	waitInterest(t, n1, "m/probe", n2)
 	for i := range 3 {
-		n1.Forward("m/"+strconv.Itoa(i), []byte("x"), 1, false, nil, time.Time{}, "p", nil)
+		n1.Forward(codec.Message{Topic: "m/" + strconv.Itoa(i), Payload: []byte("x"), QoS: 1, From: "p"}, nil)
 	}
 	for range 3 {
 		n2.local.next(t)
@@ -79,11 +78,11 @@ func TestReplay(t *testing.T) {
 
 	before := time.Now()
 	for i := range 4 {
-		n1.Forward(fmt.Sprintf("a/%d", i), []byte("n1"), 1, false, nil, time.Time{}, "p", nil)
+		n1.Forward(codec.Message{Topic: fmt.Sprintf("a/%d", i), Payload: []byte("n1"), QoS: 1, From: "p"}, nil)
 	}
-	n1.Forward("b/1", []byte("n1"), 1, false, nil, time.Time{}, "p", nil)
-	n1.Forward("a/q0", []byte("n1"), 0, false, nil, time.Time{}, "p", nil)
-	n2.Forward("a/9", []byte("n2"), 2, false, nil, time.Time{}, "p", nil)
+	n1.Forward(codec.Message{Topic: "b/1", Payload: []byte("n1"), QoS: 1, From: "p"}, nil)
+	n1.Forward(codec.Message{Topic: "a/q0", Payload: []byte("n1"), From: "p"}, nil)
+	n2.Forward(codec.Message{Topic: "a/9", Payload: []byte("n2"), QoS: 2, From: "p"}, nil)
 	after := time.Now()
 	seqs := ringSeqs(n1)
 	mark := seqs[len(seqs)-4] // a/1: a/0 and a/1 are in the gone node's records
@@ -130,7 +129,7 @@ func TestReplayRingBounds(t *testing.T) {
 	nd := nodes[0]
 	payload := make([]byte, 64<<10)
 	for i := range 40 {
-		nd.Forward("a/"+strconv.Itoa(i), payload, 1, false, nil, time.Time{}, "p", nil)
+		nd.Forward(codec.Message{Topic: "a/" + strconv.Itoa(i), Payload: payload, QoS: 1, From: "p"}, nil)
 	}
 	nd.recent.mu.Lock()
 	bytes, n := nd.recent.bytes, len(nd.recent.msgs)-nd.recent.head
@@ -151,9 +150,8 @@ func TestReplayRingBounds(t *testing.T) {
 }
 
 // DeliverReplayed records as ReplayPending does.
-func (f *fakeLocal) DeliverReplayed(topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
-	expires time.Time, from string, published time.Time) int {
-	return f.ReplayPending(nil, topic, payload, qos, retain, props, expires, from, published)
+func (f *fakeLocal) DeliverReplayed(m codec.Message, published time.Time) int {
+	return f.ReplayPending(nil, m, published)
 }
 
 // BenchmarkForwardRing: what keeping a QoS 1 message in the replay ring
@@ -172,7 +170,7 @@ func BenchmarkForwardRing(b *testing.B) {
 		b.Run(fmt.Sprintf("qos%d", qos), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				c.Forward("bench/topic", payload, qos, false, nil, time.Time{}, "p", nil)
+				c.Forward(codec.Message{Topic: "bench/topic", Payload: payload, QoS: qos, From: "p"}, nil)
 			}
 		})
 	}
@@ -188,7 +186,7 @@ func TestReplayLarge(t *testing.T) {
 	n2.local.restored = make(chan restoredSession, 1)
 	const n = 20000
 	for i := range n {
-		n1.Forward("big/x", []byte(strconv.Itoa(i)), 1, false, nil, time.Time{}, "p", nil)
+		n1.Forward(codec.Message{Topic: "big/x", Payload: []byte(strconv.Itoa(i)), QoS: 1, From: "p"}, nil)
 	}
 	st := n2.state.Load()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -231,7 +229,7 @@ func TestReplayRingAge(t *testing.T) {
 	n1, n2 := nodes[0], nodes[1]
 	waitReady(t, n1, n2) // and so each node's replay subscription is known to the other's server
 	for i := range 3 {
-		n1.Forward("a/"+strconv.Itoa(i), []byte("n1"), 1, false, nil, time.Time{}, "p", nil)
+		n1.Forward(codec.Message{Topic: "a/" + strconv.Itoa(i), Payload: []byte("n1"), QoS: 1, From: "p"}, nil)
 	}
 	seqs := ringSeqs(n1)
 	ageRing(n1, 2)
@@ -245,7 +243,7 @@ func TestReplayRingAge(t *testing.T) {
 	got, _ := n2.fetchReplay("gone", []string{"a/#"}, map[string]uint64{"n1": seqs[0] - 1})
 	var topics []string
 	for _, m := range got {
-		topics = append(topics, m.topic)
+		topics = append(topics, m.msg.Topic)
 	}
 	if !slices.Equal(topics, []string{"a/2"}) {
 		t.Errorf("replayed over NATS %q, want a/2 only", topics)
@@ -263,7 +261,7 @@ func TestReplayMarkAdvances(t *testing.T) {
 	n1.local.restored = make(chan restoredSession, 1)
 	n2.local.restored = make(chan restoredSession, 1)
 	for i := range 3 {
-		n1.Forward("a/"+strconv.Itoa(i), []byte("n1"), 1, false, nil, time.Time{}, "p", nil)
+		n1.Forward(codec.Message{Topic: "a/" + strconv.Itoa(i), Payload: []byte("n1"), QoS: 1, From: "p"}, nil)
 	}
 	seqs := ringSeqs(n1)
 	st := n2.state.Load()
@@ -316,7 +314,7 @@ func TestReplayRejoinMark(t *testing.T) {
 	n1, n2 := nodes[0], nodes[1]
 	waitReady(t, n1, n2)
 	for i := range 3 {
-		n1.Forward("a/"+strconv.Itoa(i), []byte("n1"), 1, false, nil, time.Time{}, "p", nil)
+		n1.Forward(codec.Message{Topic: "a/" + strconv.Itoa(i), Payload: []byte("n1"), QoS: 1, From: "p"}, nil)
 	}
 	seqs := ringSeqs(n1)
 	// n2's sessions (a/#) come back from its store; its saved mark for n1

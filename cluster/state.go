@@ -681,32 +681,33 @@ type retainQueue struct {
 // retries what JetStream did not take (a leader election after a node's
 // loss), so a change is lost only when the queue is full (logged,
 // counted) or the node stops first.
-func (c *Cluster) Retain(topic string, payload []byte, qos byte, props *codec.Properties, expires time.Time, from string) {
-	c.queueRetain(topic, payload, qos, props, expires, from, false)
+func (c *Cluster) Retain(m codec.Message) {
+	c.queueRetain(m, false)
 }
 
 // queueRetain queues a retained change for the bucket; with create, only
 // if the topic has no change queued already, and to be written only if
 // the bucket has no entry for it (a refusal drops it). It reports whether
 // it queued the change.
-func (c *Cluster) queueRetain(topic string, payload []byte, qos byte, props *codec.Properties, expires time.Time, from string, create bool) bool {
+func (c *Cluster) queueRetain(rm codec.Message, create bool) bool {
 	if c.closed.Load() {
 		return false
 	}
+	topic := rm.Topic
 	m := &nats.Msg{Header: nats.Header{}}
 	if create {
 		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
 	}
-	if len(payload) == 0 {
+	if len(rm.Payload) == 0 {
 		m.Header.Set("KV-Operation", "DEL")
 	} else {
-		v := retainedValue{Topic: topic, Payload: payload, QoS: qos, From: from}
-		if !expires.IsZero() {
-			v.Expires = expires.UnixMilli()
+		v := retainedValue{Topic: topic, Payload: rm.Payload, QoS: rm.QoS, From: rm.From}
+		if !rm.Expires.IsZero() {
+			v.Expires = rm.Expires.UnixMilli()
 		}
-		if props != nil {
-			v.Props = encodeHeader("", 0, false, props, time.Time{}, "")
-			delete(v.Props, hdrNode)
+		if rm.Props != nil {
+			v.Props = nats.Header{}
+			setProps(v.Props, rm.Props)
 		}
 		m.Data, _ = json.Marshal(v) // cannot fail: plain fields
 	}
@@ -801,11 +802,11 @@ func (c *Cluster) retainLoop(st *state) {
 // then: a value another node set meanwhile wins.
 func (c *Cluster) uploadRetained(known map[string]bool) {
 	n := 0
-	c.local.LocalRetained(func(topic string, payload []byte, qos byte, props *codec.Properties, expires time.Time, from string) {
-		if known[key(topic)] || len(payload) == 0 {
+	c.local.LocalRetained(func(m codec.Message) {
+		if known[key(m.Topic)] || len(m.Payload) == 0 {
 			return
 		}
-		if c.queueRetain(topic, payload, qos, props, expires, from, true) {
+		if c.queueRetain(m, true) {
 			n++
 		}
 	})
@@ -823,7 +824,7 @@ func (c *Cluster) retainedEntry(e jetstream.KeyValueEntry) {
 		return
 	}
 	if e.Operation() != jetstream.KeyValuePut {
-		c.local.SetRetained(topic, nil, 0, nil, time.Time{}, "")
+		c.local.SetRetained(codec.Message{Topic: topic})
 		return
 	}
 	var v retainedValue
@@ -831,11 +832,11 @@ func (c *Cluster) retainedEntry(e jetstream.KeyValueEntry) {
 		c.warn("a retained message in the cluster's bucket does not decode", zap.String("topic", topic))
 		return
 	}
-	var exp time.Time
+	m := codec.Message{Topic: topic, Payload: v.Payload, QoS: v.QoS, Props: decodeProps(v.Props), From: v.From}
 	if v.Expires != 0 {
-		exp = time.UnixMilli(v.Expires)
+		m.Expires = time.UnixMilli(v.Expires)
 	}
-	c.local.SetRetained(topic, v.Payload, v.QoS, decodeHeader(v.Props).props, exp, v.From)
+	c.local.SetRetained(m)
 }
 
 // awaitAck waits for an asynchronous publish's answer (f nil: it was not

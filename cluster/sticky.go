@@ -70,14 +70,9 @@ type sticky struct {
 // stickySent is a message sent to a node for a shared group, waiting for
 // its answer.
 type stickySent struct {
-	group, filter, topic string
-	payload              []byte
-	qos                  byte
-	retain               bool
-	props                *codec.Properties
-	expires              time.Time
-	from                 string
-	at                   time.Time
+	group, filter string
+	msg           codec.Message
+	at            time.Time
 }
 
 // ownGroups lists the shared groups with members here, as "$share/G/F",
@@ -123,24 +118,23 @@ func (c *Cluster) rebuildSticky(n *nodes) {
 	c.sticky.table.Store(&t)
 }
 
-// sendSticky sends the message m carries to the node each sticky group
+// sendSticky sends msg, which nm carries, to the node each sticky group
 // on its topic picks, for the groups not served here, and returns served
 // with those added.
-func (c *Cluster) sendSticky(m *nats.Msg, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
-	expires time.Time, from string, served []string) []string {
+func (c *Cluster) sendSticky(nm *nats.Msg, msg codec.Message, served []string) []string {
 	tp := c.sticky.table.Load()
 	if tp == nil || len(*tp) == 0 {
 		return served
 	}
-	key := topic
+	key := msg.Topic
 	if c.opts.SharedHash == SharedHashClient {
-		key = from
+		key = msg.From
 	}
 	var h uint32
 	hashed := false
 	for i := range *tp {
 		g := &(*tp)[i]
-		if isServed(served, g.group, g.filter) || !codec.Match(g.match, []byte(topic)) {
+		if isServed(served, g.group, g.filter) || !codec.Match(g.match, []byte(msg.Topic)) {
 			continue
 		}
 		if !hashed {
@@ -149,18 +143,17 @@ func (c *Cluster) sendSticky(m *nats.Msg, topic string, payload []byte, qos byte
 			h, hashed = f.Sum32(), true
 		}
 		node := g.nodes[int(h%uint32(len(g.nodes)))]
-		out := &nats.Msg{Subject: groupSubject(c.opts.Name, node), Data: payload, Header: make(nats.Header, len(m.Header)+3)}
-		for k, v := range m.Header {
+		out := &nats.Msg{Subject: groupSubject(c.opts.Name, node), Data: msg.Payload, Header: make(nats.Header, len(nm.Header)+3)}
+		for k, v := range nm.Header {
 			out.Header[k] = v
 		}
-		out.Header[hdrSubject] = []string{m.Subject}
+		out.Header[hdrSubject] = []string{nm.Subject}
 		out.Header[hdrShareGroup] = []string{url.QueryEscape(g.group)}
 		out.Header[hdrShareFilter] = []string{url.QueryEscape(g.filter)}
 		c.sticky.mu.Lock()
 		c.sticky.next++
 		id := strconv.FormatUint(c.sticky.next, 36)
-		c.sticky.pending[id] = &stickySent{group: g.group, filter: g.filter, topic: topic, payload: payload, qos: qos,
-			retain: retain, props: props, expires: expires, from: from, at: time.Now()}
+		c.sticky.pending[id] = &stickySent{group: g.group, filter: g.filter, msg: msg, at: time.Now()}
 		c.sticky.mu.Unlock()
 		out.Reply = c.sticky.inbox + "." + id
 		if err := c.nc.PublishMsg(out); err != nil {
@@ -230,7 +223,7 @@ func (c *Cluster) stickyAnswered(id string, got bool) {
 	if s == nil || got {
 		return
 	}
-	c.HandOver(s.group, s.filter, s.topic, s.payload, s.qos, s.retain, s.props, s.expires, s.from)
+	c.HandOver(s.group, s.filter, s.msg)
 }
 
 // serveSticky delivers a message another node sent here for one of this
@@ -243,12 +236,7 @@ func (c *Cluster) serveSticky(m *nats.Msg) {
 	topic, err3 := Topic(c.opts.SubjectPrefix, m.Header.Get(hdrSubject))
 	n := 0
 	if err1 == nil && err2 == nil && err3 == nil && group != "" {
-		in := decodeHeader(m.Header)
-		payload := m.Data
-		if len(payload) == 0 {
-			payload = nil
-		}
-		n = c.local.DeliverRemote(group, filter, topic, payload, in.qos, in.retain, in.props, in.expires, in.from)
+		n = c.local.DeliverRemote(group, filter, decodeMsg(topic, m.Data, m.Header).msg)
 	}
 	answer := []byte{'0'}
 	if n > 0 {

@@ -127,7 +127,7 @@ func TestTrustEmbedded(t *testing.T) {
 	}
 	var m *nats.Msg
 	waitFor(t, "the application gets a forwarded message", 5*time.Second, func() bool {
-		nodes[1].Forward("app/x", []byte("to nats"), 1, false, nil, time.Time{}, "c1", nil)
+		nodes[1].Forward(codec.Message{Topic: "app/x", Payload: []byte("to nats"), QoS: 1, From: "c1"}, nil)
 		m, _ = in.NextMsg(50 * time.Millisecond)
 		return m != nil
 	})

@@ -65,7 +65,7 @@ func BenchmarkPublishCluster(b *testing.B) {
 	b.Run("remote", func(b *testing.B) {
 		payload := make([]byte, 64)
 		benchPublishDeliver(b, 1, Config{Cluster: nopCluster{}}, func(srv *Server) {
-			srv.DeliverRemote("", "", "bench/t", payload, 0, false, nil, time.Time{}, "pub")
+			srv.DeliverRemote("", "", codec.Message{Topic: "bench/t", Payload: payload, From: "pub"})
 		})
 	})
 }
@@ -73,15 +73,13 @@ func BenchmarkPublishCluster(b *testing.B) {
 // nopCluster is a cluster with no other node.
 type nopCluster struct{}
 
-func (nopCluster) Interest(string, string, bool) uint64 { return 0 }
-func (nopCluster) Forward(string, []byte, byte, bool, *codec.Properties, time.Time, string, []string) {
-}
-func (nopCluster) Retain(string, []byte, byte, *codec.Properties, time.Time, string) {}
-func (nopCluster) Claim(string, string, bool, bool) (uint64, codec.ReasonCode)       { return 0, 0 }
-func (nopCluster) AwaitInterest(uint64)                                              {}
-func (nopCluster) HandOver(string, string, string, []byte, byte, bool, *codec.Properties, time.Time, string) {
-}
-func (nopCluster) Release(string, uint64, bool) {}
+func (nopCluster) Interest(string, string, bool) uint64                        { return 0 }
+func (nopCluster) Forward(codec.Message, []string)                             {}
+func (nopCluster) Retain(codec.Message)                                        {}
+func (nopCluster) Claim(string, string, bool, bool) (uint64, codec.ReasonCode) { return 0, 0 }
+func (nopCluster) AwaitInterest(uint64)                                        {}
+func (nopCluster) HandOver(string, string, codec.Message)                      {}
+func (nopCluster) Release(string, uint64, bool)                                {}
 
 // benchPublishDeliver publishes b.N messages to n subscribers of
 // bench/t: QoS 0 PUBLISH packets of a client, or with remote, b.N calls
