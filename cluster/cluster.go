@@ -135,57 +135,30 @@ type Stats struct {
 // NATS are routed by one goroutine, so that the order of a publisher's
 // messages, which NATS keeps, is the order its subscribers get.
 type Cluster struct {
-	opts       Options
-	log        *zap.Logger
-	emb        *embedded // nil with an external NATS
-	nc         *nats.Conn
-	maxSubject int
+	link
+	inbox *inbox
 
-	// ops are the interest changes not yet applied, in order; opsWake
-	// wakes the goroutine that applies them (interestLoop).
-	opsMu   sync.Mutex
-	ops     []interestOp
-	opsWake chan struct{}
+	interests *interests // interest.go, barrier.go
 
-	// subs maps each NATS subscription to the interest it serves;
-	// filters maps an interest to its subscriptions. Written by
-	// interestLoop, read by routeLoop.
-	subsMu  sync.RWMutex
-	subs    map[*nats.Subscription]interest
-	filters map[interest][]*nats.Subscription
-
-	in    chan *nats.Msg
-	local Local
 	// ids numbers the QoS 0 messages Forward sends (hdrID); lastIn is,
 	// per node, the number of its last message handed to the broker for
 	// the plain subscribers (firstCopy), on routeLoop.
 	ids    atomic.Uint64
 	lastIn map[string]*msgNumber
 
-	stop chan struct{}
-	// done counts the goroutines Close waits for; closeMu orders adding
-	// to it (Release) with Close's Wait.
-	done    sync.WaitGroup
-	closeMu sync.RWMutex
 	started atomic.Bool
-	closed  atomic.Bool
 
-	// state is the replicated state (state.go), nil until its buckets exist.
-	state   atomic.Pointer[state]
 	claims  claims
 	retainQ retainQueue
-	// nodes is the heartbeat side (nodes.go), nil until StartHeartbeats.
-	nodes atomic.Pointer[nodes]
+	members *membership // liveness.go, nodes.go
 
 	forwarded, forwardDropped, received, receivedDropped    atomic.Int64
 	claimsUnavailable, takenOver, retainDropped, handedOver atomic.Int64
-	claimsRefused                                           atomic.Int64  // refused cluster-wide: another owner's session, or an older claim (mayTake)
-	bar                                                     barrier       // AwaitInterest's rounds
-	declared, confirmed                                     atomic.Uint64 // interest changes queued (Interest), and known to every node (barrier)
+	claimsRefused                                           atomic.Int64 // refused cluster-wide: another owner's session, or an older claim (mayTake)
 	sessionsIn, sessionsOut, sessionsLost                   atomic.Int64
 	given                                                   givenSessions // sessions given away lately (keepGiven), on routeLoop
 	sessionsAdopted, sessionsRestored, sessionsMerged       atomic.Int64
-	replicaDropped, nodesDead, replayedMsgs                 atomic.Int64
+	replicaDropped, replayedMsgs                            atomic.Int64
 	rep                                                     *replica // the session replicas (replica.go)
 	recent                                                  recent   // what this node forwarded lately, for replays (replay.go)
 	// store is the store core writes (ReplicateStore's argument), synced
@@ -200,27 +173,11 @@ type Cluster struct {
 	rejoinDone      chan struct{}
 	// replays are the replays open for more sessions to join, by dead
 	// node (replayInto).
-	replayMu                      sync.Mutex
-	replays                       map[string]*replayBatch
-	live                          liveness
-	sessionSub, pingSub, groupSub *nats.Subscription
-	sticky                        sticky // sticky shared groups (sticky.go)
-	queuedMu                      sync.Mutex
-	queued                        map[*nats.Msg]func() // onRouteLoop
-	warned                        sync.Map             // message → *atomic.Int64, Unix nanoseconds it was last logged
-	freeze                        freezes              // order.go
-}
-
-// interest is a filter this node's plain subscribers use (group ""), or
-// a shared group on a filter.
-type interest struct{ group, filter string }
-
-type interestOp struct {
-	interest
-	on bool
-	// done, when not nil, makes the op a marker: closed once the ops
-	// before it are applied (syncInterest).
-	done chan struct{}
+	replayMu             sync.Mutex
+	replays              map[string]*replayBatch
+	sessionSub, groupSub *nats.Subscription
+	sticky               sticky  // sticky shared groups (sticky.go)
+	freeze               freezes // order.go
 }
 
 // queueName is the NATS queue group of a shared group: NATS delivers each
@@ -243,14 +200,17 @@ func New(opts Options, log *zap.Logger) (*Cluster, error) {
 		log = zap.NewNop()
 	}
 	c := &Cluster{
-		opts: opts, log: log, opsWake: make(chan struct{}, 1), stop: make(chan struct{}),
-		subs: map[*nats.Subscription]interest{}, filters: map[interest][]*nats.Subscription{},
-		in: make(chan *nats.Msg, inboxSize), lastIn: map[string]*msgNumber{}, maxSubject: externalMaxSubject,
+		link:    link{opts: opts, log: log, stop: make(chan struct{}), maxSubject: externalMaxSubject},
+		lastIn:  map[string]*msgNumber{},
 		claims:  claims{m: map[string]uint64{}, owners: map[string]string{}, pending: map[string]int{}, newer: map[string]otherClaim{}, busy: map[string]chan struct{}{}},
 		retainQ: retainQueue{ops: map[string]*nats.Msg{}, wake: make(chan struct{}, 1)},
-		queued:  map[*nats.Msg]func(){},
-		live:    liveness{dead: map[string]bool{}, left: map[string]bool{}},
 	}
+	c.inbox = newInbox(c.stop)
+	c.members = &membership{link: &c.link, dead: map[string]bool{}, left: map[string]bool{},
+		adopt: c.adoptNode, ready: func() bool { return c.Ready() && c.Healthy() == nil }, groups: c.heartbeatGroups,
+		changed: c.rebuildSticky}
+	c.interests = &interests{link: &c.link, inbox: c.inbox, members: c.members, opsWake: make(chan struct{}, 1),
+		subs: map[*nats.Subscription]interest{}, filters: map[interest][]*nats.Subscription{}}
 	c.rep = newReplica(c)
 	c.recent.start(time.Now())
 	// From the start time, as the ring's numbers: a restarted node's first
@@ -296,7 +256,7 @@ func New(opts Options, log *zap.Logger) (*Cluster, error) {
 		return nil, fmt.Errorf("cluster: connecting to NATS: %w", err)
 	}
 	c.done.Add(2)
-	go c.interestLoop()
+	go c.interests.interestLoop()
 	go c.freezeLoop()
 	url := c.nc.ConnectedUrlRedacted()
 	if c.emb != nil {
@@ -368,19 +328,16 @@ func (c *Cluster) Start(local Local) {
 	}
 	c.local = local
 	var err error
-	c.sessionSub, err = c.nc.ChanSubscribe(sessionSubject(c.opts.Name, c.opts.Node), c.in)
+	c.sessionSub, err = c.nc.ChanSubscribe(sessionSubject(c.opts.Name, c.opts.Node), c.inbox.ch)
 	if err != nil {
 		c.log.Error("cannot serve session moves: sessions here stay here", zap.Error(err))
 	} else {
 		_ = c.sessionSub.SetPendingLimits(-1, -1) // the inbox bounds it, as the others
 	}
-	c.pingSub, err = c.nc.Subscribe(pingSubject(c.opts.Name), func(m *nats.Msg) { _ = m.Respond([]byte(c.opts.Node)) })
-	if err != nil {
-		c.log.Error("cannot answer other nodes' pings: sessions moving to them may lose messages published meanwhile", zap.Error(err))
-	}
+	c.members.answerPings()
 	if c.opts.SharedHash != "" {
 		c.startSticky()
-		if c.groupSub, err = c.nc.ChanSubscribe(groupSubject(c.opts.Name, c.opts.Node), c.in); err != nil {
+		if c.groupSub, err = c.nc.ChanSubscribe(groupSubject(c.opts.Name, c.opts.Node), c.inbox.ch); err != nil {
 			c.log.Error("cannot take other nodes' messages for shared groups: they go to any node with members", zap.Error(err))
 		} else {
 			_ = c.groupSub.SetPendingLimits(-1, -1)
@@ -425,112 +382,9 @@ func (c *Cluster) ClientURL() string {
 // Interest records that filter (group "") or the shared group group on
 // filter is wanted on this node (on) or no longer (!on), and returns the
 // change's number for AwaitInterest; core.Cluster's contract: it never
-// blocks. The number is taken under opsMu with the queueing, so numbers
-// follow the queue's order.
+// blocks.
 func (c *Cluster) Interest(group, filter string, on bool) uint64 {
-	c.opsMu.Lock()
-	c.ops = append(c.ops, interestOp{interest: interest{group, filter}, on: on})
-	n := c.declared.Add(1)
-	c.opsMu.Unlock()
-	select {
-	case c.opsWake <- struct{}{}:
-	default:
-	}
-	return n
-}
-
-func (c *Cluster) queueOp(op interestOp) {
-	c.opsMu.Lock()
-	c.ops = append(c.ops, op)
-	c.opsMu.Unlock()
-	select {
-	case c.opsWake <- struct{}{}:
-	default:
-	}
-}
-
-// syncInterest waits, up to timeout, until the interest changes declared
-// so far are NATS subscriptions that this node's NATS server has (not
-// yet necessarily the other servers, which learn them right after).
-func (c *Cluster) syncInterest(timeout time.Duration) error {
-	done := make(chan struct{})
-	c.queueOp(interestOp{done: done})
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	start := time.Now()
-	select {
-	case <-done:
-	case <-c.stop:
-		return errors.New("cluster: closing")
-	case <-t.C:
-		return errors.New("cluster: interest not applied in time")
-	}
-	return c.nc.FlushTimeout(max(timeout-time.Since(start), time.Millisecond))
-}
-
-// interestLoop applies the interest changes in order: a NATS
-// subscription per subject of each filter — a queue subscription for a
-// shared group — into the one inbox.
-func (c *Cluster) interestLoop() {
-	defer c.done.Done()
-	for {
-		select {
-		case <-c.stop:
-			return
-		case <-c.opsWake:
-		}
-		c.opsMu.Lock()
-		ops := c.ops
-		c.ops = nil
-		c.opsMu.Unlock()
-		for _, op := range ops {
-			if op.done != nil {
-				close(op.done)
-				continue
-			}
-			c.apply(op)
-		}
-	}
-}
-
-func (c *Cluster) apply(op interestOp) {
-	c.subsMu.Lock()
-	defer c.subsMu.Unlock()
-	if !op.on {
-		for _, s := range c.filters[op.interest] {
-			_ = s.Unsubscribe()
-			delete(c.subs, s)
-		}
-		delete(c.filters, op.interest)
-		return
-	}
-	if _, ok := c.filters[op.interest]; ok {
-		return
-	}
-	var subs []*nats.Subscription
-	for _, subj := range FilterSubjects(c.opts.SubjectPrefix, op.filter) {
-		if len(subj) > c.maxSubject {
-			c.warn("filter too long for NATS: other nodes' messages do not reach it", zap.String("filter", op.filter))
-			continue
-		}
-		var s *nats.Subscription
-		var err error
-		if op.group == "" {
-			s, err = c.nc.ChanSubscribe(subj, c.in)
-		} else {
-			s, err = c.nc.ChanQueueSubscribe(subj, queueName(op.group, op.filter), c.in)
-		}
-		if err != nil {
-			c.warn("cannot subscribe on NATS", zap.String("subject", subj), zap.Error(err))
-			continue
-		}
-		// No limit but the inbox's: NATS must not drop for a burst on
-		// one filter while the inbox has room.
-		_ = s.SetPendingLimits(-1, -1)
-		c.subs[s] = op.interest
-		subs = append(subs, s)
-	}
-	c.filters[op.interest] = subs
+	return c.interests.declare(group, filter, on)
 }
 
 // routeLoop hands each message from NATS to the broker, in arrival order.
@@ -540,7 +394,7 @@ func (c *Cluster) routeLoop() {
 		select {
 		case <-c.stop:
 			return
-		case m := <-c.in:
+		case m := <-c.inbox.ch:
 			c.route(m)
 		}
 	}
@@ -548,7 +402,7 @@ func (c *Cluster) routeLoop() {
 
 func (c *Cluster) route(m *nats.Msg) {
 	if m.Sub == queued {
-		c.runQueued(m)
+		c.inbox.runQueued(m)
 		return
 	}
 	if m.Sub == c.groupSub && m.Sub != nil {
@@ -563,9 +417,7 @@ func (c *Cluster) route(m *nats.Msg) {
 	}
 	c.received.Add(1)
 	distrustApplication(m.Header)
-	c.subsMu.RLock()
-	it, ok := c.subs[m.Sub]
-	c.subsMu.RUnlock()
+	it, ok := c.interests.lookup(m.Sub)
 	if !ok {
 		return // unsubscribed meanwhile
 	}
@@ -766,24 +618,9 @@ func (c *Cluster) publish(m *nats.Msg, topic string) {
 	c.forwarded.Add(1)
 }
 
-// warn logs each message at most once every 10 seconds: drops and
-// retries come in bursts.
-func (c *Cluster) warn(msg string, fields ...zap.Field) {
-	now := time.Now().UnixNano()
-	v, _ := c.warned.LoadOrStore(msg, new(atomic.Int64))
-	at := v.(*atomic.Int64)
-	last := at.Load()
-	if last != 0 && now-last < int64(10*time.Second) || !at.CompareAndSwap(last, now) {
-		return
-	}
-	c.log.Warn(msg, fields...)
-}
-
 // Stats returns the node's counters.
 func (c *Cluster) Stats() Stats {
-	c.subsMu.RLock()
-	n := len(c.filters)
-	c.subsMu.RUnlock()
+	n := c.interests.count()
 	return Stats{Forwarded: c.forwarded.Load(), ForwardDropped: c.forwardDropped.Load(), Received: c.received.Load(),
 		ReceivedDropped: c.receivedDropped.Load(), Interest: int64(n), ClaimsUnavailable: c.claimsUnavailable.Load(),
 		ClaimsRefused: c.claimsRefused.Load(),
@@ -791,7 +628,7 @@ func (c *Cluster) Stats() Stats {
 		SessionsIn: c.sessionsIn.Load(), SessionsOut: c.sessionsOut.Load(), SessionsLost: c.sessionsLost.Load(),
 		HandedOver:      c.handedOver.Load(),
 		SessionsAdopted: c.sessionsAdopted.Load(), SessionsRestored: c.sessionsRestored.Load(), SessionsMerged: c.sessionsMerged.Load(),
-		ReplicaDropped: c.replicaDropped.Load(), NodesDead: c.nodesDead.Load(), Replayed: c.replayedMsgs.Load()}
+		ReplicaDropped: c.replicaDropped.Load(), NodesDead: c.members.nodesDead.Load(), Replayed: c.replayedMsgs.Load()}
 }
 
 // Connected reports whether the node's NATS connection is up.
@@ -835,7 +672,7 @@ func (c *Cluster) Close() error {
 	if !first {
 		return nil
 	}
-	c.leave()
+	c.members.leave()
 	close(c.stop)
 	c.done.Wait()
 	c.nc.Close()

@@ -655,7 +655,7 @@ func TestAwaitInterest(t *testing.T) {
 		if d := c.local.next(t); d.topic != f || d.group != "g" {
 			t.Fatalf("c got %+v, want the answer on %s for group g", d, f)
 		}
-		if b.confirmed.Load() < sb {
+		if b.interests.confirmed.Load() < sb {
 			t.Fatalf("change %d not marked known after its wait", sb)
 		}
 		start := time.Now()

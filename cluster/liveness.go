@@ -16,7 +16,7 @@ import (
 
 // Node death, in one place (so that another liveness signal, such as
 // node heartbeats, can replace it here alone): every livenessEvery this
-// node pings the others (the ping subject every node answers, session.go);
+// node pings the others (the ping subject every node answers);
 // a node that answered once and then answers none for deadAfter is dead.
 // A node that stops for good and one that is cut off look the same from
 // here: what is done for a dead node is guarded by the client id
@@ -35,8 +35,18 @@ const (
 	adoptTimeout = 30 * time.Second
 )
 
-// liveness is what this node knows of the others' life.
-type liveness struct {
+// membership is what this node knows of the others: whether each is alive
+// (pings, here) and how it is (heartbeats, nodes.go). Two signals in one
+// part: a ping answered is what orders a session's move and an
+// AwaitInterest with the other nodes' NATS servers (every server forwards
+// it after the interest it learned before), and its rounds of
+// livenessEvery find a death within deadAfter; heartbeats carry each
+// node's figures every Options.HeartbeatInterval, from StartHeartbeats
+// on, and mark a node unreachable after unreachableAfter intervals.
+// Deciding death from heartbeats would change when a node's sessions are
+// adopted.
+type membership struct {
+	*link
 	mu   sync.Mutex
 	dead map[string]bool
 	// left are the nodes that said they stop (Close): their silence is
@@ -48,16 +58,41 @@ type liveness struct {
 	left map[string]bool
 	// gone are the nodes whose session subject had no responders, not
 	// yet declared dead.
-	gone map[string]bool
+	gone      map[string]bool
+	nodesDead atomic.Int64
+	pingSub   *nats.Subscription
+	// table is the heartbeat side (nodes.go), nil until StartHeartbeats.
+	table atomic.Pointer[nodes]
+
+	// Set by New: what a death starts (with session replicas, on a
+	// goroutine of its own), and what the heartbeats need of the rest of
+	// the node.
+	adopt   func(st *state, node string, alive []string)
+	ready   func() bool     // part of its cluster, with its replicated state in use
+	groups  func() []string // the shared groups a heartbeat lists
+	changed func(n *nodes)  // the table's reachable nodes or their groups changed; n.mu is held
 }
+
+// answerPings makes this node answer the other nodes' pings with its name.
+func (ms *membership) answerPings() {
+	var err error
+	ms.pingSub, err = ms.nc.Subscribe(pingSubject(ms.opts.Name), func(m *nats.Msg) { _ = m.Respond([]byte(ms.opts.Node)) })
+	if err != nil {
+		ms.log.Error("cannot answer other nodes' pings: sessions moving to them may lose messages published meanwhile", zap.Error(err))
+	}
+}
+
+// pingSubject is where every node of cluster name answers pings with its
+// name.
+func pingSubject(name string) string { return "$XMQ." + name + ".ping" }
 
 // leaveSubject is where a stopping node says so.
 func leaveSubject(name string) string { return "$XMQ." + name + ".leave" }
 
 // leave tells the other nodes that this one stops (Close).
-func (c *Cluster) leave() {
-	if c.nc.Publish(leaveSubject(c.opts.Name), []byte(c.opts.Node)) == nil {
-		_ = c.nc.FlushTimeout(time.Second)
+func (ms *membership) leave() {
+	if ms.nc.Publish(leaveSubject(ms.opts.Name), []byte(ms.opts.Node)) == nil {
+		_ = ms.nc.FlushTimeout(time.Second)
 	}
 }
 
@@ -66,32 +101,32 @@ func (c *Cluster) leave() {
 // dead at its next round rather than after deadAfter (the sooner its
 // sessions are adopted, the fewer messages published meanwhile find no
 // session).
-func (c *Cluster) noResponders(node string) {
-	c.live.mu.Lock()
-	if !c.live.dead[node] && !c.live.left[node] {
-		if c.live.gone == nil {
-			c.live.gone = map[string]bool{}
+func (ms *membership) noResponders(node string) {
+	ms.mu.Lock()
+	if !ms.dead[node] && !ms.left[node] {
+		if ms.gone == nil {
+			ms.gone = map[string]bool{}
 		}
-		c.live.gone[node] = true
+		ms.gone[node] = true
 	}
-	c.live.mu.Unlock()
+	ms.mu.Unlock()
 }
 
 // isDead reports whether node was declared dead and has not answered since.
-func (c *Cluster) isDead(node string) bool {
-	c.live.mu.Lock()
-	defer c.live.mu.Unlock()
-	return c.live.dead[node]
+func (ms *membership) isDead(node string) bool {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	return ms.dead[node]
 }
 
 // livenessLoop pings the other nodes until Close and handles the deaths.
-func (c *Cluster) livenessLoop(st *state) {
+func (ms *membership) livenessLoop(st *state) {
 	seen := map[string]time.Time{} // node → its last answer
-	sub, err := c.nc.Subscribe(leaveSubject(c.opts.Name), func(m *nats.Msg) {
-		c.live.mu.Lock()
-		c.live.left[string(m.Data)] = true
-		c.live.mu.Unlock()
-		c.log.Info("node stopping", zap.String("node", string(m.Data)))
+	sub, err := ms.nc.Subscribe(leaveSubject(ms.opts.Name), func(m *nats.Msg) {
+		ms.mu.Lock()
+		ms.left[string(m.Data)] = true
+		ms.mu.Unlock()
+		ms.log.Info("node stopping", zap.String("node", string(m.Data)))
 	})
 	if err == nil {
 		defer func() { _ = sub.Unsubscribe() }()
@@ -100,58 +135,58 @@ func (c *Cluster) livenessLoop(st *state) {
 	defer t.Stop()
 	for {
 		select {
-		case <-c.stop:
+		case <-ms.stop:
 			return
 		case <-t.C:
 		}
 		now := time.Now()
-		answered := c.pingNodes(livenessEvery)
+		answered := ms.pingNodes(livenessEvery)
 		// The embedded server's routed nodes count as seen too: a node
 		// that dies before its first answer is dead all the same.
-		if c.emb != nil {
-			if rz, err := c.emb.srv.Routez(nil); err == nil {
+		if ms.emb != nil {
+			if rz, err := ms.emb.srv.Routez(nil); err == nil {
 				for _, r := range rz.Routes {
-					if _, known := seen[r.RemoteName]; !known && r.RemoteName != "" && r.RemoteName != c.opts.Node {
+					if _, known := seen[r.RemoteName]; !known && r.RemoteName != "" && r.RemoteName != ms.opts.Node {
 						seen[r.RemoteName] = now
-						c.log.Info("node seen", zap.String("node", r.RemoteName))
+						ms.log.Info("node seen", zap.String("node", r.RemoteName))
 					}
 				}
 			}
 		}
 		var died []string
-		c.live.mu.Lock()
+		ms.mu.Lock()
 		for n := range answered {
 			if _, known := seen[n]; !known {
-				c.log.Info("node seen", zap.String("node", n))
+				ms.log.Info("node seen", zap.String("node", n))
 			}
 			seen[n] = now
-			delete(c.live.left, n) // back
-			delete(c.live.gone, n)
-			if c.live.dead[n] {
-				delete(c.live.dead, n)
-				c.log.Info("node back", zap.String("node", n))
+			delete(ms.left, n) // back
+			delete(ms.gone, n)
+			if ms.dead[n] {
+				delete(ms.dead, n)
+				ms.log.Info("node back", zap.String("node", n))
 			}
 		}
 		for n, at := range seen {
-			if !c.live.dead[n] && !c.live.left[n] && (now.Sub(at) > deadAfter || c.live.gone[n] && !answered[n]) {
-				c.live.dead[n] = true
-				delete(c.live.gone, n)
+			if !ms.dead[n] && !ms.left[n] && (now.Sub(at) > deadAfter || ms.gone[n] && !answered[n]) {
+				ms.dead[n] = true
+				delete(ms.gone, n)
 				died = append(died, n)
 			}
 		}
-		alive := []string{c.opts.Node}
+		alive := []string{ms.opts.Node}
 		for n := range seen {
-			if !c.live.dead[n] {
+			if !ms.dead[n] {
 				alive = append(alive, n)
 			}
 		}
-		c.live.mu.Unlock()
+		ms.mu.Unlock()
 		slices.Sort(alive)
 		for _, n := range died {
-			c.nodesDead.Add(1)
-			c.log.Warn("node dead: no answer to pings, or its NATS server gone", zap.String("node", n))
-			if c.opts.SessionReplicas > 1 {
-				c.goUnlessClosed(func() { c.adoptNode(st, n, alive) })
+			ms.nodesDead.Add(1)
+			ms.log.Warn("node dead: no answer to pings, or its NATS server gone", zap.String("node", n))
+			if ms.opts.SessionReplicas > 1 {
+				ms.goUnlessClosed(func() { ms.adopt(st, n, alive) })
 			}
 		}
 	}
@@ -159,16 +194,16 @@ func (c *Cluster) livenessLoop(st *state) {
 
 // pingNodes returns the names of the nodes that answer a ping within
 // timeout.
-func (c *Cluster) pingNodes(timeout time.Duration) map[string]bool {
+func (ms *membership) pingNodes(timeout time.Duration) map[string]bool {
 	got := map[string]bool{}
-	inbox := c.nc.NewRespInbox()
+	inbox := ms.nc.NewRespInbox()
 	ch := make(chan *nats.Msg, 64)
-	sub, err := c.nc.ChanSubscribe(inbox, ch)
+	sub, err := ms.nc.ChanSubscribe(inbox, ch)
 	if err != nil {
 		return got
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if c.nc.PublishRequest(pingSubject(c.opts.Name), inbox, nil) != nil {
+	if ms.nc.PublishRequest(pingSubject(ms.opts.Name), inbox, nil) != nil {
 		return got
 	}
 	deadline := time.NewTimer(timeout)
@@ -179,10 +214,87 @@ func (c *Cluster) pingNodes(timeout time.Duration) map[string]bool {
 			got[string(m.Data)] = true
 		case <-deadline.C:
 			return got
-		case <-c.stop:
+		case <-ms.stop:
 			return got
 		}
 	}
+}
+
+// ping returns once every other node answered a ping, or timeout passed:
+// then every NATS server has the interest this node's server had before
+// (each forwards the ping after the interest changes it got before it).
+// With an embedded server the nodes are its routes' servers; with an
+// external NATS those the heartbeats show reachable, or, before any
+// heartbeat, the wait ends pingQuiet after the last answer. It reports
+// whether the nodes it waited for answered (false: timeout or closing).
+func (ms *membership) ping(timeout time.Duration) bool {
+	want, counted := ms.peers()
+	if counted && len(want) == 0 {
+		return true
+	}
+	inbox := ms.nc.NewRespInbox()
+	ch := make(chan *nats.Msg, 64)
+	sub, err := ms.nc.ChanSubscribe(inbox, ch)
+	if err != nil {
+		return false
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if ms.nc.PublishRequest(pingSubject(ms.opts.Name), inbox, nil) != nil {
+		return false
+	}
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	var quiet <-chan time.Time
+	for {
+		select {
+		case m := <-ch:
+			delete(want, string(m.Data))
+			if counted && len(want) == 0 {
+				return true
+			}
+			if !counted {
+				quiet = time.After(pingQuiet)
+			}
+		case <-quiet:
+			return true
+		case <-ms.stop:
+			return false
+		case <-deadline.C:
+			if counted {
+				ms.warn("nodes did not answer a ping in time: a session moving here may miss messages they publish meanwhile",
+					zap.Int("missing", len(want)))
+			}
+			return !counted
+		}
+	}
+}
+
+// peers are the other nodes to wait for: with an embedded server its
+// routes' servers, with an external NATS those the heartbeats show
+// reachable; counted is false when neither is known (an external NATS
+// before any heartbeat).
+func (ms *membership) peers() (want map[string]bool, counted bool) {
+	want = map[string]bool{}
+	if ms.emb != nil {
+		if rz, err := ms.emb.srv.Routez(nil); err == nil {
+			counted = true
+			for _, r := range rz.Routes {
+				if r.RemoteName != ms.opts.Node {
+					want[r.RemoteName] = true
+				}
+			}
+		}
+	}
+	if !counted && ms.table.Load() != nil {
+		// External NATS: the heartbeats name the nodes to wait for.
+		counted = true
+		for _, st := range ms.list() {
+			if st.Reachable && st.Node != ms.opts.Node {
+				want[st.Node] = true
+			}
+		}
+	}
+	return want, counted
 }
 
 // adoptNode adopts the dead node's replicated sessions whose client did
@@ -225,7 +337,7 @@ func (c *Cluster) adoptNode(st *state, node string, alive []string) {
 			return
 		case <-time.After(deadAfter):
 		}
-		if c.isDead(node) { // not back: it would have them
+		if c.members.isDead(node) { // not back: it would have them
 			c.adoptAll(st, node, later, all, &n)
 		}
 	}

@@ -40,18 +40,18 @@ func BenchmarkRoute(b *testing.B) {
 	c.Start(local)
 	c.Interest("", "bench/#", true)
 	c.Interest("", "bench/+", true)
-	if err := c.syncInterest(5 * time.Second); err != nil {
+	if err := c.interests.syncInterest(5 * time.Second); err != nil {
 		b.Fatal(err)
 	}
 	subj := Subject(c.opts.SubjectPrefix, "bench/t")
 	var subs []*nats.Subscription // those whose subject matches subj, as NATS would deliver
-	c.subsMu.RLock()
-	for s := range c.subs {
+	c.interests.subsMu.RLock()
+	for s := range c.interests.subs {
 		if s.Subject == Subject(c.opts.SubjectPrefix, "bench")+".>" || s.Subject == Subject(c.opts.SubjectPrefix, "bench")+".*" {
 			subs = append(subs, s)
 		}
 	}
-	c.subsMu.RUnlock()
+	c.interests.subsMu.RUnlock()
 	if len(subs) != 2 {
 		b.Fatalf("%d subscriptions for %s", len(subs), subj)
 	}
@@ -145,13 +145,13 @@ func TestRouteCopies(t *testing.T) {
 	for _, f := range []string{"ov/#", "ov/+/c", "x/#"} {
 		nd.Interest("", f, true)
 	}
-	if err := nd.syncInterest(5 * time.Second); err != nil {
+	if err := nd.interests.syncInterest(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	sub := func(filter string) *nats.Subscription {
-		nd.subsMu.RLock()
-		defer nd.subsMu.RUnlock()
-		return nd.filters[interest{"", filter}][0] // the wildcard subject: FilterSubjects' first
+		nd.interests.subsMu.RLock()
+		defer nd.interests.subsMu.RUnlock()
+		return nd.interests.filters[interest{"", filter}][0] // the wildcard subject: FilterSubjects' first
 	}
 	all, plus, x := sub("ov/#"), sub("ov/+/c"), sub("x/#")
 	// msg is the copy through s of a message on topic from node numbered

@@ -235,7 +235,7 @@ type replayed struct {
 // request goes once this node's NATS server has the interest it is for:
 // a node that reads it routes what it publishes next to this node.
 func (c *Cluster) fetchReplay(dead string, filters []string, after map[string]uint64) ([]replayed, map[string]uint64) {
-	want, counted := c.peers()
+	want, counted := c.members.peers()
 	delete(want, dead)
 	data, _ := json.Marshal(replayRequest{Dead: dead, Filters: filters, After: after})
 	inbox := c.nc.NewRespInbox()
@@ -359,7 +359,7 @@ func (c *Cluster) install(st *state, node, clientID string, recs *replicaRecords
 	}
 	// On routeLoop, after the replay: what the pending session queued
 	// meanwhile stays after the replayed messages, the records go first.
-	err = c.onRouteLoop(func() error {
+	err = c.inbox.run(func() error {
 		err := c.local.RestoreSession(clientID, recs.session, recs.inbound, recs.seqs, recs.msgs, recs.will, withWill)
 		if err == nil {
 			c.markReplayed(last)
@@ -426,7 +426,7 @@ func (c *Cluster) replayInto(st *state, node, clientID string, filters []string)
 	start := time.Now()
 	// The sessions' subscriptions are on this node's NATS server before
 	// the request leaves (see Replay).
-	if err := c.syncInterest(sessionTimeout); err != nil {
+	if err := c.interests.syncInterest(sessionTimeout); err != nil {
 		c.warn("restored sessions' subscriptions are not on NATS yet", zap.String("node", node), zap.Error(err))
 	}
 	list := make([]string, 0, len(b.filters))
@@ -439,7 +439,7 @@ func (c *Cluster) replayInto(st *state, node, clientID string, filters []string)
 	// On routeLoop: the answers came after what their nodes routed here
 	// before them, which the pending sessions queued; nothing is routed
 	// between the replay and its going in.
-	_ = c.onRouteLoop(func() error {
+	_ = c.inbox.run(func() error {
 		for _, m := range msgs {
 			n += c.local.ReplayPending(b.ids, m.msg, m.at)
 		}
@@ -704,17 +704,10 @@ func (c *Cluster) rejoin(marks map[string]uint64) {
 			}
 		}
 	}
-	if err := c.syncInterest(sessionTimeout); err != nil {
+	if err := c.interests.syncInterest(sessionTimeout); err != nil {
 		c.warn("this node's subscriptions are not on NATS yet: the replay may miss messages", zap.Error(err))
 	}
-	filters := map[string]bool{}
-	c.subsMu.RLock()
-	for it := range c.filters {
-		if it.group == "" {
-			filters[it.filter] = true
-		}
-	}
-	c.subsMu.RUnlock()
+	filters := c.interests.plainFilters()
 	if len(filters) == 0 {
 		return
 	}

@@ -672,20 +672,3 @@ func (c *Cluster) dropReplica(st *state, node, clientID string) {
 			zap.String("node", node), zap.Error(err))
 	}
 }
-
-// retry calls f until it succeeds, for up to d (a JetStream stream whose
-// leader was on a dead node answers again once its replicas elected
-// another: seconds), and returns its last error.
-func (c *Cluster) retry(d time.Duration, f func() error) error {
-	deadline := time.Now().Add(d)
-	err := f()
-	for err != nil && time.Now().Before(deadline) {
-		select {
-		case <-c.stop:
-			return err
-		case <-time.After(250 * time.Millisecond):
-		}
-		err = f()
-	}
-	return err
-}

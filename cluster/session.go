@@ -60,10 +60,6 @@ func sessionSubject(name, node string) string {
 	return "$XMQ." + name + ".node." + node + ".session"
 }
 
-// pingSubject is where every node of cluster name answers pings with its
-// name.
-func pingSubject(name string) string { return "$XMQ." + name + ".ping" }
-
 // moveSession brings clientID's session from node, which held the id
 // before this node's claim rev.
 func (c *Cluster) moveSession(clientID, node string, rev uint64) {
@@ -75,9 +71,9 @@ func (c *Cluster) moveSession(clientID, node string, rev uint64) {
 	}
 	subs, err := c.sessionRequest(node, clientID, rev, "subs")
 	if errors.Is(err, nats.ErrNoResponders) {
-		c.noResponders(node)
+		c.members.noResponders(node)
 	}
-	if err != nil && c.opts.SessionReplicas > 1 && (errors.Is(err, nats.ErrNoResponders) || c.isDead(node)) {
+	if err != nil && c.opts.SessionReplicas > 1 && (errors.Is(err, nats.ErrNoResponders) || c.members.isDead(node)) {
 		// The node is gone (no NATS server has its session subject): the
 		// session comes from its replicated records.
 		c.restoreHere(node, clientID, start)
@@ -94,12 +90,12 @@ func (c *Cluster) moveSession(clientID, node string, rev uint64) {
 		lost("session from another node not installed", err)
 		return
 	}
-	if err := c.syncInterest(sessionTimeout); err != nil {
+	if err := c.interests.syncInterest(sessionTimeout); err != nil {
 		c.warn("a moving session's subscriptions are not on NATS yet", zap.String("client_id", clientID), zap.Error(err))
 	}
-	c.ping(pingTimeout)
+	c.members.ping(pingTimeout)
 	data, err := c.sessionRequest(node, clientID, rev, "take")
-	if errors.Is(err, nats.ErrTimeout) && !c.isDead(node) {
+	if errors.Is(err, nats.ErrTimeout) && !c.members.isDead(node) {
 		// The answer may be lost, not the node: it keeps what it gave
 		// for this claim (keepGiven), so ask once more.
 		data, err = c.sessionRequest(node, clientID, rev, "take")
@@ -113,8 +109,8 @@ func (c *Cluster) moveSession(clientID, node string, rev uint64) {
 		// every node, it is in the inbox, and the session is installed
 		// on routeLoop behind it, so that it is among what the pending
 		// session queued (sent with DUP), not a new message after.
-		c.ping(pingTimeout)
-		err = c.onRouteLoop(func() error { return c.local.ImportSession(clientID, data, true) })
+		c.members.ping(pingTimeout)
+		err = c.inbox.run(func() error { return c.local.ImportSession(clientID, data, true) })
 	}
 	if err != nil {
 		c.local.DropImport(clientID)
@@ -143,10 +139,10 @@ func (c *Cluster) restoreHere(node, clientID string, start time.Time) {
 	}
 	// Every node routes to the session before its client is told it is
 	// there (CONNACK), as after a move.
-	if err := c.syncInterest(sessionTimeout); err != nil {
+	if err := c.interests.syncInterest(sessionTimeout); err != nil {
 		c.warn("a restored session's subscriptions are not on NATS yet", zap.String("client_id", clientID), zap.Error(err))
 	}
-	c.ping(pingTimeout)
+	c.members.ping(pingTimeout)
 	c.dropReplica(st, node, clientID)
 	c.sessionsRestored.Add(1)
 	c.log.Info("session restored here from the replicas of a node gone", zap.String("client_id", clientID),
@@ -170,126 +166,13 @@ func (c *Cluster) sessionRequest(node, clientID string, rev uint64, op string) (
 	return resp.Data, nil
 }
 
-// ping returns once every other node answered a ping, or timeout passed:
-// then every NATS server has the interest this node's server had before
-// (each forwards the ping after the interest changes it got before it).
-// With an embedded server the nodes are its routes' servers; with an
-// external NATS those the heartbeats show reachable, or, before any
-// heartbeat, the wait ends pingQuiet after the last answer. It reports
-// whether the nodes it waited for answered (false: timeout or closing).
-func (c *Cluster) ping(timeout time.Duration) bool {
-	want, counted := c.peers()
-	if counted && len(want) == 0 {
-		return true
-	}
-	inbox := c.nc.NewRespInbox()
-	ch := make(chan *nats.Msg, 64)
-	sub, err := c.nc.ChanSubscribe(inbox, ch)
-	if err != nil {
-		return false
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if c.nc.PublishRequest(pingSubject(c.opts.Name), inbox, nil) != nil {
-		return false
-	}
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	var quiet <-chan time.Time
-	for {
-		select {
-		case m := <-ch:
-			delete(want, string(m.Data))
-			if counted && len(want) == 0 {
-				return true
-			}
-			if !counted {
-				quiet = time.After(pingQuiet)
-			}
-		case <-quiet:
-			return true
-		case <-c.stop:
-			return false
-		case <-deadline.C:
-			if counted {
-				c.warn("nodes did not answer a ping in time: a session moving here may miss messages they publish meanwhile",
-					zap.Int("missing", len(want)))
-			}
-			return !counted
-		}
-	}
-}
-
 type errorString string
 
 func (e errorString) Error() string { return string(e) }
 
-// peers are the other nodes to wait for: with an embedded server its
-// routes' servers, with an external NATS those the heartbeats show
-// reachable; counted is false when neither is known (an external NATS
-// before any heartbeat).
-func (c *Cluster) peers() (want map[string]bool, counted bool) {
-	want = map[string]bool{}
-	if c.emb != nil {
-		if rz, err := c.emb.srv.Routez(nil); err == nil {
-			counted = true
-			for _, r := range rz.Routes {
-				if r.RemoteName != c.opts.Node {
-					want[r.RemoteName] = true
-				}
-			}
-		}
-	}
-	if !counted && c.nodes.Load() != nil {
-		// External NATS: the heartbeats name the nodes to wait for.
-		counted = true
-		for _, st := range c.Nodes() {
-			if st.Reachable && st.Node != c.opts.Node {
-				want[st.Node] = true
-			}
-		}
-	}
-	return want, counted
-}
-
 // pinged marks a "take" request put back in the inbox once the other
-// nodes answered this node's ping (serveSession); queued marks a function
-// to run on routeLoop (onRouteLoop).
-var (
-	pinged = new(nats.Subscription)
-	queued = new(nats.Subscription)
-)
-
-// onRouteLoop runs f on routeLoop, after the messages in the inbox now,
-// and returns its error.
-func (c *Cluster) onRouteLoop(f func() error) error {
-	m := &nats.Msg{Sub: queued}
-	done := make(chan error, 1)
-	c.queuedMu.Lock()
-	c.queued[m] = func() { done <- f() }
-	c.queuedMu.Unlock()
-	select {
-	case c.in <- m:
-	case <-c.stop:
-		return errors.New("cluster: closing")
-	}
-	select {
-	case err := <-done:
-		return err
-	case <-c.stop:
-		return errors.New("cluster: closing")
-	}
-}
-
-// runQueued runs the function onRouteLoop queued as m.
-func (c *Cluster) runQueued(m *nats.Msg) {
-	c.queuedMu.Lock()
-	f := c.queued[m]
-	delete(c.queued, m)
-	c.queuedMu.Unlock()
-	if f != nil {
-		f()
-	}
-}
+// nodes answered this node's ping (serveSession).
+var pinged = new(nats.Subscription)
 
 // givenKeep is how long a node keeps a session it gave away in a "take"
 // answer, for the same request again: an answer lost on the way would
@@ -380,12 +263,9 @@ func (c *Cluster) serveSession(m *nats.Msg) {
 	take := m.Header.Get(hdrOp) == "take"
 	if take && m.Sub != pinged {
 		c.goUnlessClosed(func() {
-			c.ping(pingTimeout)
+			c.members.ping(pingTimeout)
 			m.Sub = pinged
-			select {
-			case c.in <- m:
-			case <-c.stop:
-			}
+			c.inbox.put(m)
 		})
 		return
 	}

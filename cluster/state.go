@@ -119,23 +119,6 @@ func (c *Cluster) replicas() int {
 	return min(3, c.nodeCount())
 }
 
-// nodeCount counts the cluster's nodes, from the embedded routes (this
-// node's own listed route aside) or, with an external NATS, from the
-// servers the connection knows.
-func (c *Cluster) nodeCount() int {
-	n := 1
-	if c.emb != nil {
-		for _, r := range c.opts.Embedded.Routes {
-			if strings.TrimPrefix(r, "nats-route://") != c.opts.Embedded.Listen {
-				n++
-			}
-		}
-	} else {
-		n = max(1, len(c.nc.Servers()))
-	}
-	return n
-}
-
 // stateLoop makes the buckets, retrying until JetStream answers (a
 // clustered JetStream needs a quorum of its servers), then watches them
 // until Close, making the watches again when they end.
@@ -191,7 +174,7 @@ func (c *Cluster) stateLoop() {
 	if st.sessions != nil {
 		wg.Go(func() { c.replicaLoop(st) })
 	}
-	wg.Go(func() { c.livenessLoop(st) })
+	wg.Go(func() { c.members.livenessLoop(st) })
 	c.state.Store(st)
 	wg.Go(func() { c.reconcile(st) })
 	c.log.Info("cluster state ready", zap.Int("replicas", r))
@@ -618,21 +601,6 @@ func (c *Cluster) clientEntry(e jetstream.KeyValueEntry) {
 	}
 }
 
-// goUnlessClosed runs f on its own goroutine, which Close waits for,
-// unless the node is closing.
-func (c *Cluster) goUnlessClosed(f func()) {
-	c.closeMu.RLock()
-	defer c.closeMu.RUnlock()
-	if c.closed.Load() {
-		return
-	}
-	c.done.Add(1)
-	go func() {
-		defer c.done.Done()
-		f()
-	}()
-}
-
 // takeOverSoon tries TakeOver for a moment (40 times 25 ms), so that a
 // connection not attached yet does not stay connected beside a newer one
 // on another node. A connection that ended meanwhile makes these no-ops.
@@ -837,20 +805,4 @@ func (c *Cluster) retainedEntry(e jetstream.KeyValueEntry) {
 		m.Expires = time.UnixMilli(v.Expires)
 	}
 	c.local.SetRetained(m)
-}
-
-// awaitAck waits for an asynchronous publish's answer (f nil: it was not
-// sent); stopped reports that the node is closing first.
-func (c *Cluster) awaitAck(f jetstream.PubAckFuture) (err error, stopped bool) {
-	if f == nil {
-		return errors.New("not sent"), false
-	}
-	select {
-	case <-f.Ok():
-		return nil, false
-	case err = <-f.Err():
-		return err, false
-	case <-c.stop:
-		return nil, true
-	}
 }

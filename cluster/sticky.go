@@ -75,21 +75,6 @@ type stickySent struct {
 	at            time.Time
 }
 
-// ownGroups lists the shared groups with members here, as "$share/G/F",
-// sorted, at most maxStickyGroups.
-func (c *Cluster) ownGroups() []string {
-	var gs []string
-	c.subsMu.RLock()
-	for it := range c.filters {
-		if it.group != "" {
-			gs = append(gs, "$share/"+it.group+"/"+it.filter)
-		}
-	}
-	c.subsMu.RUnlock()
-	slices.Sort(gs)
-	return gs[:min(len(gs), maxStickyGroups)]
-}
-
 // rebuildSticky makes the table of the other reachable nodes' groups from
 // their last heartbeats. n.mu is held.
 func (c *Cluster) rebuildSticky(n *nodes) {
