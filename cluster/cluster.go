@@ -148,19 +148,16 @@ type Cluster struct {
 
 	started atomic.Bool
 
-	claims  claims
-	retainQ retainQueue
 	members *membership // liveness.go, nodes.go
 
-	forwarded, forwardDropped, received, receivedDropped    atomic.Int64
-	claimsUnavailable, takenOver, retainDropped, handedOver atomic.Int64
-	claimsRefused                                           atomic.Int64 // refused cluster-wide: another owner's session, or an older claim (mayTake)
-	sessionsIn, sessionsOut, sessionsLost                   atomic.Int64
-	given                                                   givenSessions // sessions given away lately (keepGiven), on routeLoop
-	sessionsAdopted, sessionsRestored, sessionsMerged       atomic.Int64
-	replicaDropped, replayedMsgs                            atomic.Int64
-	rep                                                     *replica // the session replicas (replica.go)
-	recent                                                  recent   // what this node forwarded lately, for replays (replay.go)
+	forwarded, forwardDropped, received, receivedDropped atomic.Int64
+	handedOver                                           atomic.Int64
+	sessionsIn, sessionsOut, sessionsLost                atomic.Int64
+	given                                                givenSessions // sessions given away lately (keepGiven), on routeLoop
+	sessionsAdopted, sessionsRestored, sessionsMerged    atomic.Int64
+	replicaDropped, replayedMsgs                         atomic.Int64
+	rep                                                  *replica // the session replicas (replica.go)
+	recent                                               recent   // what this node forwarded lately, for replays (replay.go)
 	// store is the store core writes (ReplicateStore's argument), synced
 	// before marks are saved to Options.MarksFile.
 	store Store
@@ -176,8 +173,9 @@ type Cluster struct {
 	replayMu             sync.Mutex
 	replays              map[string]*replayBatch
 	sessionSub, groupSub *nats.Subscription
-	sticky               sticky  // sticky shared groups (sticky.go)
-	freeze               freezes // order.go
+	sticky               *sticky       // sticky.go
+	reg                  *registry     // registry.go, order.go
+	retained             *retainedSync // retained.go
 }
 
 // queueName is the NATS queue group of a shared group: NATS delivers each
@@ -200,15 +198,17 @@ func New(opts Options, log *zap.Logger) (*Cluster, error) {
 		log = zap.NewNop()
 	}
 	c := &Cluster{
-		link:    link{opts: opts, log: log, stop: make(chan struct{}), maxSubject: externalMaxSubject},
-		lastIn:  map[string]*msgNumber{},
-		claims:  claims{m: map[string]uint64{}, owners: map[string]string{}, pending: map[string]int{}, newer: map[string]otherClaim{}, busy: map[string]chan struct{}{}},
-		retainQ: retainQueue{ops: map[string]*nats.Msg{}, wake: make(chan struct{}, 1)},
+		link:   link{opts: opts, log: log, stop: make(chan struct{}), maxSubject: externalMaxSubject},
+		lastIn: map[string]*msgNumber{},
 	}
 	c.inbox = newInbox(c.stop)
+	c.sticky = &sticky{link: &c.link, handOver: c.HandOver}
+	c.reg = &registry{link: &c.link, move: c.moveSession, ownerAt: c.ownerAt,
+		claims: claims{m: map[string]uint64{}, owners: map[string]string{}, pending: map[string]int{}, newer: map[string]otherClaim{}, busy: map[string]chan struct{}{}}}
+	c.retained = &retainedSync{link: &c.link, ops: map[string]*nats.Msg{}, wake: make(chan struct{}, 1)}
 	c.members = &membership{link: &c.link, dead: map[string]bool{}, left: map[string]bool{},
 		adopt: c.adoptNode, ready: func() bool { return c.Ready() && c.Healthy() == nil }, groups: c.heartbeatGroups,
-		changed: c.rebuildSticky}
+		changed: c.sticky.rebuild}
 	c.interests = &interests{link: &c.link, inbox: c.inbox, members: c.members, opsWake: make(chan struct{}, 1),
 		subs: map[*nats.Subscription]interest{}, filters: map[interest][]*nats.Subscription{}}
 	c.rep = newReplica(c)
@@ -257,7 +257,7 @@ func New(opts Options, log *zap.Logger) (*Cluster, error) {
 	}
 	c.done.Add(2)
 	go c.interests.interestLoop()
-	go c.freezeLoop()
+	go c.reg.freezeLoop()
 	url := c.nc.ConnectedUrlRedacted()
 	if c.emb != nil {
 		url = c.ClientURL() // the in-process connection has none
@@ -336,7 +336,7 @@ func (c *Cluster) Start(local Local) {
 	}
 	c.members.answerPings()
 	if c.opts.SharedHash != "" {
-		c.startSticky()
+		c.sticky.start()
 		if c.groupSub, err = c.nc.ChanSubscribe(groupSubject(c.opts.Name, c.opts.Node), c.inbox.ch); err != nil {
 			c.log.Error("cannot take other nodes' messages for shared groups: they go to any node with members", zap.Error(err))
 		} else {
@@ -406,7 +406,8 @@ func (c *Cluster) route(m *nats.Msg) {
 		return
 	}
 	if m.Sub == c.groupSub && m.Sub != nil {
-		c.serveSticky(m)
+		c.received.Add(1)
+		c.sticky.serve(m)
 		return
 	}
 	if m.Sub == c.sessionSub || m.Sub == pinged {
@@ -562,7 +563,7 @@ func (c *Cluster) Forward(m codec.Message, served []string) {
 		return
 	}
 	if c.opts.SharedHash != "" {
-		served = c.sendSticky(nm, m, served)
+		served = c.sticky.send(nm, m, served)
 	}
 	for i := 0; i+1 < len(served); i += 2 {
 		nm.Header[hdrServed] = append(nm.Header[hdrServed], queueName(served[i], served[i+1]))
@@ -622,9 +623,9 @@ func (c *Cluster) publish(m *nats.Msg, topic string) {
 func (c *Cluster) Stats() Stats {
 	n := c.interests.count()
 	return Stats{Forwarded: c.forwarded.Load(), ForwardDropped: c.forwardDropped.Load(), Received: c.received.Load(),
-		ReceivedDropped: c.receivedDropped.Load(), Interest: int64(n), ClaimsUnavailable: c.claimsUnavailable.Load(),
-		ClaimsRefused: c.claimsRefused.Load(),
-		TakenOver:     c.takenOver.Load(), RetainDropped: c.retainDropped.Load(),
+		ReceivedDropped: c.receivedDropped.Load(), Interest: int64(n), ClaimsUnavailable: c.reg.claimsUnavailable.Load(),
+		ClaimsRefused: c.reg.claimsRefused.Load(),
+		TakenOver:     c.reg.takenOver.Load(), RetainDropped: c.retained.retainDropped.Load(),
 		SessionsIn: c.sessionsIn.Load(), SessionsOut: c.sessionsOut.Load(), SessionsLost: c.sessionsLost.Load(),
 		HandedOver:      c.handedOver.Load(),
 		SessionsAdopted: c.sessionsAdopted.Load(), SessionsRestored: c.sessionsRestored.Load(), SessionsMerged: c.sessionsMerged.Load(),

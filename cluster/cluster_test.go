@@ -623,7 +623,7 @@ func TestClaimHopsBetweenNodes(t *testing.T) {
 		}
 		prev = nd
 	}
-	if n := nodes[0].claimsUnavailable.Load() + nodes[1].claimsUnavailable.Load() + nodes[2].claimsUnavailable.Load(); n != 0 {
+	if n := nodes[0].reg.claimsUnavailable.Load() + nodes[1].reg.claimsUnavailable.Load() + nodes[2].reg.claimsUnavailable.Load(); n != 0 {
 		t.Errorf("%d claims held on one node only", n)
 	}
 }
@@ -716,18 +716,18 @@ func TestRetainedReplicated(t *testing.T) {
 	waitRetained(nodes[2])
 	// An upload of a topic the bucket has meanwhile is refused, and
 	// dropped rather than retried: the cluster's value stays.
-	if !nd.queueRetain(codec.Message{Topic: "r/1", Payload: []byte("late upload"), From: "before"}, true) {
+	if !nd.retained.queueRetain(codec.Message{Topic: "r/1", Payload: []byte("late upload"), From: "before"}, true) {
 		t.Fatal("upload not queued")
 	}
 	waitFor(t, "the refused upload dropped", 5*time.Second, func() bool {
-		nd.retainQ.mu.Lock()
-		defer nd.retainQ.mu.Unlock()
-		return len(nd.retainQ.order) == 0
+		nd.retained.mu.Lock()
+		defer nd.retained.mu.Unlock()
+		return len(nd.retained.order) == 0
 	})
 	time.Sleep(300 * time.Millisecond) // a retry would come after 250 ms
-	nd.retainQ.mu.Lock()
-	retried := len(nd.retainQ.order)
-	nd.retainQ.mu.Unlock()
+	nd.retained.mu.Lock()
+	retried := len(nd.retained.order)
+	nd.retained.mu.Unlock()
 	if retried != 0 {
 		t.Error("the refused upload is retried")
 	}

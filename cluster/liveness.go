@@ -378,7 +378,7 @@ func (c *Cluster) adoptAll(st *state, node string, ids []string, all map[string]
 // since the node's marks, and reports whether it did.
 func (c *Cluster) adopt(st *state, node, clientID string, recs *replicaRecords) bool {
 	// One at a time with a claim of the id here (which may restore it).
-	defer c.claims.serialize(clientID)()
+	defer c.reg.claims.serialize(clientID)()
 	k := key(clientID)
 	var e jetstream.KeyValueEntry
 	err := c.retry(replicaSyncTimeout, func() (err error) {

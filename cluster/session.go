@@ -272,9 +272,7 @@ func (c *Cluster) serveSession(m *nats.Msg) {
 	id := string(m.Data)
 	rev, _ := strconv.ParseUint(m.Header.Get(hdrClaim), 10, 64)
 	resp := nats.NewMsg(m.Reply)
-	c.claims.mu.Lock()
-	ours := c.claims.m[id]
-	c.claims.mu.Unlock()
+	ours := c.reg.held(id)
 	if ours > rev {
 		resp.Header.Set(hdrError, "the client connected again on node "+c.opts.Node)
 	} else {

@@ -307,13 +307,13 @@ func TestClaimOrderAfterFreeze(t *testing.T) {
 	live := n1.claim("dev", false)
 	// n2 was frozen from a minute ago until now: its freezeLoop says so.
 	now := time.Now()
-	n2.freeze.from.Store(now.Add(-time.Minute).UnixNano())
-	n2.freeze.until.Store(now.UnixNano())
+	n2.reg.freeze.from.Store(now.Add(-time.Minute).UnixNano())
+	n2.reg.freeze.until.Store(now.UnixNano())
 	if c, rc := n2.Claim("dev", "", true, true); c != 0 || rc != codec.UseAnotherServer {
 		t.Fatalf("a claim read after a freeze: %d, %v; want refused", c, rc)
 	}
 	n1.local.noTakeOver(t, 300*time.Millisecond)
-	n2.freeze.until.Store(now.Add(-time.Hour).UnixNano())
+	n2.reg.freeze.until.Store(now.Add(-time.Hour).UnixNano())
 	if c, rc := n2.Claim("dev", "", true, true); c == 0 || rc != 0 {
 		t.Fatalf("a claim after the node caught up: %d, %v", c, rc)
 	}
