@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -152,30 +151,14 @@ type Cluster struct {
 
 	forwarded, forwardDropped, received, receivedDropped atomic.Int64
 	handedOver                                           atomic.Int64
-	sessionsIn, sessionsOut, sessionsLost                atomic.Int64
-	given                                                givenSessions // sessions given away lately (keepGiven), on routeLoop
-	sessionsAdopted, sessionsRestored, sessionsMerged    atomic.Int64
-	replicaDropped, replayedMsgs                         atomic.Int64
-	rep                                                  *replica // the session replicas (replica.go)
-	recent                                               recent   // what this node forwarded lately, for replays (replay.go)
-	// store is the store core writes (ReplicateStore's argument), synced
-	// before marks are saved to Options.MarksFile.
-	store Store
-	// rejoined are, per other node, its last message that the replay
-	// of this node's return brought, on the filters rejoinedFilters;
-	// written before routeLoop starts (rejoinDone closed), read-only
-	// after.
-	rejoined        map[string]uint64
-	rejoinedFilters map[string]bool
-	rejoinDone      chan struct{}
-	// replays are the replays open for more sessions to join, by dead
-	// node (replayInto).
-	replayMu             sync.Mutex
-	replays              map[string]*replayBatch
-	sessionSub, groupSub *nats.Subscription
-	sticky               *sticky       // sticky.go
-	reg                  *registry     // registry.go, order.go
-	retained             *retainedSync // retained.go
+	sessionSub, groupSub                                 *nats.Subscription
+	rep                                                  *replica      // replica.go, replay.go (the marks)
+	replay                                               *replayer     // replay.go, replica.go (restoreFromReplica)
+	adoption                                             *adopter      // adopt.go
+	sessions                                             *sessions     // session.go
+	sticky                                               *sticky       // sticky.go
+	reg                                                  *registry     // registry.go, order.go
+	retained                                             *retainedSync // retained.go
 }
 
 // queueName is the NATS queue group of a shared group: NATS delivers each
@@ -201,18 +184,27 @@ func New(opts Options, log *zap.Logger) (*Cluster, error) {
 		link:   link{opts: opts, log: log, stop: make(chan struct{}), maxSubject: externalMaxSubject},
 		lastIn: map[string]*msgNumber{},
 	}
+	l := &c.link
 	c.inbox = newInbox(c.stop)
-	c.sticky = &sticky{link: &c.link, handOver: c.HandOver}
-	c.reg = &registry{link: &c.link, move: c.moveSession, ownerAt: c.ownerAt,
-		claims: claims{m: map[string]uint64{}, owners: map[string]string{}, pending: map[string]int{}, newer: map[string]otherClaim{}, busy: map[string]chan struct{}{}}}
-	c.retained = &retainedSync{link: &c.link, ops: map[string]*nats.Msg{}, wake: make(chan struct{}, 1)}
-	c.members = &membership{link: &c.link, dead: map[string]bool{}, left: map[string]bool{},
-		adopt: c.adoptNode, ready: func() bool { return c.Ready() && c.Healthy() == nil }, groups: c.heartbeatGroups,
-		changed: c.sticky.rebuild}
-	c.interests = &interests{link: &c.link, inbox: c.inbox, members: c.members, opsWake: make(chan struct{}, 1),
+	c.members = &membership{link: l, dead: map[string]bool{}, left: map[string]bool{}}
+	c.interests = &interests{link: l, inbox: c.inbox, members: c.members, opsWake: make(chan struct{}, 1),
 		subs: map[*nats.Subscription]interest{}, filters: map[interest][]*nats.Subscription{}}
-	c.rep = newReplica(c)
-	c.recent.start(time.Now())
+	c.sticky = &sticky{link: l}
+	c.reg = &registry{link: l,
+		claims: claims{m: map[string]uint64{}, owners: map[string]string{}, pending: map[string]int{}, newer: map[string]otherClaim{}, busy: map[string]chan struct{}{}}}
+	c.retained = &retainedSync{link: l, ops: map[string]*nats.Msg{}, wake: make(chan struct{}, 1)}
+	c.rep = newReplica(l)
+	c.replay = &replayer{link: l, rep: c.rep, interests: c.interests, members: c.members, inbox: c.inbox}
+	c.adoption = &adopter{link: l, reg: c.reg, replay: c.replay, rep: c.rep, members: c.members}
+	c.sessions = &sessions{link: l, reg: c.reg, members: c.members, interests: c.interests, replay: c.replay, rep: c.rep, inbox: c.inbox}
+	// What parts ask the other way round, of parts that hold them or of
+	// the routing, are functions: no two parts hold each other.
+	c.members.adopt, c.members.changed, c.members.groups = c.adoption.adoptNode, c.sticky.rebuild, c.heartbeatGroups
+	c.members.ready = func() bool { return c.Ready() && c.Healthy() == nil }
+	c.sticky.handOver = c.HandOver
+	c.reg.move, c.reg.ownerAt = c.sessions.moveSession, c.sessions.ownerAt
+	c.replay.send = c.publish
+	c.replay.ring.start(time.Now())
 	// From the start time, as the ring's numbers: a restarted node's first
 	// message must not look like a copy of its last one before.
 	c.ids.Store(uint64(time.Now().UnixNano()))
@@ -343,23 +335,23 @@ func (c *Cluster) Start(local Local) {
 			_ = c.groupSub.SetPendingLimits(-1, -1)
 		}
 	}
-	if _, err := c.nc.Subscribe(replaySubject(c.opts.Name), c.serveReplay); err != nil {
+	if _, err := c.nc.Subscribe(replaySubject(c.opts.Name), c.replay.serveReplay); err != nil {
 		c.log.Error("cannot answer other nodes' replays: sessions of a dead node may miss messages published here meanwhile", zap.Error(err))
 	}
-	c.rejoinDone = make(chan struct{})
-	marks := c.loadMarks()
+	c.replay.rejoinDone = make(chan struct{})
+	marks := c.rep.loadMarks()
 	c.done.Add(2)
 	go func() {
 		// What the other nodes published for this node's sessions while
 		// it was down, before anything they publish now.
-		c.rejoin(marks)
-		close(c.rejoinDone)
+		c.replay.rejoin(marks)
+		close(c.replay.rejoinDone)
 		c.routeLoop()
 	}()
 	go c.stateLoop()
 	if c.opts.MarksFile != "" {
 		c.done.Add(1)
-		go c.marksLoop()
+		go c.rep.marksLoop()
 	}
 }
 
@@ -413,7 +405,7 @@ func (c *Cluster) route(m *nats.Msg) {
 	if m.Sub == c.sessionSub || m.Sub == pinged {
 		// Served in order with the messages that came before: those for
 		// the session are in it when it leaves.
-		c.serveSession(m)
+		c.sessions.serveSession(m)
 		return
 	}
 	c.received.Add(1)
@@ -445,7 +437,7 @@ func (c *Cluster) route(m *nats.Msg) {
 		return
 	}
 	in := decodeMsg(topic, m.Data, m.Header)
-	if it.group == "" && c.replayedOnRejoin(in) {
+	if it.group == "" && c.replay.replayedOnRejoin(in) {
 		return // replayed when this node came back (rejoin)
 	}
 	c.local.DeliverRemote(it.group, filter, in.msg)
@@ -531,25 +523,6 @@ func (c *Cluster) firstCopy(h nats.Header) (numbered, first bool) {
 	return true, true
 }
 
-// replayedOnRejoin reports whether a message for the plain subscribers
-// that comes now was in the replay of this node's return (rejoin):
-// numbered up to its node's last one in the replay, on a topic one of the
-// replayed filters matches. The replay went to every plain subscriber of
-// the topic, so all of the message is dropped, whichever filter brought
-// its first copy; only messages in flight when the replay ended get past
-// the number test.
-func (c *Cluster) replayedOnRejoin(in incoming) bool {
-	if in.seq == 0 || in.seq > c.rejoined[in.node] {
-		return false
-	}
-	for f := range c.rejoinedFilters {
-		if codec.Match([]byte(f), []byte(in.msg.Topic)) {
-			return true
-		}
-	}
-	return false
-}
-
 // Forward publishes a message of this node on NATS, where only nodes with
 // interest receive it, and each shared group's queue one of them;
 // core.Cluster's contract. The groups served here are named in a header,
@@ -569,7 +542,7 @@ func (c *Cluster) Forward(m codec.Message, served []string) {
 		nm.Header[hdrServed] = append(nm.Header[hdrServed], queueName(served[i], served[i+1]))
 	}
 	if m.QoS > 0 {
-		c.publishNumbered(nm, m.Topic) // kept for a replay (replay.go)
+		c.replay.publishNumbered(nm, m.Topic) // kept for a replay (replay.go)
 		return
 	}
 	// Numbered too, for the nodes that receive it (firstCopy), without
@@ -621,15 +594,15 @@ func (c *Cluster) publish(m *nats.Msg, topic string) {
 
 // Stats returns the node's counters.
 func (c *Cluster) Stats() Stats {
-	n := c.interests.count()
+	ss := c.sessions
 	return Stats{Forwarded: c.forwarded.Load(), ForwardDropped: c.forwardDropped.Load(), Received: c.received.Load(),
-		ReceivedDropped: c.receivedDropped.Load(), Interest: int64(n), ClaimsUnavailable: c.reg.claimsUnavailable.Load(),
-		ClaimsRefused: c.reg.claimsRefused.Load(),
-		TakenOver:     c.reg.takenOver.Load(), RetainDropped: c.retained.retainDropped.Load(),
-		SessionsIn: c.sessionsIn.Load(), SessionsOut: c.sessionsOut.Load(), SessionsLost: c.sessionsLost.Load(),
+		ReceivedDropped: c.receivedDropped.Load(), Interest: int64(c.interests.count()),
+		ClaimsUnavailable: c.reg.claimsUnavailable.Load(), ClaimsRefused: c.reg.claimsRefused.Load(),
+		TakenOver: c.reg.takenOver.Load(), RetainDropped: c.retained.retainDropped.Load(),
+		SessionsIn: ss.sessionsIn.Load(), SessionsOut: ss.sessionsOut.Load(), SessionsLost: ss.sessionsLost.Load(),
 		HandedOver:      c.handedOver.Load(),
-		SessionsAdopted: c.sessionsAdopted.Load(), SessionsRestored: c.sessionsRestored.Load(), SessionsMerged: c.sessionsMerged.Load(),
-		ReplicaDropped: c.replicaDropped.Load(), NodesDead: c.members.nodesDead.Load(), Replayed: c.replayedMsgs.Load()}
+		SessionsAdopted: c.adoption.sessionsAdopted.Load(), SessionsRestored: ss.sessionsRestored.Load(), SessionsMerged: ss.sessionsMerged.Load(),
+		ReplicaDropped: c.rep.replicaDropped.Load(), NodesDead: c.members.nodesDead.Load(), Replayed: c.replay.replayedMsgs.Load()}
 }
 
 // Connected reports whether the node's NATS connection is up.

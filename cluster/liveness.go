@@ -1,16 +1,12 @@
 package cluster
 
 import (
-	"context"
-	"errors"
-	"hash/fnv"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 )
 
@@ -23,7 +19,7 @@ import (
 // registry's compare-and-set, so that a session is taken by one node.
 //
 // With session replicas, the dead node's persistent sessions are adopted
-// by the survivors (each takes the client ids that hash to it, then,
+// by the survivors (adopt.go; each takes the client ids that hash to it, then,
 // after deadAfter more, any left): rebuilt from the stream, offline, with
 // their wills scheduled, and the registry entry moved to "NODE s" so that
 // a client connecting anywhere moves the session from there. A will thus
@@ -295,225 +291,4 @@ func (ms *membership) peers() (want map[string]bool, counted bool) {
 		}
 	}
 	return want, counted
-}
-
-// adoptNode adopts the dead node's replicated sessions whose client did
-// not come back: those that hash to this node first, the others once
-// their own adopter had deadAfter to do it.
-func (c *Cluster) adoptNode(st *state, node string, alive []string) {
-	// All its records in one pass (one ordered consumer), not one read
-	// per session.
-	var all map[string]*replicaRecords
-	err := c.retry(adoptTimeout, func() (err error) {
-		all, err = c.readRecords(st, node, ">")
-		return err
-	})
-	ids := make([]string, 0, len(all))
-	for id := range all {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	if err != nil {
-		c.log.Error("cannot list a dead node's sessions: they come back when a client connects, or with the node",
-			zap.String("node", node), zap.Error(err))
-		return
-	}
-	me := slices.Index(alive, c.opts.Node)
-	var mine, later []string
-	for _, id := range ids {
-		h := fnv.New32a()
-		_, _ = h.Write([]byte(id))
-		if int(h.Sum32()%uint32(len(alive))) != me {
-			later = append(later, id)
-		} else {
-			mine = append(mine, id)
-		}
-	}
-	var n atomic.Int64
-	c.adoptAll(st, node, mine, all, &n)
-	if len(later) > 0 {
-		select {
-		case <-c.stop:
-			return
-		case <-time.After(deadAfter):
-		}
-		if c.members.isDead(node) { // not back: it would have them
-			c.adoptAll(st, node, later, all, &n)
-		}
-	}
-	c.log.Info("sessions of a dead node adopted", zap.String("node", node), zap.Int("sessions", len(ids)), zap.Int64("adopted_here", n.Load()))
-}
-
-// adoptWorkers is how many of a dead node's sessions a node adopts at
-// once: each waits for registry round trips, and the replays of those
-// rebuilt together are one request (replayInto).
-const adoptWorkers = 32
-
-// adoptAll adopts the sessions ids of node from all, adoptWorkers at a
-// time, counting those adopted in n.
-func (c *Cluster) adoptAll(st *state, node string, ids []string, all map[string]*replicaRecords, n *atomic.Int64) {
-	work := make(chan string)
-	var wg sync.WaitGroup
-	for range min(adoptWorkers, len(ids)) {
-		wg.Go(func() {
-			for id := range work {
-				if c.adopt(st, node, id, all[id]) {
-					n.Add(1)
-				}
-			}
-		})
-	}
-	for _, id := range ids {
-		select {
-		case work <- id:
-		case <-c.stop:
-		}
-	}
-	close(work)
-	wg.Wait()
-}
-
-// adopt takes clientID's session from the dead node's records recs, if
-// the registry still names that node, with what was published for it
-// since the node's marks, and reports whether it did.
-func (c *Cluster) adopt(st *state, node, clientID string, recs *replicaRecords) bool {
-	// One at a time with a claim of the id here (which may restore it).
-	defer c.reg.claims.serialize(clientID)()
-	k := key(clientID)
-	var e jetstream.KeyValueEntry
-	err := c.retry(replicaSyncTimeout, func() (err error) {
-		gctx, gcancel := context.WithTimeout(context.Background(), stateTimeout)
-		defer gcancel()
-		e, err = st.clients.Get(gctx, k)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			return nil
-		}
-		return err
-	})
-	if err == nil && e == nil {
-		return false // no entry: its session ended
-	}
-	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		c.warn("cannot read the client id registry: a dead node's session not adopted", zap.String("client_id", clientID), zap.Error(err))
-		return false
-	}
-	if err != nil || heldBy(e.Value()) != node {
-		return false // the client is back elsewhere (that node took the session), or its session ended
-	}
-	ok, err := c.install(st, node, clientID, recs, true)
-	if err != nil || !ok {
-		if err != nil {
-			c.log.Warn("a dead node's session not adopted", zap.String("client_id", clientID), zap.Error(err))
-		}
-		return false
-	}
-	refused := false
-	err = c.retry(replicaSyncTimeout, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
-		defer cancel()
-		// The dead node's entry names the session's owner: it stays.
-		held, _ := parseEntry(e.Value())
-		_, err := st.clients.Update(ctx, k, regEntry{node: c.opts.Node, flag: "s", owner: held.owner}.value(), e.Revision())
-		if err != nil && !isLeaderless(err) {
-			refused = true // another write came first
-			return nil
-		}
-		return err
-	})
-	if err != nil || refused {
-		// Another node took it (its client connected, or another adopter;
-		// or, after a lost answer, this node's own update): unless it is
-		// this node, the copy here goes, will unsent. A read may lag
-		// behind the write it follows (a replica answers): the leader's
-		// answer to an update with the revision read says which.
-		ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
-		defer cancel()
-		if e2, err2 := st.clients.Get(ctx, k); err2 != nil || heldBy(e2.Value()) != c.opts.Node {
-			c.local.ExportSession(clientID, 0, true)
-			return false
-		}
-	}
-	c.dropReplica(st, node, clientID)
-	c.sessionsAdopted.Add(1)
-	return true
-}
-
-// reconcile runs once the registry is ready on a node that (re)started
-// with persistent sessions: a session whose client id the registry gives
-// to another node is stale (its client moved on while this node was
-// down). With session replicas, the session there came from the
-// replicated records and this copy goes; without, this copy's messages
-// are merged into the session there (with DUP), so that nothing this node
-// acknowledged is lost. A session the registry does not know is
-// registered as left offline here, so that the client's next connection
-// anywhere moves it.
-func (c *Cluster) reconcile(st *state) {
-	// The replay of what was published while this node was down goes
-	// into its sessions first, stale ones included.
-	select {
-	case <-c.rejoinDone:
-	case <-c.stop:
-		return
-	}
-	ids := c.local.StaleSessions()
-	stale, registered := 0, 0
-	for _, id := range ids {
-		if c.closed.Load() {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
-		k := key(id)
-		e, err := st.clients.Get(ctx, k)
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-			re := regEntry{node: c.opts.Node, flag: "s"}
-			if owner, known, _ := c.local.SessionOwner(id); known {
-				re.owner = ownerField(owner)
-			}
-			if _, err := st.clients.Create(ctx, k, re.value()); err == nil {
-				registered++
-			}
-		case err != nil:
-			c.warn("cannot read the client id registry: a session left as it is", zap.String("client_id", id), zap.Error(err))
-		case heldBy(e.Value()) != c.opts.Node:
-			stale++
-			c.dropStale(id, heldBy(e.Value()))
-		}
-		cancel()
-	}
-	if stale > 0 || registered > 0 {
-		c.log.Info("sessions checked against the registry", zap.Int("sessions", len(ids)), zap.Int("stale", stale),
-			zap.Int("registered", registered))
-	}
-}
-
-// dropStale ends clientID's stale session here (its will unsent: the
-// client is back on holder) and, without session replicas, merges its
-// messages into the session on holder.
-func (c *Cluster) dropStale(clientID, holder string) {
-	data := c.local.ExportSession(clientID, 0, true)
-	if data == nil || c.opts.SessionReplicas > 1 {
-		return
-	}
-	req := nats.NewMsg(sessionSubject(c.opts.Name, holder))
-	req.Data = data
-	req.Header.Set(hdrClaim, "0")
-	req.Header.Set(hdrOp, "merge")
-	req.Header.Set(hdrClient, clientID)
-	resp, err := c.nc.RequestMsg(req, sessionTimeout)
-	if err == nil {
-		if e := resp.Header.Get(hdrError); e != "" {
-			err = errorString(e)
-		}
-	}
-	if err != nil {
-		// Kept here rather than lost: the client's next move takes it.
-		if ierr := c.local.ImportSession(clientID, data, true); ierr != nil {
-			c.log.Error("a stale session's messages lost", zap.String("client_id", clientID), zap.Error(ierr))
-		}
-		c.log.Warn("a stale session's messages not merged into its client's session: kept here", zap.String("client_id", clientID),
-			zap.String("node", holder), zap.Error(err))
-		return
-	}
-	c.sessionsMerged.Add(1)
 }

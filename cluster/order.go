@@ -71,13 +71,3 @@ func (rg *registry) claimTime() time.Time {
 	}
 	return now
 }
-
-// ownerAt asks node whose session of clientID it holds: the registry
-// owner field, or "" when it has none (or one of no known owner).
-func (c *Cluster) ownerAt(node, clientID string) (string, error) {
-	b, err := c.sessionRequest(node, clientID, 0, "owner")
-	if err != nil {
-		return "", err
-	}
-	return string(b), nil
-}

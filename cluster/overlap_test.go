@@ -204,7 +204,7 @@ func TestRouteCopies(t *testing.T) {
 	// A rejoin replayed n2's messages up to 100 on ov/# to every plain
 	// subscriber then: those arriving live are dropped, whichever filter
 	// brings them first; one on a topic no replayed filter matches is not.
-	nd.rejoined, nd.rejoinedFilters = map[string]uint64{"n2": 100}, map[string]bool{"ov/#": true}
+	nd.replay.rejoined, nd.replay.rejoinedFilters = map[string]uint64{"n2": 100}, map[string]bool{"ov/#": true}
 	for _, m := range []*nats.Msg{
 		msg(x, "x/y", "not replayed", "n2", hdrSeq, strconv.FormatUint(99, 36)),
 		msg(plus, "ov/b/c", "replayed", "n2", hdrSeq, strconv.FormatUint(100, 36)),

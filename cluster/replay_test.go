@@ -38,10 +38,10 @@ func (f *fakeLocal) ReplayPending(_ map[string]bool, m codec.Message, published 
 
 // ringSeqs are the numbers of the messages in nd's ring, in order.
 func ringSeqs(nd *testNode) []uint64 {
-	nd.recent.mu.Lock()
-	defer nd.recent.mu.Unlock()
+	nd.replay.ring.mu.Lock()
+	defer nd.replay.ring.mu.Unlock()
 	var seqs []uint64
-	for _, m := range nd.recent.msgs[nd.recent.head:] {
+	for _, m := range nd.replay.ring.msgs[nd.replay.ring.head:] {
 		seqs = append(seqs, m.seq)
 	}
 	return seqs
@@ -72,7 +72,7 @@ func TestReplay(t *testing.T) {
 	st := n2.state.Load()
 	last := ringSeqs(n1)
 	waitFor(t, "n2's mark for n1", 5*time.Second, func() bool {
-		marks, err := n2.readMarks(st, "n2")
+		marks, err := n2.rep.readMarks(st, "n2")
 		return err == nil && marks["n1"] == last[len(last)-1]
 	})
 
@@ -98,7 +98,7 @@ func TestReplay(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ok, err := n2.restoreFromReplica(st, "gone", "x", false)
+	ok, err := n2.replay.restoreFromReplica(st, "gone", "x", false)
 	if !ok || err != nil {
 		t.Fatalf("restore: %v, %v", ok, err)
 	}
@@ -131,20 +131,20 @@ func TestReplayRingBounds(t *testing.T) {
 	for i := range 40 {
 		nd.Forward(codec.Message{Topic: "a/" + strconv.Itoa(i), Payload: payload, QoS: 1, From: "p"}, nil)
 	}
-	nd.recent.mu.Lock()
-	bytes, n := nd.recent.bytes, len(nd.recent.msgs)-nd.recent.head
-	nd.recent.mu.Unlock()
+	nd.replay.ring.mu.Lock()
+	bytes, n := nd.replay.ring.bytes, len(nd.replay.ring.msgs)-nd.replay.ring.head
+	nd.replay.ring.mu.Unlock()
 	if bytes > 1<<20 || n >= 40 || n == 0 {
 		t.Fatalf("ring holds %d messages in %d bytes", n, bytes)
 	}
 	seqs := ringSeqs(nd)
-	if msgs, whole, _ := nd.since(seqs[0]-1, []string{"#"}); !whole || len(msgs) != n {
+	if msgs, whole, _ := nd.replay.since(seqs[0]-1, []string{"#"}); !whole || len(msgs) != n {
 		t.Errorf("since the oldest kept: %d messages, whole %v", len(msgs), whole)
 	}
-	if msgs, whole, _ := nd.since(seqs[0]-2, []string{"#"}); whole || len(msgs) != n {
+	if msgs, whole, _ := nd.replay.since(seqs[0]-2, []string{"#"}); whole || len(msgs) != n {
 		t.Errorf("since one gone: %d messages, whole %v", len(msgs), whole)
 	}
-	if msgs, _, _ := nd.since(seqs[0]-1, []string{"b/#"}); len(msgs) != 0 {
+	if msgs, _, _ := nd.replay.since(seqs[0]-1, []string{"b/#"}); len(msgs) != 0 {
 		t.Errorf("other filter: %d messages", len(msgs))
 	}
 }
@@ -194,7 +194,7 @@ func TestReplayLarge(t *testing.T) {
 	if _, err := st.js.PublishMsg(ctx, &nats.Msg{Subject: repPrefix(n2.opts.Name, "gone") + key("y") + ".s", Data: []byte("big/#")}); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := n2.restoreFromReplica(st, "gone", "y", false); !ok || err != nil {
+	if ok, err := n2.replay.restoreFromReplica(st, "gone", "y", false); !ok || err != nil {
 		t.Fatalf("restore: %v, %v", ok, err)
 	}
 	<-n2.local.restored
@@ -214,10 +214,10 @@ func TestReplayLarge(t *testing.T) {
 // ageRing makes the first n messages of nd's ring older than its replay
 // window, as if that time had passed with nothing forwarded since.
 func ageRing(nd *testNode, n int) {
-	nd.recent.mu.Lock()
-	defer nd.recent.mu.Unlock()
+	nd.replay.ring.mu.Lock()
+	defer nd.replay.ring.mu.Unlock()
 	for i := range n {
-		nd.recent.msgs[nd.recent.head+i].at -= int64(nd.opts.ReplayWindow + time.Second)
+		nd.replay.ring.msgs[nd.replay.ring.head+i].at -= int64(nd.opts.ReplayWindow + time.Second)
 	}
 }
 
@@ -233,14 +233,14 @@ func TestReplayRingAge(t *testing.T) {
 	}
 	seqs := ringSeqs(n1)
 	ageRing(n1, 2)
-	msgs, whole, _ := n1.since(seqs[0]-1, []string{"a/#"})
+	msgs, whole, _ := n1.replay.since(seqs[0]-1, []string{"a/#"})
 	if len(msgs) != 1 || whole {
 		t.Errorf("own ring since before a/0: %d messages, whole %v; want a/2 only, not whole", len(msgs), whole)
 	}
-	if msgs, whole, _ := n1.since(seqs[1], []string{"a/#"}); len(msgs) != 1 || !whole {
+	if msgs, whole, _ := n1.replay.since(seqs[1], []string{"a/#"}); len(msgs) != 1 || !whole {
 		t.Errorf("own ring since a/1: %d messages, whole %v; want a/2, whole", len(msgs), whole)
 	}
-	got, _ := n2.fetchReplay("gone", []string{"a/#"}, map[string]uint64{"n1": seqs[0] - 1})
+	got, _ := n2.replay.fetchReplay("gone", []string{"a/#"}, map[string]uint64{"n1": seqs[0] - 1})
 	var topics []string
 	for _, m := range got {
 		topics = append(topics, m.msg.Topic)
@@ -275,7 +275,7 @@ func TestReplayMarkAdvances(t *testing.T) {
 		}
 	}
 	putSession("gone") // no marks: the whole rings
-	if ok, err := n2.restoreFromReplica(st, "gone", "x", false); !ok || err != nil {
+	if ok, err := n2.replay.restoreFromReplica(st, "gone", "x", false); !ok || err != nil {
 		t.Fatalf("restore on n2: %v, %v", ok, err)
 	}
 	<-n2.local.restored
@@ -286,14 +286,14 @@ func TestReplayMarkAdvances(t *testing.T) {
 		t.Fatalf("first rebuild: %d replayed, want 3", first)
 	}
 	waitFor(t, "n2's mark for n1", 5*time.Second, func() bool {
-		marks, err := n2.readMarks(st, "n2")
+		marks, err := n2.rep.readMarks(st, "n2")
 		return err == nil && marks["n1"] == seqs[len(seqs)-1]
 	})
 
 	// n2's records of the session (its own: the test's fake broker writes
 	// none), read as if n2 had died.
 	putSession("n2")
-	if ok, err := n1.restoreFromReplica(n1.state.Load(), "n2", "x", false); !ok || err != nil {
+	if ok, err := n1.replay.restoreFromReplica(n1.state.Load(), "n2", "x", false); !ok || err != nil {
 		t.Fatalf("restore on n1: %v, %v", ok, err)
 	}
 	<-n1.local.restored
@@ -321,7 +321,7 @@ func TestReplayRejoinMark(t *testing.T) {
 	// is before a/0. Nothing is routed to n2 meanwhile: rejoin runs
 	// before routeLoop routes, as at Start.
 	n2.Interest("", "a/#", true)
-	n2.rejoin(map[string]uint64{"n1": seqs[0] - 1})
+	n2.replay.rejoin(map[string]uint64{"n1": seqs[0] - 1})
 	n2.local.mu.Lock()
 	replayed := len(n2.local.replayedLog)
 	n2.local.mu.Unlock()
@@ -333,7 +333,7 @@ func TestReplayRejoinMark(t *testing.T) {
 		var marks map[string]uint64
 		return err == nil && json.Unmarshal(b, &marks) == nil && marks["n1"] == seqs[len(seqs)-1]
 	})
-	n2.rejoin(n2.loadMarks())
+	n2.replay.rejoin(n2.rep.loadMarks())
 	n2.local.mu.Lock()
 	again := n2.local.replayedLog[replayed:]
 	n2.local.mu.Unlock()

@@ -110,11 +110,11 @@ func (c *Cluster) stateLoop() {
 	})
 	wg.Go(func() { c.retained.retainLoop(st) })
 	if st.sessions != nil {
-		wg.Go(func() { c.replicaLoop(st) })
+		wg.Go(func() { c.rep.replicaLoop(st) })
 	}
 	wg.Go(func() { c.members.livenessLoop(st) })
 	c.state.Store(st)
-	wg.Go(func() { c.reconcile(st) })
+	wg.Go(func() { c.sessions.reconcile(st) })
 	c.log.Info("cluster state ready", zap.Int("replicas", r))
 	select { // changes queued before the bucket existed
 	case c.retained.wake <- struct{}{}:
@@ -148,7 +148,7 @@ func (c *Cluster) makeBuckets(js jetstream.JetStream, replicas int) (*state, err
 	st.retainedSubject = "$KV." + c.opts.Name + "_retained."
 	if c.opts.SessionReplicas > 1 {
 		n := min(c.opts.SessionReplicas, c.nodeCount())
-		if st.sessions, err = c.makeSessionStream(js, n); err != nil {
+		if st.sessions, err = c.rep.makeSessionStream(js, n); err != nil {
 			return nil, err
 		}
 	}
