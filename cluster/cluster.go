@@ -129,7 +129,8 @@ type Stats struct {
 	Replayed int64
 }
 
-// Cluster is one node's link to the others (it satisfies core.Cluster).
+// Cluster is one node's link to the others (it satisfies core.Cluster):
+// the routing and the public API, over parts that hold the rest (doc.go).
 // Interest changes are applied in order by one goroutine; messages from
 // NATS are routed by one goroutine, so that the order of a publisher's
 // messages, which NATS keeps, is the order its subscribers get.
@@ -137,28 +138,27 @@ type Cluster struct {
 	link
 	inbox *inbox
 
-	interests *interests // interest.go, barrier.go
-
 	// ids numbers the QoS 0 messages Forward sends (hdrID); lastIn is,
 	// per node, the number of its last message handed to the broker for
 	// the plain subscribers (firstCopy), on routeLoop.
-	ids    atomic.Uint64
-	lastIn map[string]*msgNumber
-
+	ids     atomic.Uint64
+	lastIn  map[string]*msgNumber
 	started atomic.Bool
+	// sessionSub and groupSub bring the other nodes' session and shared
+	// group requests into the inbox, for route to hand to their part.
+	sessionSub, groupSub                                             *nats.Subscription
+	forwarded, forwardDropped, received, receivedDropped, handedOver atomic.Int64
 
-	members *membership // liveness.go, nodes.go
-
-	forwarded, forwardDropped, received, receivedDropped atomic.Int64
-	handedOver                                           atomic.Int64
-	sessionSub, groupSub                                 *nats.Subscription
-	rep                                                  *replica      // replica.go, replay.go (the marks)
-	replay                                               *replayer     // replay.go, replica.go (restoreFromReplica)
-	adoption                                             *adopter      // adopt.go
-	sessions                                             *sessions     // session.go
-	sticky                                               *sticky       // sticky.go
-	reg                                                  *registry     // registry.go, order.go
-	retained                                             *retainedSync // retained.go
+	// The parts (doc.go), with the files of their methods.
+	interests *interests    // interest.go, barrier.go
+	members   *membership   // liveness.go, nodes.go
+	reg       *registry     // registry.go, order.go
+	retained  *retainedSync // retained.go
+	sessions  *sessions     // session.go
+	rep       *replica      // replica.go, replay.go (the marks)
+	replay    *replayer     // replay.go, replica.go (restoreFromReplica)
+	adoption  *adopter      // adopt.go
+	sticky    *sticky       // sticky.go
 }
 
 // queueName is the NATS queue group of a shared group: NATS delivers each
