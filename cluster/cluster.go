@@ -436,8 +436,9 @@ func (c *Cluster) route(m *nats.Msg) {
 		c.warn("message from NATS dropped: its subject is not a mapped MQTT topic", zap.String("subject", m.Subject))
 		return
 	}
-	in := decodeMsg(topic, m.Data, m.Header)
-	if it.group == "" && c.replay.replayedOnRejoin(in) {
+	var in incoming
+	decodeMsg(&in, topic, m.Data, m.Header)
+	if it.group == "" && c.replay.replayedOnRejoin(&in) {
 		return // replayed when this node came back (rejoin)
 	}
 	c.local.DeliverRemote(it.group, filter, in.msg)

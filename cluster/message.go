@@ -96,24 +96,23 @@ type incoming struct {
 	seq  uint64
 }
 
-// decodeMsg is the message on topic with payload (empty: nil) and the
-// headers h (decodeHeader).
-func decodeMsg(topic string, payload []byte, h nats.Header) incoming {
-	in := decodeHeader(h)
+// decodeMsg sets in to the message on topic with payload (empty: nil)
+// and the headers h (decodeHeader), in place: a message from another
+// node is copied once on its way to the broker.
+func decodeMsg(in *incoming, topic string, payload []byte, h nats.Header) {
+	decodeHeader(in, h)
 	in.msg.Topic = topic
 	if len(payload) > 0 {
 		in.msg.Payload = payload
 	}
-	return in
 }
 
 // decodeHeader reads the headers encodeHeader writes; a value that does
 // not parse is ignored (a NATS application's mistake must not drop the
 // message), except a QoS out of range, which is taken as 0.
-func decodeHeader(h nats.Header) incoming {
-	var in incoming
+func decodeHeader(in *incoming, h nats.Header) {
 	if len(h) == 0 {
-		return in
+		return
 	}
 	if v := h.Get(hdrQoS); v == "1" || v == "2" {
 		in.msg.QoS = v[0] - '0'
@@ -133,7 +132,6 @@ func decodeHeader(h nats.Header) incoming {
 		in.msg.From, _ = url.QueryUnescape(v)
 	}
 	in.msg.Props = decodeProps(h)
-	return in
 }
 
 // decodeProps reads the headers setProps writes; nil when there are none.

@@ -315,7 +315,9 @@ func (rp *replayer) fetchReplay(dead string, filters []string, after map[string]
 		if err != nil {
 			return
 		}
-		out = append(out, replayed{msg: decodeMsg(topic, m.Data, m.Header).msg, at: at})
+		var in incoming
+		decodeMsg(&in, topic, m.Data, m.Header)
+		out = append(out, replayed{msg: in.msg, at: at})
 	}
 	for _, m := range all {
 		var at time.Time
@@ -721,7 +723,7 @@ func writeFileAtomic(name string, v any) error {
 // the topic, so all of the message is dropped, whichever filter brought
 // its first copy; only messages in flight when the replay ended get past
 // the number test.
-func (rp *replayer) replayedOnRejoin(in incoming) bool {
+func (rp *replayer) replayedOnRejoin(in *incoming) bool {
 	if in.seq == 0 || in.seq > rp.rejoined[in.node] {
 		return false
 	}

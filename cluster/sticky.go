@@ -223,7 +223,9 @@ func (sk *sticky) serve(m *nats.Msg) {
 	topic, err3 := Topic(sk.opts.SubjectPrefix, m.Header.Get(hdrSubject))
 	n := 0
 	if err1 == nil && err2 == nil && err3 == nil && group != "" {
-		n = sk.local.DeliverRemote(group, filter, decodeMsg(topic, m.Data, m.Header).msg)
+		var in incoming
+		decodeMsg(&in, topic, m.Data, m.Header)
+		n = sk.local.DeliverRemote(group, filter, in.msg)
 	}
 	answer := []byte{'0'}
 	if n > 0 {
