@@ -1,13 +1,11 @@
 package cluster
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 )
 
@@ -62,19 +60,5 @@ func (c *Cluster) AskNode(node string, req []byte, timeout time.Duration) ([]byt
 // keeping its persistent session; "" when the registry has no entry.
 // It costs one JetStream read (at most stateTimeout).
 func (c *Cluster) Holder(clientID string) (node string, offline bool, err error) {
-	st := c.state.Load()
-	if st == nil {
-		return "", false, errors.New("cluster: client id registry not ready")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
-	defer cancel()
-	e, err := st.clients.Get(ctx, key(clientID))
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return "", false, nil
-	}
-	if err != nil {
-		return "", false, err
-	}
-	re, _ := parseEntry(e.Value())
-	return re.node, re.flag == "s", nil
+	return c.reg.holder(clientID)
 }

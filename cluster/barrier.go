@@ -30,51 +30,54 @@ type barrier struct {
 // a client that subscribes and then has a request published on another
 // node (request/response) gets the answer. A change known already costs
 // an atomic load.
-func (c *Cluster) AwaitInterest(seq uint64) {
-	if c.confirmed.Load() >= seq {
+func (c *Cluster) AwaitInterest(seq uint64) { c.interests.await(seq) }
+
+// await is AwaitInterest.
+func (in *interests) await(seq uint64) {
+	if in.confirmed.Load() >= seq {
 		return
 	}
 	ch := make(chan struct{})
-	c.bar.mu.Lock()
-	c.bar.waiting = append(c.bar.waiting, ch)
-	start := !c.bar.running
-	c.bar.running = true
-	c.bar.mu.Unlock()
+	in.bar.mu.Lock()
+	in.bar.waiting = append(in.bar.waiting, ch)
+	start := !in.bar.running
+	in.bar.running = true
+	in.bar.mu.Unlock()
 	if start {
-		c.goUnlessClosed(c.barrierLoop)
+		in.goUnlessClosed(in.barrierLoop)
 	}
 	t := time.NewTimer(interestWait)
 	defer t.Stop()
 	select {
 	case <-ch:
-	case <-c.stop:
+	case <-in.stop:
 	case <-t.C:
-		c.warn("a subscription is acknowledged before every node knows it: a message published on a node that is slow to answer may miss it")
+		in.warn("a subscription is acknowledged before every node knows it: a message published on a node that is slow to answer may miss it")
 	}
 }
 
 // barrierLoop runs rounds while calls wait.
-func (c *Cluster) barrierLoop() {
+func (in *interests) barrierLoop() {
 	for {
-		c.bar.mu.Lock()
-		w := c.bar.waiting
-		c.bar.waiting = nil
+		in.bar.mu.Lock()
+		w := in.bar.waiting
+		in.bar.waiting = nil
 		if len(w) == 0 {
-			c.bar.running = false
-			c.bar.mu.Unlock()
+			in.bar.running = false
+			in.bar.mu.Unlock()
 			return
 		}
-		c.bar.mu.Unlock()
+		in.bar.mu.Unlock()
 		// The changes the callers wait for were queued before they
 		// waited: the marker syncInterest queues comes after them, and
 		// upto counts them.
-		upto := c.declared.Load()
-		err := c.syncInterest(interestWait)
+		upto := in.declared.Load()
+		err := in.syncInterest(interestWait)
 		if err != nil {
-			c.warn("interest not flushed to NATS in time", zap.Error(err))
+			in.warn("interest not flushed to NATS in time", zap.Error(err))
 		}
-		if c.ping(interestWait) && err == nil {
-			for old := c.confirmed.Load(); old < upto && !c.confirmed.CompareAndSwap(old, upto); old = c.confirmed.Load() {
+		if in.members.ping(interestWait) && err == nil {
+			for old := in.confirmed.Load(); old < upto && !in.confirmed.CompareAndSwap(old, upto); old = in.confirmed.Load() {
 			}
 		}
 		for _, ch := range w {

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,7 +21,7 @@ import (
 type Local interface {
 	// DeliverRemote routes a message from another node, and forwards
 	// nothing: with group and filter "", to every plain subscriber here
-	// whose filter matches topic, matched once against the whole
+	// whose filter matches its topic, matched once against the whole
 	// subscription tree as a local PUBLISH is (an MQTT 3.1.1 client
 	// whose subscriptions overlap gets one copy, at the highest QoS
 	// granted; an MQTT 5 client one per subscription, with its
@@ -30,19 +29,18 @@ type Local interface {
 	// exactly filter (a message whose copies cannot be told apart, see
 	// firstCopy); with a group, to one member of the shared group group
 	// on filter.
-	DeliverRemote(group, filter, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
-		expires time.Time, from string) int
+	DeliverRemote(group, filter string, m codec.Message) int
 	// TakeOver closes clientID's connection here, if it holds claim,
 	// because another node's connection took the id over; endSession
 	// ends the session here too.
 	TakeOver(clientID string, claim uint64, endSession bool) bool
 	// SetRetained keeps a retained message set on another node (an empty
 	// payload clears it) without delivering it.
-	SetRetained(topic string, payload []byte, qos byte, props *codec.Properties, expires time.Time, from string)
+	SetRetained(m codec.Message)
 	// LocalRetained calls f with each retained message this node keeps
 	// that the cluster replicates (not the broker's own $SYS ones); f
 	// must not call back into the broker.
-	LocalRetained(f func(topic string, payload []byte, qos byte, props *codec.Properties, expires time.Time, from string))
+	LocalRetained(f func(m codec.Message))
 	// ExportSession returns clientID's persistent session encoded, nil
 	// when there is none or it would exceed maxBytes: without take its
 	// subscriptions only, changing nothing; with take all of it, which
@@ -62,13 +60,11 @@ type Local interface {
 	// at published while no node held the sessions of clientIDs to those
 	// pending, before what they queued meanwhile; a session that began
 	// after published on the node that wrote its record takes none.
-	ReplayPending(clientIDs map[string]bool, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
-		expires time.Time, from string, published time.Time) int
+	ReplayPending(clientIDs map[string]bool, m codec.Message, published time.Time) int
 	// DeliverReplayed routes a message published at published while this
 	// node was down to its plain subscribers, with DUP, but those whose
 	// session began here after published.
-	DeliverReplayed(topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
-		expires time.Time, from string, published time.Time) int
+	DeliverReplayed(m codec.Message, published time.Time) int
 	// RestoreSession installs clientID's session from the records another
 	// node's store was given (replica.go), offline; withWill schedules
 	// its will.
@@ -133,97 +129,36 @@ type Stats struct {
 	Replayed int64
 }
 
-// Cluster is one node's link to the others (it satisfies core.Cluster).
+// Cluster is one node's link to the others (it satisfies core.Cluster):
+// the routing and the public API, over parts that hold the rest (doc.go).
 // Interest changes are applied in order by one goroutine; messages from
 // NATS are routed by one goroutine, so that the order of a publisher's
 // messages, which NATS keeps, is the order its subscribers get.
 type Cluster struct {
-	opts       Options
-	log        *zap.Logger
-	emb        *embedded // nil with an external NATS
-	nc         *nats.Conn
-	maxSubject int
+	link
+	inbox *inbox
 
-	// ops are the interest changes not yet applied, in order; opsWake
-	// wakes the goroutine that applies them (interestLoop).
-	opsMu   sync.Mutex
-	ops     []interestOp
-	opsWake chan struct{}
-
-	// subs maps each NATS subscription to the interest it serves;
-	// filters maps an interest to its subscriptions. Written by
-	// interestLoop, read by routeLoop.
-	subsMu  sync.RWMutex
-	subs    map[*nats.Subscription]interest
-	filters map[interest][]*nats.Subscription
-
-	in    chan *nats.Msg
-	local Local
 	// ids numbers the QoS 0 messages Forward sends (hdrID); lastIn is,
 	// per node, the number of its last message handed to the broker for
 	// the plain subscribers (firstCopy), on routeLoop.
-	ids    atomic.Uint64
-	lastIn map[string]*msgNumber
-
-	stop chan struct{}
-	// done counts the goroutines Close waits for; closeMu orders adding
-	// to it (Release) with Close's Wait.
-	done    sync.WaitGroup
-	closeMu sync.RWMutex
+	ids     atomic.Uint64
+	lastIn  map[string]*msgNumber
 	started atomic.Bool
-	closed  atomic.Bool
+	// sessionSub and groupSub bring the other nodes' session and shared
+	// group requests into the inbox, for route to hand to their part.
+	sessionSub, groupSub                                             *nats.Subscription
+	forwarded, forwardDropped, received, receivedDropped, handedOver atomic.Int64
 
-	// state is the replicated state (state.go), nil until its buckets exist.
-	state   atomic.Pointer[state]
-	claims  claims
-	retainQ retainQueue
-	// nodes is the heartbeat side (nodes.go), nil until StartHeartbeats.
-	nodes atomic.Pointer[nodes]
-
-	forwarded, forwardDropped, received, receivedDropped    atomic.Int64
-	claimsUnavailable, takenOver, retainDropped, handedOver atomic.Int64
-	claimsRefused                                           atomic.Int64  // refused cluster-wide: another owner's session, or an older claim (mayTake)
-	bar                                                     barrier       // AwaitInterest's rounds
-	declared, confirmed                                     atomic.Uint64 // interest changes queued (Interest), and known to every node (barrier)
-	sessionsIn, sessionsOut, sessionsLost                   atomic.Int64
-	given                                                   givenSessions // sessions given away lately (keepGiven), on routeLoop
-	sessionsAdopted, sessionsRestored, sessionsMerged       atomic.Int64
-	replicaDropped, nodesDead, replayedMsgs                 atomic.Int64
-	rep                                                     *replica // the session replicas (replica.go)
-	recent                                                  recent   // what this node forwarded lately, for replays (replay.go)
-	// store is the store core writes (ReplicateStore's argument), synced
-	// before marks are saved to Options.MarksFile.
-	store Store
-	// rejoined are, per other node, its last message that the replay
-	// of this node's return brought, on the filters rejoinedFilters;
-	// written before routeLoop starts (rejoinDone closed), read-only
-	// after.
-	rejoined        map[string]uint64
-	rejoinedFilters map[string]bool
-	rejoinDone      chan struct{}
-	// replays are the replays open for more sessions to join, by dead
-	// node (replayInto).
-	replayMu                      sync.Mutex
-	replays                       map[string]*replayBatch
-	live                          liveness
-	sessionSub, pingSub, groupSub *nats.Subscription
-	sticky                        sticky // sticky shared groups (sticky.go)
-	queuedMu                      sync.Mutex
-	queued                        map[*nats.Msg]func() // onRouteLoop
-	warned                        sync.Map             // message → *atomic.Int64, Unix nanoseconds it was last logged
-	freeze                        freezes              // order.go
-}
-
-// interest is a filter this node's plain subscribers use (group ""), or
-// a shared group on a filter.
-type interest struct{ group, filter string }
-
-type interestOp struct {
-	interest
-	on bool
-	// done, when not nil, makes the op a marker: closed once the ops
-	// before it are applied (syncInterest).
-	done chan struct{}
+	// The parts (doc.go), with the files of their methods.
+	interests *interests    // interest.go, barrier.go
+	members   *membership   // liveness.go, nodes.go
+	reg       *registry     // registry.go, order.go
+	retained  *retainedSync // retained.go
+	sessions  *sessions     // session.go
+	rep       *replica      // replica.go, replay.go (the marks)
+	replay    *replayer     // replay.go, replica.go (restoreFromReplica)
+	adoption  *adopter      // adopt.go
+	sticky    *sticky       // sticky.go
 }
 
 // queueName is the NATS queue group of a shared group: NATS delivers each
@@ -246,16 +181,30 @@ func New(opts Options, log *zap.Logger) (*Cluster, error) {
 		log = zap.NewNop()
 	}
 	c := &Cluster{
-		opts: opts, log: log, opsWake: make(chan struct{}, 1), stop: make(chan struct{}),
-		subs: map[*nats.Subscription]interest{}, filters: map[interest][]*nats.Subscription{},
-		in: make(chan *nats.Msg, inboxSize), lastIn: map[string]*msgNumber{}, maxSubject: externalMaxSubject,
-		claims:  claims{m: map[string]uint64{}, owners: map[string]string{}, pending: map[string]int{}, newer: map[string]otherClaim{}, busy: map[string]chan struct{}{}},
-		retainQ: retainQueue{ops: map[string]*nats.Msg{}, wake: make(chan struct{}, 1)},
-		queued:  map[*nats.Msg]func(){},
-		live:    liveness{dead: map[string]bool{}, left: map[string]bool{}},
+		link:   link{opts: opts, log: log, stop: make(chan struct{}), maxSubject: externalMaxSubject},
+		lastIn: map[string]*msgNumber{},
 	}
-	c.rep = newReplica(c)
-	c.recent.start(time.Now())
+	l := &c.link
+	c.inbox = newInbox(c.stop)
+	c.members = &membership{link: l, dead: map[string]bool{}, left: map[string]bool{}}
+	c.interests = &interests{link: l, inbox: c.inbox, members: c.members, opsWake: make(chan struct{}, 1),
+		subs: map[*nats.Subscription]interest{}, filters: map[interest][]*nats.Subscription{}}
+	c.sticky = &sticky{link: l}
+	c.reg = &registry{link: l,
+		claims: claims{m: map[string]uint64{}, owners: map[string]string{}, pending: map[string]int{}, newer: map[string]otherClaim{}, busy: map[string]chan struct{}{}}}
+	c.retained = &retainedSync{link: l, ops: map[string]*nats.Msg{}, wake: make(chan struct{}, 1)}
+	c.rep = newReplica(l)
+	c.replay = &replayer{link: l, rep: c.rep, interests: c.interests, members: c.members, inbox: c.inbox}
+	c.adoption = &adopter{link: l, reg: c.reg, replay: c.replay, rep: c.rep, members: c.members}
+	c.sessions = &sessions{link: l, reg: c.reg, members: c.members, interests: c.interests, replay: c.replay, rep: c.rep, inbox: c.inbox}
+	// What parts ask the other way round, of parts that hold them or of
+	// the routing, are functions: no two parts hold each other.
+	c.members.adopt, c.members.changed, c.members.groups = c.adoption.adoptNode, c.sticky.rebuild, c.heartbeatGroups
+	c.members.ready = func() bool { return c.Ready() && c.Healthy() == nil }
+	c.sticky.handOver = c.HandOver
+	c.reg.move, c.reg.ownerAt = c.sessions.moveSession, c.sessions.ownerAt
+	c.replay.send = c.publish
+	c.replay.ring.start(time.Now())
 	// From the start time, as the ring's numbers: a restarted node's first
 	// message must not look like a copy of its last one before.
 	c.ids.Store(uint64(time.Now().UnixNano()))
@@ -299,8 +248,8 @@ func New(opts Options, log *zap.Logger) (*Cluster, error) {
 		return nil, fmt.Errorf("cluster: connecting to NATS: %w", err)
 	}
 	c.done.Add(2)
-	go c.interestLoop()
-	go c.freezeLoop()
+	go c.interests.interestLoop()
+	go c.reg.freezeLoop()
 	url := c.nc.ConnectedUrlRedacted()
 	if c.emb != nil {
 		url = c.ClientURL() // the in-process connection has none
@@ -371,41 +320,38 @@ func (c *Cluster) Start(local Local) {
 	}
 	c.local = local
 	var err error
-	c.sessionSub, err = c.nc.ChanSubscribe(sessionSubject(c.opts.Name, c.opts.Node), c.in)
+	c.sessionSub, err = c.nc.ChanSubscribe(sessionSubject(c.opts.Name, c.opts.Node), c.inbox.ch)
 	if err != nil {
 		c.log.Error("cannot serve session moves: sessions here stay here", zap.Error(err))
 	} else {
 		_ = c.sessionSub.SetPendingLimits(-1, -1) // the inbox bounds it, as the others
 	}
-	c.pingSub, err = c.nc.Subscribe(pingSubject(c.opts.Name), func(m *nats.Msg) { _ = m.Respond([]byte(c.opts.Node)) })
-	if err != nil {
-		c.log.Error("cannot answer other nodes' pings: sessions moving to them may lose messages published meanwhile", zap.Error(err))
-	}
+	c.members.answerPings()
 	if c.opts.SharedHash != "" {
-		c.startSticky()
-		if c.groupSub, err = c.nc.ChanSubscribe(groupSubject(c.opts.Name, c.opts.Node), c.in); err != nil {
+		c.sticky.start()
+		if c.groupSub, err = c.nc.ChanSubscribe(groupSubject(c.opts.Name, c.opts.Node), c.inbox.ch); err != nil {
 			c.log.Error("cannot take other nodes' messages for shared groups: they go to any node with members", zap.Error(err))
 		} else {
 			_ = c.groupSub.SetPendingLimits(-1, -1)
 		}
 	}
-	if _, err := c.nc.Subscribe(replaySubject(c.opts.Name), c.serveReplay); err != nil {
+	if _, err := c.nc.Subscribe(replaySubject(c.opts.Name), c.replay.serveReplay); err != nil {
 		c.log.Error("cannot answer other nodes' replays: sessions of a dead node may miss messages published here meanwhile", zap.Error(err))
 	}
-	c.rejoinDone = make(chan struct{})
-	marks := c.loadMarks()
+	c.replay.rejoinDone = make(chan struct{})
+	marks := c.rep.loadMarks()
 	c.done.Add(2)
 	go func() {
 		// What the other nodes published for this node's sessions while
 		// it was down, before anything they publish now.
-		c.rejoin(marks)
-		close(c.rejoinDone)
+		c.replay.rejoin(marks)
+		close(c.replay.rejoinDone)
 		c.routeLoop()
 	}()
 	go c.stateLoop()
 	if c.opts.MarksFile != "" {
 		c.done.Add(1)
-		go c.marksLoop()
+		go c.rep.marksLoop()
 	}
 }
 
@@ -428,112 +374,9 @@ func (c *Cluster) ClientURL() string {
 // Interest records that filter (group "") or the shared group group on
 // filter is wanted on this node (on) or no longer (!on), and returns the
 // change's number for AwaitInterest; core.Cluster's contract: it never
-// blocks. The number is taken under opsMu with the queueing, so numbers
-// follow the queue's order.
+// blocks.
 func (c *Cluster) Interest(group, filter string, on bool) uint64 {
-	c.opsMu.Lock()
-	c.ops = append(c.ops, interestOp{interest: interest{group, filter}, on: on})
-	n := c.declared.Add(1)
-	c.opsMu.Unlock()
-	select {
-	case c.opsWake <- struct{}{}:
-	default:
-	}
-	return n
-}
-
-func (c *Cluster) queueOp(op interestOp) {
-	c.opsMu.Lock()
-	c.ops = append(c.ops, op)
-	c.opsMu.Unlock()
-	select {
-	case c.opsWake <- struct{}{}:
-	default:
-	}
-}
-
-// syncInterest waits, up to timeout, until the interest changes declared
-// so far are NATS subscriptions that this node's NATS server has (not
-// yet necessarily the other servers, which learn them right after).
-func (c *Cluster) syncInterest(timeout time.Duration) error {
-	done := make(chan struct{})
-	c.queueOp(interestOp{done: done})
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	start := time.Now()
-	select {
-	case <-done:
-	case <-c.stop:
-		return errors.New("cluster: closing")
-	case <-t.C:
-		return errors.New("cluster: interest not applied in time")
-	}
-	return c.nc.FlushTimeout(max(timeout-time.Since(start), time.Millisecond))
-}
-
-// interestLoop applies the interest changes in order: a NATS
-// subscription per subject of each filter — a queue subscription for a
-// shared group — into the one inbox.
-func (c *Cluster) interestLoop() {
-	defer c.done.Done()
-	for {
-		select {
-		case <-c.stop:
-			return
-		case <-c.opsWake:
-		}
-		c.opsMu.Lock()
-		ops := c.ops
-		c.ops = nil
-		c.opsMu.Unlock()
-		for _, op := range ops {
-			if op.done != nil {
-				close(op.done)
-				continue
-			}
-			c.apply(op)
-		}
-	}
-}
-
-func (c *Cluster) apply(op interestOp) {
-	c.subsMu.Lock()
-	defer c.subsMu.Unlock()
-	if !op.on {
-		for _, s := range c.filters[op.interest] {
-			_ = s.Unsubscribe()
-			delete(c.subs, s)
-		}
-		delete(c.filters, op.interest)
-		return
-	}
-	if _, ok := c.filters[op.interest]; ok {
-		return
-	}
-	var subs []*nats.Subscription
-	for _, subj := range FilterSubjects(c.opts.SubjectPrefix, op.filter) {
-		if len(subj) > c.maxSubject {
-			c.warn("filter too long for NATS: other nodes' messages do not reach it", zap.String("filter", op.filter))
-			continue
-		}
-		var s *nats.Subscription
-		var err error
-		if op.group == "" {
-			s, err = c.nc.ChanSubscribe(subj, c.in)
-		} else {
-			s, err = c.nc.ChanQueueSubscribe(subj, queueName(op.group, op.filter), c.in)
-		}
-		if err != nil {
-			c.warn("cannot subscribe on NATS", zap.String("subject", subj), zap.Error(err))
-			continue
-		}
-		// No limit but the inbox's: NATS must not drop for a burst on
-		// one filter while the inbox has room.
-		_ = s.SetPendingLimits(-1, -1)
-		c.subs[s] = op.interest
-		subs = append(subs, s)
-	}
-	c.filters[op.interest] = subs
+	return c.interests.declare(group, filter, on)
 }
 
 // routeLoop hands each message from NATS to the broker, in arrival order.
@@ -543,7 +386,7 @@ func (c *Cluster) routeLoop() {
 		select {
 		case <-c.stop:
 			return
-		case m := <-c.in:
+		case m := <-c.inbox.ch:
 			c.route(m)
 		}
 	}
@@ -551,24 +394,23 @@ func (c *Cluster) routeLoop() {
 
 func (c *Cluster) route(m *nats.Msg) {
 	if m.Sub == queued {
-		c.runQueued(m)
+		c.inbox.runQueued(m)
 		return
 	}
 	if m.Sub == c.groupSub && m.Sub != nil {
-		c.serveSticky(m)
+		c.received.Add(1)
+		c.sticky.serve(m)
 		return
 	}
 	if m.Sub == c.sessionSub || m.Sub == pinged {
 		// Served in order with the messages that came before: those for
 		// the session are in it when it leaves.
-		c.serveSession(m)
+		c.sessions.serveSession(m)
 		return
 	}
 	c.received.Add(1)
 	distrustApplication(m.Header)
-	c.subsMu.RLock()
-	it, ok := c.subs[m.Sub]
-	c.subsMu.RUnlock()
+	it, ok := c.interests.lookup(m.Sub)
 	if !ok {
 		return // unsubscribed meanwhile
 	}
@@ -594,15 +436,12 @@ func (c *Cluster) route(m *nats.Msg) {
 		c.warn("message from NATS dropped: its subject is not a mapped MQTT topic", zap.String("subject", m.Subject))
 		return
 	}
-	in := decodeHeader(m.Header)
-	payload := m.Data
-	if len(payload) == 0 {
-		payload = nil
-	}
-	if it.group == "" && c.replayedOnRejoin(in, topic) {
+	var in incoming
+	decodeMsg(&in, topic, m.Data, m.Header)
+	if it.group == "" && c.replay.replayedOnRejoin(&in) {
 		return // replayed when this node came back (rejoin)
 	}
-	c.local.DeliverRemote(it.group, filter, topic, payload, in.qos, in.retain, in.props, in.expires, in.from)
+	c.local.DeliverRemote(it.group, filter, in.msg)
 	if in.seq != 0 {
 		c.rep.mark(in.node, in.seq)
 	}
@@ -685,25 +524,6 @@ func (c *Cluster) firstCopy(h nats.Header) (numbered, first bool) {
 	return true, true
 }
 
-// replayedOnRejoin reports whether a message for the plain subscribers
-// that comes now was in the replay of this node's return (rejoin):
-// numbered up to its node's last one in the replay, on a topic one of the
-// replayed filters matches. The replay went to every plain subscriber of
-// the topic, so all of the message is dropped, whichever filter brought
-// its first copy; only messages in flight when the replay ended get past
-// the number test.
-func (c *Cluster) replayedOnRejoin(in incoming, topic string) bool {
-	if in.seq == 0 || in.seq > c.rejoined[in.node] {
-		return false
-	}
-	for f := range c.rejoinedFilters {
-		if codec.Match([]byte(f), []byte(topic)) {
-			return true
-		}
-	}
-	return false
-}
-
 // Forward publishes a message of this node on NATS, where only nodes with
 // interest receive it, and each shared group's queue one of them;
 // core.Cluster's contract. The groups served here are named in a header,
@@ -711,25 +531,25 @@ func (c *Cluster) replayedOnRejoin(in incoming, topic string) bool {
 // carries its number here (hdrSeq for QoS 1/2, hdrID for QoS 0), by which
 // a receiving node tells NATS's copies of it apart (firstCopy). A message
 // NATS cannot carry is dropped, counted and logged (at most every 10s).
-func (c *Cluster) Forward(topic string, payload []byte, qos byte, retain bool, props *codec.Properties, expires time.Time, from string, served []string) {
-	m := c.message(topic, payload, qos, retain, props, expires, from)
-	if m == nil {
+func (c *Cluster) Forward(m codec.Message, served []string) {
+	nm := c.message(&m)
+	if nm == nil {
 		return
 	}
 	if c.opts.SharedHash != "" {
-		served = c.sendSticky(m, topic, payload, qos, retain, props, expires, from, served)
+		served = c.sticky.send(nm, m, served)
 	}
 	for i := 0; i+1 < len(served); i += 2 {
-		m.Header[hdrServed] = append(m.Header[hdrServed], queueName(served[i], served[i+1]))
+		nm.Header[hdrServed] = append(nm.Header[hdrServed], queueName(served[i], served[i+1]))
 	}
-	if qos > 0 {
-		c.publishNumbered(m, topic) // kept for a replay (replay.go)
+	if m.QoS > 0 {
+		c.replay.publishNumbered(nm, m.Topic) // kept for a replay (replay.go)
 		return
 	}
 	// Numbered too, for the nodes that receive it (firstCopy), without
 	// the ring's lock: those only compare numbers, never order them.
-	m.Header[hdrID] = []string{strconv.FormatUint(c.ids.Add(1), 36)}
-	c.publish(m, topic)
+	nm.Header[hdrID] = []string{strconv.FormatUint(c.ids.Add(1), 36)}
+	c.publish(nm, m.Topic)
 }
 
 // HandOver publishes, for the members of shared group group on filter
@@ -739,29 +559,29 @@ func (c *Cluster) Forward(topic string, payload []byte, qos byte, retain bool, p
 // nodes it reaches through other subscriptions drop it (hdrGroup). With no
 // member left on any node it is gone, as a shared message with no member
 // is on one node.
-func (c *Cluster) HandOver(group, filter, topic string, payload []byte, qos byte, retain bool, props *codec.Properties, expires time.Time, from string) {
-	m := c.message(topic, payload, qos, retain, props, expires, from)
-	if m == nil {
+func (c *Cluster) HandOver(group, filter string, m codec.Message) {
+	nm := c.message(&m)
+	if nm == nil {
 		return
 	}
-	m.Header.Set(hdrGroup, queueName(group, filter))
+	nm.Header.Set(hdrGroup, queueName(group, filter))
 	c.handedOver.Add(1)
-	c.publish(m, topic)
+	c.publish(nm, m.Topic)
 }
 
 // message is the NATS message carrying an MQTT message of this node, or
 // nil when it cannot travel (counted and logged).
-func (c *Cluster) message(topic string, payload []byte, qos byte, retain bool, props *codec.Properties, expires time.Time, from string) *nats.Msg {
+func (c *Cluster) message(m *codec.Message) *nats.Msg {
 	if c.closed.Load() {
 		return nil // the node is stopping: its broker's last messages stay local
 	}
-	subj := Subject(c.opts.SubjectPrefix, topic)
+	subj := Subject(c.opts.SubjectPrefix, m.Topic)
 	if len(subj) > c.maxSubject {
 		c.forwardDropped.Add(1)
 		c.warn("message not forwarded to other nodes: topic too long for NATS", zap.Int("subject_bytes", len(subj)))
 		return nil
 	}
-	return &nats.Msg{Subject: subj, Data: payload, Header: encodeHeader(c.opts.Node, qos, retain, props, expires, from)}
+	return &nats.Msg{Subject: subj, Data: m.Payload, Header: encodeHeader(c.opts.Node, m)}
 }
 
 func (c *Cluster) publish(m *nats.Msg, topic string) {
@@ -773,32 +593,17 @@ func (c *Cluster) publish(m *nats.Msg, topic string) {
 	c.forwarded.Add(1)
 }
 
-// warn logs each message at most once every 10 seconds: drops and
-// retries come in bursts.
-func (c *Cluster) warn(msg string, fields ...zap.Field) {
-	now := time.Now().UnixNano()
-	v, _ := c.warned.LoadOrStore(msg, new(atomic.Int64))
-	at := v.(*atomic.Int64)
-	last := at.Load()
-	if last != 0 && now-last < int64(10*time.Second) || !at.CompareAndSwap(last, now) {
-		return
-	}
-	c.log.Warn(msg, fields...)
-}
-
 // Stats returns the node's counters.
 func (c *Cluster) Stats() Stats {
-	c.subsMu.RLock()
-	n := len(c.filters)
-	c.subsMu.RUnlock()
+	ss := c.sessions
 	return Stats{Forwarded: c.forwarded.Load(), ForwardDropped: c.forwardDropped.Load(), Received: c.received.Load(),
-		ReceivedDropped: c.receivedDropped.Load(), Interest: int64(n), ClaimsUnavailable: c.claimsUnavailable.Load(),
-		ClaimsRefused: c.claimsRefused.Load(),
-		TakenOver:     c.takenOver.Load(), RetainDropped: c.retainDropped.Load(),
-		SessionsIn: c.sessionsIn.Load(), SessionsOut: c.sessionsOut.Load(), SessionsLost: c.sessionsLost.Load(),
+		ReceivedDropped: c.receivedDropped.Load(), Interest: int64(c.interests.count()),
+		ClaimsUnavailable: c.reg.claimsUnavailable.Load(), ClaimsRefused: c.reg.claimsRefused.Load(),
+		TakenOver: c.reg.takenOver.Load(), RetainDropped: c.retained.retainDropped.Load(),
+		SessionsIn: ss.sessionsIn.Load(), SessionsOut: ss.sessionsOut.Load(), SessionsLost: ss.sessionsLost.Load(),
 		HandedOver:      c.handedOver.Load(),
-		SessionsAdopted: c.sessionsAdopted.Load(), SessionsRestored: c.sessionsRestored.Load(), SessionsMerged: c.sessionsMerged.Load(),
-		ReplicaDropped: c.replicaDropped.Load(), NodesDead: c.nodesDead.Load(), Replayed: c.replayedMsgs.Load()}
+		SessionsAdopted: c.adoption.sessionsAdopted.Load(), SessionsRestored: ss.sessionsRestored.Load(), SessionsMerged: ss.sessionsMerged.Load(),
+		ReplicaDropped: c.rep.replicaDropped.Load(), NodesDead: c.members.nodesDead.Load(), Replayed: c.replay.replayedMsgs.Load()}
 }
 
 // Connected reports whether the node's NATS connection is up.
@@ -842,7 +647,7 @@ func (c *Cluster) Close() error {
 	if !first {
 		return nil
 	}
-	c.leave()
+	c.members.leave()
 	close(c.stop)
 	c.done.Wait()
 	c.nc.Close()

@@ -143,20 +143,20 @@ func (f *fakeLocal) TakeOver(clientID string, claim uint64, endSession bool) boo
 	return claim != 0
 }
 
-func (f *fakeLocal) SetRetained(topic string, payload []byte, qos byte, props *codec.Properties, expires time.Time, from string) {
+func (f *fakeLocal) SetRetained(m codec.Message) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if len(payload) == 0 {
-		delete(f.retained, topic)
+	if len(m.Payload) == 0 {
+		delete(f.retained, m.Topic)
 		return
 	}
-	f.retained[topic] = string(payload)
+	f.retained[m.Topic] = string(m.Payload)
 }
 
 // retainedCopy returns the retained messages kept.
-func (f *fakeLocal) LocalRetained(fn func(topic string, payload []byte, qos byte, props *codec.Properties, expires time.Time, from string)) {
+func (f *fakeLocal) LocalRetained(fn func(m codec.Message)) {
 	for topic, payload := range f.retainedCopy() {
-		fn(topic, []byte(payload), 0, nil, time.Time{}, "before")
+		fn(codec.Message{Topic: topic, Payload: []byte(payload), From: "before"})
 	}
 }
 
@@ -166,9 +166,8 @@ func (f *fakeLocal) retainedCopy() map[string]string {
 	return maps.Clone(f.retained)
 }
 
-func (f *fakeLocal) DeliverRemote(group, filter, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
-	expires time.Time, from string) int {
-	d := delivered{group, filter, topic, payload, qos, retain, props, expires, from}
+func (f *fakeLocal) DeliverRemote(group, filter string, m codec.Message) int {
+	d := delivered{group, filter, m.Topic, m.Payload, m.QoS, m.Retain, m.Props, m.Expires, m.From}
 	if group != "" && f.noMembers.Load() {
 		return 0
 	}
@@ -312,7 +311,7 @@ func waitInterest(t *testing.T, from *testNode, topic string, to ...*testNode) {
 	deadline := time.Now().Add(5 * time.Second)
 	for _, nd := range to {
 		for {
-			from.Forward(topic, []byte("probe"), 0, false, nil, time.Time{}, "probe", nil)
+			from.Forward(codec.Message{Topic: topic, Payload: []byte("probe"), From: "probe"}, nil)
 			select {
 			case d := <-nd.local.ch:
 				if d.from != "probe" {
@@ -351,7 +350,7 @@ func TestForwardReachesInterestedNodesOnly(t *testing.T) {
 		CorrelationData: []byte{0, 1, 2, 255}, User: []codec.UserProperty{{Key: []byte("k=1"), Value: []byte("v\r\n%")}, {Key: []byte("k=1"), Value: []byte("second")}}}
 	p.SetNum(codec.PropPayloadFormat, 1)
 	exp := time.UnixMilli(time.Now().Add(time.Minute).UnixMilli())
-	a.Forward("s/x/t", []byte("hello"), 2, true, p, exp, "client one", nil)
+	a.Forward(codec.Message{Topic: "s/x/t", Payload: []byte("hello"), QoS: 2, Retain: true, Props: p, Expires: exp, From: "client one"}, nil)
 	d := b.local.next(t)
 	want := delivered{filter: "", topic: "s/x/t", payload: []byte("hello"), qos: 2, retain: true, props: p, expires: exp, from: "client one"}
 	if d.filter != want.filter || d.topic != want.topic || !bytes.Equal(d.payload, want.payload) || d.qos != 2 || !d.retain ||
@@ -365,13 +364,13 @@ func TestForwardReachesInterestedNodesOnly(t *testing.T) {
 		t.Errorf("properties %+v, want %+v", d.props, p)
 	}
 	// A topic b's filter does not match, and nothing at all for c.
-	a.Forward("s/x/u", []byte("no"), 0, false, nil, time.Time{}, "", nil)
+	a.Forward(codec.Message{Topic: "s/x/u", Payload: []byte("no")}, nil)
 	b.local.none(t, 100*time.Millisecond)
 	if got := c.Stats().Received; got != before {
 		t.Errorf("node without interest received %d messages", got-before)
 	}
 	// A node's own messages do not come back to it (it routed them locally).
-	b.Forward("s/y/t", []byte("own"), 0, false, nil, time.Time{}, "", nil)
+	b.Forward(codec.Message{Topic: "s/y/t", Payload: []byte("own")}, nil)
 	b.local.none(t, 100*time.Millisecond)
 }
 
@@ -381,7 +380,7 @@ func TestInterestOnOff(t *testing.T) {
 	b.Interest("", "h/#", true)
 	waitInterest(t, a, "h/x", b)
 	// "h/#" also matches its parent level.
-	a.Forward("h", []byte("parent"), 1, false, nil, time.Time{}, "", nil)
+	a.Forward(codec.Message{Topic: "h", Payload: []byte("parent"), QoS: 1}, nil)
 	if d := b.local.next(t); d.topic != "h" || d.filter != "" {
 		t.Errorf("got %+v, want topic h, for the whole tree", d)
 	}
@@ -389,7 +388,7 @@ func TestInterestOnOff(t *testing.T) {
 	// the broker gets one, for its whole tree (TestOverlapAcrossNodes).
 	b.Interest("", "h/+", true)
 	waitInterest(t, a, "h/probe", b)
-	a.Forward("h/z", []byte("two"), 0, false, nil, time.Time{}, "", nil)
+	a.Forward(codec.Message{Topic: "h/z", Payload: []byte("two")}, nil)
 	if d := b.local.next(t); d.topic != "h/z" || d.filter != "" {
 		t.Errorf("got %+v, want topic h/z, for the whole tree", d)
 	}
@@ -398,7 +397,7 @@ func TestInterestOnOff(t *testing.T) {
 	b.Interest("", "h/+", false)
 	waitFor(t, "interest withdrawn", 5*time.Second, func() bool { return b.Stats().Interest == 0 })
 	time.Sleep(100 * time.Millisecond) // the unsubscription reaches a's server
-	a.Forward("h/z", []byte("gone"), 0, false, nil, time.Time{}, "", nil)
+	a.Forward(codec.Message{Topic: "h/z", Payload: []byte("gone")}, nil)
 	b.local.none(t, 100*time.Millisecond)
 }
 
@@ -412,7 +411,7 @@ func TestOrderPerPublisher(t *testing.T) {
 	// each message once, in order, QoS 0 and 1 interleaved.
 	const n = 2000
 	for i := range n {
-		a.Forward("o/1", fmt.Appendf(nil, "%d", i), byte(i%2), false, nil, time.Time{}, "p", nil)
+		a.Forward(codec.Message{Topic: "o/1", Payload: fmt.Appendf(nil, "%d", i), QoS: byte(i % 2), From: "p"}, nil)
 	}
 	for i := range n {
 		if d := b.local.next(t); string(d.payload) != fmt.Sprint(i) || d.filter != "" {
@@ -624,7 +623,7 @@ func TestClaimHopsBetweenNodes(t *testing.T) {
 		}
 		prev = nd
 	}
-	if n := nodes[0].claimsUnavailable.Load() + nodes[1].claimsUnavailable.Load() + nodes[2].claimsUnavailable.Load(); n != 0 {
+	if n := nodes[0].reg.claimsUnavailable.Load() + nodes[1].reg.claimsUnavailable.Load() + nodes[2].reg.claimsUnavailable.Load(); n != 0 {
 		t.Errorf("%d claims held on one node only", n)
 	}
 }
@@ -649,14 +648,14 @@ func TestAwaitInterest(t *testing.T) {
 		}
 		wg.Wait()
 		c.AwaitInterest(sc)
-		a.Forward(f, []byte("answer"), 1, false, nil, time.Time{}, "server", nil)
+		a.Forward(codec.Message{Topic: f, Payload: []byte("answer"), QoS: 1, From: "server"}, nil)
 		if d := b.local.next(t); d.topic != f || d.group != "" {
 			t.Fatalf("b got %+v, want the answer on %s", d, f)
 		}
 		if d := c.local.next(t); d.topic != f || d.group != "g" {
 			t.Fatalf("c got %+v, want the answer on %s for group g", d, f)
 		}
-		if b.confirmed.Load() < sb {
+		if b.interests.confirmed.Load() < sb {
 			t.Fatalf("change %d not marked known after its wait", sb)
 		}
 		start := time.Now()
@@ -676,10 +675,10 @@ func TestRetainedReplicated(t *testing.T) {
 	nodes := startNodesOn(t, ports[:3], 3)
 	waitReady(t, nodes...)
 	a := nodes[0]
-	a.Retain("r/1", []byte("one"), 1, &codec.Properties{ContentType: []byte("ct")}, time.Time{}, "pub")
-	a.Retain("r/2", []byte("two"), 0, nil, time.Time{}, "pub")
-	a.Retain("r/2", nil, 0, nil, time.Time{}, "pub") // cleared
-	a.Retain("r/3", []byte("three"), 0, nil, time.Time{}, "pub")
+	a.Retain(codec.Message{Topic: "r/1", Payload: []byte("one"), QoS: 1, Props: &codec.Properties{ContentType: []byte("ct")}, From: "pub"})
+	a.Retain(codec.Message{Topic: "r/2", Payload: []byte("two"), From: "pub"})
+	a.Retain(codec.Message{Topic: "r/2", From: "pub"}) // cleared
+	a.Retain(codec.Message{Topic: "r/3", Payload: []byte("three"), From: "pub"})
 	want := map[string]string{"r/1": "one", "r/3": "three"}
 	waitRetained := func(nd *testNode) {
 		t.Helper()
@@ -717,18 +716,18 @@ func TestRetainedReplicated(t *testing.T) {
 	waitRetained(nodes[2])
 	// An upload of a topic the bucket has meanwhile is refused, and
 	// dropped rather than retried: the cluster's value stays.
-	if !nd.queueRetain("r/1", []byte("late upload"), 0, nil, time.Time{}, "before", true) {
+	if !nd.retained.queueRetain(codec.Message{Topic: "r/1", Payload: []byte("late upload"), From: "before"}, true) {
 		t.Fatal("upload not queued")
 	}
 	waitFor(t, "the refused upload dropped", 5*time.Second, func() bool {
-		nd.retainQ.mu.Lock()
-		defer nd.retainQ.mu.Unlock()
-		return len(nd.retainQ.order) == 0
+		nd.retained.mu.Lock()
+		defer nd.retained.mu.Unlock()
+		return len(nd.retained.order) == 0
 	})
 	time.Sleep(300 * time.Millisecond) // a retry would come after 250 ms
-	nd.retainQ.mu.Lock()
-	retried := len(nd.retainQ.order)
-	nd.retainQ.mu.Unlock()
+	nd.retained.mu.Lock()
+	retried := len(nd.retained.order)
+	nd.retained.mu.Unlock()
 	if retried != 0 {
 		t.Error("the refused upload is retried")
 	}
@@ -754,7 +753,7 @@ func TestSharedGroupAcrossNodes(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("interest did not reach a: %v", seen)
 		}
-		a.Forward("q/probe", []byte("probe"), 0, false, nil, time.Time{}, "probe", nil)
+		a.Forward(codec.Message{Topic: "q/probe", Payload: []byte("probe"), From: "probe"}, nil)
 		time.Sleep(5 * time.Millisecond)
 		for name, nd := range map[string]*testNode{"b": b, "c": c} {
 		drain:
@@ -776,7 +775,7 @@ func TestSharedGroupAcrossNodes(t *testing.T) {
 	}
 	const n = 200
 	for i := range n {
-		a.Forward("q/x", fmt.Appendf(nil, "%d", i), 1, false, nil, time.Time{}, "p", nil)
+		a.Forward(codec.Message{Topic: "q/x", Payload: fmt.Appendf(nil, "%d", i), QoS: 1, From: "p"}, nil)
 	}
 	groupAt := map[string]int{}
 	plain := 0
@@ -802,7 +801,7 @@ func TestSharedGroupAcrossNodes(t *testing.T) {
 		t.Errorf("group deliveries %v (want %d over both nodes), plain %d (want %d)", groupAt, n, plain, n)
 	}
 	// Served on a's node: only the plain subscription gets it.
-	a.Forward("q/x", []byte("served"), 1, false, nil, time.Time{}, "p", []string{"g", "q/#"})
+	a.Forward(codec.Message{Topic: "q/x", Payload: []byte("served"), QoS: 1, From: "p"}, []string{"g", "q/#"})
 	if d := c.local.next(t); d.group != "" || string(d.payload) != "served" {
 		t.Errorf("got %+v, want the plain delivery only", d)
 	}
@@ -815,7 +814,7 @@ func TestSharedGroupAcrossNodes(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // c's queue subscription for h reaches a
 	const handed = 50
 	for i := range handed {
-		a.HandOver("g", "q/#", "q/x", fmt.Appendf(nil, "h%d", i), 1, false, nil, time.Time{}, "p")
+		a.HandOver("g", "q/#", codec.Message{Topic: "q/x", Payload: fmt.Appendf(nil, "h%d", i), QoS: 1, From: "p"})
 	}
 	got := 0
 	for got < handed {
@@ -890,7 +889,7 @@ func TestClusterOfOne(t *testing.T) {
 	if c := nd.claim("solo", true); c == 0 {
 		t.Error("claim failed")
 	}
-	nd.Retain("solo/r", []byte("x"), 0, nil, time.Time{}, "")
+	nd.Retain(codec.Message{Topic: "solo/r", Payload: []byte("x")})
 	waitFor(t, "retained message applied", 5*time.Second, func() bool { return nd.local.retainedCopy()["solo/r"] == "x" })
 }
 
@@ -901,14 +900,14 @@ func TestRetainedClearedWhileDown(t *testing.T) {
 	nodes := startNodes(t, 3)
 	waitReady(t, nodes...)
 	a, c := nodes[0], nodes[2]
-	a.Retain("gone/1", []byte("stale"), 0, nil, time.Time{}, "p")
-	a.Retain("kept/1", []byte("kept"), 0, nil, time.Time{}, "p")
+	a.Retain(codec.Message{Topic: "gone/1", Payload: []byte("stale"), From: "p"})
+	a.Retain(codec.Message{Topic: "kept/1", Payload: []byte("kept"), From: "p"})
 	waitFor(t, "replicated", 10*time.Second, func() bool { return len(c.local.retainedCopy()) == 2 })
 	o := c.opts
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	a.Retain("gone/1", nil, 0, nil, time.Time{}, "p")
+	a.Retain(codec.Message{Topic: "gone/1", From: "p"})
 	waitFor(t, "cleared on a", 30*time.Second, func() bool { return len(a.local.retainedCopy()) == 1 })
 	// c comes back with its data directory and its store's copy.
 	back, err := New(o, zaptest.NewLogger(t).Named("n3-back"))

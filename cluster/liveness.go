@@ -1,29 +1,25 @@
 package cluster
 
 import (
-	"context"
-	"errors"
-	"hash/fnv"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 )
 
 // Node death, in one place (so that another liveness signal, such as
 // node heartbeats, can replace it here alone): every livenessEvery this
-// node pings the others (the ping subject every node answers, session.go);
+// node pings the others (the ping subject every node answers);
 // a node that answered once and then answers none for deadAfter is dead.
 // A node that stops for good and one that is cut off look the same from
 // here: what is done for a dead node is guarded by the client id
 // registry's compare-and-set, so that a session is taken by one node.
 //
 // With session replicas, the dead node's persistent sessions are adopted
-// by the survivors (each takes the client ids that hash to it, then,
+// by the survivors (adopt.go; each takes the client ids that hash to it, then,
 // after deadAfter more, any left): rebuilt from the stream, offline, with
 // their wills scheduled, and the registry entry moved to "NODE s" so that
 // a client connecting anywhere moves the session from there. A will thus
@@ -35,8 +31,18 @@ const (
 	adoptTimeout = 30 * time.Second
 )
 
-// liveness is what this node knows of the others' life.
-type liveness struct {
+// membership is what this node knows of the others: whether each is alive
+// (pings, here) and how it is (heartbeats, nodes.go). Two signals in one
+// part: a ping answered is what orders a session's move and an
+// AwaitInterest with the other nodes' NATS servers (every server forwards
+// it after the interest it learned before), and its rounds of
+// livenessEvery find a death within deadAfter; heartbeats carry each
+// node's figures every Options.HeartbeatInterval, from StartHeartbeats
+// on, and mark a node unreachable after unreachableAfter intervals.
+// Deciding death from heartbeats would change when a node's sessions are
+// adopted.
+type membership struct {
+	*link
 	mu   sync.Mutex
 	dead map[string]bool
 	// left are the nodes that said they stop (Close): their silence is
@@ -48,16 +54,41 @@ type liveness struct {
 	left map[string]bool
 	// gone are the nodes whose session subject had no responders, not
 	// yet declared dead.
-	gone map[string]bool
+	gone      map[string]bool
+	nodesDead atomic.Int64
+	pingSub   *nats.Subscription
+	// table is the heartbeat side (nodes.go), nil until StartHeartbeats.
+	table atomic.Pointer[nodes]
+
+	// Set by New: what a death starts (with session replicas, on a
+	// goroutine of its own), and what the heartbeats need of the rest of
+	// the node.
+	adopt   func(st *state, node string, alive []string)
+	ready   func() bool     // part of its cluster, with its replicated state in use
+	groups  func() []string // the shared groups a heartbeat lists
+	changed func(n *nodes)  // the table's reachable nodes or their groups changed; n.mu is held
 }
+
+// answerPings makes this node answer the other nodes' pings with its name.
+func (ms *membership) answerPings() {
+	var err error
+	ms.pingSub, err = ms.nc.Subscribe(pingSubject(ms.opts.Name), func(m *nats.Msg) { _ = m.Respond([]byte(ms.opts.Node)) })
+	if err != nil {
+		ms.log.Error("cannot answer other nodes' pings: sessions moving to them may lose messages published meanwhile", zap.Error(err))
+	}
+}
+
+// pingSubject is where every node of cluster name answers pings with its
+// name.
+func pingSubject(name string) string { return "$XMQ." + name + ".ping" }
 
 // leaveSubject is where a stopping node says so.
 func leaveSubject(name string) string { return "$XMQ." + name + ".leave" }
 
 // leave tells the other nodes that this one stops (Close).
-func (c *Cluster) leave() {
-	if c.nc.Publish(leaveSubject(c.opts.Name), []byte(c.opts.Node)) == nil {
-		_ = c.nc.FlushTimeout(time.Second)
+func (ms *membership) leave() {
+	if ms.nc.Publish(leaveSubject(ms.opts.Name), []byte(ms.opts.Node)) == nil {
+		_ = ms.nc.FlushTimeout(time.Second)
 	}
 }
 
@@ -66,32 +97,32 @@ func (c *Cluster) leave() {
 // dead at its next round rather than after deadAfter (the sooner its
 // sessions are adopted, the fewer messages published meanwhile find no
 // session).
-func (c *Cluster) noResponders(node string) {
-	c.live.mu.Lock()
-	if !c.live.dead[node] && !c.live.left[node] {
-		if c.live.gone == nil {
-			c.live.gone = map[string]bool{}
+func (ms *membership) noResponders(node string) {
+	ms.mu.Lock()
+	if !ms.dead[node] && !ms.left[node] {
+		if ms.gone == nil {
+			ms.gone = map[string]bool{}
 		}
-		c.live.gone[node] = true
+		ms.gone[node] = true
 	}
-	c.live.mu.Unlock()
+	ms.mu.Unlock()
 }
 
 // isDead reports whether node was declared dead and has not answered since.
-func (c *Cluster) isDead(node string) bool {
-	c.live.mu.Lock()
-	defer c.live.mu.Unlock()
-	return c.live.dead[node]
+func (ms *membership) isDead(node string) bool {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	return ms.dead[node]
 }
 
 // livenessLoop pings the other nodes until Close and handles the deaths.
-func (c *Cluster) livenessLoop(st *state) {
+func (ms *membership) livenessLoop(st *state) {
 	seen := map[string]time.Time{} // node → its last answer
-	sub, err := c.nc.Subscribe(leaveSubject(c.opts.Name), func(m *nats.Msg) {
-		c.live.mu.Lock()
-		c.live.left[string(m.Data)] = true
-		c.live.mu.Unlock()
-		c.log.Info("node stopping", zap.String("node", string(m.Data)))
+	sub, err := ms.nc.Subscribe(leaveSubject(ms.opts.Name), func(m *nats.Msg) {
+		ms.mu.Lock()
+		ms.left[string(m.Data)] = true
+		ms.mu.Unlock()
+		ms.log.Info("node stopping", zap.String("node", string(m.Data)))
 	})
 	if err == nil {
 		defer func() { _ = sub.Unsubscribe() }()
@@ -100,58 +131,58 @@ func (c *Cluster) livenessLoop(st *state) {
 	defer t.Stop()
 	for {
 		select {
-		case <-c.stop:
+		case <-ms.stop:
 			return
 		case <-t.C:
 		}
 		now := time.Now()
-		answered := c.pingNodes(livenessEvery)
+		answered := ms.pingNodes(livenessEvery)
 		// The embedded server's routed nodes count as seen too: a node
 		// that dies before its first answer is dead all the same.
-		if c.emb != nil {
-			if rz, err := c.emb.srv.Routez(nil); err == nil {
+		if ms.emb != nil {
+			if rz, err := ms.emb.srv.Routez(nil); err == nil {
 				for _, r := range rz.Routes {
-					if _, known := seen[r.RemoteName]; !known && r.RemoteName != "" && r.RemoteName != c.opts.Node {
+					if _, known := seen[r.RemoteName]; !known && r.RemoteName != "" && r.RemoteName != ms.opts.Node {
 						seen[r.RemoteName] = now
-						c.log.Info("node seen", zap.String("node", r.RemoteName))
+						ms.log.Info("node seen", zap.String("node", r.RemoteName))
 					}
 				}
 			}
 		}
 		var died []string
-		c.live.mu.Lock()
+		ms.mu.Lock()
 		for n := range answered {
 			if _, known := seen[n]; !known {
-				c.log.Info("node seen", zap.String("node", n))
+				ms.log.Info("node seen", zap.String("node", n))
 			}
 			seen[n] = now
-			delete(c.live.left, n) // back
-			delete(c.live.gone, n)
-			if c.live.dead[n] {
-				delete(c.live.dead, n)
-				c.log.Info("node back", zap.String("node", n))
+			delete(ms.left, n) // back
+			delete(ms.gone, n)
+			if ms.dead[n] {
+				delete(ms.dead, n)
+				ms.log.Info("node back", zap.String("node", n))
 			}
 		}
 		for n, at := range seen {
-			if !c.live.dead[n] && !c.live.left[n] && (now.Sub(at) > deadAfter || c.live.gone[n] && !answered[n]) {
-				c.live.dead[n] = true
-				delete(c.live.gone, n)
+			if !ms.dead[n] && !ms.left[n] && (now.Sub(at) > deadAfter || ms.gone[n] && !answered[n]) {
+				ms.dead[n] = true
+				delete(ms.gone, n)
 				died = append(died, n)
 			}
 		}
-		alive := []string{c.opts.Node}
+		alive := []string{ms.opts.Node}
 		for n := range seen {
-			if !c.live.dead[n] {
+			if !ms.dead[n] {
 				alive = append(alive, n)
 			}
 		}
-		c.live.mu.Unlock()
+		ms.mu.Unlock()
 		slices.Sort(alive)
 		for _, n := range died {
-			c.nodesDead.Add(1)
-			c.log.Warn("node dead: no answer to pings, or its NATS server gone", zap.String("node", n))
-			if c.opts.SessionReplicas > 1 {
-				c.goUnlessClosed(func() { c.adoptNode(st, n, alive) })
+			ms.nodesDead.Add(1)
+			ms.log.Warn("node dead: no answer to pings, or its NATS server gone", zap.String("node", n))
+			if ms.opts.SessionReplicas > 1 {
+				ms.goUnlessClosed(func() { ms.adopt(st, n, alive) })
 			}
 		}
 	}
@@ -159,16 +190,16 @@ func (c *Cluster) livenessLoop(st *state) {
 
 // pingNodes returns the names of the nodes that answer a ping within
 // timeout.
-func (c *Cluster) pingNodes(timeout time.Duration) map[string]bool {
+func (ms *membership) pingNodes(timeout time.Duration) map[string]bool {
 	got := map[string]bool{}
-	inbox := c.nc.NewRespInbox()
+	inbox := ms.nc.NewRespInbox()
 	ch := make(chan *nats.Msg, 64)
-	sub, err := c.nc.ChanSubscribe(inbox, ch)
+	sub, err := ms.nc.ChanSubscribe(inbox, ch)
 	if err != nil {
 		return got
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if c.nc.PublishRequest(pingSubject(c.opts.Name), inbox, nil) != nil {
+	if ms.nc.PublishRequest(pingSubject(ms.opts.Name), inbox, nil) != nil {
 		return got
 	}
 	deadline := time.NewTimer(timeout)
@@ -179,229 +210,85 @@ func (c *Cluster) pingNodes(timeout time.Duration) map[string]bool {
 			got[string(m.Data)] = true
 		case <-deadline.C:
 			return got
-		case <-c.stop:
+		case <-ms.stop:
 			return got
 		}
 	}
 }
 
-// adoptNode adopts the dead node's replicated sessions whose client did
-// not come back: those that hash to this node first, the others once
-// their own adopter had deadAfter to do it.
-func (c *Cluster) adoptNode(st *state, node string, alive []string) {
-	// All its records in one pass (one ordered consumer), not one read
-	// per session.
-	var all map[string]*replicaRecords
-	err := c.retry(adoptTimeout, func() (err error) {
-		all, err = c.readRecords(st, node, ">")
-		return err
-	})
-	ids := make([]string, 0, len(all))
-	for id := range all {
-		ids = append(ids, id)
+// ping returns once every other node answered a ping, or timeout passed:
+// then every NATS server has the interest this node's server had before
+// (each forwards the ping after the interest changes it got before it).
+// With an embedded server the nodes are its routes' servers; with an
+// external NATS those the heartbeats show reachable, or, before any
+// heartbeat, the wait ends pingQuiet after the last answer. It reports
+// whether the nodes it waited for answered (false: timeout or closing).
+func (ms *membership) ping(timeout time.Duration) bool {
+	want, counted := ms.peers()
+	if counted && len(want) == 0 {
+		return true
 	}
-	slices.Sort(ids)
+	inbox := ms.nc.NewRespInbox()
+	ch := make(chan *nats.Msg, 64)
+	sub, err := ms.nc.ChanSubscribe(inbox, ch)
 	if err != nil {
-		c.log.Error("cannot list a dead node's sessions: they come back when a client connects, or with the node",
-			zap.String("node", node), zap.Error(err))
-		return
+		return false
 	}
-	me := slices.Index(alive, c.opts.Node)
-	var mine, later []string
-	for _, id := range ids {
-		h := fnv.New32a()
-		_, _ = h.Write([]byte(id))
-		if int(h.Sum32()%uint32(len(alive))) != me {
-			later = append(later, id)
-		} else {
-			mine = append(mine, id)
-		}
+	defer func() { _ = sub.Unsubscribe() }()
+	if ms.nc.PublishRequest(pingSubject(ms.opts.Name), inbox, nil) != nil {
+		return false
 	}
-	var n atomic.Int64
-	c.adoptAll(st, node, mine, all, &n)
-	if len(later) > 0 {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	var quiet <-chan time.Time
+	for {
 		select {
-		case <-c.stop:
-			return
-		case <-time.After(deadAfter):
-		}
-		if c.isDead(node) { // not back: it would have them
-			c.adoptAll(st, node, later, all, &n)
+		case m := <-ch:
+			delete(want, string(m.Data))
+			if counted && len(want) == 0 {
+				return true
+			}
+			if !counted {
+				quiet = time.After(pingQuiet)
+			}
+		case <-quiet:
+			return true
+		case <-ms.stop:
+			return false
+		case <-deadline.C:
+			if counted {
+				ms.warn("nodes did not answer a ping in time: a session moving here may miss messages they publish meanwhile",
+					zap.Int("missing", len(want)))
+			}
+			return !counted
 		}
 	}
-	c.log.Info("sessions of a dead node adopted", zap.String("node", node), zap.Int("sessions", len(ids)), zap.Int64("adopted_here", n.Load()))
 }
 
-// adoptWorkers is how many of a dead node's sessions a node adopts at
-// once: each waits for registry round trips, and the replays of those
-// rebuilt together are one request (replayInto).
-const adoptWorkers = 32
-
-// adoptAll adopts the sessions ids of node from all, adoptWorkers at a
-// time, counting those adopted in n.
-func (c *Cluster) adoptAll(st *state, node string, ids []string, all map[string]*replicaRecords, n *atomic.Int64) {
-	work := make(chan string)
-	var wg sync.WaitGroup
-	for range min(adoptWorkers, len(ids)) {
-		wg.Go(func() {
-			for id := range work {
-				if c.adopt(st, node, id, all[id]) {
-					n.Add(1)
+// peers are the other nodes to wait for: with an embedded server its
+// routes' servers, with an external NATS those the heartbeats show
+// reachable; counted is false when neither is known (an external NATS
+// before any heartbeat).
+func (ms *membership) peers() (want map[string]bool, counted bool) {
+	want = map[string]bool{}
+	if ms.emb != nil {
+		if rz, err := ms.emb.srv.Routez(nil); err == nil {
+			counted = true
+			for _, r := range rz.Routes {
+				if r.RemoteName != ms.opts.Node {
+					want[r.RemoteName] = true
 				}
 			}
-		})
-	}
-	for _, id := range ids {
-		select {
-		case work <- id:
-		case <-c.stop:
 		}
 	}
-	close(work)
-	wg.Wait()
-}
-
-// adopt takes clientID's session from the dead node's records recs, if
-// the registry still names that node, with what was published for it
-// since the node's marks, and reports whether it did.
-func (c *Cluster) adopt(st *state, node, clientID string, recs *replicaRecords) bool {
-	// One at a time with a claim of the id here (which may restore it).
-	defer c.claims.serialize(clientID)()
-	k := key(clientID)
-	var e jetstream.KeyValueEntry
-	err := c.retry(replicaSyncTimeout, func() (err error) {
-		gctx, gcancel := context.WithTimeout(context.Background(), stateTimeout)
-		defer gcancel()
-		e, err = st.clients.Get(gctx, k)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			return nil
-		}
-		return err
-	})
-	if err == nil && e == nil {
-		return false // no entry: its session ended
-	}
-	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		c.warn("cannot read the client id registry: a dead node's session not adopted", zap.String("client_id", clientID), zap.Error(err))
-		return false
-	}
-	if err != nil || heldBy(e.Value()) != node {
-		return false // the client is back elsewhere (that node took the session), or its session ended
-	}
-	ok, err := c.install(st, node, clientID, recs, true)
-	if err != nil || !ok {
-		if err != nil {
-			c.log.Warn("a dead node's session not adopted", zap.String("client_id", clientID), zap.Error(err))
-		}
-		return false
-	}
-	refused := false
-	err = c.retry(replicaSyncTimeout, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
-		defer cancel()
-		// The dead node's entry names the session's owner: it stays.
-		held, _ := parseEntry(e.Value())
-		_, err := st.clients.Update(ctx, k, regEntry{node: c.opts.Node, flag: "s", owner: held.owner}.value(), e.Revision())
-		if err != nil && !isLeaderless(err) {
-			refused = true // another write came first
-			return nil
-		}
-		return err
-	})
-	if err != nil || refused {
-		// Another node took it (its client connected, or another adopter;
-		// or, after a lost answer, this node's own update): unless it is
-		// this node, the copy here goes, will unsent. A read may lag
-		// behind the write it follows (a replica answers): the leader's
-		// answer to an update with the revision read says which.
-		ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
-		defer cancel()
-		if e2, err2 := st.clients.Get(ctx, k); err2 != nil || heldBy(e2.Value()) != c.opts.Node {
-			c.local.ExportSession(clientID, 0, true)
-			return false
-		}
-	}
-	c.dropReplica(st, node, clientID)
-	c.sessionsAdopted.Add(1)
-	return true
-}
-
-// reconcile runs once the registry is ready on a node that (re)started
-// with persistent sessions: a session whose client id the registry gives
-// to another node is stale (its client moved on while this node was
-// down). With session replicas, the session there came from the
-// replicated records and this copy goes; without, this copy's messages
-// are merged into the session there (with DUP), so that nothing this node
-// acknowledged is lost. A session the registry does not know is
-// registered as left offline here, so that the client's next connection
-// anywhere moves it.
-func (c *Cluster) reconcile(st *state) {
-	// The replay of what was published while this node was down goes
-	// into its sessions first, stale ones included.
-	select {
-	case <-c.rejoinDone:
-	case <-c.stop:
-		return
-	}
-	ids := c.local.StaleSessions()
-	stale, registered := 0, 0
-	for _, id := range ids {
-		if c.closed.Load() {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
-		k := key(id)
-		e, err := st.clients.Get(ctx, k)
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-			re := regEntry{node: c.opts.Node, flag: "s"}
-			if owner, known, _ := c.local.SessionOwner(id); known {
-				re.owner = ownerField(owner)
+	if !counted && ms.table.Load() != nil {
+		// External NATS: the heartbeats name the nodes to wait for.
+		counted = true
+		for _, st := range ms.list() {
+			if st.Reachable && st.Node != ms.opts.Node {
+				want[st.Node] = true
 			}
-			if _, err := st.clients.Create(ctx, k, re.value()); err == nil {
-				registered++
-			}
-		case err != nil:
-			c.warn("cannot read the client id registry: a session left as it is", zap.String("client_id", id), zap.Error(err))
-		case heldBy(e.Value()) != c.opts.Node:
-			stale++
-			c.dropStale(id, heldBy(e.Value()))
-		}
-		cancel()
-	}
-	if stale > 0 || registered > 0 {
-		c.log.Info("sessions checked against the registry", zap.Int("sessions", len(ids)), zap.Int("stale", stale),
-			zap.Int("registered", registered))
-	}
-}
-
-// dropStale ends clientID's stale session here (its will unsent: the
-// client is back on holder) and, without session replicas, merges its
-// messages into the session on holder.
-func (c *Cluster) dropStale(clientID, holder string) {
-	data := c.local.ExportSession(clientID, 0, true)
-	if data == nil || c.opts.SessionReplicas > 1 {
-		return
-	}
-	req := nats.NewMsg(sessionSubject(c.opts.Name, holder))
-	req.Data = data
-	req.Header.Set(hdrClaim, "0")
-	req.Header.Set(hdrOp, "merge")
-	req.Header.Set(hdrClient, clientID)
-	resp, err := c.nc.RequestMsg(req, sessionTimeout)
-	if err == nil {
-		if e := resp.Header.Get(hdrError); e != "" {
-			err = errorString(e)
 		}
 	}
-	if err != nil {
-		// Kept here rather than lost: the client's next move takes it.
-		if ierr := c.local.ImportSession(clientID, data, true); ierr != nil {
-			c.log.Error("a stale session's messages lost", zap.String("client_id", clientID), zap.Error(ierr))
-		}
-		c.log.Warn("a stale session's messages not merged into its client's session: kept here", zap.String("client_id", clientID),
-			zap.String("node", holder), zap.Error(err))
-		return
-	}
-	c.sessionsMerged.Add(1)
+	return want, counted
 }

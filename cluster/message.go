@@ -37,24 +37,31 @@ const (
 	hdrID = "Xmq-Id"
 )
 
-// encodeHeader returns the headers of a forwarded message.
-func encodeHeader(node string, qos byte, retain bool, props *codec.Properties, expires time.Time, from string) nats.Header {
+// encodeHeader returns the headers of m forwarded by node: what MQTT keeps
+// beside its topic (the subject) and payload (the data).
+func encodeHeader(node string, m *codec.Message) nats.Header {
 	h := make(nats.Header, 4)
 	h[hdrNode] = []string{node}
-	if qos > 0 {
-		h[hdrQoS] = []string{qosText[qos&3]}
+	if m.QoS > 0 {
+		h[hdrQoS] = []string{qosText[m.QoS&3]}
 	}
-	if retain {
+	if m.Retain {
 		h[hdrRetain] = []string{"1"}
 	}
-	if !expires.IsZero() {
-		h[hdrExpires] = []string{strconv.FormatInt(expires.UnixMilli(), 10)}
+	if !m.Expires.IsZero() {
+		h[hdrExpires] = []string{strconv.FormatInt(m.Expires.UnixMilli(), 10)}
 	}
-	if from != "" {
-		h[hdrFrom] = []string{url.QueryEscape(from)}
+	if m.From != "" {
+		h[hdrFrom] = []string{url.QueryEscape(m.From)}
 	}
+	setProps(h, m.Props)
+	return h
+}
+
+// setProps adds the headers of props (nil: none) to h.
+func setProps(h nats.Header, props *codec.Properties) {
 	if props == nil {
-		return h
+		return
 	}
 	if props.Has(codec.PropPayloadFormat) {
 		h[hdrPayloadFormat] = []string{strconv.Itoa(int(props.PayloadFormat))}
@@ -75,36 +82,42 @@ func encodeHeader(node string, qos byte, retain bool, props *codec.Properties, e
 		}
 		h[hdrUser] = us
 	}
-	return h
 }
 
 var qosText = [4]string{"0", "1", "2", "2"}
 
-// incoming is a message from NATS as DeliverRemote takes it.
+// incoming is a message from NATS: the message as DeliverRemote takes it,
+// with where it comes from.
 type incoming struct {
-	qos     byte
-	retain  bool
-	props   *codec.Properties
-	expires time.Time
-	from    string
+	msg codec.Message
 	// node is the node it was published on, seq its number there (0:
 	// none; replay.go).
 	node string
 	seq  uint64
 }
 
+// decodeMsg sets in to the message on topic with payload (empty: nil)
+// and the headers h (decodeHeader), in place: a message from another
+// node is copied once on its way to the broker.
+func decodeMsg(in *incoming, topic string, payload []byte, h nats.Header) {
+	decodeHeader(in, h)
+	in.msg.Topic = topic
+	if len(payload) > 0 {
+		in.msg.Payload = payload
+	}
+}
+
 // decodeHeader reads the headers encodeHeader writes; a value that does
 // not parse is ignored (a NATS application's mistake must not drop the
 // message), except a QoS out of range, which is taken as 0.
-func decodeHeader(h nats.Header) incoming {
-	var in incoming
+func decodeHeader(in *incoming, h nats.Header) {
 	if len(h) == 0 {
-		return in
+		return
 	}
 	if v := h.Get(hdrQoS); v == "1" || v == "2" {
-		in.qos = v[0] - '0'
+		in.msg.QoS = v[0] - '0'
 	}
-	in.retain = h.Get(hdrRetain) == "1"
+	in.msg.Retain = h.Get(hdrRetain) == "1"
 	if v := h.Get(hdrSeq); v != "" {
 		if n, err := strconv.ParseUint(v, 36, 64); err == nil && token(h.Get(hdrNode)) {
 			in.node, in.seq = h.Get(hdrNode), n
@@ -112,12 +125,17 @@ func decodeHeader(h nats.Header) incoming {
 	}
 	if v := h.Get(hdrExpires); v != "" {
 		if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
-			in.expires = time.UnixMilli(ms)
+			in.msg.Expires = time.UnixMilli(ms)
 		}
 	}
 	if v := h.Get(hdrFrom); v != "" {
-		in.from, _ = url.QueryUnescape(v)
+		in.msg.From, _ = url.QueryUnescape(v)
 	}
+	in.msg.Props = decodeProps(h)
+}
+
+// decodeProps reads the headers setProps writes; nil when there are none.
+func decodeProps(h nats.Header) *codec.Properties {
 	var p codec.Properties
 	any := false
 	if v := h.Get(hdrPayloadFormat); v == "0" || v == "1" {
@@ -152,8 +170,8 @@ func decodeHeader(h nats.Header) incoming {
 		p.User = append(p.User, codec.UserProperty{Key: []byte(ks), Value: []byte(vs)})
 		any = true
 	}
-	if any {
-		in.props = &p
+	if !any {
+		return nil
 	}
-	return in
+	return &p
 }

@@ -100,7 +100,7 @@ type NodeTotals struct {
 	Refused int64
 }
 
-// nodes is the heartbeat side of a Cluster: nil until StartHeartbeats.
+// nodes is the heartbeat side of membership: nil until StartHeartbeats.
 type nodes struct {
 	self     Self
 	interval time.Duration
@@ -141,75 +141,65 @@ func (r *rates) update(now time.Time, in, out int64) {
 	r.at, r.in, r.out = now, in, out
 }
 
-// StartHeartbeats makes this node send heartbeats describing self and
-// keep the table of the other nodes' (Nodes); call it once, after Start.
-// Until then (and for a node that never calls it) Nodes is empty.
-func (c *Cluster) StartHeartbeats(self Self) {
-	n := &nodes{self: self, interval: c.opts.HeartbeatInterval, peers: map[string]*NodeStatus{}}
+// startHeartbeats makes this node send heartbeats describing self and
+// keep the table of the other nodes' (list).
+func (ms *membership) startHeartbeats(self Self) {
+	n := &nodes{self: self, interval: ms.opts.HeartbeatInterval, peers: map[string]*NodeStatus{}}
 	var err error
-	n.sub, err = c.nc.Subscribe(nodesSubject(c.opts.Name), func(m *nats.Msg) { c.heard(n, m.Data, time.Now()) })
+	n.sub, err = ms.nc.Subscribe(nodesSubject(ms.opts.Name), func(m *nats.Msg) { ms.heard(n, m.Data, time.Now()) })
 	if err != nil {
-		c.log.Error("cannot hear other nodes' heartbeats: the node table stays empty", zap.Error(err))
+		ms.log.Error("cannot hear other nodes' heartbeats: the node table stays empty", zap.Error(err))
 	}
-	if !c.nodes.CompareAndSwap(nil, n) {
+	if !ms.table.CompareAndSwap(nil, n) {
 		if n.sub != nil {
 			_ = n.sub.Unsubscribe()
 		}
 		return
 	}
-	c.goUnlessClosed(func() { c.heartbeatLoop(n) })
+	ms.goUnlessClosed(func() { ms.heartbeatLoop(n) })
 }
 
 // heartbeatLoop sends a heartbeat every interval and marks the nodes not
 // heard from for unreachableAfter intervals; at Close it sends a last
 // one saying the node leaves.
-func (c *Cluster) heartbeatLoop(n *nodes) {
+func (ms *membership) heartbeatLoop(n *nodes) {
 	t := time.NewTicker(n.interval)
 	defer t.Stop()
-	c.beat(n, time.Now(), false)
+	ms.beat(n, time.Now(), false)
 	for {
 		select {
-		case <-c.stop:
-			c.beat(n, time.Now(), true)
-			_ = c.nc.FlushTimeout(200 * time.Millisecond)
+		case <-ms.stop:
+			ms.beat(n, time.Now(), true)
+			_ = ms.nc.FlushTimeout(200 * time.Millisecond)
 			return
 		case now := <-t.C:
-			c.beat(n, now, false)
-			c.sweep(n, now)
+			ms.beat(n, now, false)
+			ms.sweep(n, now)
 		}
 	}
 }
 
 // status is this node's heartbeat now.
-func (c *Cluster) status(n *nodes, now time.Time) NodeStatus {
+func (ms *membership) status(n *nodes, now time.Time) NodeStatus {
 	var l Load
 	if n.self.Load != nil {
 		l = n.self.Load()
 	}
 	n.rate.update(now, l.MessagesIn, l.MessagesOut)
-	return NodeStatus{Node: c.opts.Node, Version: n.self.Version, Started: n.self.Started, Listeners: n.self.Listeners,
+	return NodeStatus{Node: ms.opts.Node, Version: n.self.Version, Started: n.self.Started, Listeners: n.self.Listeners,
 		Clients: l.Clients, OfflineSessions: l.OfflineSessions, Subscriptions: l.Subscriptions,
 		MessagesIn: l.MessagesIn, MessagesOut: l.MessagesOut, RateIn: round2(n.rate.rateIn), RateOut: round2(n.rate.rateOut),
-		Routes: c.routedServers(), Ready: c.Ready() && c.Healthy() == nil,
-		LastSeen: now, Reachable: true, Local: true, Groups: c.heartbeatGroups()}
-}
-
-// heartbeatGroups are the shared groups a heartbeat lists: none unless
-// they are sticky.
-func (c *Cluster) heartbeatGroups() []string {
-	if c.opts.SharedHash == "" {
-		return nil
-	}
-	return c.ownGroups()
+		Routes: ms.routedServers(), Ready: ms.ready(),
+		LastSeen: now, Reachable: true, Local: true, Groups: ms.groups()}
 }
 
 // routedServers counts the NATS servers the embedded one has a route to;
 // -1 with an external NATS.
-func (c *Cluster) routedServers() int {
-	if c.emb == nil {
+func (ms *membership) routedServers() int {
+	if ms.emb == nil {
 		return -1
 	}
-	rz, err := c.emb.srv.Routez(nil)
+	rz, err := ms.emb.srv.Routez(nil)
 	if err != nil {
 		return 0
 	}
@@ -222,8 +212,8 @@ func (c *Cluster) routedServers() int {
 
 func round2(f float64) float64 { return math.Round(f*100) / 100 }
 
-func (c *Cluster) beat(n *nodes, now time.Time, leaving bool) {
-	st := c.status(n, now)
+func (ms *membership) beat(n *nodes, now time.Time, leaving bool) {
+	st := ms.status(n, now)
 	st.Leaving = leaving
 	n.mu.Lock()
 	n.last = st
@@ -232,70 +222,70 @@ func (c *Cluster) beat(n *nodes, now time.Time, leaving bool) {
 	out := st
 	out.LastSeen, out.Reachable, out.Local = time.Time{}, false, false
 	b, _ := json.Marshal(out) // cannot fail: plain fields
-	if err := c.nc.Publish(nodesSubject(c.opts.Name), b); err != nil {
-		c.warn("cannot send a heartbeat to the other nodes", zap.Error(err))
+	if err := ms.nc.Publish(nodesSubject(ms.opts.Name), b); err != nil {
+		ms.warn("cannot send a heartbeat to the other nodes", zap.Error(err))
 	}
 }
 
 // heard records another node's heartbeat.
-func (c *Cluster) heard(n *nodes, data []byte, now time.Time) {
+func (ms *membership) heard(n *nodes, data []byte, now time.Time) {
 	var st NodeStatus
 	if len(data) > maxHeartbeat || json.Unmarshal(data, &st) != nil || !token(st.Node) {
-		c.warn("a heartbeat on NATS does not decode: ignored", zap.Int("bytes", len(data)))
+		ms.warn("a heartbeat on NATS does not decode: ignored", zap.Int("bytes", len(data)))
 		return
 	}
-	if st.Node == c.opts.Node {
-		c.warn("another process calls itself this node: node names must be unique in a cluster", zap.String("node", st.Node))
+	if st.Node == ms.opts.Node {
+		ms.warn("another process calls itself this node: node names must be unique in a cluster", zap.String("node", st.Node))
 		return
 	}
 	n.mu.Lock()
 	prev := n.peers[st.Node]
-	if prev == nil && !st.Leaving && len(n.peers)+1 >= c.opts.MaxNodes {
+	if prev == nil && !st.Leaving && len(n.peers)+1 >= ms.opts.MaxNodes {
 		// A bounded table: heartbeats are cheap to send, each new name
 		// would cost every node memory until it is forgotten.
 		n.mu.Unlock()
 		n.refused.Add(1)
-		c.warn("a heartbeat from one node more than cluster.max_nodes: ignored", zap.String("node", st.Node),
-			zap.Int("max_nodes", c.opts.MaxNodes))
+		ms.warn("a heartbeat from one node more than cluster.max_nodes: ignored", zap.String("node", st.Node),
+			zap.Int("max_nodes", ms.opts.MaxNodes))
 		return
 	}
 	if st.Leaving {
 		delete(n.peers, st.Node)
-		c.rebuildSticky(n)
+		ms.changed(n)
 		n.mu.Unlock()
 		if prev != nil {
-			c.log.Info("node left the cluster", zap.String("node", st.Node))
+			ms.log.Info("node left the cluster", zap.String("node", st.Node))
 		}
 		return
 	}
 	st.LastSeen, st.Reachable, st.Local = now, true, false
 	n.peers[st.Node] = &st
 	if prev == nil || !prev.Reachable || !slices.Equal(prev.Groups, st.Groups) {
-		c.rebuildSticky(n)
+		ms.changed(n)
 	}
 	n.mu.Unlock()
 	switch {
 	case prev == nil:
-		c.log.Info("node joined", zap.String("node", st.Node), zap.String("version", st.Version),
+		ms.log.Info("node joined", zap.String("node", st.Node), zap.String("version", st.Version),
 			zap.Strings("listeners", st.Listeners))
 	case !prev.Reachable:
 		down := now.Sub(prev.UnreachableSince).Round(time.Second)
-		c.log.Info("node "+st.Node+" reachable again after "+down.String(), zap.String("node", st.Node),
+		ms.log.Info("node "+st.Node+" reachable again after "+down.String(), zap.String("node", st.Node),
 			zap.Duration("unreachable_for", down))
 	}
 }
 
 // sweep marks the nodes not heard from for unreachableAfter intervals
 // and forgets those silent for Options.ForgetAfter.
-func (c *Cluster) sweep(n *nodes, now time.Time) {
+func (ms *membership) sweep(n *nodes, now time.Time) {
 	limit := time.Duration(unreachableAfter) * n.interval
 	n.mu.Lock()
 	var gone []*NodeStatus
 	for name, p := range n.peers {
-		if !p.Reachable && now.Sub(p.LastSeen) > c.opts.ForgetAfter {
+		if !p.Reachable && now.Sub(p.LastSeen) > ms.opts.ForgetAfter {
 			delete(n.peers, name)
-			c.log.Info("node forgotten: silent for longer than cluster.forget_after", zap.String("node", name),
-				zap.Duration("forget_after", c.opts.ForgetAfter))
+			ms.log.Info("node forgotten: silent for longer than cluster.forget_after", zap.String("node", name),
+				zap.Duration("forget_after", ms.opts.ForgetAfter))
 			continue
 		}
 		if p.Reachable && now.Sub(p.LastSeen) > limit {
@@ -305,21 +295,21 @@ func (c *Cluster) sweep(n *nodes, now time.Time) {
 		}
 	}
 	if len(gone) > 0 {
-		c.rebuildSticky(n)
+		ms.changed(n)
 	}
 	n.mu.Unlock()
 	for _, p := range gone {
 		n.transitions.Add(1)
 		silent := now.Sub(p.LastSeen).Round(time.Second)
-		c.log.Warn("node "+p.Node+" unreachable: no heartbeat for "+silent.String()+" (partition or down)",
-			zap.String("node", p.Node), zap.Duration("silent_for", silent), zap.Int("routed_servers", c.routedServers()))
+		ms.log.Warn("node "+p.Node+" unreachable: no heartbeat for "+silent.String()+" (partition or down)",
+			zap.String("node", p.Node), zap.Duration("silent_for", silent), zap.Int("routed_servers", ms.routedServers()))
 	}
 }
 
-// Nodes returns every node this one knows, itself first, then the others
+// list returns every node this one knows, itself first, then the others
 // by name; empty before StartHeartbeats.
-func (c *Cluster) Nodes() []NodeStatus {
-	n := c.nodes.Load()
+func (ms *membership) list() []NodeStatus {
+	n := ms.table.Load()
 	if n == nil {
 		return nil
 	}
@@ -338,14 +328,14 @@ func (c *Cluster) Nodes() []NodeStatus {
 	return out
 }
 
-// Totals sums the reachable nodes' last heartbeats, this node's included.
-func (c *Cluster) Totals() NodeTotals {
+// totals sums the reachable nodes' last heartbeats, this node's included.
+func (ms *membership) totals() NodeTotals {
 	var t NodeTotals
-	if n := c.nodes.Load(); n != nil {
+	if n := ms.table.Load(); n != nil {
 		t.UnreachableTransitions = n.transitions.Load()
 		t.Refused = n.refused.Load()
 	}
-	for _, st := range c.Nodes() {
+	for _, st := range ms.list() {
 		t.Nodes++
 		if !st.Reachable {
 			t.Unreachable++
@@ -361,4 +351,25 @@ func (c *Cluster) Totals() NodeTotals {
 		t.RateOut += st.RateOut
 	}
 	return t
+}
+
+// StartHeartbeats makes this node send heartbeats describing self and
+// keep the table of the other nodes' (Nodes); call it once, after Start.
+// Until then (and for a node that never calls it) Nodes is empty.
+func (c *Cluster) StartHeartbeats(self Self) { c.members.startHeartbeats(self) }
+
+// Nodes returns every node this one knows, itself first, then the others
+// by name; empty before StartHeartbeats.
+func (c *Cluster) Nodes() []NodeStatus { return c.members.list() }
+
+// Totals sums the reachable nodes' last heartbeats, this node's included.
+func (c *Cluster) Totals() NodeTotals { return c.members.totals() }
+
+// heartbeatGroups are the shared groups a heartbeat lists: none unless
+// they are sticky.
+func (c *Cluster) heartbeatGroups() []string {
+	if c.opts.SharedHash == "" {
+		return nil
+	}
+	return c.interests.ownGroups()
 }

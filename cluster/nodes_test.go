@@ -25,11 +25,11 @@ func TestNodeTableTransitions(t *testing.T) {
 	c.heard(n, []byte("{not json"), t0)
 	c.heard(n, beat(NodeStatus{Node: "n1", Clients: 1000}), t0)
 	c.heard(n, beat(NodeStatus{Node: "bad.name"}), t0)
-	if got := c.Totals(); got.Nodes != 2 || got.Reachable != 2 || got.Clients != 8 || got.MessagesIn != 10 {
+	if got := c.totals(); got.Nodes != 2 || got.Reachable != 2 || got.Clients != 8 || got.MessagesIn != 10 {
 		t.Fatalf("totals %+v, want 2 nodes reachable, 8 clients, 10 messages in", got)
 	}
 	c.sweep(n, t0.Add(3*time.Second)) // three intervals: not yet
-	if ns := c.Nodes(); len(ns) != 2 || !ns[1].Reachable || ns[0].Node != "n1" {
+	if ns := c.list(); len(ns) != 2 || !ns[1].Reachable || ns[0].Node != "n1" {
 		t.Fatalf("nodes %+v, want n1 then n2 reachable", ns)
 	}
 	for i := 4; i < 8; i++ {
@@ -39,35 +39,35 @@ func TestNodeTableTransitions(t *testing.T) {
 	if len(warns) != 1 || warns[0].Message != "node n2 unreachable: no heartbeat for 4s (partition or down)" {
 		t.Fatalf("warnings %v, want one saying n2 is unreachable after 4s", warns)
 	}
-	got := c.Totals()
+	got := c.totals()
 	if got.Unreachable != 1 || got.Reachable != 1 || got.Clients != 5 || got.UnreachableTransitions != 1 {
 		t.Fatalf("totals %+v, want n2 unreachable (once) and left out of the sums", got)
 	}
-	if ns := c.Nodes(); ns[1].Reachable || !ns[1].UnreachableSince.Equal(t0) {
+	if ns := c.list(); ns[1].Reachable || !ns[1].UnreachableSince.Equal(t0) {
 		t.Fatalf("n2 %+v, want unreachable since its last heartbeat", ns[1])
 	}
 	c.heard(n, beat(NodeStatus{Node: "n2", Clients: 4}), t0.Add(42*time.Second))
 	if again := logs.FilterMessage("node n2 reachable again after 42s").All(); len(again) != 1 {
 		t.Fatalf("logs %v, want n2 reachable again after 42s", logs.All())
 	}
-	if got := c.Totals(); got.Reachable != 2 || got.Clients != 9 || got.UnreachableTransitions != 1 {
+	if got := c.totals(); got.Reachable != 2 || got.Clients != 9 || got.UnreachableTransitions != 1 {
 		t.Fatalf("totals %+v, want both reachable, 9 clients", got)
 	}
 	c.heard(n, beat(NodeStatus{Node: "n2", Leaving: true}), t0.Add(43*time.Second))
-	if ns := c.Nodes(); len(ns) != 1 || logs.FilterMessage("node left the cluster").Len() != 1 {
+	if ns := c.list(); len(ns) != 1 || logs.FilterMessage("node left the cluster").Len() != 1 {
 		t.Fatalf("nodes %+v after n2 left, want n1 alone", ns)
 	}
 }
 
 // tableNode is node n1 of cluster xmq with an empty node table, for
 // heartbeats handed to heard by hand.
-func tableNode(o Options, log *zap.Logger) (*Cluster, *nodes) {
+func tableNode(o Options, log *zap.Logger) (*membership, *nodes) {
 	o.Name, o.Node = "xmq", "n1"
 	o.SetDefaults()
-	c := &Cluster{opts: o, log: log}
+	ms := &membership{link: &link{opts: o, log: log}, changed: func(*nodes) {}}
 	n := &nodes{interval: time.Second, peers: map[string]*NodeStatus{}, last: NodeStatus{Node: "n1", Clients: 5, Reachable: true, Local: true}}
-	c.nodes.Store(n)
-	return c, n
+	ms.table.Store(n)
+	return ms, n
 }
 
 func beat(st NodeStatus) []byte {
@@ -86,24 +86,24 @@ func TestNodeTableBounded(t *testing.T) {
 	for i := range 20_000 {
 		c.heard(n, beat(NodeStatus{Node: fmt.Sprintf("forged%d", i), Clients: 1e9}), t0)
 	}
-	if got := c.Totals(); got.Nodes != 4 || got.Refused != 20_000-3 {
+	if got := c.totals(); got.Nodes != 4 || got.Refused != 20_000-3 {
 		t.Fatalf("totals %+v, want 4 nodes (this one and 3 others) and the rest refused", got)
 	}
 	if w := logs.FilterMessageSnippet("max_nodes").Len(); w != 1 {
 		t.Fatalf("%d warnings about max_nodes, want 1 (rate-limited)", w)
 	}
 	c.heard(n, beat(NodeStatus{Node: "forged1", Clients: 2}), t0.Add(time.Second))
-	if got := c.Totals(); got.Nodes != 4 || got.Refused != 20_000-3 {
+	if got := c.totals(); got.Nodes != 4 || got.Refused != 20_000-3 {
 		t.Fatalf("a known node's heartbeat was refused: %+v", got)
 	}
 	for s := 2; s <= 61; s++ {
 		c.sweep(n, t0.Add(time.Duration(s)*time.Second))
 	}
-	if ns := c.Nodes(); len(ns) != 2 || ns[1].Node != "forged1" || ns[1].Reachable {
+	if ns := c.list(); len(ns) != 2 || ns[1].Node != "forged1" || ns[1].Reachable {
 		t.Fatalf("nodes %+v after 61 s, want forged0 and forged2 forgotten, forged1 unreachable", ns)
 	}
 	c.heard(n, beat(NodeStatus{Node: "n9"}), t0.Add(62*time.Second))
-	if ns := c.Nodes(); len(ns) != 3 {
+	if ns := c.list(); len(ns) != 3 {
 		t.Fatalf("nodes %+v, want room for n9", ns)
 	}
 }

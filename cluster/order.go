@@ -36,23 +36,23 @@ type freezes struct {
 
 // freezeLoop ticks, and notes a tick that comes freezeGap late as a
 // freeze.
-func (c *Cluster) freezeLoop() {
-	defer c.done.Done()
+func (rg *registry) freezeLoop() {
+	defer rg.done.Done()
 	t := time.NewTicker(freezeTick)
 	defer t.Stop()
-	c.freeze.tick.Store(time.Now().UnixNano())
+	rg.freeze.tick.Store(time.Now().UnixNano())
 	for {
 		select {
-		case <-c.stop:
+		case <-rg.stop:
 			return
 		case <-t.C:
 		}
 		now := time.Now().UnixNano()
-		last := c.freeze.tick.Swap(now)
+		last := rg.freeze.tick.Swap(now)
 		if gap := time.Duration(now - last); gap > freezeGap {
-			c.freeze.from.Store(last)
-			c.freeze.until.Store(now)
-			c.log.Warn("this node was frozen for "+gap.Round(time.Millisecond).String()+
+			rg.freeze.from.Store(last)
+			rg.freeze.until.Store(now)
+			rg.log.Warn("this node was frozen for "+gap.Round(time.Millisecond).String()+
 				": connections read now count as made before it, and lose to those made elsewhere meanwhile",
 				zap.Duration("frozen_for", gap))
 		}
@@ -61,23 +61,13 @@ func (c *Cluster) freezeLoop() {
 
 // claimTime is when a claim beginning now began, for the order of
 // takeovers.
-func (c *Cluster) claimTime() time.Time {
+func (rg *registry) claimTime() time.Time {
 	now := time.Now()
-	if last := c.freeze.tick.Load(); last != 0 && now.UnixNano()-last > int64(freezeGap) {
+	if last := rg.freeze.tick.Load(); last != 0 && now.UnixNano()-last > int64(freezeGap) {
 		return time.Unix(0, last) // frozen until a moment ago: freezeLoop has not run yet
 	}
-	if until := c.freeze.until.Load(); until != 0 && now.UnixNano()-until < int64(freezeGrace) {
-		return time.Unix(0, c.freeze.from.Load())
+	if until := rg.freeze.until.Load(); until != 0 && now.UnixNano()-until < int64(freezeGrace) {
+		return time.Unix(0, rg.freeze.from.Load())
 	}
 	return now
-}
-
-// ownerAt asks node whose session of clientID it holds: the registry
-// owner field, or "" when it has none (or one of no known owner).
-func (c *Cluster) ownerAt(node, clientID string) (string, error) {
-	b, err := c.sessionRequest(node, clientID, 0, "owner")
-	if err != nil {
-		return "", err
-	}
-	return string(b), nil
 }

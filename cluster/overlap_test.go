@@ -19,8 +19,7 @@ type countLocal struct {
 	n atomic.Int64
 }
 
-func (l *countLocal) DeliverRemote(group, filter, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
-	expires time.Time, from string) int {
+func (l *countLocal) DeliverRemote(string, string, codec.Message) int {
 	l.n.Add(1)
 	return 1
 }
@@ -41,18 +40,18 @@ func BenchmarkRoute(b *testing.B) {
 	c.Start(local)
 	c.Interest("", "bench/#", true)
 	c.Interest("", "bench/+", true)
-	if err := c.syncInterest(5 * time.Second); err != nil {
+	if err := c.interests.syncInterest(5 * time.Second); err != nil {
 		b.Fatal(err)
 	}
 	subj := Subject(c.opts.SubjectPrefix, "bench/t")
 	var subs []*nats.Subscription // those whose subject matches subj, as NATS would deliver
-	c.subsMu.RLock()
-	for s := range c.subs {
+	c.interests.subsMu.RLock()
+	for s := range c.interests.subs {
 		if s.Subject == Subject(c.opts.SubjectPrefix, "bench")+".>" || s.Subject == Subject(c.opts.SubjectPrefix, "bench")+".*" {
 			subs = append(subs, s)
 		}
 	}
-	c.subsMu.RUnlock()
+	c.interests.subsMu.RUnlock()
 	if len(subs) != 2 {
 		b.Fatalf("%d subscriptions for %s", len(subs), subj)
 	}
@@ -65,7 +64,7 @@ func BenchmarkRoute(b *testing.B) {
 			const ring = 1024
 			msgs := make([][]*nats.Msg, ring)
 			for i := range msgs {
-				h := encodeHeader("n2", 1, false, nil, time.Time{}, "p")
+				h := encodeHeader("n2", &codec.Message{QoS: 1, From: "p"})
 				seq++
 				h[hdrSeq] = []string{strconv.FormatUint(seq, 36)}
 				for _, s := range subs[:copies] {
@@ -101,7 +100,7 @@ func TestOverlapAcrossNodes(t *testing.T) {
 	waitInterest(t, n1, "ov/b/c", n2)
 	const n = 9
 	for i := range n {
-		n1.Forward("ov/b/c", []byte(strconv.Itoa(i)), byte(i%3), false, nil, time.Time{}, "p", nil)
+		n1.Forward(codec.Message{Topic: "ov/b/c", Payload: []byte(strconv.Itoa(i)), QoS: byte(i % 3), From: "p"}, nil)
 	}
 	var plain, group []delivered
 	for range 2 * n {
@@ -146,13 +145,13 @@ func TestRouteCopies(t *testing.T) {
 	for _, f := range []string{"ov/#", "ov/+/c", "x/#"} {
 		nd.Interest("", f, true)
 	}
-	if err := nd.syncInterest(5 * time.Second); err != nil {
+	if err := nd.interests.syncInterest(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	sub := func(filter string) *nats.Subscription {
-		nd.subsMu.RLock()
-		defer nd.subsMu.RUnlock()
-		return nd.filters[interest{"", filter}][0] // the wildcard subject: FilterSubjects' first
+		nd.interests.subsMu.RLock()
+		defer nd.interests.subsMu.RUnlock()
+		return nd.interests.filters[interest{"", filter}][0] // the wildcard subject: FilterSubjects' first
 	}
 	all, plus, x := sub("ov/#"), sub("ov/+/c"), sub("x/#")
 	// msg is the copy through s of a message on topic from node numbered
@@ -160,7 +159,7 @@ func TestRouteCopies(t *testing.T) {
 	msg := func(s *nats.Subscription, topic, payload, node, hdr, num string) *nats.Msg {
 		m := &nats.Msg{Subject: Subject(nd.opts.SubjectPrefix, topic), Data: []byte(payload), Sub: s, Header: nats.Header{}}
 		if node != "" {
-			m.Header = encodeHeader(node, 1, false, nil, time.Time{}, "p")
+			m.Header = encodeHeader(node, &codec.Message{QoS: 1, From: "p"})
 			m.Header[hdr] = []string{num}
 		}
 		return m
@@ -205,7 +204,7 @@ func TestRouteCopies(t *testing.T) {
 	// A rejoin replayed n2's messages up to 100 on ov/# to every plain
 	// subscriber then: those arriving live are dropped, whichever filter
 	// brings them first; one on a topic no replayed filter matches is not.
-	nd.rejoined, nd.rejoinedFilters = map[string]uint64{"n2": 100}, map[string]bool{"ov/#": true}
+	nd.replay.rejoined, nd.replay.rejoinedFilters = map[string]uint64{"n2": 100}, map[string]bool{"ov/#": true}
 	for _, m := range []*nats.Msg{
 		msg(x, "x/y", "not replayed", "n2", hdrSeq, strconv.FormatUint(99, 36)),
 		msg(plus, "ov/b/c", "replayed", "n2", hdrSeq, strconv.FormatUint(100, 36)),

@@ -8,12 +8,15 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server/gsl"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+
+	"github.com/xmq-io/xmq/codec"
 )
 
 // Replay closes the window in which no node holds a dead node's sessions.
@@ -75,6 +78,33 @@ func replaySubject(name string) string { return "$XMQ." + name + ".replay" }
 // replayTimeout bounds the wait for every node's replay answer.
 const replayTimeout = 5 * time.Second
 
+// replayer is the replay side of a node: the ring of what it forwarded
+// lately and the answers to the other nodes' replay requests from it, the
+// replays into the sessions rebuilt here (install, replayInto), and the
+// replay of a node that comes back (rejoin).
+type replayer struct {
+	*link
+	rep       *replica // the marks, the dead node's records
+	interests *interests
+	members   *membership // the nodes to wait for
+	inbox     *inbox
+	// send publishes a forwarded message (Cluster.publish), set by New.
+	send func(m *nats.Msg, topic string)
+	ring recent // what this node forwarded lately
+	// rejoined are, per other node, its last message that the replay
+	// of this node's return brought, on the filters rejoinedFilters;
+	// written before routeLoop starts (rejoinDone closed), read-only
+	// after.
+	rejoined        map[string]uint64
+	rejoinedFilters map[string]bool
+	rejoinDone      chan struct{}
+	// replays are the replays open for more sessions to join, by dead
+	// node (replayInto).
+	replayMu     sync.Mutex
+	replays      map[string]*replayBatch
+	replayedMsgs atomic.Int64 // deliveries replayed (Stats.Replayed)
+}
+
 // recentMsg is a message in the ring.
 type recentMsg struct {
 	seq  uint64
@@ -107,8 +137,8 @@ const recentOverhead = 256
 
 // publishNumbered numbers m, keeps it in the ring and publishes it, under
 // the ring's lock so that the wire order is the numbers' order.
-func (c *Cluster) publishNumbered(m *nats.Msg, topic string) {
-	r := &c.recent
+func (rp *replayer) publishNumbered(m *nats.Msg, topic string) {
+	r := &rp.ring
 	now := time.Now().UnixNano()
 	size := recentOverhead + len(m.Subject) + len(m.Data)
 	for k, vs := range m.Header {
@@ -122,8 +152,8 @@ func (c *Cluster) publishNumbered(m *nats.Msg, topic string) {
 	m.Header[hdrSeq] = []string{strconv.FormatUint(r.seq, 36)}
 	r.msgs = append(r.msgs, recentMsg{seq: r.seq, at: now, m: m, size: size})
 	r.bytes += int64(size)
-	r.trimLocked(now, c.opts.ReplayWindow, c.opts.ReplayMaxBytes)
-	c.publish(m, topic)
+	r.trimLocked(now, rp.opts.ReplayWindow, rp.opts.ReplayMaxBytes)
+	rp.send(m, topic)
 	r.mu.Unlock()
 }
 
@@ -150,10 +180,10 @@ func (r *recent) trimLocked(now int64, window time.Duration, maxBytes int64) {
 // window, whether the ring still reaches back to after (false: some may
 // be gone; after 0, no mark known, asks for all of it), and the last
 // number given so far.
-func (c *Cluster) since(after uint64, filters []string) ([]recentMsg, bool, uint64) {
-	r := &c.recent
+func (rp *replayer) since(after uint64, filters []string) ([]recentMsg, bool, uint64) {
+	r := &rp.ring
 	r.mu.Lock()
-	r.trimLocked(time.Now().UnixNano(), c.opts.ReplayWindow, c.opts.ReplayMaxBytes)
+	r.trimLocked(time.Now().UnixNano(), rp.opts.ReplayWindow, rp.opts.ReplayMaxBytes)
 	msgs := make([]recentMsg, 0, len(r.msgs)-r.head)
 	for _, rm := range r.msgs[r.head:] {
 		if rm.seq > after {
@@ -166,7 +196,7 @@ func (c *Cluster) since(after uint64, filters []string) ([]recentMsg, bool, uint
 	// filter against each message: a batch may hold thousands).
 	sl := gsl.NewSimpleSublist()
 	for _, f := range filters {
-		for _, subj := range FilterSubjects(c.opts.SubjectPrefix, f) {
+		for _, subj := range FilterSubjects(rp.opts.SubjectPrefix, f) {
 			_ = sl.Insert(subj, struct{}{})
 		}
 	}
@@ -188,7 +218,7 @@ type replayRequest struct {
 
 // serveReplay answers a replay request: one message per message of the
 // ring asked for, then the end.
-func (c *Cluster) serveReplay(m *nats.Msg) {
+func (rp *replayer) serveReplay(m *nats.Msg) {
 	if m.Reply == "" {
 		return
 	}
@@ -196,10 +226,10 @@ func (c *Cluster) serveReplay(m *nats.Msg) {
 	if err := json.Unmarshal(m.Data, &req); err != nil {
 		return
 	}
-	if req.Dead == c.opts.Node {
+	if req.Dead == rp.opts.Node {
 		return // it is not dead: it has its sessions
 	}
-	msgs, whole, last := c.since(req.After[c.opts.Node], req.Filters)
+	msgs, whole, last := rp.since(req.After[rp.opts.Node], req.Filters)
 	for _, rm := range msgs {
 		out := &nats.Msg{Subject: m.Reply, Data: rm.m.Data, Header: make(nats.Header, len(rm.m.Header)+2)}
 		for k, v := range rm.m.Header {
@@ -207,23 +237,21 @@ func (c *Cluster) serveReplay(m *nats.Msg) {
 		}
 		out.Header.Set(hdrSubject, rm.m.Subject)
 		out.Header.Set(hdrAt, strconv.FormatInt(rm.at, 36))
-		if err := c.nc.PublishMsg(out); err != nil {
+		if err := rp.nc.PublishMsg(out); err != nil {
 			break
 		}
 	}
-	end := &nats.Msg{Subject: m.Reply, Header: nats.Header{hdrEnd: []string{c.opts.Node},
+	end := &nats.Msg{Subject: m.Reply, Header: nats.Header{hdrEnd: []string{rp.opts.Node},
 		hdrLast: []string{strconv.FormatUint(last, 36)}}}
 	if !whole {
 		end.Header.Set(hdrTruncated, "1")
 	}
-	_ = c.nc.PublishMsg(end)
+	_ = rp.nc.PublishMsg(end)
 }
 
 // replayed is a message a replay brought.
 type replayed struct {
-	topic   string
-	payload []byte
-	in      incoming
+	msg codec.Message
 	// at is when its node forwarded it; zero when an older node's answer
 	// did not say.
 	at time.Time
@@ -234,11 +262,11 @@ type replayed struct {
 // number order, with each node's last number when it answered. The
 // request goes once this node's NATS server has the interest it is for:
 // a node that reads it routes what it publishes next to this node.
-func (c *Cluster) fetchReplay(dead string, filters []string, after map[string]uint64) ([]replayed, map[string]uint64) {
-	want, counted := c.peers()
+func (rp *replayer) fetchReplay(dead string, filters []string, after map[string]uint64) ([]replayed, map[string]uint64) {
+	want, counted := rp.members.peers()
 	delete(want, dead)
 	data, _ := json.Marshal(replayRequest{Dead: dead, Filters: filters, After: after})
-	inbox := c.nc.NewRespInbox()
+	inbox := rp.nc.NewRespInbox()
 	// A callback, not a channel: NATS drops what a full channel cannot
 	// take, and an answer may be thousands of messages. A node's end
 	// comes after its messages, which the callback has kept by then.
@@ -248,11 +276,11 @@ func (c *Cluster) fetchReplay(dead string, filters []string, after map[string]ui
 	ends := make(chan *nats.Msg, 64)
 	truncated := 0
 	last := map[string]uint64{}
-	sub, err := c.nc.Subscribe(inbox, func(m *nats.Msg) {
+	sub, err := rp.nc.Subscribe(inbox, func(m *nats.Msg) {
 		if m.Header.Get(hdrEnd) != "" {
 			select {
 			case ends <- m:
-			case <-c.stop:
+			case <-rp.stop:
 			}
 			return
 		}
@@ -264,8 +292,8 @@ func (c *Cluster) fetchReplay(dead string, filters []string, after map[string]ui
 	})
 	if err == nil {
 		_ = sub.SetPendingLimits(-1, -1)
-		if c.nc.PublishRequest(replaySubject(c.opts.Name), inbox, data) == nil {
-			truncated = c.collectReplay(ends, want, counted, last)
+		if rp.nc.PublishRequest(replaySubject(rp.opts.Name), inbox, data) == nil {
+			truncated = rp.collectReplay(ends, want, counted, last)
 		}
 		_ = sub.Unsubscribe()
 	}
@@ -273,25 +301,23 @@ func (c *Cluster) fetchReplay(dead string, filters []string, after map[string]ui
 	taken = true
 	all := got
 	mu.Unlock()
-	own, whole, _ := c.since(after[c.opts.Node], filters)
+	own, whole, _ := rp.since(after[rp.opts.Node], filters)
 	if !whole {
 		truncated++
 	}
 	if truncated > 0 {
-		c.log.Warn("messages published while no node held a dead node's session are partly gone: the replay window is shorter than the time it took",
-			zap.String("node", dead), zap.Int("nodes_truncated", truncated), zap.Duration("replay_window", c.opts.ReplayWindow))
+		rp.log.Warn("messages published while no node held a dead node's session are partly gone: the replay window is shorter than the time it took",
+			zap.String("node", dead), zap.Int("nodes_truncated", truncated), zap.Duration("replay_window", rp.opts.ReplayWindow))
 	}
 	out := make([]replayed, 0, len(all)+len(own))
 	add := func(m *nats.Msg, subj string, at time.Time) {
-		topic, err := Topic(c.opts.SubjectPrefix, subj)
+		topic, err := Topic(rp.opts.SubjectPrefix, subj)
 		if err != nil {
 			return
 		}
-		payload := m.Data
-		if len(payload) == 0 {
-			payload = nil
-		}
-		out = append(out, replayed{topic: topic, payload: payload, in: decodeHeader(m.Header), at: at})
+		var in incoming
+		decodeMsg(&in, topic, m.Data, m.Header)
+		out = append(out, replayed{msg: in.msg, at: at})
 	}
 	for _, m := range all {
 		var at time.Time
@@ -310,7 +336,7 @@ func (c *Cluster) fetchReplay(dead string, filters []string, after map[string]ui
 // external NATS whose nodes are not counted, until pingQuiet after the
 // last end), or replayTimeout; it returns the number of nodes whose ring
 // was truncated, and notes each node's last number in last.
-func (c *Cluster) collectReplay(ends chan *nats.Msg, want map[string]bool, counted bool, last map[string]uint64) int {
+func (rp *replayer) collectReplay(ends chan *nats.Msg, want map[string]bool, counted bool, last map[string]uint64) int {
 	if counted && len(want) == 0 {
 		return 0
 	}
@@ -337,10 +363,10 @@ func (c *Cluster) collectReplay(ends chan *nats.Msg, want map[string]bool, count
 			}
 		case <-quiet:
 			return truncated
-		case <-c.stop:
+		case <-rp.stop:
 			return truncated
 		case <-deadline.C:
-			c.warn("nodes did not answer a replay in time: a restored session may miss what they published while no node held it",
+			rp.warn("nodes did not answer a replay in time: a restored session may miss what they published while no node held it",
 				zap.Int("missing", len(want)))
 			return truncated
 		}
@@ -352,26 +378,26 @@ func (c *Cluster) collectReplay(ends chan *nats.Msg, want map[string]bool, count
 // Replay above); withWill schedules its will. The caller holds clientID's
 // claims.serialize: two installs of one session here would lose what the
 // first queued.
-func (c *Cluster) install(st *state, node, clientID string, recs *replicaRecords, withWill bool) (bool, error) {
-	filters, err := c.local.PendSession(clientID, recs.session)
+func (rp *replayer) install(st *state, node, clientID string, recs *replicaRecords, withWill bool) (bool, error) {
+	filters, err := rp.local.PendSession(clientID, recs.session)
 	if err != nil {
 		return false, err
 	}
 	var last map[string]uint64
 	if len(filters) > 0 {
-		last = c.replayInto(st, node, clientID, filters)
+		last = rp.replayInto(st, node, clientID, filters)
 	}
 	// On routeLoop, after the replay: what the pending session queued
 	// meanwhile stays after the replayed messages, the records go first.
-	err = c.onRouteLoop(func() error {
-		err := c.local.RestoreSession(clientID, recs.session, recs.inbound, recs.seqs, recs.msgs, recs.will, withWill)
+	err = rp.inbox.run(func() error {
+		err := rp.local.RestoreSession(clientID, recs.session, recs.inbound, recs.seqs, recs.msgs, recs.will, withWill)
 		if err == nil {
-			c.markReplayed(last)
+			rp.markReplayed(last)
 		}
 		return err
 	})
 	if err != nil {
-		c.local.DropImport(clientID)
+		rp.local.DropImport(clientID)
 		return false, err
 	}
 	return true, nil
@@ -394,63 +420,63 @@ type replayBatch struct {
 // replayInto puts into clientID's pending session (and those sharing the
 // batch) what the nodes published on filters after node's marks, and
 // returns once it is there, with each answering node's last number then.
-func (c *Cluster) replayInto(st *state, node, clientID string, filters []string) map[string]uint64 {
-	c.replayMu.Lock()
-	b := c.replays[node]
+func (rp *replayer) replayInto(st *state, node, clientID string, filters []string) map[string]uint64 {
+	rp.replayMu.Lock()
+	b := rp.replays[node]
 	leader := b == nil
 	if leader {
 		b = &replayBatch{ids: map[string]bool{}, filters: map[string]bool{}, ready: make(chan struct{})}
-		if c.replays == nil {
-			c.replays = map[string]*replayBatch{}
+		if rp.replays == nil {
+			rp.replays = map[string]*replayBatch{}
 		}
-		c.replays[node] = b
+		rp.replays[node] = b
 	}
 	b.ids[clientID] = true
 	for _, f := range filters {
 		b.filters[f] = true
 	}
-	c.replayMu.Unlock()
+	rp.replayMu.Unlock()
 	if !leader {
 		select {
 		case <-b.ready:
 			return b.last
-		case <-c.stop:
+		case <-rp.stop:
 			return nil
 		}
 	}
 	defer close(b.ready)
 	select {
 	case <-time.After(replayBatchWindow):
-	case <-c.stop:
+	case <-rp.stop:
 		return nil
 	}
-	c.replayMu.Lock()
-	delete(c.replays, node) // closed: the next session starts another
-	c.replayMu.Unlock()
+	rp.replayMu.Lock()
+	delete(rp.replays, node) // closed: the next session starts another
+	rp.replayMu.Unlock()
 	start := time.Now()
 	// The sessions' subscriptions are on this node's NATS server before
 	// the request leaves (see Replay).
-	if err := c.syncInterest(sessionTimeout); err != nil {
-		c.warn("restored sessions' subscriptions are not on NATS yet", zap.String("node", node), zap.Error(err))
+	if err := rp.interests.syncInterest(sessionTimeout); err != nil {
+		rp.warn("restored sessions' subscriptions are not on NATS yet", zap.String("node", node), zap.Error(err))
 	}
 	list := make([]string, 0, len(b.filters))
 	for f := range b.filters {
 		list = append(list, f)
 	}
-	msgs, last := c.fetchReplay(node, list, c.readMarksRetrying(st, node))
+	msgs, last := rp.fetchReplay(node, list, rp.readMarksRetrying(st, node))
 	b.last = last
 	n := 0
 	// On routeLoop: the answers came after what their nodes routed here
 	// before them, which the pending sessions queued; nothing is routed
 	// between the replay and its going in.
-	_ = c.onRouteLoop(func() error {
+	_ = rp.inbox.run(func() error {
 		for _, m := range msgs {
-			n += c.local.ReplayPending(b.ids, m.topic, m.payload, m.in.qos, m.in.retain, m.in.props, m.in.expires, m.in.from, m.at)
+			n += rp.local.ReplayPending(b.ids, m.msg, m.at)
 		}
 		return nil
 	})
-	c.replayedMsgs.Add(int64(n))
-	c.log.Info("messages published while no node held a dead node's sessions replayed into them", zap.String("node", node),
+	rp.replayedMsgs.Add(int64(n))
+	rp.log.Info("messages published while no node held a dead node's sessions replayed into them", zap.String("node", node),
 		zap.Int("sessions", len(b.ids)), zap.Int("messages", len(msgs)), zap.Int("deliveries", n),
 		zap.Duration("took", time.Since(start)))
 	return last
@@ -466,9 +492,9 @@ func (c *Cluster) replayInto(st *state, node, clientID string, filters []string)
 // connection and were routed first. Without this, a node that routes
 // nothing of that node's keeps an old mark, and a later replay of these
 // sessions from it gives them the same messages again.
-func (c *Cluster) markReplayed(last map[string]uint64) {
+func (rp *replayer) markReplayed(last map[string]uint64) {
 	for origin, seq := range last {
-		c.rep.mark(origin, seq)
+		rp.rep.mark(origin, seq)
 	}
 }
 
@@ -478,8 +504,8 @@ const markKind = "$wm"
 
 // readMarks reads node's marks: per origin node, the last number it
 // routed with its records in the stream.
-func (c *Cluster) readMarks(st *state, node string) (map[string]uint64, error) {
-	prefix := repPrefix(c.opts.Name, node) + markKind + "."
+func (r *replica) readMarks(st *state, node string) (map[string]uint64, error) {
+	prefix := repPrefix(r.opts.Name, node) + markKind + "."
 	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
 	defer cancel()
 	info, err := st.sessions.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
@@ -505,14 +531,14 @@ func (c *Cluster) readMarks(st *state, node string) (map[string]uint64, error) {
 // readMarksRetrying is readMarks, tried for as long as the records' read
 // (the stream may be electing a leader); without them the whole rings
 // are replayed (more copies, with DUP, none lost).
-func (c *Cluster) readMarksRetrying(st *state, node string) map[string]uint64 {
+func (rp *replayer) readMarksRetrying(st *state, node string) map[string]uint64 {
 	var marks map[string]uint64
-	err := c.retry(replicaReadTimeout, func() (err error) {
-		marks, err = c.readMarks(st, node)
+	err := rp.retry(replicaReadTimeout, func() (err error) {
+		marks, err = rp.rep.readMarks(st, node)
 		return err
 	})
 	if err != nil {
-		c.warn("cannot read a dead node's replay marks: whole rings are replayed", zap.String("node", node), zap.Error(err))
+		rp.warn("cannot read a dead node's replay marks: whole rings are replayed", zap.String("node", node), zap.Error(err))
 		marks = map[string]uint64{}
 	}
 	return marks
@@ -553,13 +579,12 @@ func (r *replica) mark(origin string, seq uint64) {
 // writeMarks publishes, per origin, the newest mark whose writes are in
 // the stream, when it moved. A mark that does not reach the stream only
 // makes a replay longer (its answers go with DUP), so none is awaited.
-func (c *Cluster) writeMarks(st *state) {
-	r := c.rep
+func (r *replica) writeMarks(st *state) {
 	r.mu.Lock()
 	var out map[string]uint64
 	for origin, ms := range r.marks {
 		i := 0
-		for i < len(ms) && ms[i].queued <= r.done {
+		for i < len(ms) && ms[i].queued <= r.inStream {
 			i++
 		}
 		if i == 0 {
@@ -576,7 +601,7 @@ func (c *Cluster) writeMarks(st *state) {
 	}
 	r.mu.Unlock()
 	for origin, seq := range out {
-		_, _ = st.js.PublishMsgAsync(&nats.Msg{Subject: repPrefix(c.opts.Name, c.opts.Node) + markKind + "." + origin,
+		_, _ = st.js.PublishMsgAsync(&nats.Msg{Subject: repPrefix(r.opts.Name, r.opts.Node) + markKind + "." + origin,
 			Data: []byte(strconv.FormatUint(seq, 36))})
 	}
 }
@@ -598,22 +623,22 @@ func (c *Cluster) writeMarks(st *state) {
 const rejoinRoutes = 5 * time.Second
 
 // loadMarks reads the marks a previous run saved, nil for none.
-func (c *Cluster) loadMarks() map[string]uint64 {
-	if c.opts.MarksFile == "" {
+func (r *replica) loadMarks() map[string]uint64 {
+	if r.opts.MarksFile == "" {
 		return nil
 	}
-	b, err := os.ReadFile(c.opts.MarksFile)
+	b, err := os.ReadFile(r.opts.MarksFile)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
-			c.log.Warn("cannot read the replay marks: what other nodes published while this node was down is not fetched",
-				zap.String("file", c.opts.MarksFile), zap.Error(err))
+			r.log.Warn("cannot read the replay marks: what other nodes published while this node was down is not fetched",
+				zap.String("file", r.opts.MarksFile), zap.Error(err))
 		}
 		return nil
 	}
 	var marks map[string]uint64
 	if err := json.Unmarshal(b, &marks); err != nil {
-		c.log.Warn("replay marks unreadable: what other nodes published while this node was down is not fetched",
-			zap.String("file", c.opts.MarksFile), zap.Error(err))
+		r.log.Warn("replay marks unreadable: what other nodes published while this node was down is not fetched",
+			zap.String("file", r.opts.MarksFile), zap.Error(err))
 		return nil
 	}
 	return marks
@@ -622,18 +647,17 @@ func (c *Cluster) loadMarks() map[string]uint64 {
 // marksLoop saves the marks to Options.MarksFile when they move, the
 // store synced first: a mark covers only messages whose records a crash
 // keeps.
-func (c *Cluster) marksLoop() {
-	defer c.done.Done()
+func (r *replica) marksLoop() {
+	defer r.done.Done()
 	t := time.NewTicker(markEvery)
 	defer t.Stop()
 	saved := map[string]uint64{}
 	for {
 		select {
-		case <-c.stop:
+		case <-r.stop:
 			return
 		case <-t.C:
 		}
-		r := c.rep
 		r.mu.Lock()
 		marks := make(map[string]uint64, len(r.marks))
 		moved := false
@@ -652,14 +676,14 @@ func (c *Cluster) marksLoop() {
 		if !moved {
 			continue
 		}
-		if c.store != nil {
-			if err := c.store.Sync(); err != nil {
-				c.warn("replay marks not saved: the store's sync failed", zap.Error(err))
+		if r.store != nil {
+			if err := r.store.Sync(); err != nil {
+				r.warn("replay marks not saved: the store's sync failed", zap.Error(err))
 				continue
 			}
 		}
-		if err := writeFileAtomic(c.opts.MarksFile, marks); err != nil {
-			c.warn("replay marks not saved", zap.String("file", c.opts.MarksFile), zap.Error(err))
+		if err := writeFileAtomic(r.opts.MarksFile, marks); err != nil {
+			r.warn("replay marks not saved", zap.String("file", r.opts.MarksFile), zap.Error(err))
 			continue
 		}
 		saved = marks
@@ -692,33 +716,45 @@ func writeFileAtomic(name string, v any) error {
 	return os.Rename(tmp, name)
 }
 
+// replayedOnRejoin reports whether a message for the plain subscribers
+// that comes now was in the replay of this node's return (rejoin):
+// numbered up to its node's last one in the replay, on a topic one of the
+// replayed filters matches. The replay went to every plain subscriber of
+// the topic, so all of the message is dropped, whichever filter brought
+// its first copy; only messages in flight when the replay ended get past
+// the number test.
+func (rp *replayer) replayedOnRejoin(in *incoming) bool {
+	if in.seq == 0 || in.seq > rp.rejoined[in.node] {
+		return false
+	}
+	for f := range rp.rejoinedFilters {
+		if codec.Match([]byte(f), []byte(in.msg.Topic)) {
+			return true
+		}
+	}
+	return false
+}
+
 // rejoin replays into this node's sessions what the other nodes published
 // on their filters after marks (nil: nothing to do), before routeLoop.
-func (c *Cluster) rejoin(marks map[string]uint64) {
+func (rp *replayer) rejoin(marks map[string]uint64) {
 	if marks == nil {
 		return
 	}
 	start := time.Now()
-	if c.emb != nil {
-		for c.emb.srv.NumRoutes() < c.nodeCount()-1 && time.Since(start) < rejoinRoutes {
+	if rp.emb != nil {
+		for rp.emb.srv.NumRoutes() < rp.nodeCount()-1 && time.Since(start) < rejoinRoutes {
 			select {
-			case <-c.stop:
+			case <-rp.stop:
 				return
 			case <-time.After(50 * time.Millisecond):
 			}
 		}
 	}
-	if err := c.syncInterest(sessionTimeout); err != nil {
-		c.warn("this node's subscriptions are not on NATS yet: the replay may miss messages", zap.Error(err))
+	if err := rp.interests.syncInterest(sessionTimeout); err != nil {
+		rp.warn("this node's subscriptions are not on NATS yet: the replay may miss messages", zap.Error(err))
 	}
-	filters := map[string]bool{}
-	c.subsMu.RLock()
-	for it := range c.filters {
-		if it.group == "" {
-			filters[it.filter] = true
-		}
-	}
-	c.subsMu.RUnlock()
+	filters := rp.interests.plainFilters()
 	if len(filters) == 0 {
 		return
 	}
@@ -726,14 +762,14 @@ func (c *Cluster) rejoin(marks map[string]uint64) {
 	for f := range filters {
 		list = append(list, f)
 	}
-	msgs, last := c.fetchReplay(c.opts.Node, list, marks)
+	msgs, last := rp.fetchReplay(rp.opts.Node, list, marks)
 	n := 0
 	for _, m := range msgs {
-		n += c.local.DeliverReplayed(m.topic, m.payload, m.in.qos, m.in.retain, m.in.props, m.in.expires, m.in.from, m.at)
+		n += rp.local.DeliverReplayed(m.msg, m.at)
 	}
-	c.markReplayed(last) // saved by marksLoop after a Sync of what went in
-	c.rejoined, c.rejoinedFilters = last, filters
-	c.replayedMsgs.Add(int64(n))
-	c.log.Info("messages published while this node was down replayed into its sessions", zap.Int("messages", len(msgs)),
+	rp.markReplayed(last) // saved by marksLoop after a Sync of what went in
+	rp.rejoined, rp.rejoinedFilters = last, filters
+	rp.replayedMsgs.Add(int64(n))
+	rp.log.Info("messages published while this node was down replayed into its sessions", zap.Int("messages", len(msgs)),
 		zap.Int("deliveries", n), zap.Int("filters", len(list)), zap.Duration("took", time.Since(start)))
 }

@@ -28,21 +28,20 @@ func (f *fakeLocal) PendSession(clientID string, session []byte) ([]string, erro
 
 // ReplayPending records "topic payload" on replayedLog, and published on
 // replayedAt.
-func (f *fakeLocal) ReplayPending(clientIDs map[string]bool, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
-	expires time.Time, from string, published time.Time) int {
+func (f *fakeLocal) ReplayPending(_ map[string]bool, m codec.Message, published time.Time) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.replayedLog = append(f.replayedLog, topic+" "+string(payload))
+	f.replayedLog = append(f.replayedLog, m.Topic+" "+string(m.Payload))
 	f.replayedAt = append(f.replayedAt, published)
 	return 1
 }
 
 // ringSeqs are the numbers of the messages in nd's ring, in order.
 func ringSeqs(nd *testNode) []uint64 {
-	nd.recent.mu.Lock()
-	defer nd.recent.mu.Unlock()
+	nd.replay.ring.mu.Lock()
+	defer nd.replay.ring.mu.Unlock()
 	var seqs []uint64
-	for _, m := range nd.recent.msgs[nd.recent.head:] {
+	for _, m := range nd.replay.ring.msgs[nd.replay.ring.head:] {
 		seqs = append(seqs, m.seq)
 	}
 	return seqs
@@ -65,7 +64,7 @@ func TestReplay(t *testing.T) {
 	n2.Interest("", "m/#", true)
 	waitInterest(t, n1, "m/probe", n2)
 	for i := range 3 {
-		n1.Forward("m/"+strconv.Itoa(i), []byte("x"), 1, false, nil, time.Time{}, "p", nil)
+		n1.Forward(codec.Message{Topic: "m/" + strconv.Itoa(i), Payload: []byte("x"), QoS: 1, From: "p"}, nil)
 	}
 	for range 3 {
 		n2.local.next(t)
@@ -73,17 +72,17 @@ func TestReplay(t *testing.T) {
 	st := n2.state.Load()
 	last := ringSeqs(n1)
 	waitFor(t, "n2's mark for n1", 5*time.Second, func() bool {
-		marks, err := n2.readMarks(st, "n2")
+		marks, err := n2.rep.readMarks(st, "n2")
 		return err == nil && marks["n1"] == last[len(last)-1]
 	})
 
 	before := time.Now()
 	for i := range 4 {
-		n1.Forward(fmt.Sprintf("a/%d", i), []byte("n1"), 1, false, nil, time.Time{}, "p", nil)
+		n1.Forward(codec.Message{Topic: fmt.Sprintf("a/%d", i), Payload: []byte("n1"), QoS: 1, From: "p"}, nil)
 	}
-	n1.Forward("b/1", []byte("n1"), 1, false, nil, time.Time{}, "p", nil)
-	n1.Forward("a/q0", []byte("n1"), 0, false, nil, time.Time{}, "p", nil)
-	n2.Forward("a/9", []byte("n2"), 2, false, nil, time.Time{}, "p", nil)
+	n1.Forward(codec.Message{Topic: "b/1", Payload: []byte("n1"), QoS: 1, From: "p"}, nil)
+	n1.Forward(codec.Message{Topic: "a/q0", Payload: []byte("n1"), From: "p"}, nil)
+	n2.Forward(codec.Message{Topic: "a/9", Payload: []byte("n2"), QoS: 2, From: "p"}, nil)
 	after := time.Now()
 	seqs := ringSeqs(n1)
 	mark := seqs[len(seqs)-4] // a/1: a/0 and a/1 are in the gone node's records
@@ -99,7 +98,7 @@ func TestReplay(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ok, err := n2.restoreFromReplica(st, "gone", "x", false)
+	ok, err := n2.replay.restoreFromReplica(st, "gone", "x", false)
 	if !ok || err != nil {
 		t.Fatalf("restore: %v, %v", ok, err)
 	}
@@ -130,30 +129,29 @@ func TestReplayRingBounds(t *testing.T) {
 	nd := nodes[0]
 	payload := make([]byte, 64<<10)
 	for i := range 40 {
-		nd.Forward("a/"+strconv.Itoa(i), payload, 1, false, nil, time.Time{}, "p", nil)
+		nd.Forward(codec.Message{Topic: "a/" + strconv.Itoa(i), Payload: payload, QoS: 1, From: "p"}, nil)
 	}
-	nd.recent.mu.Lock()
-	bytes, n := nd.recent.bytes, len(nd.recent.msgs)-nd.recent.head
-	nd.recent.mu.Unlock()
+	nd.replay.ring.mu.Lock()
+	bytes, n := nd.replay.ring.bytes, len(nd.replay.ring.msgs)-nd.replay.ring.head
+	nd.replay.ring.mu.Unlock()
 	if bytes > 1<<20 || n >= 40 || n == 0 {
 		t.Fatalf("ring holds %d messages in %d bytes", n, bytes)
 	}
 	seqs := ringSeqs(nd)
-	if msgs, whole, _ := nd.since(seqs[0]-1, []string{"#"}); !whole || len(msgs) != n {
+	if msgs, whole, _ := nd.replay.since(seqs[0]-1, []string{"#"}); !whole || len(msgs) != n {
 		t.Errorf("since the oldest kept: %d messages, whole %v", len(msgs), whole)
 	}
-	if msgs, whole, _ := nd.since(seqs[0]-2, []string{"#"}); whole || len(msgs) != n {
+	if msgs, whole, _ := nd.replay.since(seqs[0]-2, []string{"#"}); whole || len(msgs) != n {
 		t.Errorf("since one gone: %d messages, whole %v", len(msgs), whole)
 	}
-	if msgs, _, _ := nd.since(seqs[0]-1, []string{"b/#"}); len(msgs) != 0 {
+	if msgs, _, _ := nd.replay.since(seqs[0]-1, []string{"b/#"}); len(msgs) != 0 {
 		t.Errorf("other filter: %d messages", len(msgs))
 	}
 }
 
 // DeliverReplayed records as ReplayPending does.
-func (f *fakeLocal) DeliverReplayed(topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
-	expires time.Time, from string, published time.Time) int {
-	return f.ReplayPending(nil, topic, payload, qos, retain, props, expires, from, published)
+func (f *fakeLocal) DeliverReplayed(m codec.Message, published time.Time) int {
+	return f.ReplayPending(nil, m, published)
 }
 
 // BenchmarkForwardRing: what keeping a QoS 1 message in the replay ring
@@ -172,7 +170,7 @@ func BenchmarkForwardRing(b *testing.B) {
 		b.Run(fmt.Sprintf("qos%d", qos), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				c.Forward("bench/topic", payload, qos, false, nil, time.Time{}, "p", nil)
+				c.Forward(codec.Message{Topic: "bench/topic", Payload: payload, QoS: qos, From: "p"}, nil)
 			}
 		})
 	}
@@ -188,7 +186,7 @@ func TestReplayLarge(t *testing.T) {
 	n2.local.restored = make(chan restoredSession, 1)
 	const n = 20000
 	for i := range n {
-		n1.Forward("big/x", []byte(strconv.Itoa(i)), 1, false, nil, time.Time{}, "p", nil)
+		n1.Forward(codec.Message{Topic: "big/x", Payload: []byte(strconv.Itoa(i)), QoS: 1, From: "p"}, nil)
 	}
 	st := n2.state.Load()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -196,7 +194,7 @@ func TestReplayLarge(t *testing.T) {
 	if _, err := st.js.PublishMsg(ctx, &nats.Msg{Subject: repPrefix(n2.opts.Name, "gone") + key("y") + ".s", Data: []byte("big/#")}); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := n2.restoreFromReplica(st, "gone", "y", false); !ok || err != nil {
+	if ok, err := n2.replay.restoreFromReplica(st, "gone", "y", false); !ok || err != nil {
 		t.Fatalf("restore: %v, %v", ok, err)
 	}
 	<-n2.local.restored
@@ -216,10 +214,10 @@ func TestReplayLarge(t *testing.T) {
 // ageRing makes the first n messages of nd's ring older than its replay
 // window, as if that time had passed with nothing forwarded since.
 func ageRing(nd *testNode, n int) {
-	nd.recent.mu.Lock()
-	defer nd.recent.mu.Unlock()
+	nd.replay.ring.mu.Lock()
+	defer nd.replay.ring.mu.Unlock()
 	for i := range n {
-		nd.recent.msgs[nd.recent.head+i].at -= int64(nd.opts.ReplayWindow + time.Second)
+		nd.replay.ring.msgs[nd.replay.ring.head+i].at -= int64(nd.opts.ReplayWindow + time.Second)
 	}
 }
 
@@ -231,21 +229,21 @@ func TestReplayRingAge(t *testing.T) {
 	n1, n2 := nodes[0], nodes[1]
 	waitReady(t, n1, n2) // and so each node's replay subscription is known to the other's server
 	for i := range 3 {
-		n1.Forward("a/"+strconv.Itoa(i), []byte("n1"), 1, false, nil, time.Time{}, "p", nil)
+		n1.Forward(codec.Message{Topic: "a/" + strconv.Itoa(i), Payload: []byte("n1"), QoS: 1, From: "p"}, nil)
 	}
 	seqs := ringSeqs(n1)
 	ageRing(n1, 2)
-	msgs, whole, _ := n1.since(seqs[0]-1, []string{"a/#"})
+	msgs, whole, _ := n1.replay.since(seqs[0]-1, []string{"a/#"})
 	if len(msgs) != 1 || whole {
 		t.Errorf("own ring since before a/0: %d messages, whole %v; want a/2 only, not whole", len(msgs), whole)
 	}
-	if msgs, whole, _ := n1.since(seqs[1], []string{"a/#"}); len(msgs) != 1 || !whole {
+	if msgs, whole, _ := n1.replay.since(seqs[1], []string{"a/#"}); len(msgs) != 1 || !whole {
 		t.Errorf("own ring since a/1: %d messages, whole %v; want a/2, whole", len(msgs), whole)
 	}
-	got, _ := n2.fetchReplay("gone", []string{"a/#"}, map[string]uint64{"n1": seqs[0] - 1})
+	got, _ := n2.replay.fetchReplay("gone", []string{"a/#"}, map[string]uint64{"n1": seqs[0] - 1})
 	var topics []string
 	for _, m := range got {
-		topics = append(topics, m.topic)
+		topics = append(topics, m.msg.Topic)
 	}
 	if !slices.Equal(topics, []string{"a/2"}) {
 		t.Errorf("replayed over NATS %q, want a/2 only", topics)
@@ -263,7 +261,7 @@ func TestReplayMarkAdvances(t *testing.T) {
 	n1.local.restored = make(chan restoredSession, 1)
 	n2.local.restored = make(chan restoredSession, 1)
 	for i := range 3 {
-		n1.Forward("a/"+strconv.Itoa(i), []byte("n1"), 1, false, nil, time.Time{}, "p", nil)
+		n1.Forward(codec.Message{Topic: "a/" + strconv.Itoa(i), Payload: []byte("n1"), QoS: 1, From: "p"}, nil)
 	}
 	seqs := ringSeqs(n1)
 	st := n2.state.Load()
@@ -277,7 +275,7 @@ func TestReplayMarkAdvances(t *testing.T) {
 		}
 	}
 	putSession("gone") // no marks: the whole rings
-	if ok, err := n2.restoreFromReplica(st, "gone", "x", false); !ok || err != nil {
+	if ok, err := n2.replay.restoreFromReplica(st, "gone", "x", false); !ok || err != nil {
 		t.Fatalf("restore on n2: %v, %v", ok, err)
 	}
 	<-n2.local.restored
@@ -288,14 +286,14 @@ func TestReplayMarkAdvances(t *testing.T) {
 		t.Fatalf("first rebuild: %d replayed, want 3", first)
 	}
 	waitFor(t, "n2's mark for n1", 5*time.Second, func() bool {
-		marks, err := n2.readMarks(st, "n2")
+		marks, err := n2.rep.readMarks(st, "n2")
 		return err == nil && marks["n1"] == seqs[len(seqs)-1]
 	})
 
 	// n2's records of the session (its own: the test's fake broker writes
 	// none), read as if n2 had died.
 	putSession("n2")
-	if ok, err := n1.restoreFromReplica(n1.state.Load(), "n2", "x", false); !ok || err != nil {
+	if ok, err := n1.replay.restoreFromReplica(n1.state.Load(), "n2", "x", false); !ok || err != nil {
 		t.Fatalf("restore on n1: %v, %v", ok, err)
 	}
 	<-n1.local.restored
@@ -316,14 +314,14 @@ func TestReplayRejoinMark(t *testing.T) {
 	n1, n2 := nodes[0], nodes[1]
 	waitReady(t, n1, n2)
 	for i := range 3 {
-		n1.Forward("a/"+strconv.Itoa(i), []byte("n1"), 1, false, nil, time.Time{}, "p", nil)
+		n1.Forward(codec.Message{Topic: "a/" + strconv.Itoa(i), Payload: []byte("n1"), QoS: 1, From: "p"}, nil)
 	}
 	seqs := ringSeqs(n1)
 	// n2's sessions (a/#) come back from its store; its saved mark for n1
 	// is before a/0. Nothing is routed to n2 meanwhile: rejoin runs
 	// before routeLoop routes, as at Start.
 	n2.Interest("", "a/#", true)
-	n2.rejoin(map[string]uint64{"n1": seqs[0] - 1})
+	n2.replay.rejoin(map[string]uint64{"n1": seqs[0] - 1})
 	n2.local.mu.Lock()
 	replayed := len(n2.local.replayedLog)
 	n2.local.mu.Unlock()
@@ -335,7 +333,7 @@ func TestReplayRejoinMark(t *testing.T) {
 		var marks map[string]uint64
 		return err == nil && json.Unmarshal(b, &marks) == nil && marks["n1"] == seqs[len(seqs)-1]
 	})
-	n2.rejoin(n2.loadMarks())
+	n2.replay.rejoin(n2.rep.loadMarks())
 	n2.local.mu.Lock()
 	again := n2.local.replayedLog[replayed:]
 	n2.local.mu.Unlock()

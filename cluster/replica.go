@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -92,16 +93,21 @@ type replicaOp struct {
 	purge   bool
 }
 
-// replica queues the node's writes to the stream and tracks what is in.
+// replica queues the node's writes to the stream and tracks what is in,
+// reads a dead node's records, and keeps the marks (replay.go).
 type replica struct {
-	c *Cluster
+	*link
+	// store is the store core writes (ReplicateStore's argument), synced
+	// before marks are saved to Options.MarksFile.
+	store          Store
+	replicaDropped atomic.Int64 // writes dropped: too many waiting
 	// mu guards the fields below; cond signals done and failed changes.
-	mu      sync.Mutex
-	cond    *sync.Cond
-	queue   []replicaOp
-	queued  uint64 // writes ever queued
-	done    uint64 // writes in the stream (or given up at Close), a prefix of queued
-	dropped bool   // a write was dropped since the last Sync
+	mu       sync.Mutex
+	cond     *sync.Cond
+	queue    []replicaOp
+	queued   uint64 // writes ever queued
+	inStream uint64 // writes in the stream (or given up at Close), a prefix of queued
+	dropped  bool   // a write was dropped since the last Sync
 	// ids are the client ids with records in the stream from this node
 	// (DeleteSession purges only those: a session that never was
 	// persistent costs nothing).
@@ -124,15 +130,15 @@ type replicaStore struct {
 // is above 1, st itself otherwise. Call it before the broker restores
 // from st.
 func (c *Cluster) ReplicateStore(st Store) Store {
-	c.store = st
+	c.rep.store = st
 	if c.opts.SessionReplicas <= 1 {
 		return st
 	}
 	return &replicaStore{Store: st, r: c.rep}
 }
 
-func newReplica(c *Cluster) *replica {
-	r := &replica{c: c, ids: map[string]struct{}{}, wake: make(chan struct{}, 1), marks: map[string][]mark{}, written: map[string]uint64{}}
+func newReplica(l *link) *replica {
+	r := &replica{link: l, ids: map[string]struct{}{}, wake: make(chan struct{}, 1), marks: map[string][]mark{}, written: map[string]uint64{}}
 	r.cond = sync.NewCond(&r.mu)
 	return r
 }
@@ -140,20 +146,20 @@ func newReplica(c *Cluster) *replica {
 // repPrefix is the subject prefix of node's records.
 func repPrefix(name, node string) string { return "$XMQ." + name + ".rep." + node + "." }
 
-func (c *Cluster) repSubject(id, kind string) string {
-	return repPrefix(c.opts.Name, c.opts.Node) + key(id) + "." + kind
+func (r *replica) repSubject(id, kind string) string {
+	return repPrefix(r.opts.Name, r.opts.Node) + key(id) + "." + kind
 }
 
 func (r *replica) add(op replicaOp, id string) {
-	if r.c.closed.Load() {
+	if r.closed.Load() {
 		return // stopping: replicaLoop is gone (see liveness.left)
 	}
 	r.mu.Lock()
 	if len(r.queue) >= maxReplicaPending {
 		r.dropped = true
 		r.mu.Unlock()
-		r.c.replicaDropped.Add(1)
-		r.c.warn("session record not replicated: too many waiting for the stream", zap.String("client_id", id))
+		r.replicaDropped.Add(1)
+		r.warn("session record not replicated: too many waiting for the stream", zap.String("client_id", id))
 		return
 	}
 	if op.data != nil {
@@ -169,7 +175,7 @@ func (r *replica) add(op replicaOp, id string) {
 }
 
 func (s *replicaStore) put(id, kind string, rec []byte) {
-	s.r.add(replicaOp{subject: s.r.c.repSubject(id, kind), data: slices.Clone(rec)}, id)
+	s.r.add(replicaOp{subject: s.r.repSubject(id, kind), data: slices.Clone(rec)}, id)
 }
 
 func (s *replicaStore) del(id, kind string) {
@@ -177,7 +183,7 @@ func (s *replicaStore) del(id, kind string) {
 	_, known := s.r.ids[id]
 	s.r.mu.Unlock()
 	if known {
-		s.r.add(replicaOp{subject: s.r.c.repSubject(id, kind)}, id)
+		s.r.add(replicaOp{subject: s.r.repSubject(id, kind)}, id)
 	}
 }
 
@@ -200,7 +206,7 @@ func (s *replicaStore) DeleteSession(id string) error {
 	delete(s.r.ids, id)
 	s.r.mu.Unlock()
 	if known {
-		s.r.add(replicaOp{subject: s.r.c.repSubject(id, ">"), purge: true}, id)
+		s.r.add(replicaOp{subject: s.r.repSubject(id, ">"), purge: true}, id)
 	}
 	return err
 }
@@ -317,12 +323,12 @@ func (r *replica) wait(target uint64, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for r.done < target {
-		if r.c.closed.Load() {
+	for r.inStream < target {
+		if r.closed.Load() {
 			return nil // stopping: nothing more reaches the stream; the local store has it
 		}
 		if time.Now().After(deadline) {
-			r.c.warn("session records not replicated in time: acknowledgements refused", zap.Uint64("waiting", target-r.done))
+			r.warn("session records not replicated in time: acknowledgements refused", zap.Uint64("waiting", target-r.inStream))
 			return errReplica
 		}
 		r.cond.Wait()
@@ -345,20 +351,19 @@ func (s *replicaStore) Close() error {
 // published asynchronously, its acks awaited, what failed published again
 // (unless a later write of the batch replaces it) until it is in; a purge
 // waits for the writes before it and is one request.
-func (c *Cluster) replicaLoop(st *state) {
-	r := c.rep
+func (r *replica) replicaLoop(st *state) {
 	tick := time.NewTicker(markEvery)
 	defer tick.Stop()
 	for {
 		select {
 		case <-tick.C:
 			// Marks of messages that queued no record move on their own.
-			c.writeMarks(st)
+			r.writeMarks(st)
 			continue
-		case <-c.stop:
+		case <-r.stop:
 			// Nothing more reaches the stream: Syncs waiting fail, not hang.
 			r.mu.Lock()
-			r.done = r.queued
+			r.inStream = r.queued
 			r.queue = nil
 			r.cond.Broadcast()
 			r.mu.Unlock()
@@ -373,7 +378,7 @@ func (c *Cluster) replicaLoop(st *state) {
 			if n == 0 {
 				break
 			}
-			if !c.writeReplica(st, batch) {
+			if !r.writeReplica(st, batch) {
 				continue // stopping: the select above sees it
 			}
 			r.mu.Lock()
@@ -381,17 +386,17 @@ func (c *Cluster) replicaLoop(st *state) {
 			if len(r.queue) == 0 {
 				r.queue = nil
 			}
-			r.done += uint64(n)
+			r.inStream += uint64(n)
 			r.cond.Broadcast()
 			r.mu.Unlock()
 		}
-		c.writeMarks(st)
+		r.writeMarks(st)
 	}
 }
 
 // writeReplica writes batch to the stream, retrying until it is in; false
 // when the node stops first.
-func (c *Cluster) writeReplica(st *state, batch []replicaOp) bool {
+func (r *replica) writeReplica(st *state, batch []replicaOp) bool {
 	todo := batch
 	for len(todo) > 0 {
 		var failed []replicaOp
@@ -401,10 +406,10 @@ func (c *Cluster) writeReplica(st *state, batch []replicaOp) bool {
 			for j < len(todo) && !todo[j].purge {
 				j++
 			}
-			failed = append(failed, c.publishOps(st, todo[i:j])...)
+			failed = append(failed, r.publishOps(st, todo[i:j])...)
 			if j < len(todo) {
 				if len(failed) == 0 {
-					if err := c.purgeReplica(st, todo[j].subject); err != nil {
+					if err := r.purgeReplica(st, todo[j].subject); err != nil {
 						failed = append(failed, todo[j])
 					}
 				} else {
@@ -419,7 +424,7 @@ func (c *Cluster) writeReplica(st *state, batch []replicaOp) bool {
 		}
 		todo = failed
 		select {
-		case <-c.stop:
+		case <-r.stop:
 			return false
 		case <-time.After(250 * time.Millisecond):
 		}
@@ -430,7 +435,7 @@ func (c *Cluster) writeReplica(st *state, batch []replicaOp) bool {
 // publishOps publishes ops asynchronously and returns those that failed,
 // in order, without the ones a later op of ops on the same subject
 // replaces.
-func (c *Cluster) publishOps(st *state, ops []replicaOp) []replicaOp {
+func (r *replica) publishOps(st *state, ops []replicaOp) []replicaOp {
 	futures := make([]jetstream.PubAckFuture, len(ops))
 	for i, op := range ops {
 		m := &nats.Msg{Subject: op.subject, Data: op.data}
@@ -445,12 +450,12 @@ func (c *Cluster) publishOps(st *state, ops []replicaOp) []replicaOp {
 	}
 	var failed []replicaOp
 	for i, f := range futures {
-		err, stopped := c.awaitAck(f)
+		err, stopped := r.awaitAck(f)
 		if stopped {
 			return ops[i:]
 		}
 		if err != nil && last[ops[i].subject] == i {
-			c.warn("session record not replicated yet: retrying", zap.String("subject", ops[i].subject), zap.Error(err))
+			r.warn("session record not replicated yet: retrying", zap.String("subject", ops[i].subject), zap.Error(err))
 			failed = append(failed, ops[i])
 		}
 	}
@@ -458,24 +463,24 @@ func (c *Cluster) publishOps(st *state, ops []replicaOp) []replicaOp {
 }
 
 // purgeReplica removes every record under filter.
-func (c *Cluster) purgeReplica(st *state, filter string) error {
+func (r *replica) purgeReplica(st *state, filter string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
 	defer cancel()
 	err := st.sessions.Purge(ctx, jetstream.WithPurgeSubject(filter))
 	if err != nil {
-		c.warn("session records not purged yet: retrying", zap.String("subject", filter), zap.Error(err))
+		r.warn("session records not purged yet: retrying", zap.String("subject", filter), zap.Error(err))
 	}
 	return err
 }
 
 // makeSessionStream creates or binds the session stream.
-func (c *Cluster) makeSessionStream(js jetstream.JetStream, replicas int) (jetstream.Stream, error) {
+func (r *replica) makeSessionStream(js jetstream.JetStream, replicas int) (jetstream.Stream, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	cfg := jetstream.StreamConfig{
-		Name:              c.opts.Name + "_sessions",
+		Name:              r.opts.Name + "_sessions",
 		Description:       "xmq: persistent sessions' records, per node and client id",
-		Subjects:          []string{"$XMQ." + c.opts.Name + ".rep.>"},
+		Subjects:          []string{"$XMQ." + r.opts.Name + ".rep.>"},
 		MaxMsgsPerSubject: 1,
 		Replicas:          replicas,
 		Storage:           jetstream.FileStorage,
@@ -501,8 +506,8 @@ type replicaRecords struct {
 
 // readReplica reads clientID's records written by node; nil when there
 // is no session record.
-func (c *Cluster) readReplica(st *state, node, clientID string) (*replicaRecords, error) {
-	all, err := c.readRecords(st, node, key(clientID)+".>")
+func (r *replica) readReplica(st *state, node, clientID string) (*replicaRecords, error) {
+	all, err := r.readRecords(st, node, key(clientID)+".>")
 	if err != nil {
 		return nil, err
 	}
@@ -512,8 +517,8 @@ func (c *Cluster) readReplica(st *state, node, clientID string) (*replicaRecords
 // readRecords reads the records node wrote under filter (below its
 // prefix) with one ordered consumer, by client id; ids without a
 // session record are left out.
-func (c *Cluster) readRecords(st *state, node, filter string) (map[string]*replicaRecords, error) {
-	prefix := repPrefix(c.opts.Name, node)
+func (r *replica) readRecords(st *state, node, filter string) (map[string]*replicaRecords, error) {
+	prefix := repPrefix(r.opts.Name, node)
 	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
 	defer cancel()
 	info, err := st.sessions.Info(ctx, jetstream.WithSubjectFilter(prefix+filter))
@@ -650,42 +655,25 @@ func (b *recordsBuilder) done() map[string]*replicaRecords {
 // (gone) replicated, then removes them; withWill schedules its will (a
 // node adopting the session of a client not back yet). It reports
 // whether there was a session.
-func (c *Cluster) restoreFromReplica(st *state, node, clientID string, withWill bool) (bool, error) {
+func (rp *replayer) restoreFromReplica(st *state, node, clientID string, withWill bool) (bool, error) {
 	// The stream's leader may have been on the dead node: its replicas
 	// elect another within seconds, meanwhile reads fail.
 	var recs *replicaRecords
-	err := c.retry(replicaReadTimeout, func() (err error) {
-		recs, err = c.readReplica(st, node, clientID)
+	err := rp.retry(replicaReadTimeout, func() (err error) {
+		recs, err = rp.rep.readReplica(st, node, clientID)
 		return err
 	})
 	if err != nil || recs == nil {
 		return false, err
 	}
-	return c.install(st, node, clientID, recs, withWill)
+	return rp.install(st, node, clientID, recs, withWill)
 }
 
 // dropReplica removes the records node wrote for clientID, once the
 // session lives on here: one purge.
-func (c *Cluster) dropReplica(st *state, node, clientID string) {
-	if err := c.purgeReplica(st, repPrefix(c.opts.Name, node)+key(clientID)+".>"); err != nil {
-		c.log.Warn("records of a session restored here stay in the stream", zap.String("client_id", clientID),
+func (r *replica) dropReplica(st *state, node, clientID string) {
+	if err := r.purgeReplica(st, repPrefix(r.opts.Name, node)+key(clientID)+".>"); err != nil {
+		r.log.Warn("records of a session restored here stay in the stream", zap.String("client_id", clientID),
 			zap.String("node", node), zap.Error(err))
 	}
-}
-
-// retry calls f until it succeeds, for up to d (a JetStream stream whose
-// leader was on a dead node answers again once its replicas elected
-// another: seconds), and returns its last error.
-func (c *Cluster) retry(d time.Duration, f func() error) error {
-	deadline := time.Now().Add(d)
-	err := f()
-	for err != nil && time.Now().Before(deadline) {
-		select {
-		case <-c.stop:
-			return err
-		case <-time.After(250 * time.Millisecond):
-		}
-		err = f()
-	}
-	return err
 }

@@ -106,7 +106,7 @@ func TestReplicaStoreRecords(t *testing.T) {
 	must(s.PutInbound("a", []byte("I")))
 	must(s.PutWill("a", []byte("W")))
 	must(s.Sync())
-	recs, err := c.readReplica(st, "r1", "a")
+	recs, err := c.rep.readReplica(st, "r1", "a")
 	if err != nil || recs == nil {
 		t.Fatalf("read: %v, %v", recs, err)
 	}
@@ -114,7 +114,7 @@ func TestReplicaStoreRecords(t *testing.T) {
 		!slices.Equal(recs.seqs, []uint64{1, 3, 10}) || len(recs.msgs) != 3 || string(recs.msgs[1]) != "M3b" || string(recs.msgs[2]) != "M10" {
 		t.Fatalf("records %+v", recs)
 	}
-	ok, err := c.restoreFromReplica(st, "r1", "a", true)
+	ok, err := c.replay.restoreFromReplica(st, "r1", "a", true)
 	if !ok || err != nil {
 		t.Fatalf("restore: %v, %v", ok, err)
 	}
@@ -124,13 +124,13 @@ func TestReplicaStoreRecords(t *testing.T) {
 
 	must(s.DeleteWill("a"))
 	must(s.Sync())
-	if recs, _ = c.readReplica(st, "r1", "a"); recs == nil || recs.will != nil {
+	if recs, _ = c.rep.readReplica(st, "r1", "a"); recs == nil || recs.will != nil {
 		t.Errorf("will still there: %+v", recs)
 	}
 	must(s.DeleteSession("a"))
 	must(s.PutSession("a", []byte("S2")))
 	must(s.Sync())
-	if recs, _ = c.readReplica(st, "r1", "a"); recs == nil || string(recs.session) != "S2" || len(recs.msgs) != 0 || recs.inbound != nil {
+	if recs, _ = c.rep.readReplica(st, "r1", "a"); recs == nil || string(recs.session) != "S2" || len(recs.msgs) != 0 || recs.inbound != nil {
 		t.Errorf("after the session's end and a new one: %+v", recs)
 	}
 	c.rep.mu.Lock()
@@ -144,7 +144,7 @@ func TestReplicaStoreRecords(t *testing.T) {
 	if after != before {
 		t.Errorf("%d writes for an id with nothing replicated", after-before)
 	}
-	if recs, err = c.readReplica(st, "r1", "none"); recs != nil || err != nil {
+	if recs, err = c.rep.readReplica(st, "r1", "none"); recs != nil || err != nil {
 		t.Errorf("an unknown id read %+v, %v", recs, err)
 	}
 }

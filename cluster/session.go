@@ -1,8 +1,11 @@
 package cluster
 
 import (
+	"context"
 	"errors"
+	"github.com/nats-io/nats.go/jetstream"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -28,6 +31,25 @@ import (
 //     those the pending session queued (with DUP: they may be copies).
 //
 // CONNACK then says Session Present and the queued messages flow from here.
+
+// sessions moves persistent sessions between nodes: it brings one here
+// for a claim (moveSession), serves the other nodes' requests for those
+// here (serveSession, on routeLoop), and checks this node's sessions
+// against the registry when it comes back (reconcile).
+type sessions struct {
+	*link
+	reg       *registry // the claims here
+	members   *membership
+	interests *interests
+	replay    *replayer // the sessions of a node gone, from its records
+	rep       *replica
+	inbox     *inbox
+	given     givenSessions // sessions given away lately (keepGiven), on routeLoop
+	// sessionsIn, sessionsOut, sessionsLost, sessionsRestored and
+	// sessionsMerged are Stats' SessionsIn, SessionsOut, SessionsLost,
+	// SessionsRestored and SessionsMerged.
+	sessionsIn, sessionsOut, sessionsLost, sessionsRestored, sessionsMerged atomic.Int64
+}
 
 // sessionTimeout bounds the wait for each answer of another node: past it
 // (the node is dead or cut off) the connection starts a new session here.
@@ -60,27 +82,23 @@ func sessionSubject(name, node string) string {
 	return "$XMQ." + name + ".node." + node + ".session"
 }
 
-// pingSubject is where every node of cluster name answers pings with its
-// name.
-func pingSubject(name string) string { return "$XMQ." + name + ".ping" }
-
 // moveSession brings clientID's session from node, which held the id
 // before this node's claim rev.
-func (c *Cluster) moveSession(clientID, node string, rev uint64) {
+func (ss *sessions) moveSession(clientID, node string, rev uint64) {
 	start := time.Now()
 	lost := func(msg string, err error) {
-		c.sessionsLost.Add(1)
-		c.log.Warn(msg+": the connection starts a new session here", zap.String("client_id", clientID),
+		ss.sessionsLost.Add(1)
+		ss.log.Warn(msg+": the connection starts a new session here", zap.String("client_id", clientID),
 			zap.String("from", node), zap.Error(err))
 	}
-	subs, err := c.sessionRequest(node, clientID, rev, "subs")
+	subs, err := ss.sessionRequest(node, clientID, rev, "subs")
 	if errors.Is(err, nats.ErrNoResponders) {
-		c.noResponders(node)
+		ss.members.noResponders(node)
 	}
-	if err != nil && c.opts.SessionReplicas > 1 && (errors.Is(err, nats.ErrNoResponders) || c.isDead(node)) {
+	if err != nil && ss.opts.SessionReplicas > 1 && (errors.Is(err, nats.ErrNoResponders) || ss.members.isDead(node)) {
 		// The node is gone (no NATS server has its session subject): the
 		// session comes from its replicated records.
-		c.restoreHere(node, clientID, start)
+		ss.restoreHere(node, clientID, start)
 		return
 	}
 	if err != nil {
@@ -90,19 +108,19 @@ func (c *Cluster) moveSession(clientID, node string, rev uint64) {
 	if len(subs) == 0 {
 		return // no persistent session there (ended, expired, or MQTT 5 with no expiry)
 	}
-	if err := c.local.ImportSession(clientID, subs, false); err != nil {
+	if err := ss.local.ImportSession(clientID, subs, false); err != nil {
 		lost("session from another node not installed", err)
 		return
 	}
-	if err := c.syncInterest(sessionTimeout); err != nil {
-		c.warn("a moving session's subscriptions are not on NATS yet", zap.String("client_id", clientID), zap.Error(err))
+	if err := ss.interests.syncInterest(sessionTimeout); err != nil {
+		ss.warn("a moving session's subscriptions are not on NATS yet", zap.String("client_id", clientID), zap.Error(err))
 	}
-	c.ping(pingTimeout)
-	data, err := c.sessionRequest(node, clientID, rev, "take")
-	if errors.Is(err, nats.ErrTimeout) && !c.isDead(node) {
+	ss.members.ping(pingTimeout)
+	data, err := ss.sessionRequest(node, clientID, rev, "take")
+	if errors.Is(err, nats.ErrTimeout) && !ss.members.isDead(node) {
 		// The answer may be lost, not the node: it keeps what it gave
 		// for this claim (keepGiven), so ask once more.
-		data, err = c.sessionRequest(node, clientID, rev, "take")
+		data, err = ss.sessionRequest(node, clientID, rev, "take")
 	}
 	if err == nil && len(data) == 0 {
 		err = errors.New("the session ended there meanwhile")
@@ -113,28 +131,28 @@ func (c *Cluster) moveSession(clientID, node string, rev uint64) {
 		// every node, it is in the inbox, and the session is installed
 		// on routeLoop behind it, so that it is among what the pending
 		// session queued (sent with DUP), not a new message after.
-		c.ping(pingTimeout)
-		err = c.onRouteLoop(func() error { return c.local.ImportSession(clientID, data, true) })
+		ss.members.ping(pingTimeout)
+		err = ss.inbox.run(func() error { return ss.local.ImportSession(clientID, data, true) })
 	}
 	if err != nil {
-		c.local.DropImport(clientID)
+		ss.local.DropImport(clientID)
 		lost("session not moved from another node", err)
 		return
 	}
-	c.sessionsIn.Add(1)
-	c.log.Info("session moved here", zap.String("client_id", clientID), zap.String("from", node),
+	ss.sessionsIn.Add(1)
+	ss.log.Info("session moved here", zap.String("client_id", clientID), zap.String("from", node),
 		zap.Int("bytes", len(data)), zap.Duration("took", time.Since(start)))
 }
 
 // restoreHere rebuilds clientID's session from the records node (gone)
 // replicated, for its client connecting here; with none, a session this
 // node adopted meanwhile, if any, is the client's.
-func (c *Cluster) restoreHere(node, clientID string, start time.Time) {
-	st := c.state.Load()
-	ok, err := c.restoreFromReplica(st, node, clientID, false)
+func (ss *sessions) restoreHere(node, clientID string, start time.Time) {
+	st := ss.state.Load()
+	ok, err := ss.replay.restoreFromReplica(st, node, clientID, false)
 	if err != nil {
-		c.sessionsLost.Add(1)
-		c.log.Warn("session of a node gone not restored from its replicas: the connection starts a new session here",
+		ss.sessionsLost.Add(1)
+		ss.log.Warn("session of a node gone not restored from its replicas: the connection starts a new session here",
 			zap.String("client_id", clientID), zap.String("from", node), zap.Error(err))
 		return
 	}
@@ -143,24 +161,24 @@ func (c *Cluster) restoreHere(node, clientID string, start time.Time) {
 	}
 	// Every node routes to the session before its client is told it is
 	// there (CONNACK), as after a move.
-	if err := c.syncInterest(sessionTimeout); err != nil {
-		c.warn("a restored session's subscriptions are not on NATS yet", zap.String("client_id", clientID), zap.Error(err))
+	if err := ss.interests.syncInterest(sessionTimeout); err != nil {
+		ss.warn("a restored session's subscriptions are not on NATS yet", zap.String("client_id", clientID), zap.Error(err))
 	}
-	c.ping(pingTimeout)
-	c.dropReplica(st, node, clientID)
-	c.sessionsRestored.Add(1)
-	c.log.Info("session restored here from the replicas of a node gone", zap.String("client_id", clientID),
+	ss.members.ping(pingTimeout)
+	ss.rep.dropReplica(st, node, clientID)
+	ss.sessionsRestored.Add(1)
+	ss.log.Info("session restored here from the replicas of a node gone", zap.String("client_id", clientID),
 		zap.String("from", node), zap.Duration("took", time.Since(start)))
 }
 
 // sessionRequest asks node for step op of clientID's session and returns
 // the answer's data.
-func (c *Cluster) sessionRequest(node, clientID string, rev uint64, op string) ([]byte, error) {
-	req := nats.NewMsg(sessionSubject(c.opts.Name, node))
+func (ss *sessions) sessionRequest(node, clientID string, rev uint64, op string) ([]byte, error) {
+	req := nats.NewMsg(sessionSubject(ss.opts.Name, node))
 	req.Data = []byte(clientID)
 	req.Header.Set(hdrClaim, strconv.FormatUint(rev, 10))
 	req.Header.Set(hdrOp, op)
-	resp, err := c.nc.RequestMsg(req, sessionTimeout)
+	resp, err := ss.nc.RequestMsg(req, sessionTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -170,126 +188,13 @@ func (c *Cluster) sessionRequest(node, clientID string, rev uint64, op string) (
 	return resp.Data, nil
 }
 
-// ping returns once every other node answered a ping, or timeout passed:
-// then every NATS server has the interest this node's server had before
-// (each forwards the ping after the interest changes it got before it).
-// With an embedded server the nodes are its routes' servers; with an
-// external NATS those the heartbeats show reachable, or, before any
-// heartbeat, the wait ends pingQuiet after the last answer. It reports
-// whether the nodes it waited for answered (false: timeout or closing).
-func (c *Cluster) ping(timeout time.Duration) bool {
-	want, counted := c.peers()
-	if counted && len(want) == 0 {
-		return true
-	}
-	inbox := c.nc.NewRespInbox()
-	ch := make(chan *nats.Msg, 64)
-	sub, err := c.nc.ChanSubscribe(inbox, ch)
-	if err != nil {
-		return false
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if c.nc.PublishRequest(pingSubject(c.opts.Name), inbox, nil) != nil {
-		return false
-	}
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	var quiet <-chan time.Time
-	for {
-		select {
-		case m := <-ch:
-			delete(want, string(m.Data))
-			if counted && len(want) == 0 {
-				return true
-			}
-			if !counted {
-				quiet = time.After(pingQuiet)
-			}
-		case <-quiet:
-			return true
-		case <-c.stop:
-			return false
-		case <-deadline.C:
-			if counted {
-				c.warn("nodes did not answer a ping in time: a session moving here may miss messages they publish meanwhile",
-					zap.Int("missing", len(want)))
-			}
-			return !counted
-		}
-	}
-}
-
 type errorString string
 
 func (e errorString) Error() string { return string(e) }
 
-// peers are the other nodes to wait for: with an embedded server its
-// routes' servers, with an external NATS those the heartbeats show
-// reachable; counted is false when neither is known (an external NATS
-// before any heartbeat).
-func (c *Cluster) peers() (want map[string]bool, counted bool) {
-	want = map[string]bool{}
-	if c.emb != nil {
-		if rz, err := c.emb.srv.Routez(nil); err == nil {
-			counted = true
-			for _, r := range rz.Routes {
-				if r.RemoteName != c.opts.Node {
-					want[r.RemoteName] = true
-				}
-			}
-		}
-	}
-	if !counted && c.nodes.Load() != nil {
-		// External NATS: the heartbeats name the nodes to wait for.
-		counted = true
-		for _, st := range c.Nodes() {
-			if st.Reachable && st.Node != c.opts.Node {
-				want[st.Node] = true
-			}
-		}
-	}
-	return want, counted
-}
-
 // pinged marks a "take" request put back in the inbox once the other
-// nodes answered this node's ping (serveSession); queued marks a function
-// to run on routeLoop (onRouteLoop).
-var (
-	pinged = new(nats.Subscription)
-	queued = new(nats.Subscription)
-)
-
-// onRouteLoop runs f on routeLoop, after the messages in the inbox now,
-// and returns its error.
-func (c *Cluster) onRouteLoop(f func() error) error {
-	m := &nats.Msg{Sub: queued}
-	done := make(chan error, 1)
-	c.queuedMu.Lock()
-	c.queued[m] = func() { done <- f() }
-	c.queuedMu.Unlock()
-	select {
-	case c.in <- m:
-	case <-c.stop:
-		return errors.New("cluster: closing")
-	}
-	select {
-	case err := <-done:
-		return err
-	case <-c.stop:
-		return errors.New("cluster: closing")
-	}
-}
-
-// runQueued runs the function onRouteLoop queued as m.
-func (c *Cluster) runQueued(m *nats.Msg) {
-	c.queuedMu.Lock()
-	f := c.queued[m]
-	delete(c.queued, m)
-	c.queuedMu.Unlock()
-	if f != nil {
-		f()
-	}
-}
+// nodes answered this node's ping (serveSession).
+var pinged = new(nats.Subscription)
 
 // givenKeep is how long a node keeps a session it gave away in a "take"
 // answer, for the same request again: an answer lost on the way would
@@ -319,8 +224,8 @@ type givenSessions struct {
 // keepGiven keeps data, the session id just left with for the claim rev,
 // and returns it; with no data (the session is not here), what a former
 // answer to the same claim carried, if any. It runs on routeLoop.
-func (c *Cluster) keepGiven(id string, rev uint64, data []byte) []byte {
-	gs := &c.given
+func (ss *sessions) keepGiven(id string, rev uint64, data []byte) []byte {
+	gs := &ss.given
 	now := time.Now()
 	for len(gs.order) > 0 && now.Sub(gs.order[0].at) > givenKeep {
 		g := gs.order[0]
@@ -332,7 +237,7 @@ func (c *Cluster) keepGiven(id string, rev uint64, data []byte) []byte {
 		}
 	}
 	if data != nil {
-		c.sessionsOut.Add(1)
+		ss.sessionsOut.Add(1)
 		if gs.bytes+len(data) <= givenMax {
 			if gs.byID == nil {
 				gs.byID = map[string]*given{}
@@ -345,7 +250,7 @@ func (c *Cluster) keepGiven(id string, rev uint64, data []byte) []byte {
 		return data
 	}
 	if g := gs.byID[id]; g != nil && g.rev == rev {
-		c.log.Info("session given again: the first answer did not arrive", zap.String("client_id", id))
+		ss.log.Info("session given again: the first answer did not arrive", zap.String("client_id", id))
 		return g.data
 	}
 	return nil
@@ -361,66 +266,151 @@ func (c *Cluster) keepGiven(id string, rev uint64, data []byte) []byte {
 // the inbox: each node's answer comes after the messages its NATS server
 // sent here before it learned the requester's interest, so those are in
 // the inbox before the request and reach the session before it leaves.
-func (c *Cluster) serveSession(m *nats.Msg) {
+func (ss *sessions) serveSession(m *nats.Msg) {
 	switch m.Header.Get(hdrOp) {
 	case "merge":
-		c.serveMerge(m)
+		ss.serveMerge(m)
 		return
 	case "owner":
 		// Whose session this is, for another node's Claim (mayTake).
 		resp := nats.NewMsg(m.Reply)
-		if owner, known, ok := c.local.SessionOwner(string(m.Data)); ok && known {
+		if owner, known, ok := ss.local.SessionOwner(string(m.Data)); ok && known {
 			resp.Data = []byte(ownerField(owner))
 		}
-		if err := c.nc.PublishMsg(resp); err != nil {
-			c.warn("cannot answer a session request", zap.Error(err))
+		if err := ss.nc.PublishMsg(resp); err != nil {
+			ss.warn("cannot answer a session request", zap.Error(err))
 		}
 		return
 	}
 	take := m.Header.Get(hdrOp) == "take"
 	if take && m.Sub != pinged {
-		c.goUnlessClosed(func() {
-			c.ping(pingTimeout)
+		ss.goUnlessClosed(func() {
+			ss.members.ping(pingTimeout)
 			m.Sub = pinged
-			select {
-			case c.in <- m:
-			case <-c.stop:
-			}
+			ss.inbox.put(m)
 		})
 		return
 	}
 	id := string(m.Data)
 	rev, _ := strconv.ParseUint(m.Header.Get(hdrClaim), 10, 64)
 	resp := nats.NewMsg(m.Reply)
-	c.claims.mu.Lock()
-	ours := c.claims.m[id]
-	c.claims.mu.Unlock()
+	ours := ss.reg.held(id)
 	if ours > rev {
-		resp.Header.Set(hdrError, "the client connected again on node "+c.opts.Node)
+		resp.Header.Set(hdrError, "the client connected again on node "+ss.opts.Node)
 	} else {
-		max := int(c.nc.MaxPayload()) - 1024 // room for the headers
-		resp.Data = c.local.ExportSession(id, max, take)
+		max := int(ss.nc.MaxPayload()) - 1024 // room for the headers
+		resp.Data = ss.local.ExportSession(id, max, take)
 		if take {
-			resp.Data = c.keepGiven(id, rev, resp.Data)
+			resp.Data = ss.keepGiven(id, rev, resp.Data)
 		}
 	}
-	if err := c.nc.PublishMsg(resp); err != nil {
-		c.warn("cannot answer a session request", zap.String("client_id", id), zap.Error(err))
+	if err := ss.nc.PublishMsg(resp); err != nil {
+		ss.warn("cannot answer a session request", zap.String("client_id", id), zap.Error(err))
 	}
 }
 
 // serveMerge takes the messages of a stale session on the requesting
 // node (liveness.go) into the client's session here, off routeLoop: the
 // store's Sync may wait for the session replicas.
-func (c *Cluster) serveMerge(m *nats.Msg) {
-	c.goUnlessClosed(func() {
+func (ss *sessions) serveMerge(m *nats.Msg) {
+	ss.goUnlessClosed(func() {
 		id := m.Header.Get(hdrClient)
 		resp := nats.NewMsg(m.Reply)
-		if _, err := c.local.MergeSession(id, m.Data); err != nil {
+		if _, err := ss.local.MergeSession(id, m.Data); err != nil {
 			resp.Header.Set(hdrError, err.Error())
 		}
-		if err := c.nc.PublishMsg(resp); err != nil {
-			c.warn("cannot answer a session request", zap.String("client_id", id), zap.Error(err))
+		if err := ss.nc.PublishMsg(resp); err != nil {
+			ss.warn("cannot answer a session request", zap.String("client_id", id), zap.Error(err))
 		}
 	})
+}
+
+// ownerAt asks node whose session of clientID it holds: the registry
+// owner field, or "" when it has none (or one of no known owner).
+func (ss *sessions) ownerAt(node, clientID string) (string, error) {
+	b, err := ss.sessionRequest(node, clientID, 0, "owner")
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+// reconcile runs once the registry is ready on a node that (re)started
+// with persistent sessions: a session whose client id the registry gives
+// to another node is stale (its client moved on while this node was
+// down). With session replicas, the session there came from the
+// replicated records and this copy goes; without, this copy's messages
+// are merged into the session there (with DUP), so that nothing this node
+// acknowledged is lost. A session the registry does not know is
+// registered as left offline here, so that the client's next connection
+// anywhere moves it.
+func (ss *sessions) reconcile(st *state) {
+	// The replay of what was published while this node was down goes
+	// into its sessions first, stale ones included.
+	select {
+	case <-ss.replay.rejoinDone:
+	case <-ss.stop:
+		return
+	}
+	ids := ss.local.StaleSessions()
+	stale, registered := 0, 0
+	for _, id := range ids {
+		if ss.closed.Load() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
+		k := key(id)
+		e, err := st.clients.Get(ctx, k)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			re := regEntry{node: ss.opts.Node, flag: "s"}
+			if owner, known, _ := ss.local.SessionOwner(id); known {
+				re.owner = ownerField(owner)
+			}
+			if _, err := st.clients.Create(ctx, k, re.value()); err == nil {
+				registered++
+			}
+		case err != nil:
+			ss.warn("cannot read the client id registry: a session left as it is", zap.String("client_id", id), zap.Error(err))
+		case heldBy(e.Value()) != ss.opts.Node:
+			stale++
+			ss.dropStale(id, heldBy(e.Value()))
+		}
+		cancel()
+	}
+	if stale > 0 || registered > 0 {
+		ss.log.Info("sessions checked against the registry", zap.Int("sessions", len(ids)), zap.Int("stale", stale),
+			zap.Int("registered", registered))
+	}
+}
+
+// dropStale ends clientID's stale session here (its will unsent: the
+// client is back on holder) and, without session replicas, merges its
+// messages into the session on holder.
+func (ss *sessions) dropStale(clientID, holder string) {
+	data := ss.local.ExportSession(clientID, 0, true)
+	if data == nil || ss.opts.SessionReplicas > 1 {
+		return
+	}
+	req := nats.NewMsg(sessionSubject(ss.opts.Name, holder))
+	req.Data = data
+	req.Header.Set(hdrClaim, "0")
+	req.Header.Set(hdrOp, "merge")
+	req.Header.Set(hdrClient, clientID)
+	resp, err := ss.nc.RequestMsg(req, sessionTimeout)
+	if err == nil {
+		if e := resp.Header.Get(hdrError); e != "" {
+			err = errorString(e)
+		}
+	}
+	if err != nil {
+		// Kept here rather than lost: the client's next move takes it.
+		if ierr := ss.local.ImportSession(clientID, data, true); ierr != nil {
+			ss.log.Error("a stale session's messages lost", zap.String("client_id", clientID), zap.Error(ierr))
+		}
+		ss.log.Warn("a stale session's messages not merged into its client's session: kept here", zap.String("client_id", clientID),
+			zap.String("node", holder), zap.Error(err))
+		return
+	}
+	ss.sessionsMerged.Add(1)
 }

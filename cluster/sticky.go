@@ -60,45 +60,28 @@ type stickyGroup struct {
 
 // sticky is what a node keeps for its sticky shared groups.
 type sticky struct {
-	table   atomic.Pointer[[]stickyGroup]
-	inbox   string // replies come on inbox.ID
-	mu      sync.Mutex
-	next    uint64
-	pending map[string]*stickySent
+	*link
+	// handOver is Cluster.HandOver, for a message no member took.
+	handOver func(group, filter string, m codec.Message)
+	table    atomic.Pointer[[]stickyGroup]
+	inbox    string // replies come on inbox.ID
+	mu       sync.Mutex
+	next     uint64
+	pending  map[string]*stickySent
 }
 
 // stickySent is a message sent to a node for a shared group, waiting for
 // its answer.
 type stickySent struct {
-	group, filter, topic string
-	payload              []byte
-	qos                  byte
-	retain               bool
-	props                *codec.Properties
-	expires              time.Time
-	from                 string
-	at                   time.Time
+	group, filter string
+	msg           codec.Message
+	at            time.Time
 }
 
-// ownGroups lists the shared groups with members here, as "$share/G/F",
-// sorted, at most maxStickyGroups.
-func (c *Cluster) ownGroups() []string {
-	var gs []string
-	c.subsMu.RLock()
-	for it := range c.filters {
-		if it.group != "" {
-			gs = append(gs, "$share/"+it.group+"/"+it.filter)
-		}
-	}
-	c.subsMu.RUnlock()
-	slices.Sort(gs)
-	return gs[:min(len(gs), maxStickyGroups)]
-}
-
-// rebuildSticky makes the table of the other reachable nodes' groups from
+// rebuild makes the table of the other reachable nodes' groups from
 // their last heartbeats. n.mu is held.
-func (c *Cluster) rebuildSticky(n *nodes) {
-	if c.opts.SharedHash == "" {
+func (sk *sticky) rebuild(n *nodes) {
+	if sk.opts.SharedHash == "" {
 		return
 	}
 	byGroup := map[interest][]string{}
@@ -120,27 +103,26 @@ func (c *Cluster) rebuildSticky(n *nodes) {
 		slices.Sort(ns)
 		t = append(t, stickyGroup{interest: it, match: []byte(it.filter), nodes: ns})
 	}
-	c.sticky.table.Store(&t)
+	sk.table.Store(&t)
 }
 
-// sendSticky sends the message m carries to the node each sticky group
+// send sends msg, which nm carries, to the node each sticky group
 // on its topic picks, for the groups not served here, and returns served
 // with those added.
-func (c *Cluster) sendSticky(m *nats.Msg, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
-	expires time.Time, from string, served []string) []string {
-	tp := c.sticky.table.Load()
+func (sk *sticky) send(nm *nats.Msg, msg codec.Message, served []string) []string {
+	tp := sk.table.Load()
 	if tp == nil || len(*tp) == 0 {
 		return served
 	}
-	key := topic
-	if c.opts.SharedHash == SharedHashClient {
-		key = from
+	key := msg.Topic
+	if sk.opts.SharedHash == SharedHashClient {
+		key = msg.From
 	}
 	var h uint32
 	hashed := false
 	for i := range *tp {
 		g := &(*tp)[i]
-		if isServed(served, g.group, g.filter) || !codec.Match(g.match, []byte(topic)) {
+		if isServed(served, g.group, g.filter) || !codec.Match(g.match, []byte(msg.Topic)) {
 			continue
 		}
 		if !hashed {
@@ -149,22 +131,21 @@ func (c *Cluster) sendSticky(m *nats.Msg, topic string, payload []byte, qos byte
 			h, hashed = f.Sum32(), true
 		}
 		node := g.nodes[int(h%uint32(len(g.nodes)))]
-		out := &nats.Msg{Subject: groupSubject(c.opts.Name, node), Data: payload, Header: make(nats.Header, len(m.Header)+3)}
-		for k, v := range m.Header {
+		out := &nats.Msg{Subject: groupSubject(sk.opts.Name, node), Data: msg.Payload, Header: make(nats.Header, len(nm.Header)+3)}
+		for k, v := range nm.Header {
 			out.Header[k] = v
 		}
-		out.Header[hdrSubject] = []string{m.Subject}
+		out.Header[hdrSubject] = []string{nm.Subject}
 		out.Header[hdrShareGroup] = []string{url.QueryEscape(g.group)}
 		out.Header[hdrShareFilter] = []string{url.QueryEscape(g.filter)}
-		c.sticky.mu.Lock()
-		c.sticky.next++
-		id := strconv.FormatUint(c.sticky.next, 36)
-		c.sticky.pending[id] = &stickySent{group: g.group, filter: g.filter, topic: topic, payload: payload, qos: qos,
-			retain: retain, props: props, expires: expires, from: from, at: time.Now()}
-		c.sticky.mu.Unlock()
-		out.Reply = c.sticky.inbox + "." + id
-		if err := c.nc.PublishMsg(out); err != nil {
-			c.stickyAnswered(id, false)
+		sk.mu.Lock()
+		sk.next++
+		id := strconv.FormatUint(sk.next, 36)
+		sk.pending[id] = &stickySent{group: g.group, filter: g.filter, msg: msg, at: time.Now()}
+		sk.mu.Unlock()
+		out.Reply = sk.inbox + "." + id
+		if err := sk.nc.PublishMsg(out); err != nil {
+			sk.answered(id, false)
 		}
 		served = append(served, g.group, g.filter)
 	}
@@ -182,73 +163,69 @@ func isServed(served []string, group, filter string) bool {
 	return false
 }
 
-// startSticky subscribes to the answers and starts the sweep of those
+// start subscribes to the answers and starts the sweep of those
 // that do not come.
-func (c *Cluster) startSticky() {
-	c.sticky.pending = map[string]*stickySent{}
-	c.sticky.inbox = c.nc.NewRespInbox()
-	_, err := c.nc.Subscribe(c.sticky.inbox+".*", func(m *nats.Msg) {
-		id := m.Subject[len(c.sticky.inbox)+1:]
+func (sk *sticky) start() {
+	sk.pending = map[string]*stickySent{}
+	sk.inbox = sk.nc.NewRespInbox()
+	_, err := sk.nc.Subscribe(sk.inbox+".*", func(m *nats.Msg) {
+		id := m.Subject[len(sk.inbox)+1:]
 		// "1": a member got it; "0", or NATS's no-responders status (no
 		// data): none did.
-		c.stickyAnswered(id, len(m.Data) == 1 && m.Data[0] == '1')
+		sk.answered(id, len(m.Data) == 1 && m.Data[0] == '1')
 	})
 	if err != nil {
-		c.log.Error("cannot hear other nodes' answers for shared groups: messages sent to them may be handed over twice", zap.Error(err))
+		sk.log.Error("cannot hear other nodes' answers for shared groups: messages sent to them may be handed over twice", zap.Error(err))
 	}
-	c.goUnlessClosed(func() {
+	sk.goUnlessClosed(func() {
 		t := time.NewTicker(stickyTimeout / 4)
 		defer t.Stop()
 		for {
 			select {
-			case <-c.stop:
+			case <-sk.stop:
 				return
 			case now := <-t.C:
 				var late []string
-				c.sticky.mu.Lock()
-				for id, s := range c.sticky.pending {
+				sk.mu.Lock()
+				for id, s := range sk.pending {
 					if now.Sub(s.at) > stickyTimeout {
 						late = append(late, id)
 					}
 				}
-				c.sticky.mu.Unlock()
+				sk.mu.Unlock()
 				for _, id := range late {
-					c.stickyAnswered(id, false)
+					sk.answered(id, false)
 				}
 			}
 		}
 	})
 }
 
-// stickyAnswered ends the wait for message id: unless a member got it,
+// answered ends the wait for message id: unless a member got it,
 // it is handed over to the group's members on any node.
-func (c *Cluster) stickyAnswered(id string, got bool) {
-	c.sticky.mu.Lock()
-	s := c.sticky.pending[id]
-	delete(c.sticky.pending, id)
-	c.sticky.mu.Unlock()
+func (sk *sticky) answered(id string, got bool) {
+	sk.mu.Lock()
+	s := sk.pending[id]
+	delete(sk.pending, id)
+	sk.mu.Unlock()
 	if s == nil || got {
 		return
 	}
-	c.HandOver(s.group, s.filter, s.topic, s.payload, s.qos, s.retain, s.props, s.expires, s.from)
+	sk.handOver(s.group, s.filter, s.msg)
 }
 
-// serveSticky delivers a message another node sent here for one of this
+// serve delivers a message another node sent here for one of this
 // node's shared groups (on routeLoop, in order with the others) and
 // answers whether a member got it.
-func (c *Cluster) serveSticky(m *nats.Msg) {
-	c.received.Add(1)
+func (sk *sticky) serve(m *nats.Msg) {
 	group, err1 := url.QueryUnescape(m.Header.Get(hdrShareGroup))
 	filter, err2 := url.QueryUnescape(m.Header.Get(hdrShareFilter))
-	topic, err3 := Topic(c.opts.SubjectPrefix, m.Header.Get(hdrSubject))
+	topic, err3 := Topic(sk.opts.SubjectPrefix, m.Header.Get(hdrSubject))
 	n := 0
 	if err1 == nil && err2 == nil && err3 == nil && group != "" {
-		in := decodeHeader(m.Header)
-		payload := m.Data
-		if len(payload) == 0 {
-			payload = nil
-		}
-		n = c.local.DeliverRemote(group, filter, topic, payload, in.qos, in.retain, in.props, in.expires, in.from)
+		var in incoming
+		decodeMsg(&in, topic, m.Data, m.Header)
+		n = sk.local.DeliverRemote(group, filter, in.msg)
 	}
 	answer := []byte{'0'}
 	if n > 0 {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/xmq-io/xmq/codec"
 )
 
 // TestStickySharedGroups: with a hash strategy, a shared group's messages
@@ -33,7 +35,7 @@ func TestStickySharedGroups(t *testing.T) {
 	send := func(round int) {
 		for i := range each {
 			for p := range pubs {
-				a.Forward("s/x", []byte(strconv.Itoa(round*each+i)), 1, false, nil, time.Time{}, "p"+strconv.Itoa(p), nil)
+				a.Forward(codec.Message{Topic: "s/x", Payload: []byte(strconv.Itoa(round*each + i)), QoS: 1, From: "p" + strconv.Itoa(p)}, nil)
 			}
 		}
 	}

@@ -127,7 +127,7 @@ func TestTrustEmbedded(t *testing.T) {
 	}
 	var m *nats.Msg
 	waitFor(t, "the application gets a forwarded message", 5*time.Second, func() bool {
-		nodes[1].Forward("app/x", []byte("to nats"), 1, false, nil, time.Time{}, "c1", nil)
+		nodes[1].Forward(codec.Message{Topic: "app/x", Payload: []byte("to nats"), QoS: 1, From: "c1"}, nil)
 		m, _ = in.NextMsg(50 * time.Millisecond)
 		return m != nil
 	})
@@ -307,13 +307,13 @@ func TestClaimOrderAfterFreeze(t *testing.T) {
 	live := n1.claim("dev", false)
 	// n2 was frozen from a minute ago until now: its freezeLoop says so.
 	now := time.Now()
-	n2.freeze.from.Store(now.Add(-time.Minute).UnixNano())
-	n2.freeze.until.Store(now.UnixNano())
+	n2.reg.freeze.from.Store(now.Add(-time.Minute).UnixNano())
+	n2.reg.freeze.until.Store(now.UnixNano())
 	if c, rc := n2.Claim("dev", "", true, true); c != 0 || rc != codec.UseAnotherServer {
 		t.Fatalf("a claim read after a freeze: %d, %v; want refused", c, rc)
 	}
 	n1.local.noTakeOver(t, 300*time.Millisecond)
-	n2.freeze.until.Store(now.Add(-time.Hour).UnixNano())
+	n2.reg.freeze.until.Store(now.Add(-time.Hour).UnixNano())
 	if c, rc := n2.Claim("dev", "", true, true); c == 0 || rc != 0 {
 		t.Fatalf("a claim after the node caught up: %d, %v", c, rc)
 	}

@@ -51,13 +51,41 @@ func BenchmarkRouterMatch(b *testing.B) {
 func BenchmarkPublishDeliver(b *testing.B) {
 	for _, n := range []int{1, 100, 1000} {
 		b.Run(fmt.Sprintf("subs=%d", n), func(b *testing.B) {
-			benchPublishDeliver(b, n)
+			benchPublishDeliver(b, n, Config{}, nil)
 		})
 	}
 }
 
-func benchPublishDeliver(b *testing.B, n int) {
-	srv, err := New(Options{SysInterval: -1, MaxQueued: 1 << 20}, Config{})
+// BenchmarkPublishCluster measures what the cluster seam adds to
+// BenchmarkPublishDeliver with one subscriber: "forward", a PUBLISH also
+// handed to a cluster that keeps nothing (Cluster.Forward); "remote", a
+// message from another node (Server.DeliverRemote) instead of a PUBLISH.
+func BenchmarkPublishCluster(b *testing.B) {
+	b.Run("forward", func(b *testing.B) { benchPublishDeliver(b, 1, Config{Cluster: nopCluster{}}, nil) })
+	b.Run("remote", func(b *testing.B) {
+		payload := make([]byte, 64)
+		benchPublishDeliver(b, 1, Config{Cluster: nopCluster{}}, func(srv *Server) {
+			srv.DeliverRemote("", "", codec.Message{Topic: "bench/t", Payload: payload, From: "pub"})
+		})
+	})
+}
+
+// nopCluster is a cluster with no other node.
+type nopCluster struct{}
+
+func (nopCluster) Interest(string, string, bool) uint64                        { return 0 }
+func (nopCluster) Forward(codec.Message, []string)                             {}
+func (nopCluster) Retain(codec.Message)                                        {}
+func (nopCluster) Claim(string, string, bool, bool) (uint64, codec.ReasonCode) { return 0, 0 }
+func (nopCluster) AwaitInterest(uint64)                                        {}
+func (nopCluster) HandOver(string, string, codec.Message)                      {}
+func (nopCluster) Release(string, uint64, bool)                                {}
+
+// benchPublishDeliver publishes b.N messages to n subscribers of
+// bench/t: QoS 0 PUBLISH packets of a client, or with remote, b.N calls
+// of remote.
+func benchPublishDeliver(b *testing.B, n int, cfg Config, remote func(*Server)) {
+	srv, err := New(Options{SysInterval: -1, MaxQueued: 1 << 20}, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -106,6 +134,12 @@ func benchPublishDeliver(b *testing.B, n int) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	go func() {
+		if remote != nil {
+			for i := 0; i < b.N; i++ {
+				remote(srv)
+			}
+			return
+		}
 		for i := 0; i < b.N; i++ {
 			_, _ = w.Write(msg)
 		}

@@ -46,19 +46,17 @@ type Cluster interface {
 	// number (increasing), for AwaitInterest.
 	Interest(group, filter string, on bool) uint64
 	// Forward hands the other nodes a message published on this node, on
-	// the publisher's goroutine, once its local subscribers have it. The
-	// arguments are the immutable parts of a Message: Forward must not
-	// change them, nor block on the network. props holds only what is
-	// forwarded to subscribers (nil for none); expires is zero for no
-	// expiry; from is the publishing client's id ("" for the broker);
-	// served lists the shared groups this node delivered it to, as group,
-	// filter pairs (nil for none).
-	Forward(topic string, payload []byte, qos byte, retain bool, props *codec.Properties, expires time.Time, from string, served []string)
-	// Retain records topic's retained message cluster-wide (an empty
+	// the publisher's goroutine, once its local subscribers have it. m is
+	// the message's immutable part (codec.Message): Forward must not
+	// change what it shares, nor block on the network. served lists the
+	// shared groups this node delivered it to, as group, filter pairs (nil
+	// for none).
+	Forward(m codec.Message, served []string)
+	// Retain records m.Topic's retained message cluster-wide (an empty
 	// payload clears it) as this node keeps it; the other nodes keep it
-	// through Server.SetRetained. The arguments are as Forward's, and
-	// Retain must not block on the network either.
-	Retain(topic string, payload []byte, qos byte, props *codec.Properties, expires time.Time, from string)
+	// through Server.SetRetained. m is as Forward's, and Retain must not
+	// block on the network either.
+	Retain(m codec.Message)
 	// Claim makes this connection, of the identity owner, the holder of
 	// clientID cluster-wide, before its session is attached: a
 	// connection with that id on another node is closed there
@@ -84,9 +82,9 @@ type Cluster interface {
 	// HandOver gives the other nodes a message of the shared group group
 	// on filter whose member here went away with it unacknowledged while
 	// no other member of the group is here: one member of the group on
-	// another node gets it, no other subscriber. The arguments are as
-	// Forward's; it must not block on the network either.
-	HandOver(group, filter, topic string, payload []byte, qos byte, retain bool, props *codec.Properties, expires time.Time, from string)
+	// another node gets it, no other subscriber. m is as Forward's; it
+	// must not block on the network either.
+	HandOver(group, filter string, m codec.Message)
 	// Release gives up claim when its connection ends, unless a newer
 	// claim replaced it; session reports that the client's persistent
 	// session stays on this node, offline, for a later connection on any
@@ -106,11 +104,11 @@ func (s *Server) forward(msg *Message, matches []match) {
 			served = append(served, g.name, g.filter)
 		}
 	}
-	s.cluster.Forward(msg.Topic, msg.Payload, msg.QoS, msg.Retain, msg.Props, msg.Expires, msg.From, served)
+	s.cluster.Forward(msg.Message, served)
 }
 
 // DeliverRemote routes a message that another node published: with group
-// and filter "", to every plain subscriber here whose filter matches
+// and filter "", to every plain subscriber here whose filter matches its
 // topic, matched once against the whole tree as a local PUBLISH is (an
 // MQTT 3.1.1 client whose subscriptions overlap gets one copy, at the
 // highest QoS granted [MQTT-3.3.5-1]; an MQTT 5 client one per
@@ -118,23 +116,23 @@ func (s *Server) forward(msg *Message, matches []match) {
 // filter (the cluster's fallback for a message whose copies it cannot
 // tell apart); with a group, to one member of the shared group group on
 // filter — see Cluster. The rules are a local PUBLISH's: QoS downgrade,
-// retain as published, No Local against from, subscription identifiers,
+// retain as published, No Local against m.From, subscription identifiers,
 // the subscriber's read rights, the group's strategy. It is not retained
-// here, nor forwarded again. The arguments become the message: the
-// caller must not change them afterwards. It returns the number of
-// deliveries made.
-func (s *Server) DeliverRemote(group, filter, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
-	expires time.Time, from string) int {
-	msg := &Message{Topic: topic, Payload: payload, QoS: min(qos, 2), Retain: retain, Props: props, Expires: expires, From: from}
+// here, nor forwarded again. m becomes the message: the caller must not
+// change what it shares afterwards. It returns the number of deliveries
+// made.
+func (s *Server) DeliverRemote(group, filter string, m codec.Message) int {
+	msg := &Message{Message: m}
+	msg.QoS = min(msg.QoS, 2)
 	if msg.expired(time.Now()) {
 		s.stats.dropped(dropExpired)
 		return 0
 	}
 	var matches []match
 	if group == "" && filter == "" {
-		matches = s.router.matchPlain(topic, nil)
+		matches = s.router.matchPlain(m.Topic, nil)
 	} else {
-		matches = s.router.matchFilter(group, filter, from, topic, nil)
+		matches = s.router.matchFilter(group, filter, m.From, m.Topic, nil)
 	}
 	var r routed
 	s.deliver(msg, matches, &r, nil)
@@ -145,7 +143,7 @@ func (s *Server) DeliverRemote(group, filter, topic string, payload []byte, qos 
 // that the cluster replicates (the broker's own $SYS ones stay on their
 // node), outside the store's lock: the cluster uploads those of a broker
 // that joins it with retained messages of its own.
-func (s *Server) LocalRetained(f func(topic string, payload []byte, qos byte, props *codec.Properties, expires time.Time, from string)) {
+func (s *Server) LocalRetained(f func(m codec.Message)) {
 	now := time.Now()
 	var ms []*Message
 	s.retained.mu.RLock()
@@ -157,7 +155,7 @@ func (s *Server) LocalRetained(f func(topic string, payload []byte, qos byte, pr
 	})
 	s.retained.mu.RUnlock()
 	for _, m := range ms {
-		f(m.Topic, m.Payload, m.QoS, m.Props, m.Expires, m.From)
+		f(m.Message)
 	}
 }
 
@@ -202,16 +200,18 @@ func (s *Server) TakeOver(clientID string, claim uint64, endSession bool) bool {
 
 // SetRetained keeps a retained message that another node set (an empty
 // payload clears it), on this node and in its store, without delivering
-// it and without telling the cluster again. The arguments become the
-// message: the caller must not change them afterwards.
-func (s *Server) SetRetained(topic string, payload []byte, qos byte, props *codec.Properties, expires time.Time, from string) {
-	if len(payload) == 0 {
-		payload = nil
+// it and without telling the cluster again; m.Retain does not matter. m
+// becomes the message: the caller must not change what it shares
+// afterwards.
+func (s *Server) SetRetained(m codec.Message) {
+	msg := &Message{Message: m}
+	if len(msg.Payload) == 0 {
+		msg.Payload = nil
 	}
+	msg.QoS, msg.Retain = min(msg.QoS, 2), true
 	// Not bounded by the retained budget: the node where it was published
 	// checked its own, and refusing it here would make the nodes differ.
-	_ = s.retainHere(&Message{Topic: topic, Payload: payload, QoS: min(qos, 2), Retain: true, Props: props, Expires: expires, From: from},
-		retainedBudget{})
+	_ = s.retainHere(msg, retainedBudget{})
 }
 
 // errSessionOnline refuses to replace a session whose client is connected

@@ -54,22 +54,22 @@ func (f *fakeCluster) Interest(group, filter string, on bool) uint64 {
 	return f.seq
 }
 
-func (f *fakeCluster) Forward(topic string, payload []byte, qos byte, retain bool, props *codec.Properties, expires time.Time, from string, served []string) {
+func (f *fakeCluster) Forward(m codec.Message, served []string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.fwd = append(f.fwd, fwdMsg{topic, string(payload), from, qos, retain, expires, props, served})
+	f.fwd = append(f.fwd, fwdMsg{m.Topic, string(m.Payload), m.From, m.QoS, m.Retain, m.Expires, m.Props, served})
 }
 
-func (f *fakeCluster) Retain(topic string, payload []byte, qos byte, props *codec.Properties, expires time.Time, from string) {
+func (f *fakeCluster) Retain(m codec.Message) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.retained = append(f.retained, fwdMsg{topic, string(payload), from, qos, true, expires, props, nil})
+	f.retained = append(f.retained, fwdMsg{m.Topic, string(m.Payload), m.From, m.QoS, true, m.Expires, m.Props, nil})
 }
 
-func (f *fakeCluster) HandOver(group, filter, topic string, payload []byte, qos byte, retain bool, props *codec.Properties, expires time.Time, from string) {
+func (f *fakeCluster) HandOver(group, filter string, m codec.Message) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.handed = append(f.handed, fwdMsg{topic, string(payload), from, qos, retain, expires, props, []string{group, filter}})
+	f.handed = append(f.handed, fwdMsg{m.Topic, string(m.Payload), m.From, m.QoS, m.Retain, m.Expires, m.Props, []string{group, filter}})
 }
 
 func (f *fakeCluster) AwaitInterest(seq uint64) {
@@ -254,7 +254,7 @@ func TestDeliverRemote(t *testing.T) {
 
 	props := &codec.Properties{User: []codec.UserProperty{{Key: []byte("k"), Value: []byte("v")}}}
 	exp := time.Now().Add(10 * time.Second)
-	if n := srv.DeliverRemote("", "r/#", "r/a", []byte("p"), 2, true, props, exp, "elsewhere"); n != 1 {
+	if n := srv.DeliverRemote("", "r/#", codec.Message{Topic: "r/a", Payload: []byte("p"), QoS: 2, Retain: true, Props: props, Expires: exp, From: "elsewhere"}); n != 1 {
 		t.Errorf("DeliverRemote through r/# made %d deliveries, want 1 (r/+ is another filter)", n)
 	}
 	got := s.expectPublish()
@@ -267,16 +267,16 @@ func TestDeliverRemote(t *testing.T) {
 		t.Errorf("message expiry %d, want the 10s left", e)
 	}
 	other.expectNothing(quiet)
-	srv.DeliverRemote("", "r/+", "r/a", []byte("q"), 1, true, nil, time.Time{}, "elsewhere")
+	srv.DeliverRemote("", "r/+", codec.Message{Topic: "r/a", Payload: []byte("q"), QoS: 1, Retain: true, From: "elsewhere"})
 	if got := other.expectPublish(); got.QoS != 0 || got.Retain || string(got.Payload) != "q" {
 		t.Errorf("3.1.1 subscriber got %+v (retain is not as published for it)", got)
 	}
 	// No Local holds against the client id of the publisher on another node.
-	if n := srv.DeliverRemote("", "nl/#", "nl/x", []byte("mine"), 1, false, nil, time.Time{}, "s"); n != 0 {
+	if n := srv.DeliverRemote("", "nl/#", codec.Message{Topic: "nl/x", Payload: []byte("mine"), QoS: 1, From: "s"}); n != 0 {
 		t.Errorf("No Local: %d deliveries, want 0", n)
 	}
 	// Expired in transit: dropped.
-	if n := srv.DeliverRemote("", "r/#", "r/a", []byte("old"), 1, false, nil, time.Now().Add(-time.Second), "x"); n != 0 {
+	if n := srv.DeliverRemote("", "r/#", codec.Message{Topic: "r/a", Payload: []byte("old"), QoS: 1, Expires: time.Now().Add(-time.Second), From: "x"}); n != 0 {
 		t.Errorf("expired: %d deliveries", n)
 	}
 	s.expectNothing(quiet)
@@ -315,7 +315,7 @@ func TestDeliverRemoteOverlap(t *testing.T) {
 	member.subscribe(2, "$share/g/ov/#")
 	for qos := byte(0); qos <= 2; qos++ {
 		payload := fmt.Sprint("q", qos)
-		if n := srv.DeliverRemote("", "", "ov/b/c", []byte(payload), qos, false, nil, time.Time{}, "elsewhere"); n != 5 {
+		if n := srv.DeliverRemote("", "", codec.Message{Topic: "ov/b/c", Payload: []byte(payload), QoS: qos, From: "elsewhere"}); n != 5 {
 			t.Errorf("QoS %d: %d deliveries, want 5 (3.1.1: one per client; MQTT 5: one per subscription)", qos, n)
 		}
 		for _, c := range []struct {
@@ -427,14 +427,14 @@ func TestClusterRetained(t *testing.T) {
 	early := client(t, srv, codec.V5, "early")
 	early.subscribe(1, "ret/#")
 	early.expectPublish()
-	srv.SetRetained("ret/b", []byte("there"), 1, nil, time.Time{}, "x")
+	srv.SetRetained(codec.Message{Topic: "ret/b", Payload: []byte("there"), QoS: 1, From: "x"})
 	early.expectNothing(quiet)
 	late := client(t, srv, codec.V5, "late")
 	late.subscribe(1, "ret/b")
 	if got := late.expectPublish(); string(got.Payload) != "there" || !got.Retain {
 		t.Errorf("got %+v", got)
 	}
-	srv.SetRetained("ret/b", nil, 0, nil, time.Time{}, "x")
+	srv.SetRetained(codec.Message{Topic: "ret/b", From: "x"})
 	if _, _, ok := srv.RetainedMessage("ret/b"); ok {
 		t.Error("an empty retained message from another node did not clear it")
 	}
@@ -465,7 +465,7 @@ func TestClusterShared(t *testing.T) {
 	}
 	plain.expectPublish()
 	for i := range 4 {
-		if n := srv.DeliverRemote("g", "sh/#", "sh/2", []byte(fmt.Sprint(i)), 1, false, nil, time.Time{}, "x"); n != 1 {
+		if n := srv.DeliverRemote("g", "sh/#", codec.Message{Topic: "sh/2", Payload: []byte(fmt.Sprint(i)), QoS: 1, From: "x"}); n != 1 {
 			t.Fatalf("DeliverRemote to the group: %d deliveries, want 1", n)
 		}
 	}
@@ -474,7 +474,7 @@ func TestClusterShared(t *testing.T) {
 		t.Errorf("members got %d messages, want 5", got)
 	}
 	plain.expectNothing(quiet)
-	if n := srv.DeliverRemote("other", "sh/#", "sh/2", []byte("x"), 1, false, nil, time.Time{}, "x"); n != 0 {
+	if n := srv.DeliverRemote("other", "sh/#", codec.Message{Topic: "sh/2", Payload: []byte("x"), QoS: 1, From: "x"}); n != 0 {
 		t.Errorf("a group this node does not have: %d deliveries", n)
 	}
 }
@@ -686,7 +686,7 @@ func TestDrain(t *testing.T) {
 		t.Fatalf("drained sessions %d, want the persistent one", n)
 	}
 	dial(t, srv, codec.V5).expectClosed() // not served
-	if n := srv.DeliverRemote("", "", "t", []byte("after"), 1, false, nil, time.Time{}, "other"); n != 1 {
+	if n := srv.DeliverRemote("", "", codec.Message{Topic: "t", Payload: []byte("after"), QoS: 1, From: "other"}); n != 1 {
 		t.Fatalf("a message for the drained session: %d deliveries", n)
 	}
 	if b := srv.ExportSession("stays", 1<<20, true); len(b) == 0 {

@@ -9,21 +9,10 @@ import (
 )
 
 // Message is an application message as the broker keeps it: immutable once
-// built, shared by every subscriber it is delivered to.
+// built, shared by every subscriber it is delivered to. Its codec.Message
+// is what crosses to the cluster and comes back from other nodes.
 type Message struct {
-	Topic   string
-	Payload []byte
-	QoS     byte
-	Retain  bool
-	// Props are the MQTT 5 properties forwarded to subscribers (payload
-	// format, content type, response topic, correlation data, user
-	// properties); nil when there are none. Topic Alias, Subscription
-	// Identifier and Message Expiry are per delivery, not kept here.
-	Props *codec.Properties
-	// Expires is when the message stops being delivered; zero means never.
-	Expires time.Time
-	// From is the publishing client's id, for No Local.
-	From string
+	codec.Message
 
 	// inSeq numbers a persistent session's QoS 2 PUBLISH (inboundRecord);
 	// 0 for every other message.
@@ -41,8 +30,7 @@ type Message struct {
 // clone returns a copy of m without its encoded bytes (enc), for a change
 // to one of its fields.
 func (m *Message) clone() *Message {
-	return &Message{Topic: m.Topic, Payload: m.Payload, QoS: m.QoS, Retain: m.Retain, Props: m.Props,
-		Expires: m.Expires, From: m.From, inSeq: m.inSeq, held: m.held}
+	return &Message{Message: m.Message, inSeq: m.inSeq, held: m.held}
 }
 
 // isHeld reports whether m may not be sent yet.
@@ -54,13 +42,13 @@ func newMessage(p *codec.Publish, topic []byte, from string) *Message {
 	buf := make([]byte, len(topic)+len(p.Payload))
 	copy(buf, topic)
 	copy(buf[len(topic):], p.Payload)
-	m := &Message{
+	m := &Message{Message: codec.Message{
 		Topic:   unsafe.String(unsafe.SliceData(buf), len(topic)), // buf is never written again
 		Payload: buf[len(topic):],
 		QoS:     p.QoS,
 		Retain:  p.Retain,
 		From:    from,
-	}
+	}}
 	if len(p.Payload) == 0 {
 		m.Payload = nil
 	}

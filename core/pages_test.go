@@ -119,7 +119,7 @@ func TestRetainedAgainstBruteForce(t *testing.T) {
 	srv := newPagesServer(t)
 	topics := randomTopics(rng, 1500)
 	for _, tp := range topics {
-		srv.retained.set(&Message{Topic: tp, Payload: []byte("x")}, 0)
+		srv.retained.set(&Message{Message: codec.Message{Topic: tp, Payload: []byte("x")}}, 0)
 	}
 	now := time.Now()
 	filters := []string{"#", "+", "+/#", "a/#", "$s/#", "+/+", "a/+/b", "/#", "+/", "a//+"}
@@ -199,10 +199,10 @@ func manyRetained(tb testing.TB, n int) *Server {
 	srv := newPagesServer(tb)
 	payload := []byte("21.5")
 	for i := range n {
-		srv.retained.set(&Message{Topic: fmt.Sprintf("site/%d/dev/%d/temp", i%100, i), Payload: payload}, 0)
+		srv.retained.set(&Message{Message: codec.Message{Topic: fmt.Sprintf("site/%d/dev/%d/temp", i%100, i), Payload: payload}}, 0)
 	}
 	for i := range 10 {
-		srv.retained.set(&Message{Topic: fmt.Sprintf("alerts/%d", i), Payload: payload}, 0)
+		srv.retained.set(&Message{Message: codec.Message{Topic: fmt.Sprintf("alerts/%d", i), Payload: payload}}, 0)
 	}
 	return srv
 }

@@ -307,7 +307,7 @@ func (s *Server) retain(msg *Message, from *client) error {
 		return err
 	}
 	if s.cluster != nil && s.persistRetained(msg.Topic) {
-		s.cluster.Retain(msg.Topic, msg.Payload, msg.QoS, msg.Props, msg.Expires, msg.From)
+		s.cluster.Retain(msg.Message)
 	}
 	return err
 }

@@ -53,9 +53,9 @@ func TestMessageRecordRoundTrip(t *testing.T) {
 		retain bool
 		subID  uint32
 	}{
-		{"plain", &Message{Topic: "a/b", Payload: []byte("x"), QoS: 1, From: "c1"}, 1, false, 0},
-		{"props+expiry", &Message{Topic: "a", Payload: []byte("hello"), QoS: 2, Retain: true, Props: props, Expires: exp, From: "c2"}, 2, true, 7},
-		{"empty payload", &Message{Topic: "t", QoS: 0}, 0, false, 0},
+		{"plain", &Message{Message: codec.Message{Topic: "a/b", Payload: []byte("x"), QoS: 1, From: "c1"}}, 1, false, 0},
+		{"props+expiry", &Message{Message: codec.Message{Topic: "a", Payload: []byte("hello"), QoS: 2, Retain: true, Props: props, Expires: exp, From: "c2"}}, 2, true, 7},
+		{"empty payload", &Message{Message: codec.Message{Topic: "t", QoS: 0}}, 0, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := appendMessageRecord(nil, tc.m, tc.qos, tc.retain, tc.subID)
@@ -97,7 +97,7 @@ func TestRecordFormat2StillReads(t *testing.T) {
 	if got.OwnerKnown || len(got.Subs) != 1 {
 		t.Errorf("format 2 session decoded as %+v, want owner unknown", got)
 	}
-	w := willRecord{At: time.Unix(1700000000, 0), Expiry: time.Second, Msg: &Message{Topic: "w", Payload: []byte("p"), QoS: 1}}
+	w := willRecord{At: time.Unix(1700000000, 0), Expiry: time.Second, Msg: &Message{Message: codec.Message{Topic: "w", Payload: []byte("p"), QoS: 1}}}
 	v3 := w.append(nil)
 	// Format 2: version, at, expiry, then the message record.
 	v2 := append([]byte{2}, v3[1:9]...)
@@ -115,8 +115,8 @@ func TestRecordFormat2StillReads(t *testing.T) {
 
 func TestWillRecordRoundTrip(t *testing.T) {
 	for _, w := range []willRecord{
-		{At: time.Unix(1700000000, 5), Expiry: time.Minute, Msg: &Message{Topic: "w", Payload: []byte("p"), QoS: 1}, Owner: "bob", OwnerKnown: true},
-		{Delay: 30 * time.Second, Msg: &Message{Topic: "w", Payload: []byte("p")}, OwnerKnown: true}, // connected: no At
+		{At: time.Unix(1700000000, 5), Expiry: time.Minute, Msg: &Message{Message: codec.Message{Topic: "w", Payload: []byte("p"), QoS: 1}}, Owner: "bob", OwnerKnown: true},
+		{Delay: 30 * time.Second, Msg: &Message{Message: codec.Message{Topic: "w", Payload: []byte("p")}}, OwnerKnown: true}, // connected: no At
 	} {
 		var got willRecord
 		if err := got.decode(w.append(nil)); err != nil {
@@ -142,7 +142,7 @@ func TestRecordFromNewerFormatRefused(t *testing.T) {
 // was stored (format 4); a format 3 record, which had no such field, reads
 // with the time unknown.
 func TestRetainedRecordStoredTime(t *testing.T) {
-	m := &Message{Topic: "r/1", Payload: []byte("kept"), QoS: 1, Retain: true, From: "c"}
+	m := &Message{Message: codec.Message{Topic: "r/1", Payload: []byte("kept"), QoS: 1, Retain: true, From: "c"}}
 	const at = int64(1800000000123)
 	rec := appendRetainedRecord(nil, m, at)
 	sm, err := decodeDeliveryRecord(rec)

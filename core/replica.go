@@ -149,11 +149,10 @@ func (s *Server) PendSession(clientID string, session []byte) ([]string, error) 
 // before, before those they queued meanwhile, and with DUP, since the dead
 // node may have sent it. QoS 0 deliveries are not kept (the sessions are
 // offline), nor those to a session that began on the dead node after
-// published (see replay). The arguments become the message. It returns the
-// number of deliveries made.
-func (s *Server) ReplayPending(clientIDs map[string]bool, topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
-	expires time.Time, from string, published time.Time) int {
-	return s.replay(topic, payload, qos, retain, props, expires, from, published, func(sess *session, d delivery) bool {
+// published (see replay). m becomes the message. It returns the number of
+// deliveries made.
+func (s *Server) ReplayPending(clientIDs map[string]bool, m codec.Message, published time.Time) int {
+	return s.replay(m, published, func(sess *session, d delivery) bool {
 		if !clientIDs[sess.id] || d.qos == 0 {
 			return false
 		}
@@ -174,17 +173,16 @@ func (s *Server) ReplayPending(clientIDs map[string]bool, topic string, payload 
 // sessions (cluster replay), to this node's plain subscribers, with the
 // rules of a PUBLISH and with DUP: this node may have had it before it
 // went down; a session that began here after published takes none (see
-// replay). The arguments become the message. It returns the number of
-// deliveries made.
-func (s *Server) DeliverReplayed(topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
-	expires time.Time, from string, published time.Time) int {
-	return s.replay(topic, payload, qos, retain, props, expires, from, published, func(sess *session, d delivery) bool {
+// replay). m becomes the message. It returns the number of deliveries
+// made.
+func (s *Server) DeliverReplayed(m codec.Message, published time.Time) int {
+	return s.replay(m, published, func(sess *session, d delivery) bool {
 		sess.enqueue(d)
 		return true
 	})
 }
 
-// replay routes a replayed message (the arguments become it) to this
+// replay routes a replayed message (m becomes it) to this
 // node's plain subscriptions with the rules of a PUBLISH, each delivery
 // with DUP for QoS 1/2, through put, which reports whether it took it;
 // a group's messages went to its members elsewhere. A session that began
@@ -194,9 +192,9 @@ func (s *Server) DeliverReplayed(topic string, payload []byte, qos byte, retain 
 // bounds of a replay (the dead node's marks, the ring's window) hold for
 // all the sessions at once and may reach back further than one session.
 // It returns the number of deliveries taken.
-func (s *Server) replay(topic string, payload []byte, qos byte, retain bool, props *codec.Properties,
-	expires time.Time, from string, published time.Time, put func(*session, delivery) bool) int {
-	msg := &Message{Topic: topic, Payload: payload, QoS: min(qos, 2), Retain: retain, Props: props, Expires: expires, From: from}
+func (s *Server) replay(m codec.Message, published time.Time, put func(*session, delivery) bool) int {
+	msg := &Message{Message: m}
+	msg.QoS = min(msg.QoS, 2)
 	if msg.expired(time.Now()) {
 		return 0
 	}
@@ -204,7 +202,7 @@ func (s *Server) replay(topic string, payload []byte, qos byte, retain bool, pro
 	if !published.IsZero() {
 		at = uint64(published.UnixNano())
 	}
-	matches := s.router.match(topic, from, nil)
+	matches := s.router.match(m.Topic, m.From, nil)
 	gen := s.aclGeneration()
 	n := 0
 	for i := range matches {

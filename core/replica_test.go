@@ -237,14 +237,14 @@ func TestReplayPending(t *testing.T) {
 		{"r/x", "qos0", 0, "p", 0},
 		{"r/x", "replayed2", 1, "p", 1},
 	} {
-		if n := b.ReplayPending(map[string]bool{"rp": true}, c.topic, []byte(c.payload), c.qos, false, nil, time.Time{}, c.from, time.Time{}); n != c.want {
+		if n := b.ReplayPending(map[string]bool{"rp": true}, codec.Message{Topic: c.topic, Payload: []byte(c.payload), QoS: c.qos, From: c.from}, time.Time{}); n != c.want {
 			t.Errorf("%s: %d deliveries, want %d", c.payload, n, c.want)
 		}
 	}
 	if err := b.RestoreSession("rp", recs.session, recs.inbound, recs.seqs, recs.msgs, nil, false); err != nil {
 		t.Fatal(err)
 	}
-	if n := b.ReplayPending(map[string]bool{"rp": true, "pub2": true}, "r/x", []byte("late"), 1, false, nil, time.Time{}, "p", time.Time{}); n != 0 {
+	if n := b.ReplayPending(map[string]bool{"rp": true, "pub2": true}, codec.Message{Topic: "r/x", Payload: []byte("late"), QoS: 1, From: "p"}, time.Time{}); n != 0 {
 		t.Errorf("a replay into a complete session made %d deliveries", n)
 	}
 	c := resume(t, b, "rp")
@@ -292,15 +292,15 @@ func TestReplayNotBeforeSession(t *testing.T) {
 		{"early", published, 1},
 		{"late", time.Time{}, 1},
 	} {
-		if n := b.ReplayPending(map[string]bool{c.id: true}, "r/x", []byte("m"), 1, false, nil, time.Time{}, "p", c.at); n != c.want {
+		if n := b.ReplayPending(map[string]bool{c.id: true}, codec.Message{Topic: "r/x", Payload: []byte("m"), QoS: 1, From: "p"}, c.at); n != c.want {
 			t.Errorf("ReplayPending into %s of a message published at %v: %d deliveries, want %d", c.id, c.at, n, c.want)
 		}
 	}
 
-	if n := a.DeliverReplayed("r/x", []byte("before late"), 1, false, nil, time.Time{}, "p", published); n != 1 {
+	if n := a.DeliverReplayed(codec.Message{Topic: "r/x", Payload: []byte("before late"), QoS: 1, From: "p"}, published); n != 1 {
 		t.Errorf("DeliverReplayed before late began: %d deliveries, want 1", n)
 	}
-	if n := a.DeliverReplayed("r/x", []byte("unknown"), 1, false, nil, time.Time{}, "p", time.Time{}); n != 2 {
+	if n := a.DeliverReplayed(codec.Message{Topic: "r/x", Payload: []byte("unknown"), QoS: 1, From: "p"}, time.Time{}); n != 2 {
 		t.Errorf("DeliverReplayed at an unknown time: %d deliveries, want 2", n)
 	}
 	late := resume(t, a, "late")

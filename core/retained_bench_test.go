@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/xmq-io/xmq/codec"
 )
 
 // benchRetained is a server with n retained messages on
@@ -18,10 +20,10 @@ func benchRetained(b *testing.B, n int) *Server {
 	b.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
 	payload := []byte("21.5")
 	for i := range n {
-		srv.retained.set(&Message{Topic: fmt.Sprintf("site/%d/dev/%d/temp", i%100, i), Payload: payload, Retain: true}, 0)
+		srv.retained.set(&Message{Message: codec.Message{Topic: fmt.Sprintf("site/%d/dev/%d/temp", i%100, i), Payload: payload, Retain: true}}, 0)
 	}
 	for i := range 10 {
-		srv.retained.set(&Message{Topic: fmt.Sprintf("alerts/%d", i), Payload: payload, Retain: true}, 0)
+		srv.retained.set(&Message{Message: codec.Message{Topic: fmt.Sprintf("alerts/%d", i), Payload: payload, Retain: true}}, 0)
 	}
 	return srv
 }
@@ -37,7 +39,7 @@ func BenchmarkRetained(b *testing.B) {
 	srv := benchRetained(b, n)
 	now := time.Now()
 	b.Run("set-replace", func(b *testing.B) {
-		m := &Message{Topic: "site/42/dev/4242/temp", Payload: []byte("22"), Retain: true}
+		m := &Message{Message: codec.Message{Topic: "site/42/dev/4242/temp", Payload: []byte("22"), Retain: true}}
 		budget := retainedBudget{msgs: 500_000, bytes: 128 << 20}
 		b.ReportAllocs()
 		for b.Loop() {
@@ -47,8 +49,8 @@ func BenchmarkRetained(b *testing.B) {
 	b.Run("set-new-and-clear", func(b *testing.B) {
 		// A topic retained for the first time, then cleared: the ordered
 		// index's insert and delete.
-		m := &Message{Topic: "site/42/dev/new/temp", Payload: []byte("22"), Retain: true}
-		clear := &Message{Topic: m.Topic, Retain: true}
+		m := &Message{Message: codec.Message{Topic: "site/42/dev/new/temp", Payload: []byte("22"), Retain: true}}
+		clear := &Message{Message: codec.Message{Topic: m.Topic, Retain: true}}
 		budget := retainedBudget{msgs: 500_000, bytes: 128 << 20}
 		b.ReportAllocs()
 		for b.Loop() {

@@ -552,7 +552,7 @@ func (s *Server) redispatch(d delivery, from *session) {
 	if !ok {
 		if s.cluster != nil && !strings.HasPrefix(d.msg.Topic, "$SYS/") { // $SYS stays on its node (forward)
 			msg := d.msg
-			s.cluster.HandOver(d.group.name, d.group.filter, msg.Topic, msg.Payload, msg.QoS, msg.Retain, msg.Props, msg.Expires, msg.From)
+			s.cluster.HandOver(d.group.name, d.group.filter, msg.Message)
 		}
 		return
 	}

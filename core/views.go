@@ -187,7 +187,7 @@ func (s *Server) DeleteRetained(topic string) bool {
 	if _, _, ok := s.RetainedMessage(topic); !ok {
 		return false
 	}
-	s.retain(&Message{Topic: topic, QoS: 0, Retain: true}, nil)
+	s.retain(&Message{Message: codec.Message{Topic: topic, Retain: true}}, nil)
 	return true
 }
 

@@ -14,6 +14,22 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/xmq-io/xmq/certs/certstest"
+	"github.com/xmq-io/xmq/core"
+)
+
+// The conns' methods core finds by interface (its fast paths and
+// identity checks): a rename on either side must fail the build, not
+// switch a fast path off. listeners does not import core; its tests may.
+var (
+	_ core.CertIdentifier = (*tlsConn)(nil)
+	_ core.CertIdentifier = (*wsConn)(nil)
+	_ core.CertIdentifier = (*quicConn)(nil)
+	_ core.CrossOriginer  = (*wsConn)(nil)
+	_ core.ReadWaiter     = (*tlsConn)(nil)
+	_ core.ReadWaiter     = (*wsConn)(nil)
+	_ core.ReadWaiter     = (*quicConn)(nil)
+	_ core.NowWriter      = (*wsConn)(nil)
+	_ core.IdleSocket     = (*wsConn)(nil)
 )
 
 // proxyV1 is the PROXY header the capability tests send: the client
@@ -30,8 +46,10 @@ const foreignOrigin = "https://foreign.example"
 // capability the broker looks for on the conns a transport hands out:
 // the raw socket on plain TCP (syscall.Conn, core's raw I/O and idle
 // read-buffer release), the TLS state, the certificate identity and the
-// foreign origin of a WebSocket page. A wrapper that forgets to forward
-// one silently costs speed, memory or a security rule.
+// foreign origin of a WebSocket page, and core's waits without a read
+// buffer (ReadWaiter), in-place writes (NowWriter) and parking of an idle
+// WebSocket (IdleSocket). A wrapper that forgets to forward one silently
+// costs speed, memory or a security rule.
 func TestConnCapabilities(t *testing.T) {
 	ca := certstest.NewCA(t)
 	mutual := ca.ServerConfig()
@@ -74,12 +92,14 @@ func TestConnCapabilities(t *testing.T) {
 		raw       bool // the conn offers its socket
 		tls       bool // the conn reports a finished TLS handshake
 		cross     bool // the conn reports the page's foreign origin
+		waits     bool // core.ReadWaiter
+		framed    bool // core.NowWriter and core.IdleSocket (WebSocket)
 	}{
-		{TransportTCP, []option{none, maxConns, proxy, all(maxConns, proxy)}, true, false, false},
-		{TransportTLS, []option{none, maxConns, proxy, identity, all(maxConns, proxy, identity)}, false, true, false},
-		{TransportWS, []option{none, maxConns, proxy, all(maxConns, proxy)}, false, false, true},
-		{TransportWSS, []option{none, maxConns, proxy, identity, all(maxConns, proxy, identity)}, false, true, true},
-		{TransportQUIC, []option{none, maxConns, identity, all(maxConns, identity)}, false, true, false},
+		{TransportTCP, []option{none, maxConns, proxy, all(maxConns, proxy)}, true, false, false, false, false},
+		{TransportTLS, []option{none, maxConns, proxy, identity, all(maxConns, proxy, identity)}, false, true, false, true, false},
+		{TransportWS, []option{none, maxConns, proxy, all(maxConns, proxy)}, false, false, true, true, true},
+		{TransportWSS, []option{none, maxConns, proxy, identity, all(maxConns, proxy, identity)}, false, true, true, true, true},
+		{TransportQUIC, []option{none, maxConns, identity, all(maxConns, identity)}, false, true, false, true, false},
 	}
 	for _, tt := range tests {
 		for _, opt := range tt.options {
@@ -118,6 +138,14 @@ func TestConnCapabilities(t *testing.T) {
 				}
 				if want := map[bool]string{true: foreignOrigin}[tt.cross]; cross != want {
 					t.Errorf("%T CrossOrigin() = %q, want %q", server, cross, want)
+				}
+				if _, ok := server.(core.ReadWaiter); ok != tt.waits {
+					t.Errorf("%T is a core.ReadWaiter: %v, want %v", server, ok, tt.waits)
+				}
+				_, now := server.(core.NowWriter)
+				_, idle := server.(core.IdleSocket)
+				if now != tt.framed || idle != tt.framed {
+					t.Errorf("%T is a core.NowWriter: %v, a core.IdleSocket: %v, want %v", server, now, idle, tt.framed)
 				}
 				if opt.proxy && server.RemoteAddr().String() != proxyClient {
 					t.Errorf("RemoteAddr = %v, want the PROXY header's %s", server.RemoteAddr(), proxyClient)

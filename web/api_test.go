@@ -828,11 +828,11 @@ func TestRetained(t *testing.T) {
 	props.SetNum(codec.PropPayloadFormat, 1)
 	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	b := &fakeBroker{retained: map[string]*core.Message{
-		"/lead/slash":        {Topic: "/lead/slash", Payload: []byte("x")},
-		"bin":                {Topic: "bin", Payload: []byte{0xff, 0x00}, QoS: 1},
-		"sensors/1":          {Topic: "sensors/1", Payload: []byte(strings.Repeat("é", 100))},
-		"sensors/2":          {Topic: "sensors/2", Payload: []byte("22.5"), Props: props, From: "dev-2"},
-		"$SYS/broker/uptime": {Topic: "$SYS/broker/uptime", Payload: []byte("5 seconds")},
+		"/lead/slash":        {Message: codec.Message{Topic: "/lead/slash", Payload: []byte("x")}},
+		"bin":                {Message: codec.Message{Topic: "bin", Payload: []byte{0xff, 0x00}, QoS: 1}},
+		"sensors/1":          {Message: codec.Message{Topic: "sensors/1", Payload: []byte(strings.Repeat("é", 100))}},
+		"sensors/2":          {Message: codec.Message{Topic: "sensors/2", Payload: []byte("22.5"), Props: props, From: "dev-2"}},
+		"$SYS/broker/uptime": {Message: codec.Message{Topic: "$SYS/broker/uptime", Payload: []byte("5 seconds")}},
 	}, stored: map[string]time.Time{"sensors/2": at}}
 	h := newTestServer(t, b, nil).Handler()
 	list := func(q string) cursorPage[retainedJSON] {

@@ -20,7 +20,8 @@ type BridgeRule struct {
 }
 
 // Bridge is one bridge to another broker as the API shows it (the
-// composition root copies bridge.Status here: web does not import bridge).
+// composition root copies bridge.Status here: web does not import bridge;
+// its TestViewsMirrorSources fails when bridge.Status gains a field).
 type Bridge struct {
 	Name      string   `json:"name"`
 	State     string   `json:"state"` // connecting, connected, backoff or stopped

@@ -31,7 +31,8 @@ import (
 const forwardTimeout = 2 * time.Second
 
 // Node is one node of the cluster for the nodes API and the dashboard
-// (package cluster's heartbeat, adapted by the composition root).
+// (package cluster's heartbeat, adapted by the composition root, whose
+// TestViewsMirrorSources fails when cluster.NodeStatus gains a field).
 type Node struct {
 	Node             string    `json:"node"`
 	Version          string    `json:"version"`

@@ -16,6 +16,15 @@ import (
 	"github.com/xmq-io/xmq/core"
 )
 
+// cluster.Store spells out core.Store's methods (cluster does not import
+// core): each must satisfy the other, so that a method added to one side
+// only fails the build here, rather than leave a store write out of the
+// session replicas or the replicas' wrapper out of the broker.
+var (
+	_ core.Store    = cluster.Store(nil)
+	_ cluster.Store = core.Store(nil)
+)
+
 // clusterConfig is the cluster section (cluster.Options with YAML names).
 // Empty values mean the cluster package's defaults.
 type clusterConfig struct {

@@ -459,21 +459,27 @@ func (b webBridges) Bridges() []web.Bridge {
 	sts := b.m.Status()
 	out := make([]web.Bridge, len(sts))
 	for i, st := range sts {
-		wb := web.Bridge{Name: st.Name, State: string(st.State), Address: st.Address, Addresses: st.Addresses,
-			Protocol: st.Protocol, ClientID: st.ClientID, LocalID: st.LocalID, LoopPrevention: st.LoopPrevention,
-			ConnectedSince: st.ConnectedSince, BackoffSeconds: st.Backoff.Seconds(), LastError: st.LastError,
-			LastErrorAt: st.LastErrorAt, MessagesOut: st.MessagesOut, MessagesIn: st.MessagesIn,
-			BytesOut: st.BytesOut, BytesIn: st.BytesIn, Links: st.Links, Reconnects: st.Reconnects,
-			Failures: st.Failures, Dropped: st.Dropped, LoopsPrevented: st.LoopsPrevented,
-			SubscriptionsRefused: st.SubscriptionsRefused, Queued: st.Queued, Inflight: st.Inflight,
-			InflightIn: st.InflightIn, InflightTimeouts: st.InflightTimeouts, Topics: make([]web.BridgeRule, len(st.Topics))}
-		for j, r := range st.Topics {
-			wb.Topics[j] = web.BridgeRule{Topic: r.Topic, Direction: string(r.Direction), QoS: r.QoS,
-				LocalPrefix: r.LocalPrefix, RemotePrefix: r.RemotePrefix}
-		}
-		out[i] = wb
+		out[i] = bridgeView(st)
 	}
 	return out
+}
+
+// bridgeView is st as the web API shows it (TestViewsMirrorSources checks
+// that it copies every field).
+func bridgeView(st bridge.Status) web.Bridge {
+	wb := web.Bridge{Name: st.Name, State: string(st.State), Address: st.Address, Addresses: st.Addresses,
+		Protocol: st.Protocol, ClientID: st.ClientID, LocalID: st.LocalID, LoopPrevention: st.LoopPrevention,
+		ConnectedSince: st.ConnectedSince, BackoffSeconds: st.Backoff.Seconds(), LastError: st.LastError,
+		LastErrorAt: st.LastErrorAt, MessagesOut: st.MessagesOut, MessagesIn: st.MessagesIn,
+		BytesOut: st.BytesOut, BytesIn: st.BytesIn, Links: st.Links, Reconnects: st.Reconnects,
+		Failures: st.Failures, Dropped: st.Dropped, LoopsPrevented: st.LoopsPrevented,
+		SubscriptionsRefused: st.SubscriptionsRefused, Queued: st.Queued, Inflight: st.Inflight,
+		InflightIn: st.InflightIn, InflightTimeouts: st.InflightTimeouts, Topics: make([]web.BridgeRule, len(st.Topics))}
+	for j, r := range st.Topics {
+		wb.Topics[j] = web.BridgeRule{Topic: r.Topic, Direction: string(r.Direction), QoS: r.QoS,
+			LocalPrefix: r.LocalPrefix, RemotePrefix: r.RemotePrefix}
+	}
+	return wb
 }
 
 func (b webBridges) StartBridge(name string) (bool, error) { return bridgeOp(b.m.Start(name)) }
