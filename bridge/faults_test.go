@@ -163,6 +163,10 @@ func TestPingWriteFails(t *testing.T) {
 		c.KeepAlive, c.InflightTimeout = time.Second, time.Minute
 	})
 	lsub.Expect(wedgeSlots) // QoS 2: delivered on receipt
+	// The next PUBLISH reaches the reader, which then waits for a slot and
+	// reads no more: only then does a reset go unseen by it (under -race the
+	// remote's next message can take a while to come).
+	time.Sleep(500 * time.Millisecond)
 	p.reset()
 	if got := payloads(lsub.Expect(2)); !slices.Equal(got, []string{"m4", "m5"}) {
 		t.Errorf("after the reset: %q", got)

@@ -126,12 +126,7 @@ func proxiedCluster(t *testing.T, n int, interval time.Duration) ([]*proc, [][]*
 	}
 	ports := make([]int, n)
 	for i := range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
+		ports[i] = freePort(t)
 	}
 	closed, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -50,12 +50,7 @@ func clusterNodesConfig(t *testing.T, n, m int, extra string) ([]*proc, []int) {
 	}
 	var ports []int
 	for range m {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-		_ = l.Close() // free for the node; no other test takes it meanwhile, most likely
+		ports = append(ports, freePort(t))
 	}
 	cfgs := make([]string, m)
 	for i := range m {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"runtime/metrics"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -364,9 +366,32 @@ func TestMigrationDocCoversEveryOption(t *testing.T) {
 	}
 }
 
-// freePort is a TCP port free on 127.0.0.1 a moment ago.
+var (
+	handedMu sync.Mutex
+	handed   = map[int]bool{} // ports freePort returned
+)
+
+// freePort is a TCP port free on 127.0.0.1 a moment ago, for a process
+// started next to bind. It is taken below Linux's ephemeral range
+// (32768–60999): a port from that range can go to any outgoing connection
+// on the machine before the process binds it, which made cluster nodes
+// fail to listen for routes ("address already in use") under a full test
+// run.
 func freePort(t *testing.T) int {
 	t.Helper()
+	handedMu.Lock()
+	defer handedMu.Unlock()
+	for range 200 {
+		p := 20000 + rand.IntN(12000)
+		if handed[p] {
+			continue // given to an earlier caller, which may not have bound it yet
+		}
+		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p)); err == nil {
+			_ = l.Close()
+			handed[p] = true
+			return p
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
