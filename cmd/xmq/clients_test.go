@@ -5,6 +5,7 @@ package main
 // served from another origin. Both ran into the WebSocket origin rules.
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -136,6 +137,42 @@ client.on("message", (topic, payload) => { out("message: " + topic + " " + paylo
 client.on("error", (err) => { out("error: " + (err.code !== undefined ? err.code + " " : "") + err.message); client.end(); });
 </script>`
 
+// mqttJSServer serves page at / and MQTT.js at /mqtt.min.js, from an
+// origin of its own.
+func mqttJSServer(t *testing.T, js []byte, page string) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/mqtt.min.js" {
+			w.Header().Set("Content-Type", "text/javascript")
+			_, _ = w.Write(js)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, page)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// pageResult opens u in the browser and returns what the page writes into
+// #result once it is past "connecting" (within 15 s).
+func pageResult(t *testing.T, ctx context.Context, u string) string {
+	t.Helper()
+	if err := chromedp.Do(ctx, chromedp.Navigate(u)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	var got string
+	for time.Now().Before(deadline) {
+		got, _ = chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("result").textContent`))
+		if got != "connecting" && got != "" {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return got
+}
+
 // TestMQTTjsFromAnotherOrigin: a page served from another origin connects
 // with MQTT.js in headless Chromium over ws with credentials and gets its
 // own message back; the same page without credentials is refused (Not
@@ -148,16 +185,7 @@ func TestMQTTjsFromAnotherOrigin(t *testing.T) {
 	js := mqttJS(t)
 	ctx := testbrowser.Start(t, 40*time.Second)
 	b := startRun(t, "-c", writeFile(t, wsRunConfig), "-data", t.TempDir(), "-password-file", passwordFile(t))
-	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/mqtt.min.js" {
-			w.Header().Set("Content-Type", "text/javascript")
-			_, _ = w.Write(js)
-			return
-		}
-		w.Header().Set("Content-Type", "text/html")
-		fmt.Fprint(w, mqttJSPage)
-	}))
-	t.Cleanup(page.Close)
+	page := mqttJSServer(t, js, mqttJSPage)
 	wsURL := "ws://" + b.addrs[0].String() + "/mqtt"
 	for _, tc := range []struct {
 		name, user, pass, want string
@@ -167,18 +195,7 @@ func TestMQTTjsFromAnotherOrigin(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			u := page.URL + "/?" + url.Values{"url": {wsURL}, "user": {tc.user}, "pass": {tc.pass}}.Encode()
-			if err := chromedp.Do(ctx, chromedp.Navigate(u)); err != nil {
-				t.Fatal(err)
-			}
-			deadline := time.Now().Add(15 * time.Second)
-			var got string
-			for time.Now().Before(deadline) {
-				got, _ = chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("result").textContent`))
-				if got != "connecting" && got != "" {
-					break
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+			got := pageResult(t, ctx, u)
 			if !strings.HasPrefix(got, tc.want) {
 				t.Fatalf("page says %q, want %q\nbroker log:\n%s", got, tc.want, b.stderr)
 			}

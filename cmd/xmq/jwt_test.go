@@ -10,8 +10,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -101,16 +99,7 @@ func TestJWTMQTTjs(t *testing.T) {
 	// this browser profile does not know.
 	ctx := testbrowser.Start(t, 60*time.Second, chromedp.Flag("ignore-certificate-errors", true))
 	b := startJWTRun(t)
-	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/mqtt.min.js" {
-			w.Header().Set("Content-Type", "text/javascript")
-			_, _ = w.Write(js)
-			return
-		}
-		w.Header().Set("Content-Type", "text/html")
-		fmt.Fprint(w, jwtPage)
-	}))
-	t.Cleanup(page.Close)
+	page := mqttJSServer(t, js, jwtPage)
 	ws, wss := "ws://"+b.addrs[1].String()+"/mqtt", "wss://"+b.addrs[2].String()+"/mqtt"
 	for _, tc := range []struct {
 		name, url, user, token, want string
@@ -122,18 +111,7 @@ func TestJWTMQTTjs(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			u := page.URL + "/?" + url.Values{"url": {tc.url}, "user": {tc.user}, "pass": {tc.token}}.Encode()
-			if err := chromedp.Do(ctx, chromedp.Navigate(u)); err != nil {
-				t.Fatal(err)
-			}
-			deadline := time.Now().Add(15 * time.Second)
-			var got string
-			for time.Now().Before(deadline) {
-				got, _ = chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("result").textContent`))
-				if got != "connecting" && got != "" {
-					break
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+			got := pageResult(t, ctx, u)
 			if !strings.HasPrefix(got, tc.want) {
 				t.Fatalf("page says %q, want %q\nbroker log:\n%s", got, tc.want, b.stderr)
 			}
