@@ -46,8 +46,10 @@ func scrape(t *testing.T, asDefault bool) map[string]bool {
 			HandshakeFailures: func() map[string]int64 { return map[string]int64{"not_tls": 1} },
 			CertNotAfter:      func() time.Time { return time.Now().Add(time.Hour) }}},
 		AuthStats: func() web.AuthStats { return web.AuthStats{} },
-		Store:     func() web.StoreUsage { return web.StoreUsage{DiskBytes: 1, BudgetBytes: budget, FreeBytes: 3, State: "ok"} },
-		Cluster:   func() web.ClusterStats { return web.ClusterStats{} },
+		Store: func() web.StoreUsage {
+			return web.StoreUsage{DiskBytes: 1, BudgetBytes: budget, FreeBytes: 3, State: "ok"}
+		},
+		Cluster: func() web.ClusterStats { return web.ClusterStats{} },
 	})
 	if err != nil {
 		t.Fatal(err)
