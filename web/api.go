@@ -73,6 +73,7 @@ func (s *Server) apiRoutes() *apiRouter {
 		{"GET", p("/traces/"), RoleViewer, s.getTrace},
 		{"POST", p("/traces/"), RoleAdmin, s.traceAction},
 		{"DELETE", p("/traces/"), RoleAdmin, s.deleteTrace},
+		{"GET", p("/audit"), RoleAdmin, s.listAudit},
 	}}
 }
 
@@ -118,6 +119,9 @@ func (a *apiRouter) lookup(method, path string) (_ route, rest string, allowed [
 
 func (a *apiRouter) serve(w http.ResponseWriter, r *http.Request, rt route, rest string) {
 	var p principal
+	// Recorded on every return below, once p is known (audit.go).
+	w, r, record := a.beginAudit(w, r, rt, rest)
+	defer func() { record(p) }()
 	if rt.role != "" {
 		var err error
 		p, err = a.s.auth.authenticate(r)
@@ -144,11 +148,6 @@ func (a *apiRouter) serve(w http.ResponseWriter, r *http.Request, rt route, rest
 			a.s.log.Error("api handler failed", zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Error(err))
 		}
 		writeError(w, err)
-		return
-	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead && p.User != "" {
-		a.s.log.Info("api", zap.String("method", r.Method), zap.String("path", r.URL.Path),
-			zap.String("user", p.User), zap.String("auth", p.Method), zap.String("remote", r.RemoteAddr))
 	}
 }
 
@@ -215,6 +214,13 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, _ principal, _ st
 	if o := r.Header.Get("Origin"); o != "" && !sameOrigin(o, r) {
 		return errorf(http.StatusForbidden, "csrf", "cross-origin login from "+o+" refused")
 	}
+	noteAudit(r, func(n *auditNote) {
+		// The user name tried, never the password or key.
+		n.user, n.auth = body.Username, "password"
+		if body.APIKey != "" {
+			n.user, n.auth = "", methodAPIKey
+		}
+	})
 	id, g, err := s.auth.login(r, body.Username, body.Password, body.APIKey)
 	switch {
 	case errors.Is(err, errTooManyFailures):
@@ -223,6 +229,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, _ principal, _ st
 		s.log.Warn("dashboard login failed", zap.String("user", body.Username), zap.String("remote", r.RemoteAddr))
 		return errorf(http.StatusUnauthorized, "unauthorized", "wrong user name or password")
 	}
+	noteAudit(r, func(n *auditNote) { n.user = g.user })
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: "/", HttpOnly: true,
 		Secure: s.opts.TLS != nil, SameSite: http.SameSiteStrictMode, Expires: g.expires})
 	s.log.Info("dashboard login", zap.String("user", g.user), zap.String("role", string(g.role)), zap.String("remote", r.RemoteAddr))
@@ -961,6 +968,7 @@ func (s *Server) addBan(w http.ResponseWriter, r *http.Request, p principal, _ s
 	if err := s.decodeBody(w, r, maxBody, &body); err != nil {
 		return err
 	}
+	noteAudit(r, func(n *auditNote) { n.target = body.Kind + "/" + body.Value })
 	if !slices.Contains(banKinds, body.Kind) {
 		return badRequest(fmt.Sprintf("kind %q: want one of %s", body.Kind, strings.Join(banKinds, ", ")))
 	}
@@ -1026,6 +1034,7 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request, p principal, _ 
 	if err := s.decodeBody(w, r, maxPublishBody, &body); err != nil {
 		return err
 	}
+	noteAudit(r, func(n *auditNote) { n.target = body.Topic }) // the topic, never the payload
 	if err := core.ValidTopic(body.Topic); err != nil {
 		return badRequest(fmt.Sprintf("topic %q: %v", body.Topic, err))
 	}

@@ -358,10 +358,12 @@ func (s *Server) startTrace(w http.ResponseWriter, r *http.Request, p principal,
 	if err := s.decodeBody(w, r, maxBody, &body); err != nil {
 		return err
 	}
+	noteAudit(r, func(n *auditNote) { n.target = body.Name })
 	info, err := s.traces.start(body, p.User)
 	if err != nil {
 		return err
 	}
+	noteAudit(r, func(n *auditNote) { n.target = info.Name }) // the name given, or the one made up
 	writeJSON(w, http.StatusCreated, info)
 	return nil
 }

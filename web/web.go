@@ -274,6 +274,7 @@ type Server struct {
 	reg     *prometheus.Registry
 	node    *nodeStats    // the overview's node card
 	traces  *traceManager // nil: no trace directory
+	audit   *auditLog
 
 	mu     sync.Mutex // guards http and closed
 	http   *http.Server
@@ -288,6 +289,7 @@ func New(b Broker, opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, broker: b, log: opts.Log}
 	s.auth = newAuthenticator(&s.opts)
+	s.audit = newAuditLog(auditEntries, s.log.Named("audit"))
 	s.reg = prometheus.NewRegistry()
 	var reg prometheus.Registerer = s.reg
 	if opts.Node != "" {
