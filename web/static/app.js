@@ -73,6 +73,7 @@ const ICONS = {
   nodes: 'M5 3h14v6H5z|M5 15h14v6H5z|M12 9v6|M8 6h.01|M8 18h.01',
   mqtt: 'M22 2L11 13|M22 2l-7 20-4-9-9-4 20-7z',
   traces: 'M22 12h-4l-3 9L9 3l-3 9H2',
+  audit: 'M14 2H6a2 2 0 0 0-2 2v16a2 2 0 0 0 2 2h12a2 2 0 0 0 2-2V8z|M14 2v6h6|M8 13h8|M8 17h8',
 };
 
 const fmtInt = (n) => (n ?? 0).toLocaleString('en-US');
@@ -225,11 +226,12 @@ const PAGES = [
   ['bridges', 'Bridges'],
   ['traces', 'Traces'],
   ['mqtt', 'MQTT client'],
+  ['audit', 'Audit'],
 ];
 
 function shell(active, content) {
-  // The Nodes page exists in a cluster only.
-  const pages = PAGES.filter(([id]) => id !== 'nodes' || state.clustered);
+  // The Nodes page exists in a cluster only; the audit log is for admins.
+  const pages = PAGES.filter(([id]) => (id !== 'nodes' || state.clustered) && (id !== 'audit' || isAdmin()));
   const nav = h('nav', { class: 'nav' }, pages.map(([id, label]) =>
     h('a', { href: '#/' + id, class: active === id ? 'active' : '', id: 'nav-' + id, title: label },
       icon(ICONS[id]), h('span', {}, label))));
@@ -1289,6 +1291,35 @@ function bridgesPage() {
   every(5000, refresh);
 }
 
+// ---------- audit ----------
+
+// auditPage lists GET /audit: who changed what through the API, newest
+// first. Admins only: the API refuses viewers.
+function auditPage() {
+  const tbody = h('tbody', { id: 'audit-body' });
+  const outcome = { ok: 'on', refused: 'warn', failed: 'err' };
+  app.replaceChildren(shell('audit', [
+    pageHead('Audit', 'Admin actions and dashboard logins, newest first; the last 1,000 since start (the broker log keeps them all)'),
+    h('div', { class: 'panel' }, h('div', { class: 'table-wrap' }, h('table', {},
+      h('thead', {}, h('tr', {},
+        h('th', {}, 'Time'), h('th', {}, 'User'), h('th', {}, 'From'), h('th', {}, 'Action'),
+        h('th', {}, 'Target'), h('th', {}, 'Outcome'))),
+      tbody))),
+  ]));
+  async function refresh() {
+    const res = await api('GET', '/audit?limit=1000');
+    tbody.replaceChildren(...(res.items.length ? res.items.map((e) => h('tr', {},
+      h('td', { class: 'soft' }, fmtDate(e.time)),
+      h('td', {}, e.user || '—', h('div', { class: 'muted' }, e.auth)),
+      h('td', { class: 'mono soft' }, e.remote),
+      h('td', { class: 'mono' }, e.action),
+      h('td', { class: 'mono soft' }, e.target || ''),
+      h('td', {}, h('span', { class: 'badge ' + (outcome[e.outcome] || '') }, `${e.status} ${e.outcome}`))))
+      : [h('tr', {}, h('td', { class: 'empty', colspan: 6 }, 'No admin actions since start'))]));
+  }
+  every(5000, refresh);
+}
+
 // ---------- traces ----------
 
 // traceTarget says what a trace follows.
@@ -1628,6 +1659,7 @@ async function route() {
     case 'bridges': bridgesPage(); break;
     case 'nodes': nodesPage(); break;
     case 'traces': tracesPage(); break;
+    case 'audit': auditPage(); break;
     case 'mqtt':
       if (!state.overview) {
         try { state.overview = await api('GET', '/overview?history=0'); } catch { /* the page still works with a typed URL */ }
