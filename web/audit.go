@@ -205,7 +205,9 @@ func (a *apiRouter) beginAudit(w http.ResponseWriter, r *http.Request, rt route,
 		}
 		status := sw.status
 		if status == 0 {
-			status = http.StatusOK
+			// Every handler writes an answer; none written means it
+			// panicked, and net/http answers 500.
+			status = http.StatusInternalServerError
 		}
 		if action == "login" && status >= 400 {
 			action = "login.failed"

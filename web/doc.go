@@ -51,6 +51,12 @@
 // may subscribe to $SYS/# only, an admin may do anything; every other
 // client goes to the wrapped ones unchanged.
 //
+// The audit log (audit.go) records every unsafe API request made with
+// accepted credentials, and every login, in a ring of the last
+// auditEntries and as a line of the "audit" logger. apiRouter.serve does
+// it for all routes; auditAction names the action from the route, and
+// the few handlers whose target is in the body add it with noteAudit.
+//
 // In a cluster (Options.Peers, nodes.go) the API answers for every node:
 // GET /api/v1/nodes lists them from their heartbeats, and the client and
 // subscription lookups reach the other nodes over the cluster's NATS once
@@ -59,6 +65,6 @@
 // own state, as a viewer.
 //
 // Goroutines: handlers run on net/http's goroutines and share the session
-// store (guarded by its mutex) and the sampler's ring (guarded by its
-// mutex). Close stops the sampler; Shutdown stops the HTTP server too.
+// store (guarded by its mutex), the sampler's ring and the audit ring
+// (each guarded by its own mutex). Close stops the sampler; Shutdown stops the HTTP server too.
 package web
