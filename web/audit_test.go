@@ -3,6 +3,7 @@ package web
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -168,5 +169,29 @@ func TestAuditRingBounded(t *testing.T) {
 	call(t, s.Handler(), req{method: "DELETE", path: "/api/v1/clients/" + long, basic: admin})
 	if e := s.audit.latest(1)[0]; len(e.Target) > maxAuditTarget+len("…") || !strings.HasSuffix(e.Target, "…") {
 		t.Fatalf("a long target is kept as %d bytes", len(e.Target))
+	}
+}
+
+// TestAuditSessionCSRF: a dashboard session's request without its CSRF
+// token is refused and recorded as the session's user.
+func TestAuditSessionCSRF(t *testing.T) {
+	s, _ := auditServer(t)
+	h := s.Handler()
+	r := call(t, h, req{method: "POST", path: "/api/v1/auth/login", body: fmt.Sprintf(`{"username":"admin","password":%q}`, testPassword)})
+	var cookie *http.Cookie
+	for _, c := range (&http.Response{Header: r.header}).Cookies() {
+		if c.Name == sessionCookie {
+			cookie = c
+		}
+	}
+	if r.status != 200 || cookie == nil {
+		t.Fatalf("login: %d %s", r.status, r.body)
+	}
+	if r := call(t, h, req{method: "POST", path: "/api/v1/reload", cookie: cookie}); r.status != 403 {
+		t.Fatalf("no CSRF token: %d %s", r.status, r.body)
+	}
+	e := s.audit.latest(1)[0]
+	if e.Action != "reload" || e.User != "admin" || e.Auth != methodSession || e.Status != 403 || e.Outcome != "refused" {
+		t.Fatalf("recorded %+v, want reload by admin (session) refused with 403", e)
 	}
 }
