@@ -73,6 +73,9 @@ func (s *Server) apiRoutes() *apiRouter {
 		{"GET", p("/traces/"), RoleViewer, s.getTrace},
 		{"POST", p("/traces/"), RoleAdmin, s.traceAction},
 		{"DELETE", p("/traces/"), RoleAdmin, s.deleteTrace},
+		{"GET", p("/topic-metrics"), RoleViewer, s.listTopicMetrics},
+		{"POST", p("/topic-metrics"), RoleAdmin, s.addTopicMetric},
+		{"DELETE", p("/topic-metrics/"), RoleAdmin, s.removeTopicMetric},
 	}}
 }
 
