@@ -54,7 +54,19 @@ func BenchmarkPublishDeliver(b *testing.B) {
 			benchPublishDeliver(b, n, Config{}, nil)
 		})
 	}
+	// The same with every topic metric slot taken: the published topic
+	// matches one exact entry and one filter; the others are filters
+	// that do not match (each a codec.Match call) and exact topics.
+	b.Run("subs=1/topic-metrics=512", func(b *testing.B) {
+		benchTopicMetrics = true
+		defer func() { benchTopicMetrics = false }()
+		benchPublishDeliver(b, 1, Config{}, nil)
+	})
 }
+
+// benchTopicMetrics makes benchPublishDeliver register MaxTopicMetrics
+// topic metrics first.
+var benchTopicMetrics bool
 
 // BenchmarkPublishCluster measures what the cluster seam adds to
 // BenchmarkPublishDeliver with one subscriber: "forward", a PUBLISH also
@@ -90,6 +102,24 @@ func benchPublishDeliver(b *testing.B, n int, cfg Config, remote func(*Server)) 
 		b.Fatal(err)
 	}
 	defer func() { _ = srv.Shutdown(b.Context()) }()
+	if benchTopicMetrics {
+		for i := range MaxTopicMetrics {
+			f := fmt.Sprintf("other/%d/+", i)
+			switch i {
+			case 0:
+				f = "bench/t"
+			case 1:
+				f = "bench/#"
+			default:
+				if i%2 == 0 {
+					f = fmt.Sprintf("other/%d", i)
+				}
+			}
+			if err := srv.AddTopicMetric(f); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
 	connect := func(id string) (net.Conn, *codec.Reader) {
 		a, c := net.Pipe()
 		srv.ServeConn(c, "pipe")

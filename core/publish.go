@@ -163,6 +163,7 @@ type routed struct {
 	notRetained bool     // the retained budget is spent: not retained, delivered all the same
 	failed      bool     // the store failed to record a delivery
 	held        *Message // the message, while held for commitInbound (Message.held)
+	dropped     int      // deliveries dropped or refused when queued (topic metrics)
 	lagging     bool     // a subscriber's queue was full (enqLagging)
 }
 
@@ -174,12 +175,17 @@ func (r *routed) add(res enqueueResult) {
 	switch res {
 	case enqStored:
 		r.stored = true
+	case enqDropped:
+		r.dropped++
 	case enqRefused:
 		r.refused = true
+		r.dropped++
 	case enqNoSpace:
 		r.noSpace = true
+		r.dropped++
 	case enqStoreErr:
 		r.failed = true
+		r.dropped++
 	}
 }
 
@@ -192,6 +198,7 @@ func (s *Server) publishPacket(p *codec.Publish, topic []byte, from *client, inS
 	matches := s.router.match(unsafeString(topic), from.id, from.matches[:0])
 	from.matches = matches[:0]
 	if len(matches) == 0 && !p.Retain && s.cluster == nil {
+		s.topicMetrics.count(unsafeString(topic), p.QoS, 0, 1) // no subscriber: dropped
 		return routed{}
 	}
 	msg := newMessage(p, topic, from.id)
@@ -211,6 +218,7 @@ func (s *Server) publishPacket(p *codec.Publish, topic []byte, from *client, inS
 		}
 	}
 	s.deliver(msg, matches, &r, from)
+	s.countTopic(msg, &r)
 	if msg.held != nil {
 		r.held = msg
 		from.matches = matches
@@ -221,6 +229,17 @@ func (s *Server) publishPacket(p *codec.Publish, topic []byte, from *client, inS
 	}
 	clear(matches)
 	return r
+}
+
+// countTopic counts msg, routed as r, in the topic metrics it matches.
+// A message no subscriber here received is dropped, unless other nodes
+// may have subscribers (they count their own deliveries).
+func (s *Server) countTopic(msg *Message, r *routed) {
+	dropped := r.dropped
+	if r.n == 0 && s.cluster == nil {
+		dropped = 1
+	}
+	s.topicMetrics.count(msg.Topic, msg.QoS, r.n-r.dropped, dropped)
 }
 
 // releaseHeld lets r.held go to its subscribers once its PUBLISH is recorded.
@@ -267,6 +286,7 @@ func (s *Server) publish(msg *Message) int {
 	var r routed
 	matches := s.router.match(msg.Topic, msg.From, nil)
 	s.deliver(msg, matches, &r, nil)
+	s.countTopic(msg, &r)
 	if s.cluster != nil {
 		s.forward(msg, matches)
 	}

@@ -77,7 +77,9 @@ type Server struct {
 	stats   Stats
 	// byListener counts accepted CONNECTs per listener name.
 	byListener listenerStats
-	started    time.Time
+	// topicMetrics counts the messages of registered topics (topicmetrics.go).
+	topicMetrics topicMetrics
+	started      time.Time
 
 	// traces are the running traces (trace.go), nil almost always: the
 	// hot path tests only the connection's own tracer. traceMu orders

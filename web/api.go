@@ -74,6 +74,9 @@ func (s *Server) apiRoutes() *apiRouter {
 		{"POST", p("/traces/"), RoleAdmin, s.traceAction},
 		{"DELETE", p("/traces/"), RoleAdmin, s.deleteTrace},
 		{"GET", p("/audit"), RoleAdmin, s.listAudit},
+		{"GET", p("/topic-metrics"), RoleViewer, s.listTopicMetrics},
+		{"POST", p("/topic-metrics"), RoleAdmin, s.addTopicMetric},
+		{"DELETE", p("/topic-metrics/"), RoleAdmin, s.removeTopicMetric},
 	}}
 }
 

@@ -35,6 +35,38 @@ type fakeBroker struct {
 	published []string             // "topic qos retain payload"
 	kicked    []string
 	removed   []string
+	topics    []core.TopicMetric
+}
+
+func (f *fakeBroker) AddTopicMetric(filter string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, m := range f.topics {
+		if m.Topic == filter {
+			return core.ErrTopicMetricExists
+		}
+	}
+	if filter == "" {
+		return core.ErrTopicMetricInvalid
+	}
+	f.topics = append(f.topics, core.TopicMetric{Topic: filter, Created: time.Now()})
+	return nil
+}
+func (f *fakeBroker) RemoveTopicMetric(filter string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, m := range f.topics {
+		if m.Topic == filter {
+			f.topics = append(f.topics[:i], f.topics[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+func (f *fakeBroker) TopicMetrics() []core.TopicMetric {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]core.TopicMetric{}, f.topics...)
 }
 
 func (f *fakeBroker) Stats() core.Snapshot {

@@ -80,6 +80,7 @@ type collector struct {
 	retainedBytes, retainedRefused, retainedCut            *prometheus.Desc
 	maxRetained, maxRetainedBytes                          *prometheus.Desc
 	uptime, info                                           *prometheus.Desc
+	topicIn, topicOut, topicDropped                        *prometheus.Desc
 }
 
 // Series that would only repeat the sum of others are left out: the open
@@ -159,7 +160,14 @@ func newCollector(b Broker, opts *Options) *collector {
 		httpWaiting:     d("auth_http_waiting", "Questions waiting for a request slot to the HTTP auth service."),
 		dashboardLogins: d("dashboard_mqtt_logins_total", "CONNECTs with a dashboard session's user name, by result.", "result"),
 		uptime:          d("uptime_seconds", "Seconds since the broker started."),
-		info:            d("build_info", "The broker's version; always 1.", "version"),
+		// Registered topics only (POST /api/v1/topic-metrics, at most
+		// core.MaxTopicMetrics): a label per topic would otherwise be
+		// unbounded.
+		topicIn: d("topic_messages_in_total", "Messages published on a registered topic (or matching a registered filter), "+
+			"by the QoS they were published with.", "topic", "qos"),
+		topicOut:     d("topic_messages_out_total", "Deliveries queued for subscribers of a registered topic or filter.", "topic"),
+		topicDropped: d("topic_messages_dropped_total", "Messages of a registered topic or filter that no subscriber received, and its deliveries dropped or refused when queued.", "topic"),
+		info:         d("build_info", "The broker's version; always 1.", "version"),
 	}
 	for _, l := range opts.Listeners {
 		c.transport[l.Name] = l.Transport
@@ -173,7 +181,8 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.bytesIn, c.bytesOut, c.pubBytesIn, c.pubBytesOut, c.deliveries, c.drop, c.sessions, c.offline, c.expired,
 		c.subscriptions, c.retained, c.queued, c.queuedBytes, c.inflight, c.sharedGroups, c.storeSync,
 		c.handshakeFailures, c.certExpiry, c.dashboardLogins, c.authDenied, c.preLoginRefused, c.uptime, c.info,
-		c.retainedBytes, c.retainedRefused, c.retainedCut, c.maxRetained, c.maxRetainedBytes} {
+		c.retainedBytes, c.retainedRefused, c.retainedCut, c.maxRetained, c.maxRetainedBytes,
+		c.topicIn, c.topicOut, c.topicDropped} {
 		ch <- d
 	}
 	if c.store != nil {
@@ -274,6 +283,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.pubBytesIn, st.PublishBytesIn)
 	counter(c.pubBytesOut, st.PublishBytesOut)
 	counter(c.deliveries, st.Deliveries)
+	for _, m := range c.b.TopicMetrics() {
+		for q := range m.MessagesInQoS {
+			counter(c.topicIn, m.MessagesInQoS[q], m.Topic, strconv.Itoa(q))
+		}
+		counter(c.topicOut, m.MessagesOut, m.Topic)
+		counter(c.topicDropped, m.MessagesDropped, m.Topic)
+	}
 	for _, cause := range sortedKeys(st.Dropped) {
 		counter(c.drop, st.Dropped[cause], cause)
 	}

@@ -64,6 +64,11 @@ type Broker interface {
 	Disconnect(clientID string) bool
 	RemoveSession(clientID string) bool
 	Publish(topic string, payload []byte, qos byte, retain bool) error
+	// Topic metrics (core.Server.AddTopicMetric and the others): counters
+	// of registered topics and filters, bounded by core.MaxTopicMetrics.
+	AddTopicMetric(filter string) error
+	RemoveTopicMetric(filter string) bool
+	TopicMetrics() []core.TopicMetric
 }
 
 var _ Broker = (*core.Server)(nil)
@@ -270,11 +275,13 @@ type Server struct {
 	handler http.Handler
 	auth    *authenticator
 	sampler *sampler
-	alarms  *alarms
-	reg     *prometheus.Registry
-	node    *nodeStats    // the overview's node card
-	traces  *traceManager // nil: no trace directory
-	audit   *auditLog
+	// topicRates turns topic metrics' counters into rates between listings.
+	topicRates topicRateTracker
+	alarms     *alarms
+	reg        *prometheus.Registry
+	node       *nodeStats    // the overview's node card
+	traces     *traceManager // nil: no trace directory
+	audit      *auditLog
 
 	mu     sync.Mutex // guards http and closed
 	http   *http.Server
