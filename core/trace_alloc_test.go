@@ -10,10 +10,12 @@ import (
 	"github.com/xmq-io/xmq/codec"
 )
 
-// TestTraceCostsUntracedNothing: with a trace running for another client,
-// the publish → deliver path of connections it does not follow allocates
-// exactly what it allocates with no trace at all, and they get no tracer.
-func TestTraceCostsUntracedNothing(t *testing.T) {
+// pipeRoundTrip serves a subscriber to topic and a publisher on it, both
+// MQTT 3.1.1 over net.Pipe, and returns roundTrip: one 64-byte QoS 0
+// PUBLISH on topic, read back by the subscriber. The pools and buffers are
+// warm when it returns, for testing.AllocsPerRun.
+func pipeRoundTrip(t *testing.T, topic string) (*Server, func()) {
+	t.Helper()
 	srv, err := New(Options{SysInterval: -1}, Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -33,12 +35,12 @@ func TestTraceCostsUntracedNothing(t *testing.T) {
 		return a, r
 	}
 	sub, sr := connect("sub")
-	_, _ = sub.Write((&codec.Subscribe{PacketID: 1, Subscriptions: []codec.Subscription{{Filter: []byte("t")}}}).Append(nil, codec.V311))
+	_, _ = sub.Write((&codec.Subscribe{PacketID: 1, Subscriptions: []codec.Subscription{{Filter: []byte(topic)}}}).Append(nil, codec.V311))
 	if _, err := sr.ReadPacket(); err != nil { // SUBACK
 		t.Fatal(err)
 	}
 	pub, _ := connect("pub")
-	msg := (&codec.Publish{Topic: []byte("t"), Payload: make([]byte, 64)}).Append(nil, codec.V311)
+	msg := (&codec.Publish{Topic: []byte(topic), Payload: make([]byte, 64)}).Append(nil, codec.V311)
 	roundTrip := func() {
 		if _, err := pub.Write(msg); err != nil {
 			t.Fatal(err)
@@ -50,6 +52,14 @@ func TestTraceCostsUntracedNothing(t *testing.T) {
 	for range 100 { // warm the pools and the buffers
 		roundTrip()
 	}
+	return srv, roundTrip
+}
+
+// TestTraceCostsUntracedNothing: with a trace running for another client,
+// the publish → deliver path of connections it does not follow allocates
+// exactly what it allocates with no trace at all, and they get no tracer.
+func TestTraceCostsUntracedNothing(t *testing.T) {
+	srv, roundTrip := pipeRoundTrip(t, "t")
 	without := testing.AllocsPerRun(500, roundTrip)
 
 	tr, err := srv.StartTrace(TraceSpec{ClientID: "someone-else", Duration: time.Minute, MaxBytes: 1 << 20}, io.Discard, nil)
