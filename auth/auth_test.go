@@ -423,16 +423,6 @@ func TestReload(t *testing.T) {
 	}
 	write(aclFile, "user u\ntopic write a/#\n")
 	a := newAuth(t, Options{PasswordFile: pwFile, ACLFile: aclFile, ReloadInterval: 20 * time.Millisecond})
-	eventually := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not picked up", what)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
 	if !a.CanPublish("c", "u", "a/1") || a.CanPublish("c", "u", "b/1") {
 		t.Fatal("initial rules")
 	}
@@ -440,7 +430,7 @@ func TestReload(t *testing.T) {
 
 	// A changed ACL file replaces the rules and the cached decisions.
 	write(aclFile, "user u\ntopic write b/#\n")
-	eventually("acl change", func() bool { return a.CanPublish("c", "u", "b/1") })
+	eventually(t, "acl change", func() bool { return a.CanPublish("c", "u", "b/1") })
 	if a.CanPublish("c", "u", "a/1") {
 		t.Error("a cached decision of the old rules survived the reload")
 	}
@@ -452,7 +442,7 @@ func TestReload(t *testing.T) {
 	if _, err := passwd(t, "", "-b", "-cost", "4", "-scram", "none", pwFile, "u", "new"); err != nil {
 		t.Fatal(err)
 	}
-	eventually("password change", func() bool { return a.Authenticate("c", "u", []byte("new"), remote, "tcp", "") == nil })
+	eventually(t, "password change", func() bool { return a.Authenticate("c", "u", []byte("new"), remote, "tcp", "") == nil })
 	if a.Authenticate("c", "u", []byte("old"), remote, "tcp", "") == nil {
 		t.Error("old password still works")
 	}
@@ -636,5 +626,17 @@ func TestSetFiles(t *testing.T) {
 	}
 	if login("anything") != nil || !a.CanPublish("c", "u", "b/1") {
 		t.Error("without files every login and topic should pass (allow_anonymous true)")
+	}
+}
+
+// eventually waits up to 5 s for cond, failing the test with what.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 5s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -533,27 +533,17 @@ func TestJWKSURL(t *testing.T) {
 	if err := login(t2); err == nil {
 		t.Fatal("k2 accepted before it was published")
 	}
-	waitUntil := func(what string, ok func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for !ok() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within 5s", what)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
 	for _, bad := range []string{"", `{"keys": [{"kty": "oct", "k": "c2VjcmV0IHNlY3JldCBzZWNyZXQgc2VjcmV0IHNlY3JldA"}]}`,
 		`{"keys": [` + strings.Repeat(" ", maxKeyFile) + `]}`, "not json"} {
 		n := fetches.Load()
 		body.Store(bad)
-		waitUntil("a fetch", func() bool { return fetches.Load() > n+1 })
+		eventually(t, "a fetch", func() bool { return fetches.Load() > n+1 })
 		if err := login(t1); err != nil {
 			t.Fatalf("k1 after a bad fetch (%.20q): %v", bad, err)
 		}
 	}
 	body.Store(jwksJSON(t, map[string]any{"k2": &k2.PublicKey}))
-	waitUntil("k2 taken", func() bool { return login(t2) == nil })
+	eventually(t, "k2 taken", func() bool { return login(t2) == nil })
 	if err := login(t1); err == nil {
 		t.Error("k1 still accepted after it left the set")
 	}
