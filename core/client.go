@@ -71,6 +71,7 @@ type client struct {
 	peek      [1]byte      // waitReadable's MSG_PEEK target
 	parkable  bool         // past CONNECT on a raw socket with a poller: reads never wait, the reader parks
 	resumed   bool         // woken from a park on an IdleSocket: read before parking again
+	shortRead bool         // the last read did not fill the buffer: it emptied the socket
 	burst     int          // packets handled since the reader last could wait (inline.go)
 	dirty     []*client    // subscribers given deliveries in this burst (inline.go)
 	padded    bool         // the socket is in the poller's epoll set
@@ -188,6 +189,7 @@ func (r countingReader) Read(p []byte) (n int, err error) {
 	switch {
 	case c.parkable:
 		n, err = rawReadNow(c.raw, p)
+		c.shortRead = n < len(p)
 	case c.raw != nil:
 		n, err = rawRead(c.raw, p)
 	default:
@@ -337,13 +339,14 @@ func (c *client) readLoop() bool {
 	deadline := c.keepAliveDeadline()
 	for {
 		if (len(c.acks) > 0 || c.needSync || len(c.dirty) > 0) && !c.r.Complete() {
-			// The next read may wait: first the deliveries this burst
-			// routed (inline.go), then its acknowledgements, with one Sync
-			// for all its messages.
+			// The next read may wait: this burst's acknowledgements (with
+			// one Sync for all its messages, or noted to be written now),
+			// then the deliveries it routed (inline.go), the reader's own
+			// answers last.
+			c.releaseAcks()
 			if len(c.dirty) > 0 {
 				c.flushDirty()
 			}
-			c.releaseAcks()
 		}
 		if !c.parkable && c.r.Buffered() == 0 {
 			c.burst = 0
@@ -363,7 +366,18 @@ func (c *client) readLoop() bool {
 				return false
 			}
 		}
-		p, err := c.r.ReadPacket()
+		var p codec.Packet
+		var err error
+		if c.parkable && c.burst == 1 && c.shortRead && c.r.Buffered() == 0 {
+			// A wake-up that brought one packet, read by a read that
+			// emptied the socket: a quiet client's. It parks without the
+			// read that would find the socket empty — one system call of
+			// about six per message at low rates; the poller's arming is
+			// level-triggered, so bytes that came meanwhile wake it at once.
+			err = codec.ErrWouldBlock
+		} else {
+			p, err = c.r.ReadPacket()
+		}
 		if t := c.trace.Load(); t != nil && err == nil {
 			t.in(c, p)
 		}
@@ -436,7 +450,7 @@ func (c *client) handle(p codec.Packet) bool {
 	case *codec.Unsubscribe:
 		return c.handleUnsubscribe(p)
 	case *codec.Pingreq:
-		c.send(&codec.Pingresp{})
+		c.reply(&codec.Pingresp{})
 		return true
 	case *codec.Disconnect:
 		c.releaseAcksWait() // before the writer's last flush
@@ -454,7 +468,7 @@ func (c *client) handleAck(p *codec.Ack) bool {
 	switch p.Kind {
 	case codec.PUBACK:
 		if c.sess.ack(p.PacketID, 1) {
-			c.wake() // the window has room again
+			c.deferWake(c) // the window has room again
 		}
 	case codec.PUBREC:
 		if p.ReasonCode.IsError() {
@@ -485,7 +499,7 @@ func (c *client) handleAck(p *codec.Ack) bool {
 		c.ackAfterSync(codec.PUBCOMP, p.PacketID, rc)
 	case codec.PUBCOMP:
 		if c.sess.ack(p.PacketID, 2) {
-			c.wake()
+			c.deferWake(c)
 		}
 	}
 	return true

@@ -57,7 +57,9 @@ func (c *client) releaseAcks() {
 		c.acks = make([]pendingAck, 0, 8)
 		return
 	}
-	c.sendAcks(c.acks)
+	if c.queueAcks(c.acks) {
+		c.deferWake(c) // written with the burst's deliveries (inline.go)
+	}
 	c.acks = c.acks[:0]
 }
 
@@ -82,8 +84,16 @@ func (c *client) releaseAcksWait() {
 
 // sendAcks hands acknowledgements to the writer.
 func (c *client) sendAcks(acks []pendingAck) {
+	if c.queueAcks(acks) {
+		c.wake()
+	}
+}
+
+// queueAcks puts acknowledgements into the control packets waiting to be
+// written, and reports whether there were any.
+func (c *client) queueAcks(acks []pendingAck) bool {
 	if len(acks) == 0 {
-		return
+		return false
 	}
 	c.mu.Lock()
 	for _, a := range acks {
@@ -91,7 +101,7 @@ func (c *client) sendAcks(acks []pendingAck) {
 	}
 	c.mu.Unlock()
 	c.srv.stats.ctrlOut.Add(int64(len(acks)))
-	c.wake()
+	return true
 }
 
 // refuseAcks turns acknowledgements held for a Sync that failed into

@@ -1,5 +1,7 @@
 package core
 
+import "github.com/xmq-io/xmq/codec"
+
 // Writing in place. At high rates a subscriber's writer goroutine gathers
 // many deliveries into one write, which is what makes fan-out fast. At low
 // rates there is nothing to gather: each delivery cost a hand-off to a
@@ -17,9 +19,10 @@ package core
 const inlineBurst = 4
 
 // deferWake wakes sub's writer at the end of this reader's burst, or has
-// the reader write for it then (flushDirty); c is the reader's client.
+// the reader write for it then (flushDirty); c is the reader's client, and
+// sub may be c itself: its replies (reply) are written the same way.
 func (c *client) deferWake(sub *client) {
-	if c.burst > inlineBurst || sub.raw == nil && !sub.inPlace || sub == c || sub.writing.Load() {
+	if c.burst > inlineBurst || sub.raw == nil && !sub.inPlace || sub.writing.Load() {
 		sub.wake() // a large burst, a conn that cannot write in place, or a writer already running
 		return
 	}
@@ -65,4 +68,18 @@ func (c *client) writeInline() {
 	}
 	c.pending.Store(true) // the writer writes a tail before anything else
 	c.srv.workers.run(job{c, jobWrite})
+}
+
+// reply queues a control packet answering the reader's own packet
+// (PINGRESP, SUBACK, a PUBACK that waits for no Sync) to go out with the
+// burst's other writes, before the reader's next read. Woken writers
+// wrote it only after that read had found the socket empty and the reader
+// had parked: two system calls and a hand-off between a quiet client's
+// packet and its answer. Reader only.
+func (c *client) reply(p codec.Packet) {
+	c.mu.Lock()
+	c.ctrl = p.Append(c.ctrl, c.version)
+	c.mu.Unlock()
+	c.srv.stats.ctrlOut.Add(1)
+	c.deferWake(c)
 }

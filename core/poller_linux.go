@@ -31,9 +31,8 @@ type poller struct {
 	f      *os.File        // the epoll set, in Go's network poller
 	rc     syscall.RawConn // of f
 	events []syscall.EpollEvent
-	waitFn func(fd uintptr) bool // bound once: rc.Read would otherwise allocate a closure per wait
-	n      int                   // events the last epoll_wait returned
-	err    error
+	waitFn func(fd uintptr) bool // bound once: rc.Read would otherwise allocate a closure
+	err    error                 // what ended wait
 
 	mu    sync.Mutex // guards slots and free
 	slots []pollSlot
@@ -73,17 +72,24 @@ func newPoller() (*poller, error) {
 	return p, nil
 }
 
-// wait collects ready events without blocking (epoll_pwait with no signal
-// mask is epoll_wait, which arm64 lacks); false asks Go's poller to wait
-// until the set is readable.
+// wait hands the ready connections to readers, collecting them without
+// blocking (epoll_pwait with no signal mask is epoll_wait, which arm64
+// lacks), until the set is empty; then false asks Go's poller to wait
+// until it is readable again, and wait runs again — inside the one
+// rc.Read that run makes. Each rc.Read starts by forgetting what Go's
+// poller reported before it: a Read per batch had to ask the set once
+// more before parking, a system call per wake-up, or lose the events
+// that came in between.
 func (p *poller) wait(fd uintptr) bool {
 	for {
 		r, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, fd, uintptr(unsafe.Pointer(&p.events[0])),
 			uintptr(len(p.events)), 0, 0, 0)
 		switch e {
 		case 0:
-			p.n = int(r)
-			return r > 0
+			p.dispatch(p.events[:r])
+			if int(r) < len(p.events) {
+				return false // the set is empty: an event from now on makes it readable
+			}
 		case syscall.EINTR:
 		default:
 			p.err = e
@@ -92,33 +98,36 @@ func (p *poller) wait(fd uintptr) bool {
 	}
 }
 
-// run hands each ready connection to a new reader goroutine until close.
-func (p *poller) run() {
-	defer close(p.done)
-	for {
-		p.n, p.err = 0, nil
-		err := p.rc.Read(p.waitFn)
-		select {
-		case <-p.stop:
-			return
-		default:
-		}
-		if err != nil || p.err != nil {
-			// The set is ours and only closed by close: nothing else can
-			// fail here but resources, and the readers it holds would hang.
-			panic("core: epoll_wait: " + errors.Join(err, p.err).Error())
-		}
-		p.mu.Lock()
-		for _, ev := range p.events[:p.n] {
-			slot, gen := ev.Fd, ev.Pad
-			if int(slot) < len(p.slots) && p.slots[slot].gen == gen {
-				if c := p.slots[slot].c; c != nil && c.pstate.CompareAndSwap(parked, reading) {
-					c.srv.workers.run(job{c, jobResume})
-				}
+// dispatch starts a reader for each parked connection in events.
+func (p *poller) dispatch(events []syscall.EpollEvent) {
+	if len(events) == 0 {
+		return
+	}
+	p.mu.Lock()
+	for _, ev := range events {
+		slot, gen := ev.Fd, ev.Pad
+		if int(slot) < len(p.slots) && p.slots[slot].gen == gen {
+			if c := p.slots[slot].c; c != nil && c.pstate.CompareAndSwap(parked, reading) {
+				c.srv.workers.run(job{c, jobResume})
 			}
 		}
-		p.mu.Unlock()
 	}
+	p.mu.Unlock()
+}
+
+// run waits for and dispatches events until close, which ends rc.Read
+// by closing the set's file.
+func (p *poller) run() {
+	defer close(p.done)
+	err := p.rc.Read(p.waitFn)
+	select {
+	case <-p.stop:
+		return
+	default:
+	}
+	// The set is ours and only closed by close: nothing else can fail
+	// here but resources, and the readers it holds would hang.
+	panic("core: epoll_wait: " + errors.Join(err, p.err).Error())
 }
 
 // pollArm is what arming a parked connection's socket takes, prepared

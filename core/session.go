@@ -398,8 +398,12 @@ func (s *session) done(d *delivery) {
 	}
 }
 
-// ack handles PUBACK (qos 1) and PUBCOMP (qos 2) and reports whether id was in flight.
-func (s *session) ack(id uint16, qos byte) bool {
+// ack handles PUBACK (qos 1) and PUBCOMP (qos 2) and reports whether id
+// was in flight and deliveries wait for the room it made in the window.
+// Waking the writer on every acknowledgement cost a writer run for nothing
+// per message at low rates, and that writer, running, took the next
+// delivery from the reader that would have written it in place.
+func (s *session) ack(id uint16, qos byte) (waiting bool) {
 	s.mu.Lock()
 	m, ok := s.inflight[id]
 	if ok && (m.qos != qos || qos == 2 && !m.pubrel) {
@@ -409,9 +413,10 @@ func (s *session) ack(id uint16, qos byte) bool {
 		delete(s.inflight, id)
 		s.srv.stats.inflight.Add(-1)
 		s.done(&m.delivery)
+		waiting = s.qhead < len(s.queue) || s.streams != nil
 	}
 	s.mu.Unlock()
-	return ok
+	return waiting
 }
 
 // pubrec handles PUBREC: the message is now owed only a PUBREL. stored

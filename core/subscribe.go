@@ -73,7 +73,7 @@ func (c *client) handleSubscribe(p *codec.Subscribe) bool {
 		srv.cluster.AwaitInterest(announce)
 	}
 	c.releaseAcksWait()
-	c.send(ack)
+	c.reply(ack)
 	if len(streams) > 0 {
 		s.setStreams(c, streams) // after SUBACK, which the writer sends first
 	}
@@ -101,7 +101,7 @@ func (c *client) handleUnsubscribe(p *codec.Unsubscribe) bool {
 	}
 	c.needSync = c.srv.saveSession(s) || c.needSync
 	c.releaseAcksWait()
-	c.send(ack)
+	c.reply(ack)
 	return true
 }
 
