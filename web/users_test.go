@@ -288,8 +288,8 @@ func TestUserSessionsEnd(t *testing.T) {
 				want = 401
 			}
 			for what, q := range map[string]req{
-				"session": {path: "/api/v1/overview", cookie: cookie},
-				"token":   {path: "/api/v1/overview", header: bearer},
+				"session":                              {path: "/api/v1/overview", cookie: cookie},
+				"token":                                {path: "/api/v1/overview", header: bearer},
 				"old basic password (verified lately)": {path: "/api/v1/overview", basic: vera},
 			} {
 				if tt.name == "role" && what == "old basic password (verified lately)" {
