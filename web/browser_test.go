@@ -169,6 +169,20 @@ func startDashboard(t *testing.T) *dashboard {
 	return &dashboard{srv: srv, tcpAddr: tcp.Addr().String(), url: origin + "/", bridges: fb, noWSURL: "http://" + bareL.Addr().String() + "/"}
 }
 
+// openDashboard starts a dashboard and a headless Chromium the size of a
+// desktop's window for at most timeout, collecting the page's console
+// errors; shots is where screenshots go.
+func openDashboard(t *testing.T, timeout time.Duration) (*dashboard, context.Context, *consoleErrors, string) {
+	t.Helper()
+	testbrowser.Chromium(t)
+	d := startDashboard(t)
+	shots := screenshotDir(t)
+	ctx := testbrowser.Start(t, timeout, chromedp.Flag("hide-scrollbars", true), chromedp.WindowSize(1360, 900))
+	console := &consoleErrors{}
+	console.listen(ctx)
+	return d, ctx, console, shots
+}
+
 // consoleErrors collects the page's console errors, uncaught exceptions
 // and browser log entries of level error (chromedp.Console reads
 // Runtime.consoleAPICalled, Runtime.exceptionThrown and Log.entryAdded).
@@ -298,13 +312,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: no browser")
 	}
-	testbrowser.Chromium(t)
-	d := startDashboard(t)
-	shots := screenshotDir(t)
-
-	ctx := testbrowser.Start(t, 50*time.Second, chromedp.Flag("hide-scrollbars", true), chromedp.WindowSize(1360, 900))
-	var console consoleErrors
-	console.listen(ctx)
+	d, ctx, console, shots := openDashboard(t, 50*time.Second)
 
 	// Log in.
 	if err := chromedp.Do(ctx,
@@ -742,12 +750,7 @@ func TestDashboardUsersInBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: no browser")
 	}
-	testbrowser.Chromium(t)
-	d := startDashboard(t)
-	shots := screenshotDir(t)
-	ctx := testbrowser.Start(t, 40*time.Second, chromedp.Flag("hide-scrollbars", true), chromedp.WindowSize(1360, 900))
-	var console consoleErrors
-	console.listen(ctx)
+	d, ctx, console, shots := openDashboard(t, 40*time.Second)
 	logIn := func(user, password, then string) {
 		t.Helper()
 		if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS("#login-pass")),

@@ -17,6 +17,8 @@ import (
 
 	"go.uber.org/zap"
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/xmq-io/xmq/internal/atomicfile"
 )
 
 // Dashboard users (EMQX's "users with roles" for one node): besides the
@@ -342,36 +344,13 @@ func (us *userStore) save() error {
 	return writeFileAtomic(us.file, append(data, '\n'), 0o600)
 }
 
-// writeFileAtomic writes data to a temporary file beside path and renames
-// it over path, so a reader (or a crash) never sees half a file; the
-// directory is made 0700 when missing.
+// writeFileAtomic makes path's directory (0700: it holds secrets) and
+// writes path atomically.
 func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp, mode)
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-	}
-	return err
+	return atomicfile.Write(path, data, mode)
 }
 
 // ---- the users API ----
