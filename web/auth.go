@@ -50,7 +50,9 @@ type principal struct {
 // isUser reports whether p is a dashboard user (who has a password), not
 // an API key or anonymous.
 func (p principal) isUser() bool {
-	return p.Method == methodSession || p.Method == methodBasic || p.Method == methodBearer && !strings.HasPrefix(p.User, "key:") && p.User != reservedUser
+	// A session or bearer token may belong to an API key ("key:NAME",
+	// logged in with the key) or to anonymous access.
+	return p.Method != methodAPIKey && p.Method != methodAnonymous && !strings.HasPrefix(p.User, "key:") && p.User != reservedUser
 }
 
 const (

@@ -89,7 +89,7 @@ var (
 	errUserNotFound = notFound("no such user")
 	errLastAdmin    = errorf(http.StatusConflict, "last_admin", "the last admin cannot be deleted or demoted: make another user admin first")
 	errBuiltinUser  = errorf(http.StatusConflict, "builtin",
-		"the configured admin user (web.admin_user) cannot be deleted or demoted; its password can be changed unless XMQ_ADMIN_PASSWORD or web.admin_password_hash sets it")
+		"the configured admin user (web.admin_user) cannot be deleted, demoted or given a description; its password can be changed unless XMQ_ADMIN_PASSWORD or web.admin_password_hash sets it")
 	errFixedPassword = errorf(http.StatusConflict, "password_fixed",
 		"the admin's password is set by XMQ_ADMIN_PASSWORD or web.admin_password_hash, which win at every start: change it there")
 )
@@ -253,7 +253,9 @@ func (us *userStore) update(name string, change func(*user) error) (_ userJSON, 
 	if err := u.check(); err != nil {
 		return userJSON{}, false, err
 	}
-	if u.builtin && u.Role != RoleAdmin {
+	if u.builtin && (u.Role != RoleAdmin || u.Description != old.Description) {
+		// Only its hash is kept (in its own file), so nothing else of it
+		// may change.
 		return userJSON{}, false, errBuiltinUser
 	}
 	if u.builtin && u.Hash != old.Hash && us.adminFix {

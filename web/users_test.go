@@ -218,7 +218,7 @@ func TestUsersLastAdmin(t *testing.T) {
 	}
 	t.Run("configured admin", func(t *testing.T) {
 		h := usersServer(t, "", nil).Handler()
-		for _, q := range []struct{ method, body string }{{"DELETE", ""}, {"PUT", `{"role":"viewer"}`}} {
+		for _, q := range []struct{ method, body string }{{"DELETE", ""}, {"PUT", `{"role":"viewer"}`}, {"PUT", `{"description":"x"}`}} {
 			if r := do(h, q.method, "/api/v1/users/admin", q.body); r.status != 409 || r.errCode(t) != "builtin" {
 				t.Errorf("%s the configured admin: %d %s, want 409 builtin", q.method, r.status, r.body)
 			}
@@ -331,6 +331,11 @@ func TestChangeOwnPassword(t *testing.T) {
 	}
 	if r := change(req{header: map[string]string{"X-API-Key": adminKey}}, "x", "new-password"); r.status != 403 || r.errCode(t) != "not_a_user" {
 		t.Errorf("an API key: %d %s, want 403 not_a_user", r.status, r.body)
+	}
+	keyCookie := (&http.Response{Header: call(t, h, req{method: "POST", path: "/api/v1/auth/login", body: fmt.Sprintf(`{"api_key":%q}`, viewerKey)}).header}).Cookies()[0]
+	keyMe := call(t, h, req{path: "/api/v1/auth/me", cookie: keyCookie}).json(t)
+	if r := change(req{cookie: keyCookie, header: map[string]string{csrfHeader: keyMe["csrf_token"].(string)}}, "x", "new-password"); r.status != 403 || r.errCode(t) != "not_a_user" {
+		t.Errorf("a session of an API key: %d %s, want 403 not_a_user", r.status, r.body)
 	}
 	me := call(t, h, req{path: "/api/v1/auth/me", remote: "127.0.0.1:5000", host: "127.0.0.1:18083"}).json(t)
 	anon := req{remote: "127.0.0.1:5000", host: "127.0.0.1:18083", header: map[string]string{csrfHeader: me["csrf_token"].(string)}}
