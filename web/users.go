@@ -52,7 +52,8 @@ var userName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$`)
 // reservedUser names principals that are not users.
 const reservedUser = "anonymous"
 
-// user is one dashboard user. hash is its bcrypt hash, never served.
+// user is one dashboard user as the users file keeps it; Hash, its bcrypt
+// hash, goes to the file only, never to the API (userJSON).
 type user struct {
 	Name        string    `json:"name"`
 	Role        Role      `json:"role"`
