@@ -19,6 +19,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/xmq-io/xmq/internal/atomicfile"
 )
 
 // Validity periods of the development CA and the certificates it issues.
@@ -417,23 +419,7 @@ func (d *Dev) write(certFile string, certPEM []byte, keyFile string, keyPEM []by
 // writeFileAtomic writes data to a temporary file beside path and renames
 // it over path, so a reader never sees half a file.
 func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("certs: %w", err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp, mode)
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
+	if err := atomicfile.Write(path, data, mode); err != nil {
 		return fmt.Errorf("certs: writing %s: %w", path, err)
 	}
 	return nil

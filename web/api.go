@@ -48,6 +48,12 @@ func (s *Server) apiRoutes() *apiRouter {
 		{"GET", p("/auth/me"), "", s.me},
 		{"POST", p("/auth/tokens"), RoleViewer, s.issueToken},
 		{"GET", p("/auth/mqtt"), RoleViewer, s.mqttLogin},
+		{"POST", p("/auth/password"), RoleViewer, s.changePassword},
+		{"GET", p("/users"), RoleAdmin, s.listUsers},
+		{"POST", p("/users"), RoleAdmin, s.createUser},
+		{"GET", p("/users/"), RoleAdmin, s.getUser},
+		{"PUT", p("/users/"), RoleAdmin, s.updateUser},
+		{"DELETE", p("/users/"), RoleAdmin, s.deleteUser},
 		{"GET", p("/openapi.json"), "", s.openAPI},
 		{"GET", p("/overview"), RoleViewer, s.overview},
 		{"GET", p("/alarms"), RoleViewer, s.listAlarms},
@@ -227,6 +233,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, _ principal, _ st
 	id, g, err := s.auth.login(r, body.Username, body.Password, body.APIKey)
 	switch {
 	case errors.Is(err, errTooManyFailures):
+		s.log.Warn("dashboard login refused: too many failures from this address", zap.String("user", body.Username), zap.String("remote", r.RemoteAddr))
 		return errorf(http.StatusTooManyRequests, "too_many_failures", err.Error())
 	case err != nil:
 		s.log.Warn("dashboard login failed", zap.String("user", body.Username), zap.String("remote", r.RemoteAddr))

@@ -1145,7 +1145,8 @@ func TestAdminPassword(t *testing.T) {
 
 func checkHash(h []byte, pw string) bool {
 	a := newAuthenticator(&Options{AdminUser: "u", AdminPasswordHash: h})
-	return a.checkPassword("u", pw)
+	_, _, ok := a.checkPassword("u", pw)
+	return ok
 }
 
 func TestOptionsValidate(t *testing.T) {

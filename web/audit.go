@@ -17,7 +17,8 @@ import (
 // or not. apiRouter.serve records it in one place, so a new route is
 // audited without its handler knowing; auditAction names the action from
 // the route. Only handlers whose target is in the body (publish, ban.add,
-// trace.start, login) add it with noteAudit.
+// trace.start, user.create, login) add it with noteAudit. Passwords are
+// never recorded: an entry holds no part of a body but its target.
 //
 // Requests refused for missing or wrong credentials are not recorded
 // (but a failed dashboard login is): they have no principal, and anyone
@@ -120,6 +121,14 @@ func auditAction(rt route, rest string) (action, target string) {
 		return "logout", ""
 	case "POST /auth/tokens":
 		return "token.issue", ""
+	case "POST /auth/password":
+		return "password.change", ""
+	case "POST /users":
+		return "user.create", ""
+	case "PUT /users/":
+		return "user.update", rest
+	case "DELETE /users/":
+		return "user.delete", rest
 	case "POST /clients/":
 		id, _ := strings.CutSuffix(rest, "/disconnect")
 		return "client.disconnect", id

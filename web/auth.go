@@ -44,6 +44,15 @@ type principal struct {
 	Role   Role
 	Method string
 	CSRF   string // sessions and anonymous: the token unsafe requests must carry
+	gen    uint64 // the user's generation when authenticated (authenticator.gen)
+}
+
+// isUser reports whether p is a dashboard user (who has a password), not
+// an API key or anonymous.
+func (p principal) isUser() bool {
+	// A session or bearer token may belong to an API key ("key:NAME",
+	// logged in with the key) or to anonymous access.
+	return p.Method != methodAPIKey && p.Method != methodAnonymous && !strings.HasPrefix(p.User, "key:") && p.User != reservedUser
 }
 
 const (
@@ -61,19 +70,33 @@ type grant struct {
 	csrf    string
 	token   bool // a bearer token rather than a cookie session
 	expires time.Time
+	gen     uint64 // the user's generation at login: a grant of an older one is dead
 }
 
 // authenticator checks credentials and keeps sessions and tokens. Its
-// mutex guards grants and failures; bcrypt runs outside it.
+// mutex guards grants, failures, verified and gen; bcrypt runs outside it,
+// and the user store has its own (never taken while holding this one).
 type authenticator struct {
 	opts     *Options
+	users    *userStore
 	anonCSRF string // the CSRF token of anonymous loopback requests
 	now      func() time.Time
 
 	mu       sync.Mutex
 	grants   map[string]*grant // by the SHA-256 of the cookie value or token
 	failures map[string]*failureCount
-	verified map[[32]byte]time.Time // SHA-256 of user and password checked lately → until when it stands
+	verified map[[32]byte]verifiedPassword // by the SHA-256 of user and password checked lately
+	// gen counts, per user name, the times its sessions and tokens were
+	// ended (deleted, role or password changed): a grant or a verified
+	// password of an older generation is dead. Names never changed have 0.
+	gen map[string]uint64
+}
+
+// verifiedPassword is a password checked lately: it stands until until
+// while its user's generation is gen.
+type verifiedPassword struct {
+	until time.Time
+	gen   uint64
 }
 
 type failureCount struct {
@@ -82,8 +105,9 @@ type failureCount struct {
 }
 
 func newAuthenticator(opts *Options) *authenticator {
-	return &authenticator{opts: opts, anonCSRF: randomToken(24), now: time.Now,
-		grants: map[string]*grant{}, failures: map[string]*failureCount{}, verified: map[[32]byte]time.Time{}}
+	return &authenticator{opts: opts, users: newUserStore(opts), anonCSRF: randomToken(24), now: time.Now,
+		grants: map[string]*grant{}, failures: map[string]*failureCount{}, verified: map[[32]byte]verifiedPassword{},
+		gen: map[string]uint64{}}
 }
 
 // errUnauthenticated and errBadCredentials are answered with 401.
@@ -100,11 +124,12 @@ func (a *authenticator) authenticate(r *http.Request) (principal, error) {
 		if err := a.throttled(r); err != nil {
 			return principal{}, err
 		}
-		if !a.checkPassword(user, pass) {
+		role, gen, ok := a.checkPassword(user, pass)
+		if !ok {
 			a.failed(r)
 			return principal{}, errBadCredentials
 		}
-		return principal{User: user, Role: RoleAdmin, Method: methodBasic}, nil
+		return principal{User: user, Role: role, Method: methodBasic, gen: gen}, nil
 	}
 	if key := r.Header.Get(apiKeyHeader); key != "" {
 		return a.byKey(r, key, methodAPIKey)
@@ -117,7 +142,7 @@ func (a *authenticator) authenticate(r *http.Request) (principal, error) {
 		cred = strings.TrimSpace(cred)
 		if strings.HasPrefix(cred, tokenPrefix) {
 			if g := a.lookup(cred, true); g != nil {
-				return principal{User: g.user, Role: g.role, Method: methodBearer}, nil
+				return principal{User: g.user, Role: g.role, Method: methodBearer, gen: g.gen}, nil
 			}
 			return principal{}, errBadCredentials
 		}
@@ -125,7 +150,7 @@ func (a *authenticator) authenticate(r *http.Request) (principal, error) {
 	}
 	if c, err := r.Cookie(sessionCookie); err == nil && c.Value != "" {
 		if g := a.lookup(c.Value, false); g != nil {
-			return principal{User: g.user, Role: g.role, Method: methodSession, CSRF: g.csrf}, nil
+			return principal{User: g.user, Role: g.role, Method: methodSession, CSRF: g.csrf, gen: g.gen}, nil
 		}
 		// An expired cookie falls through: anonymous may still apply.
 	}
@@ -162,31 +187,52 @@ func (a *authenticator) apiKey(key string) (APIKey, bool) {
 // of CPU per request.
 const verifiedFor = 5 * time.Minute
 
-// checkPassword compares user and password with the admin's, in time that
-// does not tell whether the user exists.
-func (a *authenticator) checkPassword(user, pass string) bool {
-	hash := a.opts.AdminPasswordHash
-	if len(hash) == 0 {
-		return false
-	}
+// checkPassword checks user and password against the users (the
+// configured admin among them), in time that does not tell whether the
+// user exists, and returns the user's role and generation.
+func (a *authenticator) checkPassword(user, pass string) (Role, uint64, bool) {
 	key := sha256.Sum256([]byte(user + "\x00" + pass))
 	a.mu.Lock()
-	until, ok := a.verified[key]
+	// The generation is read before the hash: a change that lands between
+	// the two bumps it, so what is granted below is already dead.
+	gen := a.gen[user]
+	v, cached := a.verified[key]
 	a.mu.Unlock()
-	if ok && a.now().Before(until) {
-		return true
-	}
-	okUser := subtle.ConstantTimeCompare([]byte(user), []byte(a.opts.AdminUser)) == 1
-	okPass := bcrypt.CompareHashAndPassword(hash, []byte(pass)) == nil
-	if okUser && okPass {
-		a.mu.Lock()
-		if len(a.verified) > 100 {
-			clear(a.verified)
+	hash, role, exists := a.users.credentials(user)
+	if !exists {
+		hash = a.users.anyHash()
+		if len(hash) == 0 {
+			return "", 0, false
 		}
-		a.verified[key] = a.now().Add(verifiedFor)
-		a.mu.Unlock()
 	}
-	return okUser && okPass
+	if exists && cached && v.gen == gen && a.now().Before(v.until) {
+		return role, gen, true
+	}
+	okPass := bcrypt.CompareHashAndPassword(hash, []byte(pass)) == nil
+	if !exists || !okPass {
+		return "", 0, false
+	}
+	a.mu.Lock()
+	if len(a.verified) > 100 {
+		clear(a.verified)
+	}
+	a.verified[key] = verifiedPassword{until: a.now().Add(verifiedFor), gen: gen}
+	a.mu.Unlock()
+	return role, gen, true
+}
+
+// endUser ends the sessions and bearer tokens of user and forgets its
+// verified passwords: it was deleted, or its role or password changed.
+func (a *authenticator) endUser(user string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.gen[user]++
+	clear(a.verified)
+	for k, g := range a.grants {
+		if g.user == user {
+			delete(a.grants, k)
+		}
+	}
 }
 
 // login checks a username and password, or an API key, and opens a
@@ -201,8 +247,10 @@ func (a *authenticator) login(r *http.Request, user, pass, key string) (string, 
 		if k, ok := a.apiKey(key); ok {
 			g = &grant{user: "key:" + k.Name, role: k.Role}
 		}
-	case user != "" && a.checkPassword(user, pass):
-		g = &grant{user: user, role: RoleAdmin}
+	case user != "":
+		if role, gen, ok := a.checkPassword(user, pass); ok {
+			g = &grant{user: user, role: role, gen: gen}
+		}
 	}
 	if g == nil {
 		a.failed(r)
@@ -217,7 +265,7 @@ func (a *authenticator) login(r *http.Request, user, pass, key string) (string, 
 
 // issueToken makes a bearer token for p with at most p's role.
 func (a *authenticator) issueToken(p principal, role Role, ttl time.Duration) (string, *grant) {
-	g := &grant{user: p.User, role: role, token: true, expires: a.now().Add(ttl)}
+	g := &grant{user: p.User, role: role, token: true, expires: a.now().Add(ttl), gen: p.gen}
 	tok := tokenPrefix + randomToken(32)
 	a.store(tok, g)
 	return tok, g
@@ -257,7 +305,7 @@ func (a *authenticator) lookup(id string, token bool) *grant {
 	if g == nil || g.token != token {
 		return nil
 	}
-	if a.now().After(g.expires) {
+	if a.now().After(g.expires) || g.gen != a.gen[g.user] {
 		delete(a.grants, string(key[:]))
 		return nil
 	}
@@ -375,9 +423,15 @@ func bcryptCost(hash []byte) (int, error) {
 	return bcrypt.Cost(hash)
 }
 
-// HashPassword returns the bcrypt hash of password, for the admin user.
+// HashPassword returns the bcrypt hash of password, for the admin user
+// (dashboard users' hashes are made the same way, userStore.hash).
 func HashPassword(password string) ([]byte, error) {
-	return bcrypt.GenerateFromPassword([]byte(password), bcrypt.DefaultCost)
+	return hashPassword(password, bcrypt.DefaultCost)
+}
+
+// hashPassword is HashPassword at a given cost (tests use the lowest).
+func hashPassword(password string, cost int) ([]byte, error) {
+	return bcrypt.GenerateFromPassword([]byte(password), cost)
 }
 
 // ParseAPIKeyHash parses the hex SHA-256 of an API key, as the

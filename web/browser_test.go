@@ -169,6 +169,20 @@ func startDashboard(t *testing.T) *dashboard {
 	return &dashboard{srv: srv, tcpAddr: tcp.Addr().String(), url: origin + "/", bridges: fb, noWSURL: "http://" + bareL.Addr().String() + "/"}
 }
 
+// openDashboard starts a dashboard and a headless Chromium the size of a
+// desktop's window for at most timeout, collecting the page's console
+// errors; shots is where screenshots go.
+func openDashboard(t *testing.T, timeout time.Duration) (*dashboard, context.Context, *consoleErrors, string) {
+	t.Helper()
+	testbrowser.Chromium(t)
+	d := startDashboard(t)
+	shots := screenshotDir(t)
+	ctx := testbrowser.Start(t, timeout, chromedp.Flag("hide-scrollbars", true), chromedp.WindowSize(1360, 900))
+	console := &consoleErrors{}
+	console.listen(ctx)
+	return d, ctx, console, shots
+}
+
 // consoleErrors collects the page's console errors, uncaught exceptions
 // and browser log entries of level error (chromedp.Console reads
 // Runtime.consoleAPICalled, Runtime.exceptionThrown and Log.entryAdded).
@@ -298,13 +312,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: no browser")
 	}
-	testbrowser.Chromium(t)
-	d := startDashboard(t)
-	shots := screenshotDir(t)
-
-	ctx := testbrowser.Start(t, 50*time.Second, chromedp.Flag("hide-scrollbars", true), chromedp.WindowSize(1360, 900))
-	var console consoleErrors
-	console.listen(ctx)
+	d, ctx, console, shots := openDashboard(t, 50*time.Second)
 
 	// Log in.
 	if err := chromedp.Do(ctx,
@@ -731,5 +739,63 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	if err := ctx.Err(); errors.Is(err, context.DeadlineExceeded) {
 		t.Fatal("the browser test ran out of time")
+	}
+}
+
+// TestDashboardUsersInBrowser: an admin adds a viewer on the Users page;
+// the viewer logs in, has no Users page, changes its password on the
+// Account page, is sent back to the login page and logs in with the new
+// password, all without a console error.
+func TestDashboardUsersInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: no browser")
+	}
+	d, ctx, console, shots := openDashboard(t, 40*time.Second)
+	logIn := func(user, password, then string) {
+		t.Helper()
+		if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS("#login-pass")),
+			setValue("#login-user", user), setValue("#login-pass", password),
+			chromedp.Click(chromedp.CSS("#login-submit")), chromedp.WaitVisible(chromedp.CSS(then))); err != nil {
+			t.Fatalf("log in as %s: %v", user, err)
+		}
+	}
+
+	if err := chromedp.Do(ctx, chromedp.Navigate(d.url+"#/users")); err != nil {
+		t.Fatal(err)
+	}
+	logIn("admin", browserPassword, "#user-form")
+	waitJS(t, ctx, "the configured admin in the table", `!!document.querySelector('#user-admin')?.textContent.includes('configured')`)
+	if err := chromedp.Do(ctx, setValue("#user-name", "olga"), choose("#user-role", "viewer"),
+		setValue("#user-pass", "olga-password-1"), setValue("#user-desc", "night shift"),
+		chromedp.Click(chromedp.CSS("#user-add"))); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the new user in the table", `(() => { const r = document.querySelector('#user-olga');
+		return !!r && r.textContent.includes('night shift') && document.querySelector('#role-olga')?.value === 'viewer' })()`)
+	shoot(t, ctx, shots, "users.png")
+
+	// The new viewer logs in: no Users page for it.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#logout"))); err != nil {
+		t.Fatal(err)
+	}
+	logIn("olga", "olga-password-1", "#stat-connected")
+	waitJS(t, ctx, "a viewer's menu", `!document.querySelector('#nav-users') && !!document.querySelector('#nav-account') &&
+		document.querySelector('.who')?.textContent === 'olga · viewer'`)
+
+	// It changes its password: the session ends, the new password logs in.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#nav-account")), chromedp.WaitVisible(chromedp.CSS("#password-form")),
+		setValue("#password-old", "olga-password-1"), setValue("#password-new", "olga-password-2"),
+		setValue("#password-again", "olga-password-2")); err != nil {
+		t.Fatal(err)
+	}
+	shoot(t, ctx, shots, "account.png")
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#password-submit"))); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the login page after the change", `!!document.querySelector('#login-pass')`)
+	logIn("olga", "olga-password-2", "#password-form")
+
+	if errs := console.all(); len(errs) > 0 {
+		t.Errorf("the page logged %d errors:\n  %s", len(errs), strings.Join(errs, "\n  "))
 	}
 }

@@ -33,11 +33,15 @@
 // so that each alarm's since is known even when nobody asks. A test keeps
 // every alarm's rule a rule of that file.
 //
-// Authentication: the admin user (bcrypt hash) logs in to a session
-// cookie whose unsafe requests must carry the session's CSRF token;
-// scripts use HTTP Basic with the admin credentials, an API key
-// (X-API-Key or Authorization: Bearer) or a bearer token issued by the
-// API. Every principal has a role, viewer (read-only) or admin. Nothing is
+// Authentication: users log in to a session cookie whose unsafe requests
+// must carry the session's CSRF token; scripts use HTTP Basic with a
+// user's credentials, an API key (X-API-Key or Authorization: Bearer) or
+// a bearer token issued by the API. The users (users.go) are the
+// configured admin (Options.AdminUser, its bcrypt hash from
+// AdminPassword) and those admins add through the API, each a viewer or
+// an admin with a bcrypt hash, kept in Options.UsersFile; a user's
+// sessions and tokens end when it is deleted or its role or password
+// changes. Every principal has a role, viewer (read-only) or admin. Nothing is
 // served without credentials except /healthz, /readyz, the static files
 // and, only when Options.AllowAnonymousLoopback is set, API requests from
 // a loopback address to a loopback host name.

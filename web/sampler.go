@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -320,22 +319,7 @@ func (s *sampler) save() error {
 	}
 	s.saveMu.Lock()
 	defer s.saveMu.Unlock()
-	if err := os.MkdirAll(filepath.Dir(s.file), 0o755); err != nil {
-		return fmt.Errorf("web: history: %w", err)
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(s.file), ".history-*.json")
-	if err != nil {
-		return fmt.Errorf("web: history: %w", err)
-	}
-	_, err = tmp.Write(b)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), s.file)
-	}
-	if err != nil {
-		_ = os.Remove(tmp.Name())
+	if err := writeFileAtomic(s.file, b, 0o600); err != nil {
 		return fmt.Errorf("web: history: %w", err)
 	}
 	return nil

@@ -137,6 +137,17 @@ type Options struct {
 	// AdminPasswordHash is the admin's bcrypt hash (see AdminPassword).
 	// Empty: nobody can log in with a password.
 	AdminPasswordHash []byte
+	// AdminPasswordFile is where a new password of the admin user, set
+	// through the API, is kept (the data directory's AdminPasswordFile,
+	// which AdminPassword reads at the next start); "": in memory only.
+	AdminPasswordFile string
+	// AdminPasswordFixed says the admin's password comes from
+	// XMQ_ADMIN_PASSWORD or web.admin_password_hash, which win at every
+	// start: the API refuses to change it.
+	AdminPasswordFixed bool
+	// UsersFile keeps the dashboard users that admins create (users.go),
+	// written atomically, mode 0600; "": in memory only, lost at exit.
+	UsersFile string
 	// APIKeys are the keys scripts may use, each with its role.
 	APIKeys []APIKey
 	// AllowAnonymousLoopback lets API requests from a loopback address to a
@@ -296,6 +307,9 @@ func New(b Broker, opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, broker: b, log: opts.Log}
 	s.auth = newAuthenticator(&s.opts)
+	if err := s.auth.users.load(); err != nil {
+		return nil, err
+	}
 	s.audit = newAuditLog(auditEntries, s.log.Named("audit"))
 	s.reg = prometheus.NewRegistry()
 	var reg prometheus.Registerer = s.reg

@@ -248,6 +248,9 @@ func (w *webRun) start(cfg *config, srv *core.Server, st core.Store, lns []liste
 		Address: cfg.Web.Address, AdminUser: cfg.Web.AdminUser, AdminPasswordHash: hash, APIKeys: keys,
 		AllowAnonymousLoopback: cfg.Web.AllowAnonymousLoopback, SessionTTL: cfg.Web.SessionTTL,
 		Listeners: infos, Version: build().Version, Log: wlog, MQTTTokens: wa.tokens,
+		// A password from the environment or the file wins at every start:
+		// the API must not pretend to change it.
+		AdminPasswordFixed: source == web.PasswordFromEnv || source == web.PasswordFromConfig,
 		Ready: func() error {
 			if w.stopping.Load() {
 				return errors.New("shutting down")
@@ -291,10 +294,13 @@ func (w *webRun) start(cfg *config, srv *core.Server, st core.Store, lns []liste
 		opts.AuthStats = func() web.AuthStats { return webAuthStats(a.Stats()) }
 	}
 	// Traces live in the data directory, or in a temporary one without;
-	// the overview's day of history there too, or only in memory.
+	// the overview's day of history, the dashboard users and a changed
+	// admin password there too, or only in memory.
 	if cfg.DataDir != "" {
 		opts.TraceDir = filepath.Join(cfg.DataDir, "traces")
 		opts.HistoryFile = filepath.Join(cfg.DataDir, "web", "history.json")
+		opts.UsersFile = filepath.Join(cfg.DataDir, filepath.FromSlash(web.UsersFile))
+		opts.AdminPasswordFile = filepath.Join(cfg.DataDir, filepath.FromSlash(web.AdminPasswordFile))
 	} else {
 		if w.traceTmp, err = os.MkdirTemp("", "xmq-traces-"); err != nil {
 			return fmt.Errorf("traces: %w", err)

@@ -5,12 +5,14 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -147,7 +149,20 @@ func getJSON(t *testing.T, url, user, pass string) (int, map[string]any) {
 // when user is set, and decodes the JSON answer.
 func requestJSON(t *testing.T, method, url, user, pass string) (int, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest(method, url, nil)
+	return sendJSON(t, method, url, user, pass, "")
+}
+
+// sendJSON is requestJSON with a JSON body ("": none).
+func sendJSON(t *testing.T, method, url, user, pass, body string) (int, map[string]any) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, _ := http.NewRequest(method, url, rd)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if user != "" {
 		req.SetBasicAuth(user, pass)
 	}
@@ -259,6 +274,60 @@ func TestRunGeneratesAdminPassword(t *testing.T) {
 	}
 	if log := b.stderr.String(); strings.Contains(log, "generated the dashboard's admin password") {
 		t.Errorf("second start generated another password:\n%s", log)
+	}
+}
+
+// TestRunDashboardUsers: with a data directory, a dashboard user an admin
+// adds and the generated admin password changed through the API survive a
+// restart, in files of mode 0600; an admin password from the environment
+// is not the API's to change.
+func TestRunDashboardUsers(t *testing.T) {
+	t.Setenv(adminPasswordEnv, "")
+	dir := t.TempDir()
+	b, base := startWebRun(t, "-data", dir)
+	log := b.stderr.String()
+	i := strings.Index(log, `"password":"`)
+	if i < 0 {
+		t.Fatalf("no generated password in the log:\n%s", log)
+	}
+	password := log[i+len(`"password":"`):]
+	password = password[:strings.IndexByte(password, '"')]
+	if code, m := sendJSON(t, "POST", base+"/api/v1/users", "admin", password,
+		`{"name":"alice","role":"viewer","password":"alice-password","description":"on call"}`); code != 201 {
+		t.Fatalf("create alice: %d %v", code, m)
+	}
+	if code, m := sendJSON(t, "POST", base+"/api/v1/auth/password", "admin", password,
+		fmt.Sprintf(`{"old_password":%q,"new_password":"admin-chosen-password"}`, password)); code != 200 {
+		t.Fatalf("change the admin's password: %d %v", code, m)
+	}
+	if err := b.stop(t); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	for _, f := range []string{web.UsersFile, web.AdminPasswordFile} {
+		fi, err := os.Stat(filepath.Join(dir, filepath.FromSlash(f)))
+		if err != nil || runtime.GOOS != "windows" && fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v %v, want mode 0600", f, fi, err)
+		}
+	}
+
+	b, base = startWebRun(t, "-data", dir)
+	if code, m := getJSON(t, base+"/api/v1/auth/me", "alice", "alice-password"); code != 200 || m["role"] != "viewer" {
+		t.Errorf("alice after a restart: %d %v", code, m)
+	}
+	if code, _ := getJSON(t, base+"/api/v1/auth/me", "admin", "admin-chosen-password"); code != 200 {
+		t.Errorf("the admin's changed password after a restart: %d", code)
+	}
+	if code, _ := getJSON(t, base+"/api/v1/users", "alice", "alice-password"); code != 403 {
+		t.Errorf("a viewer listing users: %d, want 403", code)
+	}
+	if err := b.stop(t); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+
+	t.Setenv(adminPasswordEnv, "from-the-environment")
+	_, base = startWebRun(t, "-data", dir)
+	if code, m := sendJSON(t, "PUT", base+"/api/v1/users/admin", "admin", "from-the-environment", `{"password":"not-this-one"}`); code != 409 {
+		t.Errorf("changing a password from XMQ_ADMIN_PASSWORD: %d %v, want 409", code, m)
 	}
 }
 

@@ -74,6 +74,8 @@ const ICONS = {
   mqtt: 'M22 2L11 13|M22 2l-7 20-4-9-9-4 20-7z',
   traces: 'M22 12h-4l-3 9L9 3l-3 9H2',
   audit: 'M14 2H6a2 2 0 0 0-2 2v16a2 2 0 0 0 2 2h12a2 2 0 0 0 2-2V8z|M14 2v6h6|M8 13h8|M8 17h8',
+  users: 'M16 21v-2a4 4 0 0 0-4-4H5a4 4 0 0 0-4 4v2|M8.5 11a4 4 0 1 0 0-8 4 4 0 0 0 0 8|M17 11l2 2 4-4',
+  account: 'M15.5 7.5l3 3L22 7l-3-3|M21 2l-9.6 9.6|M7.5 22a5.5 5.5 0 1 0 0-11 5.5 5.5 0 0 0 0 11',
 };
 
 const fmtInt = (n) => (n ?? 0).toLocaleString('en-US');
@@ -138,19 +140,29 @@ function toast(msg, isErr) {
   setTimeout(() => t.remove(), isErr ? 5000 : 2500);
 }
 
-// confirmModal shows a dialog and resolves true when the user confirms.
-function confirmModal(text, okLabel) {
+// modal shows a dialog of body's elements and resolves true when the user
+// confirms (OK, or Enter in one of its inputs); its first input, else OK,
+// has the focus.
+function modal(body, okLabel, okClass = 'danger solid') {
   return new Promise((resolve) => {
     const close = (v) => { back.remove(); resolve(v); };
     const back = h('div', { class: 'modal-back', onclick: (e) => { if (e.target === back) close(false); } },
-      h('div', { class: 'panel modal', role: 'dialog', 'aria-modal': 'true' },
-        h('p', {}, text),
-        h('div', { class: 'actions' },
-          h('button', { id: 'confirm-cancel', onclick: () => close(false) }, 'Cancel'),
-          h('button', { id: 'confirm-ok', class: 'danger solid', onclick: () => close(true) }, okLabel))));
+      h('form', {
+        class: 'panel modal', role: 'dialog', 'aria-modal': 'true',
+        onsubmit: (e) => { e.preventDefault(); close(true); },
+      },
+      ...body,
+      h('div', { class: 'actions' },
+        h('button', { id: 'confirm-cancel', type: 'button', onclick: () => close(false) }, 'Cancel'),
+        h('button', { id: 'confirm-ok', type: 'submit', class: okClass }, okLabel))));
     document.body.append(back);
-    back.querySelector('#confirm-ok').focus();
+    (back.querySelector('input') || back.querySelector('#confirm-ok')).focus();
   });
+}
+
+// confirmModal asks a yes-or-no question.
+function confirmModal(text, okLabel) {
+  return modal([h('p', {}, text)], okLabel);
 }
 
 class APIError extends Error {
@@ -227,11 +239,17 @@ const PAGES = [
   ['traces', 'Traces'],
   ['mqtt', 'MQTT client'],
   ['audit', 'Audit'],
+  ['users', 'Users'],
+  ['account', 'Account'],
 ];
 
+// ADMIN_PAGES are the pages whose API refuses viewers.
+const ADMIN_PAGES = ['audit', 'users'];
+
 function shell(active, content) {
-  // The Nodes page exists in a cluster only; the audit log is for admins.
-  const pages = PAGES.filter(([id]) => (id !== 'nodes' || state.clustered) && (id !== 'audit' || isAdmin()));
+  // The Nodes page exists in a cluster only; the audit log and the users
+  // are for admins.
+  const pages = PAGES.filter(([id]) => (id !== 'nodes' || state.clustered) && (!ADMIN_PAGES.includes(id) || isAdmin()));
   const nav = h('nav', { class: 'nav' }, pages.map(([id, label]) =>
     h('a', { href: '#/' + id, class: active === id ? 'active' : '', id: 'nav-' + id, title: label },
       icon(ICONS[id]), h('span', {}, label))));
@@ -289,7 +307,8 @@ function loginPage() {
     h('div', { class: 'panel' },
       h('div', { class: 'brand' }, h('img', { src: '/static/favicon.svg', alt: '' }), 'xmq', h('small', {}, 'dashboard')),
       form,
-      h('p', { class: 'muted' }, 'The admin password is XMQ_ADMIN_PASSWORD, web.admin_password_hash, or the one xmq printed in its log at first start. '
+      h('p', { class: 'muted' }, 'The admin password is XMQ_ADMIN_PASSWORD, web.admin_password_hash, or the one xmq printed in its log at first start; '
+        + 'other users are those an admin added on the Users page. '
         + 'With an API key, leave the user empty and paste the key as the password.'))));
   pass.focus();
 }
@@ -1320,6 +1339,138 @@ function auditPage() {
   every(5000, refresh);
 }
 
+// ---------- users ----------
+
+// usersPage lists the dashboard users (GET /users) for admins: add one,
+// change a role, reset a password, delete. The configured admin (builtin)
+// is neither demoted nor deleted, and the server keeps at least one admin;
+// a new role or password ends that user's sessions.
+function usersPage() {
+  const tbody = h('tbody', { id: 'users-body' });
+  const name = h('input', { id: 'user-name', placeholder: 'e.g. alice', required: true, autocomplete: 'off', maxlength: 64 });
+  const role = h('select', { id: 'user-role' }, ['viewer', 'admin'].map((r) => h('option', { value: r }, r)));
+  const pass = h('input', {
+    id: 'user-pass', type: 'password', autocomplete: 'new-password', required: true, minlength: 8, maxlength: 72,
+    placeholder: '8 to 72 characters',
+  });
+  const desc = h('input', { id: 'user-desc', placeholder: 'optional', maxlength: 256 });
+  const form = h('form', {
+    class: 'panel', id: 'user-form',
+    onsubmit: async (e) => {
+      e.preventDefault();
+      try {
+        await api('POST', '/users', { name: name.value, role: role.value, password: pass.value, description: desc.value });
+        toast(`Added ${name.value}`);
+        name.value = pass.value = desc.value = '';
+        refresh();
+      } catch (ex) { toast(ex.message, true); }
+    },
+  }, h('h2', {}, 'Add user'),
+  h('div', { class: 'row' },
+    h('div', { class: 'field' }, h('label', { for: 'user-name' }, 'Name'), name),
+    h('div', { class: 'field narrow' }, h('label', { for: 'user-role' }, 'Role'), role),
+    h('div', { class: 'field' }, h('label', { for: 'user-pass' }, 'Password'), pass),
+    h('div', { class: 'field' }, h('label', { for: 'user-desc' }, 'Description'), desc),
+    h('button', { class: 'primary', type: 'submit', id: 'user-add' }, 'Add')));
+  form.style.marginBottom = '16px';
+  app.replaceChildren(shell('users', [
+    pageHead('Users', 'Who may log in to this dashboard: viewers read, admins also act; passwords are kept as bcrypt hashes only'),
+    form,
+    h('div', { class: 'panel' }, h('div', { class: 'table-wrap' }, h('table', {},
+      h('thead', {}, h('tr', {}, h('th', {}, 'Name'), h('th', {}, 'Role'), h('th', {}, 'Description'),
+        h('th', {}, 'Updated'), h('th', {}))),
+      tbody))),
+  ]));
+  async function change(u, body, done) {
+    try {
+      await api('PUT', `/users/${encodeURIComponent(u.name)}`, body);
+      toast(done);
+    } catch (ex) { toast(ex.message, true); }
+    if (u.name === state.me.user && (body.role || body.password)) {
+      state.me = null; // our own sessions ended with the change
+      route();
+      return;
+    }
+    refresh();
+  }
+  async function resetPassword(u) {
+    const pw = h('input', { id: 'reset-pass', type: 'password', autocomplete: 'new-password', minlength: 8, maxlength: 72, required: true });
+    const ok = await modal([h('p', {}, `New password for ${u.name}; their sessions and tokens end.`),
+      h('div', { class: 'field' }, h('label', { for: 'reset-pass' }, 'Password'), pw)], 'Set password', 'primary');
+    if (ok) change(u, { password: pw.value }, `Password of ${u.name} set`);
+  }
+  async function remove(u) {
+    if (!await confirmModal(`Delete ${u.name}? Their sessions and tokens end.`, 'Delete')) return;
+    try {
+      await api('DELETE', `/users/${encodeURIComponent(u.name)}`);
+      toast(`Deleted ${u.name}`);
+    } catch (ex) { toast(ex.message, true); }
+    if (u.name === state.me.user) { state.me = null; route(); return; }
+    refresh();
+  }
+  async function refresh() {
+    const res = await api('GET', '/users');
+    tbody.replaceChildren(...res.items.map((u) => {
+      const roleCell = u.builtin
+        ? h('span', { class: 'badge' }, u.role)
+        : h('select', {
+          'aria-label': `role of ${u.name}`, id: `role-${u.name}`,
+          onchange: (e) => change(u, { role: e.target.value }, `${u.name} is now ${e.target.value}`),
+        }, ['viewer', 'admin'].map((r) => h('option', { value: r, selected: r === u.role }, r)));
+      return h('tr', { id: `user-${u.name}` },
+        h('td', {}, u.name, u.builtin ? h('div', { class: 'muted' }, 'configured (web.admin_user)') : null),
+        h('td', {}, roleCell),
+        h('td', { class: 'soft' }, u.description || ''),
+        h('td', { class: 'soft' }, u.updated_at ? fmtDate(u.updated_at) : '—'),
+        h('td', { class: 'num' },
+          h('button', { class: 'small', onclick: () => resetPassword(u) }, 'Reset password'), ' ',
+          u.builtin ? null : h('button', { class: 'small danger', onclick: () => remove(u) }, 'Delete')));
+    }));
+  }
+  refresh().catch((e) => toast(e.message, true));
+}
+
+// ---------- account ----------
+
+// accountPage shows who is logged in and lets a user change their own
+// password (POST /auth/password), which ends all their sessions and
+// tokens: the dashboard then asks for the new password. API keys and
+// anonymous access have no password.
+function accountPage() {
+  const me = state.me;
+  const hasPassword = me.auth !== 'api_key' && me.auth !== 'anonymous' && !me.user.startsWith('key:');
+  const err = h('div', { class: 'error-text', id: 'password-error' });
+  const old = h('input', { id: 'password-old', type: 'password', autocomplete: 'current-password', required: true });
+  const pw = h('input', { id: 'password-new', type: 'password', autocomplete: 'new-password', required: true, minlength: 8, maxlength: 72 });
+  const again = h('input', { id: 'password-again', type: 'password', autocomplete: 'new-password', required: true });
+  const form = h('form', {
+    class: 'panel', id: 'password-form',
+    onsubmit: async (e) => {
+      e.preventDefault();
+      err.textContent = '';
+      if (pw.value !== again.value) { err.textContent = 'The two new passwords differ.'; return; }
+      try {
+        await api('POST', '/auth/password', { old_password: old.value, new_password: pw.value });
+        state.me = null;
+        if (state.mqtt) state.mqtt.close('password changed');
+        toast('Password changed: log in with the new one');
+        route();
+      } catch (ex) { err.textContent = ex.message; }
+    },
+  }, h('h2', {}, 'Change password'),
+  h('div', { class: 'row' },
+    h('div', { class: 'field' }, h('label', { for: 'password-old' }, 'Current password'), old),
+    h('div', { class: 'field' }, h('label', { for: 'password-new' }, 'New password'), pw),
+    h('div', { class: 'field' }, h('label', { for: 'password-again' }, 'New password again'), again),
+    h('button', { class: 'primary', type: 'submit', id: 'password-submit' }, 'Change')),
+  err,
+  h('p', { class: 'muted' }, 'Every session and token of yours ends, this one included.'));
+  app.replaceChildren(shell('account', [
+    pageHead('Account', `${me.user} · ${me.role} · logged in by ${me.auth}`),
+    hasPassword ? form : h('div', { class: 'notice' }, 'You came in with an API key or anonymous access: there is no password to change.'),
+  ]));
+}
+
 // ---------- traces ----------
 
 // traceTarget says what a trace follows.
@@ -1660,6 +1811,8 @@ async function route() {
     case 'nodes': nodesPage(); break;
     case 'traces': tracesPage(); break;
     case 'audit': auditPage(); break;
+    case 'users': usersPage(); break;
+    case 'account': accountPage(); break;
     case 'mqtt':
       if (!state.overview) {
         try { state.overview = await api('GET', '/overview?history=0'); } catch { /* the page still works with a typed URL */ }
