@@ -3,6 +3,8 @@
 package core_test
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"net"
 	"runtime"
 	"testing"
@@ -140,4 +142,52 @@ func TestParkedPeerGone(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	_ = c.conn.(*net.TCPConn).Close()
 	wantPayloads(t, watch.recv(1), "bye")
+}
+
+// TestParkedWakeupsNotLost: connections that park and wake thousands of
+// times, with packets arriving just before, during and after each park
+// (one alone, two at once, a QoS 1 message to themselves), get every
+// answer. A wake-up the poller missed would leave one waiting forever.
+func TestParkedWakeupsNotLost(t *testing.T) {
+	srv := newServer(t, core.Options{}, core.Config{})
+	cs := make([]*tconn, 32) // made here: tcpClient is not safe for concurrent use
+	for i := range cs {
+		cs[i] = tcpClient(t, srv, codec.V311, fmt.Sprintf("wake-%d", i))
+		cs[i].subscribe(1, fmt.Sprintf("wake/%d", i))
+	}
+	for i, c := range cs {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			t.Parallel()
+			c.t = t
+			topic := fmt.Sprintf("wake/%d", i)
+			r := rand.New(rand.NewPCG(uint64(i), 7))
+			for n := range 150 {
+				if r.IntN(2) == 0 {
+					time.Sleep(time.Duration(r.IntN(1500)) * time.Microsecond)
+				}
+				switch r.IntN(3) {
+				case 0:
+					c.send(&codec.Pingreq{})
+					expect[*codec.Pingresp](c)
+				case 1:
+					c.sendRaw(append((&codec.Pingreq{}).Append(nil, codec.V311), (&codec.Pingreq{}).Append(nil, codec.V311)...))
+					expect[*codec.Pingresp](c)
+					expect[*codec.Pingresp](c)
+				default:
+					id := uint16(n + 1)
+					c.send(&codec.Publish{Topic: []byte(topic), Payload: []byte("x"), QoS: 1, PacketID: id})
+					var acked, got bool
+					for !acked || !got { // PUBACK and the delivery, in either order
+						switch p := c.next().(type) {
+						case *codec.Ack:
+							acked = p.Kind == codec.PUBACK && p.PacketID == id
+						case *codec.Publish:
+							got = true
+							c.send(&codec.Ack{Kind: codec.PUBACK, PacketID: p.PacketID})
+						}
+					}
+				}
+			}
+		})
+	}
 }
