@@ -92,7 +92,7 @@ func newFlagSet(v *flagValues, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&v.levels, "levels", "1000", "conn: connection counts `N,N,...`, one case each")
 	fs.DurationVar(&o.Hold, "hold", d.Hold, "conn: hold each level for `DURATION` before the PINGREQ liveness check")
 	fs.IntVar(&o.Wake, "wake", 0, "conn: after the liveness check, `N` times: all quiet for -wake-idle, then one PINGREQ timed on the next connection and one right after (busy); 0 = off")
-	fs.DurationVar(&o.WakeIdle, "wake-idle", d.WakeIdle, "conn: how long connections stay quiet before each -wake PINGREQ (`DURATION`)")
+	fs.DurationVar(&o.WakeIdle, "wake-idle", d.WakeIdle, "conn: every connection stays quiet for `DURATION` before each -wake round trip")
 	fs.IntVar(&o.DialConcurrency, "dial-concurrency", d.DialConcurrency, "`N` dials in flight at once (1000 simultaneous overflow a loopback accept queue; 200 do not)")
 	fs.Float64Var(&o.ConnRate, "conn-rate", 0, "`N` new connections per second (0 = as fast as -dial-concurrency allows)")
 	fs.IntVar(&o.Pubs, "pubs", d.Pubs, "`N` publishers (p2p: pairs)")
