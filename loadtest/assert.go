@@ -59,8 +59,14 @@ func mainLatency(r *CaseResult) *Histogram {
 }
 
 func latencyMetric(q float64) func(r *CaseResult) (float64, bool) {
+	return quantileOf(mainLatency, q)
+}
+
+// quantileOf reads quantile q of the histogram pick returns (-1: the mean,
+// 0: the least, 1: the largest); not applicable when it counted nothing.
+func quantileOf(pick func(r *CaseResult) *Histogram, q float64) func(r *CaseResult) (float64, bool) {
 	return func(r *CaseResult) (float64, bool) {
-		h := mainLatency(r)
+		h := pick(r)
 		if h == nil || h.Count() == 0 {
 			return 0, false
 		}
@@ -75,6 +81,9 @@ func latencyMetric(q float64) func(r *CaseResult) (float64, bool) {
 		return float64(h.Quantile(q)), true
 	}
 }
+
+func wakeHist(r *CaseResult) *Histogram     { return r.Wake }
+func wakeBusyHist(r *CaseResult) *Histogram { return r.WakeBusy }
 
 func traffic(f func(r *CaseResult) float64) func(r *CaseResult) (float64, bool) {
 	return func(r *CaseResult) (float64, bool) {
@@ -124,6 +133,10 @@ var metrics = map[string]metricDef{
 	"established":    {kindRatio, "connections established / target", connOnly(func(r *CaseResult) float64 { return float64(r.Established) / float64(r.Target) })},
 	"alive":          {kindRatio, "connections answering PINGREQ after the hold / target", connOnly(func(r *CaseResult) float64 { return float64(r.Alive) / float64(r.Target) })},
 	"failed":         {kindCount, "connections that failed", connOnly(func(r *CaseResult) float64 { return float64(r.Failed) })},
+	"wake_p50":       {kindDuration, "conn -wake: median PINGREQ round trip on a connection idle -wake-idle", quantileOf(wakeHist, 0.5)},
+	"wake_p99":       {kindDuration, "conn -wake: 99th percentile of the same", quantileOf(wakeHist, 0.99)},
+	"wake_max":       {kindDuration, "conn -wake: largest of the same", quantileOf(wakeHist, 1)},
+	"busy_p50":       {kindDuration, "conn -wake: median PINGREQ round trip right after one (a busy connection)", quantileOf(wakeBusyHist, 0.5)},
 	"gen_cpu":        {kindPercent, "generator CPU, % of one core", func(r *CaseResult) (float64, bool) { return r.Generator.CPUPercent, true }},
 	"broker_cpu": {kindPercent, "broker CPU, % of one core (needs -broker-pid or -metrics-url)", func(r *CaseResult) (float64, bool) {
 		return brokerFigure(r, func(b *BrokerStats) float64 { return b.CPUAvg })

@@ -76,7 +76,8 @@ func TestEvaluate(t *testing.T) {
 	pub := &CaseResult{Name: "pub", Mode: ModePub, Published: 100}
 	pub.Finish()
 	conn := &CaseResult{Name: "1000 connections", Mode: ModeConn, Target: 1000, Established: 990,
-		Failures: map[string]int{FailRefused: 10}, Connect: lat}
+		Failures: map[string]int{FailRefused: 10}, Connect: lat, Wake: lat, WakeBusy: &Histogram{}}
+	conn.WakeBusy.Record(int64(time.Microsecond))
 	conn.Finish()
 	rep := &Report{Cases: []*CaseResult{flow}}
 	as, err := ParseAssertions("p99<5ms,p50<5ms,loss=0,loss<=10,delivered>=0.99,delivered>0.995,errors=0")
@@ -110,6 +111,13 @@ func TestEvaluate(t *testing.T) {
 		}
 		if wantPass := r.Assertion != "established>=0.999"; r.Pass != wantPass {
 			t.Errorf("%s on conn: pass %v (got %s), want %v", r.Assertion, r.Pass, r.Shown, wantPass)
+		}
+	}
+	// -wake's figures: the conn case has them, the pub case does not.
+	for _, r := range Evaluate(rep, mustParse(t, "wake_p50<5ms,wake_max<5ms,wake_p99<=2ms,busy_p50<2us")) {
+		wantPass := r.Case == "1000 connections" && r.Assertion != "wake_max<5ms"
+		if r.Pass != wantPass {
+			t.Errorf("%s on %s: pass %v (got %s), want %v", r.Assertion, r.Case, r.Pass, r.Shown, wantPass)
 		}
 	}
 	rep.Asserts = Evaluate(rep, mustParse(t, "failed<=10"))

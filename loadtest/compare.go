@@ -7,6 +7,7 @@ import (
 	"html"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -46,6 +47,8 @@ type metric struct {
 	// lowerIsBetter decides which way a change is an improvement; nil: a
 	// change is neither.
 	lowerIsBetter *bool
+	// optional rows are left out when no run measured them (NaN in all).
+	optional bool
 }
 
 var (
@@ -75,6 +78,23 @@ func countMetric(name string, f func(c *CaseResult) float64, better *bool) metri
 
 func rateMetric(name string, f func(c *CaseResult) float64) metric {
 	return metric{name: name, get: f, format: rate, lowerIsBetter: higher}
+}
+
+// optionalPercentiles are percentileMetrics of a summary a case may not
+// have (-wake's): NaN, and the rows left out, where it has none.
+func optionalPercentiles(prefix string, from func(c *CaseResult) *Summary) []metric {
+	out := percentileMetrics(prefix, func(c *CaseResult) Summary { return *from(c) })
+	for i := range out {
+		get := out[i].get
+		out[i].get = func(c *CaseResult) float64 {
+			if s := from(c); s == nil || s.Count == 0 {
+				return math.NaN()
+			}
+			return get(c)
+		}
+		out[i].optional = true
+	}
+	return out
 }
 
 // brokerMetrics are the generator's and the broker's costs.
@@ -110,6 +130,8 @@ func metricsFor(m Mode) []metric {
 			}),
 		}
 		out = append(out, percentileMetrics("connect ", func(c *CaseResult) Summary { return c.ConnectSummary })...)
+		out = append(out, optionalPercentiles("wake ", func(c *CaseResult) *Summary { return c.WakeSummary })...)
+		out = append(out, optionalPercentiles("busy ", func(c *CaseResult) *Summary { return c.WakeBusySummary })...)
 		return append(out, brokerMetrics...)
 	case ModePub:
 		out := []metric{
@@ -188,6 +210,9 @@ func compareCases(runs []Compared) []compareCase {
 				} else {
 					row.cells = append(row.cells, m.format(vals[k]))
 				}
+			}
+			if m.optional && !slices.ContainsFunc(vals, func(v float64) bool { return !math.IsNaN(v) }) {
+				continue
 			}
 			if len(runs) == 2 {
 				row.change = change(vals[0], vals[1], m.lowerIsBetter)

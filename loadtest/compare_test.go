@@ -24,6 +24,11 @@ func TestCompare(t *testing.T) {
 					h.Buckets(func(low, high int64, n uint64) { slow.RecordN(2*(low+high)/2, n) })
 				}
 				c.Latency, c.AckLatency, c.Connect = slow, slow, slow
+				if c.Mode == ModeConn { // only this run measured -wake
+					c.Wake, c.WakeBusy = &Histogram{}, &Histogram{}
+					c.Wake.Record(300_000)
+					c.WakeBusy.Record(20_000)
+				}
 				c.Finish()
 			}
 		}
@@ -43,10 +48,15 @@ func TestCompare(t *testing.T) {
 	}
 	out := text.String()
 	for _, want := range []string{"ws vs tcp", "conn 1000 connections", "pub 64 B", "pubsub: 10 subs / 10 pubs / 100 msg/s",
-		"p99.9", "connect p90", "ack p50", "+100% worse", "broker RSS"} {
+		"p99.9", "connect p90", "ack p50", "+100% worse", "broker RSS", "wake p50", "busy max"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("comparison lacks %q:\n%s", want, out)
 		}
+	}
+	// Without -wake in any run, its rows are left out.
+	text.Reset()
+	if err := WriteCompareText(&text, runs[:1]); err != nil || strings.Contains(text.String(), "wake") {
+		t.Errorf("a run without -wake shows wake rows (%v):\n%s", err, text.String())
 	}
 
 	var page bytes.Buffer

@@ -12,7 +12,8 @@ import (
 
 // runConnLevel is the conn mode's measured phase for one level: ramp up to
 // the job's target with bounded dial concurrency (and -conn-rate), hold,
-// check every connection answers PINGREQ, then disconnect them all. An open
+// check every connection answers PINGREQ, with -wake time waking parked
+// connections, then disconnect them all. An open
 // connection here is a net.Conn and nothing else: no goroutine, no buffer,
 // so the generator's memory stays far below the broker's.
 func (w *Worker) runConnLevel(ctx context.Context) *CaseResult {
@@ -89,6 +90,10 @@ func (w *Worker) runConnLevel(ctx context.Context) *CaseResult {
 	w.phase.Store("checking")
 	res.Alive = w.pingAll(ctx, conns, lost)
 	stopSeries()
+	if w.o.Wake > 0 {
+		w.phase.Store("waking")
+		w.wake(ctx, res, conns, lost)
+	}
 
 	w.phase.Store("closing")
 	w.forEach(conns, func(c net.Conn) {
@@ -141,21 +146,77 @@ func (w *Worker) pingAll(ctx context.Context, conns []net.Conn, lost map[string]
 	return int(alive.Load())
 }
 
+// wake measures what waking a parked connection costs (-wake): Wake
+// times, every connection stays quiet for WakeIdle, then one PINGREQ →
+// PINGRESP on the next open connection — the first packet after the pause,
+// which the broker has to pick up from its poller — and one more right
+// after on the same, now busy, connection. Cycling over the connections
+// means each measured one has been quiet for at least WakeIdle (since the
+// liveness check or its previous turn). Only the first worker measures, so
+// that round trips never overlap; the others stay quiet as long, so that
+// their closing does not disturb it.
+func (w *Worker) wake(ctx context.Context, res *CaseResult, conns []net.Conn, lost map[string]int) {
+	if w.job.Agent != 0 {
+		w.sleepCtx(ctx, time.Duration(w.o.Wake)*w.o.WakeIdle)
+		return
+	}
+	res.Wake, res.WakeBusy = &Histogram{}, &Histogram{}
+	next := 0
+	for range w.o.Wake {
+		w.sleepCtx(ctx, w.o.WakeIdle)
+		if ctx.Err() != nil {
+			return
+		}
+		i := -1
+		for k := range conns {
+			if j := (next + k) % len(conns); conns[j] != nil {
+				i = j
+				break
+			}
+		}
+		if i < 0 {
+			return // every connection is gone
+		}
+		next = i + 1
+		for _, h := range []*Histogram{res.Wake, res.WakeBusy} {
+			took, err := pingTimed(conns[i], w.o.ConnectTimeout)
+			if err != nil {
+				_ = conns[i].Close()
+				conns[i] = nil
+				w.connected.Add(-1)
+				lost[Classify(err)]++
+				w.errs.add("wake: "+Classify(err), err)
+				break
+			}
+			h.Record(int64(took))
+		}
+	}
+}
+
 // ping does one PINGREQ/PINGRESP round trip on a bare connection.
 func ping(c net.Conn, timeout time.Duration) error {
+	_, err := pingTimed(c, timeout)
+	return err
+}
+
+// pingTimed is ping that also returns the round trip, from just before
+// the write to the end of the read: setting the deadlines is left out.
+func pingTimed(c net.Conn, timeout time.Duration) (time.Duration, error) {
 	_ = c.SetDeadline(time.Now().Add(timeout))
 	defer func() { _ = c.SetDeadline(time.Time{}) }()
+	start := time.Now()
 	if _, err := c.Write(pingreq[:]); err != nil {
-		return err
+		return 0, err
 	}
 	var b [2]byte
 	if _, err := io.ReadFull(c, b[:]); err != nil {
-		return err
+		return 0, err
 	}
+	took := time.Since(start)
 	if b != [2]byte{0xD0, 0} {
-		return fmt.Errorf("%w: %#x instead of PINGRESP", errUnexpected, b)
+		return 0, fmt.Errorf("%w: %#x instead of PINGRESP", errUnexpected, b)
 	}
-	return nil
+	return took, nil
 }
 
 func (w *Worker) forEach(conns []net.Conn, f func(net.Conn)) {

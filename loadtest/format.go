@@ -169,6 +169,16 @@ func tables(rep *Report) []table {
 	flow.head = []string{"condition", "published/s", "delivered/s", "avg", "p50", "p90", "p99", "p99.9", "max", "lost", "dup",
 		"reordered", "gen CPU", "broker CPU", "broker RSS"}
 	flow.right = []bool{false, true, true, true, true, true, true, true, true, true, true, true, true, true, true}
+	// -wake adds columns: waking a parked connection, and a busy one.
+	wake := false
+	for _, r := range rep.Cases {
+		wake = wake || r.WakeSummary != nil
+	}
+	if wake { // before the last column, the failures' text
+		n := len(conn.head) - 1
+		conn.head = append(conn.head[:n:n], "wake p50", "wake p99", "wake max", "busy p50", conn.head[n])
+		conn.right = append(conn.right[:n:n], true, true, true, true, conn.right[n])
+	}
 	for _, r := range rep.Cases {
 		switch r.Mode {
 		case ModeConn:
@@ -177,10 +187,17 @@ func tables(rep *Report) []table {
 				cps = rate(float64(r.Established) / (float64(r.RampNs) / 1e9))
 			}
 			c := r.ConnectSummary
-			conn.rows = append(conn.rows, []string{commas(uint64(r.Target)), commas(uint64(r.Established)),
+			row := []string{commas(uint64(r.Target)), commas(uint64(r.Established)),
 				commas(uint64(r.Failed)), commas(uint64(r.Alive)), FormatDuration(c.P50), FormatDuration(c.P90),
-				FormatDuration(c.P99), FormatDuration(c.P999), FormatDuration(c.Max), FormatDuration(r.RampNs), cps,
-				failureText(r.Failures)})
+				FormatDuration(c.P99), FormatDuration(c.P999), FormatDuration(c.Max), FormatDuration(r.RampNs), cps}
+			if wake {
+				if s, b := r.WakeSummary, r.WakeBusySummary; s != nil && b != nil && s.Count > 0 {
+					row = append(row, FormatDuration(s.P50), FormatDuration(s.P99), FormatDuration(s.Max), FormatDuration(b.P50))
+				} else {
+					row = append(row, "-", "-", "-", "-")
+				}
+			}
+			conn.rows = append(conn.rows, append(row, failureText(r.Failures)))
 		case ModePub:
 			acked, p50, p90, p99, p999 := "-", "-", "-", "-", "-"
 			if a := r.AckSummary; r.QoS > 0 {

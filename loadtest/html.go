@@ -119,6 +119,10 @@ func writeCaseCharts(w io.Writer, c *CaseResult) {
 		}, countAxis))
 		fmt.Fprint(w, histogramChart("Connect time (dial → CONNACK)", c.Connect))
 		fmt.Fprint(w, percentileChart("Connect time by percentile", []pctSeries{{"connect", "#1f77b4", c.Connect}}))
+		if c.Wake != nil && c.Wake.Count() > 0 {
+			fmt.Fprint(w, percentileChart("PINGREQ → PINGRESP by percentile (-wake)", []pctSeries{
+				{"idle connection", "#d62728", c.Wake}, {"busy connection", "#2ca02c", c.WakeBusy}}))
+		}
 	} else {
 		fmt.Fprint(w, lineChart("Throughput (messages per second)", xs, []lineSeries{
 			{name: "published", color: "#1f77b4", ys: col(func(p Point) float64 { return float64(p.Published) })},

@@ -1,6 +1,7 @@
 package loadtest_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -160,6 +161,24 @@ func testModes(t *testing.T, b *broker) {
 			}
 		}
 	})
+	t.Run("conn/wake", func(t *testing.T) {
+		// More wakes than connections: the round trips cycle over them.
+		rep := run(t, b, opts(loadtest.ModeConn, func(o *loadtest.Options) {
+			o.Levels, o.Hold, o.Wake, o.WakeIdle = []int{3}, 0, 5, 20*time.Millisecond
+		}), loadtest.Config{})
+		c := rep.Cases[0]
+		if c.Alive != 3 || len(c.Lost) != 0 || c.Wake.Count() != 5 || c.WakeBusy.Count() != 5 {
+			t.Errorf("alive %d, lost %v, wake %d and busy %d round trips; want 3, none, 5 and 5", c.Alive, c.Lost,
+				c.Wake.Count(), c.WakeBusy.Count())
+		}
+		if c.WakeSummary == nil || c.WakeSummary.Count != 5 || c.WakeBusySummary == nil || c.WakeBusySummary.Count != 5 {
+			t.Errorf("summaries %+v %+v", c.WakeSummary, c.WakeBusySummary)
+		}
+		var text bytes.Buffer
+		if err := loadtest.WriteText(&text, rep); err != nil || !strings.Contains(text.String(), "wake p50") {
+			t.Errorf("the table shows no wake column (%v):\n%s", err, text.String())
+		}
+	})
 	for _, qos := range []int{0, 1, 2} {
 		t.Run("pub/qos"+string(rune('0'+qos)), func(t *testing.T) {
 			rep := run(t, b, opts(loadtest.ModePub, func(o *loadtest.Options) {
@@ -249,11 +268,15 @@ func TestAgentsMergeHistograms(t *testing.T) {
 	}
 	t.Run("conn", func(t *testing.T) {
 		rep := run(t, b, opts(loadtest.ModeConn, func(o *loadtest.Options) {
-			o.Levels, o.Hold = []int{41}, 100*time.Millisecond
+			o.Levels, o.Hold, o.Wake, o.WakeIdle = []int{41}, 100*time.Millisecond, 3, 10*time.Millisecond
 		}), loadtest.Config{Agents: addrs})
 		if c := rep.Cases[0]; c.Target != 41 || c.Established != 41 || c.Alive != 41 || c.Connect.Count() != 41 {
 			t.Errorf("conn over 2 agents: target %d established %d alive %d timed %d", c.Target, c.Established, c.Alive,
 				c.Connect.Count())
+		}
+		// One agent wakes connections, so the round trips never overlap.
+		if c := rep.Cases[0]; c.Wake.Count() != 3 || c.WakeBusy.Count() != 3 {
+			t.Errorf("conn over 2 agents: %d wake and %d busy round trips, want 3 each", c.Wake.Count(), c.WakeBusy.Count())
 		}
 	})
 }

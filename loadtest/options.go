@@ -72,18 +72,24 @@ type Options struct {
 	Hold            time.Duration `json:"hold_ns"`
 	DialConcurrency int           `json:"dial_concurrency"`
 	ConnRate        float64       `json:"conn_rate,omitempty"` // new connections per second; 0 = as fast as dials finish
-	Pubs            int           `json:"pubs"`
-	Subs            int           `json:"subs"`
-	QoS             int           `json:"qos"`
-	Payloads        []int         `json:"payloads"`            // one case per size
-	Duration        time.Duration `json:"duration_ns"`         // 0: until Config.Stop (Ctrl-C)
-	Rate            float64       `json:"rate"`                // messages per second per publisher; 0 = as fast as possible
-	Inflight        int           `json:"inflight"`            // unacknowledged QoS 1/2 messages per publisher
-	Topic           string        `json:"topic"`               // publisher i's topic; %i is i, %c its client id, %u the user
-	SubTopic        string        `json:"sub_topic,omitempty"` // subscriber j's filter, placeholders as Topic's; "" = derived from Topic
-	Loop            bool          `json:"loop,omitempty"`      // p2p: one connection publishes to and subscribes to its own topic
-	Churn           time.Duration `json:"churn_ns,omitempty"`  // subscribers drop and come back every Churn
-	Drain           time.Duration `json:"drain_ns"`            // how long to wait for messages after publishing ends
+	// Wake is how many times conn mode, after the liveness check, lets
+	// every connection stay quiet for WakeIdle and then times one PINGREQ
+	// on one of them (and one more right after, on the now busy one): the
+	// cost of waking a parked connection. 0 = off.
+	Wake     int           `json:"wake,omitempty"`
+	WakeIdle time.Duration `json:"wake_idle_ns,omitempty"`
+	Pubs     int           `json:"pubs"`
+	Subs     int           `json:"subs"`
+	QoS      int           `json:"qos"`
+	Payloads []int         `json:"payloads"`            // one case per size
+	Duration time.Duration `json:"duration_ns"`         // 0: until Config.Stop (Ctrl-C)
+	Rate     float64       `json:"rate"`                // messages per second per publisher; 0 = as fast as possible
+	Inflight int           `json:"inflight"`            // unacknowledged QoS 1/2 messages per publisher
+	Topic    string        `json:"topic"`               // publisher i's topic; %i is i, %c its client id, %u the user
+	SubTopic string        `json:"sub_topic,omitempty"` // subscriber j's filter, placeholders as Topic's; "" = derived from Topic
+	Loop     bool          `json:"loop,omitempty"`      // p2p: one connection publishes to and subscribes to its own topic
+	Churn    time.Duration `json:"churn_ns,omitempty"`  // subscribers drop and come back every Churn
+	Drain    time.Duration `json:"drain_ns"`            // how long to wait for messages after publishing ends
 
 	token string // the run's client id prefix (Job.Token), for the %c placeholder
 }
@@ -93,7 +99,7 @@ func DefaultOptions() Options {
 	return Options{
 		Addr: "127.0.0.1:1883", WSPath: "/mqtt", MQTT: "5", Clean: true, KeepAlive: 60 * time.Second,
 		ConnectTimeout: 10 * time.Second, Mode: ModePub, Levels: []int{1000}, Hold: 3 * time.Second,
-		DialConcurrency: 200, Pubs: 10, Subs: 10, Payloads: []int{64}, Duration: 10 * time.Second,
+		DialConcurrency: 200, WakeIdle: 300 * time.Millisecond, Pubs: 10, Subs: 10, Payloads: []int{64}, Duration: 10 * time.Second,
 		Inflight: 64, Topic: "loadtest/%i", Drain: 5 * time.Second,
 	}
 }
@@ -357,6 +363,12 @@ func (o *Options) Validate() error {
 		return errors.New("loadtest: -drain, -churn and -hold must not be negative")
 	case o.Loop && o.Mode != ModeP2P:
 		return errors.New("loadtest: -loop is for -mode p2p")
+	case o.Wake < 0:
+		return errors.New("loadtest: -wake must not be negative")
+	case o.Wake > 0 && o.Mode != ModeConn:
+		return errors.New("loadtest: -wake is for -mode conn")
+	case o.WakeIdle < 0 || o.Wake > 0 && o.WakeIdle == 0:
+		return errors.New("loadtest: -wake-idle must be positive")
 	}
 	if o.Mode == ModeConn {
 		if len(o.Levels) == 0 {

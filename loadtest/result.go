@@ -45,6 +45,11 @@ type CaseResult struct {
 	Latency    *Histogram `json:"latency"`     // end to end, send → receive
 	AckLatency *Histogram `json:"ack_latency"` // PUBLISH → PUBACK / PUBCOMP
 	Connect    *Histogram `json:"connect"`     // dial → CONNACK
+	// Wake is conn mode's -wake: PINGREQ → PINGRESP on a connection quiet
+	// for -wake-idle; WakeBusy the same right after, on the just-served one.
+	// Both nil without -wake.
+	Wake     *Histogram `json:"wake,omitempty"`
+	WakeBusy *Histogram `json:"wake_busy,omitempty"`
 
 	// PerPub is every publisher's figures, summed over its receivers.
 	// Finish condenses it into the Publishers* fields and keeps it in the
@@ -63,14 +68,16 @@ type CaseResult struct {
 	Machine      *MachineStats     `json:"machine,omitempty"`
 
 	// Derived by Finish.
-	LostMessages    uint64  `json:"lost"`
-	PublishedPerSec float64 `json:"published_per_s"`
-	DeliveredPerSec float64 `json:"delivered_per_s"`
-	MBPerSec        float64 `json:"mb_per_s"` // payload bytes published, 10^6 per second
-	DeliveredRatio  float64 `json:"delivered_ratio"`
-	LatencySummary  Summary `json:"latency_summary"`
-	AckSummary      Summary `json:"ack_latency_summary"`
-	ConnectSummary  Summary `json:"connect_summary"`
+	LostMessages    uint64   `json:"lost"`
+	PublishedPerSec float64  `json:"published_per_s"`
+	DeliveredPerSec float64  `json:"delivered_per_s"`
+	MBPerSec        float64  `json:"mb_per_s"` // payload bytes published, 10^6 per second
+	DeliveredRatio  float64  `json:"delivered_ratio"`
+	LatencySummary  Summary  `json:"latency_summary"`
+	AckSummary      Summary  `json:"ack_latency_summary"`
+	ConnectSummary  Summary  `json:"connect_summary"`
+	WakeSummary     *Summary `json:"wake_summary,omitempty"`
+	WakeBusySummary *Summary `json:"wake_busy_summary,omitempty"`
 }
 
 // Point is one second of a run. Counts are for that second alone.
@@ -169,6 +176,15 @@ func (r *CaseResult) Merge(o *CaseResult) {
 		}
 		(*h.dst).Merge(*h.src)
 	}
+	// Only one worker wakes connections; the others' stay nil.
+	for _, h := range []struct{ dst, src **Histogram }{{&r.Wake, &o.Wake}, {&r.WakeBusy, &o.WakeBusy}} {
+		if *h.src != nil {
+			if *h.dst == nil {
+				*h.dst = &Histogram{}
+			}
+			(*h.dst).Merge(*h.src)
+		}
+	}
 	if o.Errors != nil {
 		if r.Errors == nil {
 			r.Errors = map[string]uint64{}
@@ -237,6 +253,15 @@ func mergeSeries(a, b []Point) []Point {
 	return a
 }
 
+// summaryOf is h's summary, nil for a histogram not measured.
+func summaryOf(h *Histogram) *Summary {
+	if h == nil {
+		return nil
+	}
+	s := h.Summary()
+	return &s
+}
+
 // Finish derives rates, loss and summaries from the counts, once every
 // worker's result is merged. It drops the per-second histograms.
 func (r *CaseResult) Finish() {
@@ -248,6 +273,7 @@ func (r *CaseResult) Finish() {
 	r.LatencySummary = r.Latency.Summary()
 	r.AckSummary = r.AckLatency.Summary()
 	r.ConnectSummary = r.Connect.Summary()
+	r.WakeSummary, r.WakeBusySummary = summaryOf(r.Wake), summaryOf(r.WakeBusy)
 	if r.Mode == ModeConn {
 		r.Failed = 0
 		for _, v := range r.Failures {

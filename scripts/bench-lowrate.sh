@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 
 RUNS=${RUNS:-3}
 BROKERS=${BROKERS:-"xmq mosquitto"}
-CASES=${CASES:-"idle-tcp idle-ws idle-tls fan fan-ws p2p fanin19k ws19k qos0 qos1 fanout"}
+CASES=${CASES:-"idle-tcp idle-ws idle-tls fan fan-ws p2p fanin19k ws19k qos0 qos1 fanout wake"}
 WORK=${WORK:-$(mktemp -d /tmp/bench-lowrate.XXXXXX)}
 OUT=${OUT:-$WORK/table.md}
 mkdir -p "$WORK/res"
@@ -88,6 +88,8 @@ args() {
 	qos0) echo "-addr 127.0.0.1:21883 -mode pub -pubs 10 -qos 0 -payload 64 -duration 4s" ;;
 	qos1) echo "-addr 127.0.0.1:21883 -mode pub -pubs 10 -qos 1 -inflight 64 -payload 64 -duration 4s" ;;
 	fanout) echo "-addr 127.0.0.1:21883 -mode pubsub -pubs 10 -subs 100 -qos 0 -rate 0 -payload 64 -topic bench/fanout -sub-topic bench/fanout -duration 4s -drain 3s" ;;
+	# Waking a parked connection (issue 24): PINGREQ after 300ms quiet.
+	wake) echo "-addr 127.0.0.1:21883 -mode conn -levels 1000 -hold 1s -wake 20 -wake-idle 300ms" ;;
 	esac
 }
 
@@ -131,13 +133,14 @@ for f in sorted(glob.glob(os.path.join(res, "*.json"))):
     if not cs:
         continue
     c = cs[-1]
-    l = c.get("latency_summary") or {}
+    l = c.get("wake_summary") or c.get("latency_summary") or {}  # wake: the parked round trip
     n = c.get("delivered") or c.get("established") or c.get("published") or 0
     rows.setdefault((case, broker), []).append({
         "p50": l.get("p50_ns", 0) / 1000, "p99": l.get("p99_ns", 0) / 1000,
         "n": n, "per_cpu_s": n / cpu if cpu else 0, "rss": int(hwm) / 2**20,
         "rate": c.get("delivered_per_s") or c.get("published_per_s") or 0,
         "lost": c.get("lost", 0),
+        "max": l.get("max_ns", 0) / 1000, "busy": (c.get("wake_busy_summary") or {}).get("p50_ns", 0) / 1000,
     })
 def med(vals):
     vals = sorted(vals)
@@ -155,6 +158,12 @@ with open(out, "w") as o:
         o.write(f"| {case} | {broker} | {len(rs)} | {fmt(med([r['p50'] for r in rs]))} | {fmt(med([r['p99'] for r in rs]))} | "
                 f"{fmt(med([r['per_cpu_s'] for r in rs]))} | {fmt(med([r['rate'] for r in rs]))} | "
                 f"{fmt(med([r['rss'] for r in rs]))} | {sum(r['lost'] for r in rs)} |\n")
+    wake = sorted((k, rs) for k, rs in rows.items() if k[0] == "wake")
+    if wake:
+        o.write("\n| PINGREQ after 300 ms idle, 20 tries | broker | runs | wake p50 µs | wake max µs | busy p50 µs |\n|---|---|---|---|---|---|\n")
+        for (case, broker), rs in wake:
+            o.write(f"| {case} | {broker} | {len(rs)} | {fmt(med([r['p50'] for r in rs]))} | {fmt(med([r['max'] for r in rs]))} | "
+                    f"{fmt(med([r['busy'] for r in rs]))} |\n")
 print(open(out).read())
 PY
 echo "bench-lowrate: table in $OUT (raw results in $WORK/res)" >&2

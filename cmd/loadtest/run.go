@@ -91,6 +91,8 @@ func newFlagSet(v *flagValues, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&v.mode, "mode", string(d.Mode), "what to measure: `conn|pub|pubsub|fanin|p2p` (see below)")
 	fs.StringVar(&v.levels, "levels", "1000", "conn: connection counts `N,N,...`, one case each")
 	fs.DurationVar(&o.Hold, "hold", d.Hold, "conn: hold each level for `DURATION` before the PINGREQ liveness check")
+	fs.IntVar(&o.Wake, "wake", 0, "conn: after the liveness check, `N` times: all quiet for -wake-idle, then one PINGREQ timed on the next connection and one right after (busy); 0 = off")
+	fs.DurationVar(&o.WakeIdle, "wake-idle", d.WakeIdle, "conn: every connection stays quiet for `DURATION` before each -wake round trip")
 	fs.IntVar(&o.DialConcurrency, "dial-concurrency", d.DialConcurrency, "`N` dials in flight at once (1000 simultaneous overflow a loopback accept queue; 200 do not)")
 	fs.Float64Var(&o.ConnRate, "conn-rate", 0, "`N` new connections per second (0 = as fast as -dial-concurrency allows)")
 	fs.IntVar(&o.Pubs, "pubs", d.Pubs, "`N` publishers (p2p: pairs)")
@@ -144,7 +146,8 @@ Flags:
 	fmt.Fprint(w, `
 Modes:
   conn    ramp each -levels count with -dial-concurrency, CONNECT→CONNACK, hold -hold, check with PINGREQ;
-          reports target, established, failed (and why), connect p50/p90/p99/p99.9
+          reports target, established, failed (and why), connect p50/p90/p99/p99.9; -wake 20 adds the
+          round trip of a PINGREQ on a connection parked for -wake-idle (wake p50/p99/max) and on a busy one
   pub     -pubs publishers as fast as possible (or -rate); QoS 1/2 pipelined (-inflight); msgs/s and MB/s
   pubsub  -pubs publishers, -subs subscribers each subscribed to every publisher's topic; end-to-end
           latency from timestamps in the payload; loss, duplicates and reordering per publisher

@@ -31,6 +31,12 @@ func TestPublishedCommandsParse(t *testing.T) {
 				return o.Mode == loadtest.ModeConn && reflect.DeepEqual(o.Levels, []int{1000, 10000, 30000, 50000}) &&
 					o.Hold == 3*time.Second && o.DialConcurrency == 200
 			}},
+		{[]string{"-mode", "conn", "-levels", "1000", "-hold", "1s", "-wake", "20", "-wake-idle", "250ms"},
+			func(o loadtest.Options) bool {
+				return o.Mode == loadtest.ModeConn && o.Wake == 20 && o.WakeIdle == 250*time.Millisecond
+			}},
+		{[]string{"-mode", "conn", "-wake", "20"},
+			func(o loadtest.Options) bool { return o.Wake == 20 && o.WakeIdle == 300*time.Millisecond }},
 		{[]string{"-mode", "pub", "-pubs", "10", "-qos", "0", "-payload", "64", "-duration", "10s"},
 			func(o loadtest.Options) bool {
 				return o.Mode == loadtest.ModePub && o.Pubs == 10 && o.QoS == 0 && reflect.DeepEqual(o.Payloads, []int{64}) &&
@@ -63,7 +69,7 @@ func TestEveryFlagParses(t *testing.T) {
 		"-id-prefix", "run1", "-mode", "p2p", "-pubs", "7", "-subs", "3", "-qos", "2", "-payload", "16,256",
 		"-duration", "2s", "-rate", "0.5", "-inflight", "8", "-topic", "a/%i/b", "-sub-topic", "a/%i/b", "-loop",
 		"-churn", "5s", "-drain", "1s", "-src-ips", "127.0.0.2-3", "-conn-rate", "100", "-levels", "5",
-		"-hold", "1s", "-dial-concurrency", "9", "-json", "-report", "r.md", "-html", "r.html", "-metrics-url", "http://m/metrics",
+		"-hold", "1s", "-wake-idle", "100ms", "-dial-concurrency", "9", "-json", "-report", "r.md", "-html", "r.html", "-metrics-url", "http://m/metrics",
 		"-broker-pid", "42", "-assert", "p99<5ms", "-agents", "a:9090,b:9090", "-progress=false"}
 	v, _, err := parseArgs(args, io.Discard)
 	if err != nil {
@@ -73,7 +79,7 @@ func TestEveryFlagParses(t *testing.T) {
 	want := loadtest.Options{Addr: "wss://b:8084/mqtt", Transport: "wss", WSPath: "/x", Insecure: true, CAFile: "ca.pem",
 		CertFile: "c.pem", KeyFile: "k.pem", SrcIPs: []string{"127.0.0.2", "127.0.0.3"}, MQTT: "5", Clean: false,
 		KeepAlive: 30 * time.Second, ConnectTimeout: 3 * time.Second, IDPrefix: "run1", Mode: loadtest.ModeP2P,
-		Levels: []int{5}, Hold: time.Second, DialConcurrency: 9, ConnRate: 100, Pubs: 7, Subs: 3, QoS: 2,
+		Levels: []int{5}, Hold: time.Second, WakeIdle: 100 * time.Millisecond, DialConcurrency: 9, ConnRate: 100, Pubs: 7, Subs: 3, QoS: 2,
 		Payloads: []int{16, 256}, Duration: 2 * time.Second, Rate: 0.5, Inflight: 8, Topic: "a/%i/b", SubTopic: "a/%i/b",
 		Loop: true, Churn: 5 * time.Second, Drain: time.Second}
 	if !reflect.DeepEqual(o, want) {
