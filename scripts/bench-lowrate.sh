@@ -12,14 +12,19 @@
 #   BROKERS="xmq mosquitto" CASES="fan p2p" RUNS=3 scripts/bench-lowrate.sh
 #   BASE=/path/to/older/xmq BROKERS="xmq base" ...     (an older build as "base")
 #
+# xmq-store is the same xmq build with its default store (durability sync,
+# the on-disk store in a fresh data directory under $WORK) for the cases in
+# STORE_CASES; xmq keeps state in memory, as Mosquitto does by default.
+#
 # Needs: go, python3, taskset, mosquitto (skipped when missing), 2 CPUs and a
 # file limit of 20,000 (the 19,000-connection cases).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 RUNS=${RUNS:-3}
-BROKERS=${BROKERS:-"xmq mosquitto"}
-CASES=${CASES:-"idle-tcp idle-ws idle-tls fan fan-ws p2p fanin19k ws19k qos0 qos1 fanout"}
+BROKERS=${BROKERS:-"xmq xmq-store mosquitto"}
+CASES=${CASES:-"idle-tcp idle-ws idle-tls fan fan-ws p2p fanin fanin19k ws19k qos0 qos1 fanout"}
+STORE_CASES=${STORE_CASES:-"idle-tcp fan fan-ws p2p fanin"}
 WORK=${WORK:-$(mktemp -d /tmp/bench-lowrate.XXXXXX)}
 OUT=${OUT:-$WORK/table.md}
 mkdir -p "$WORK/res"
@@ -56,6 +61,21 @@ broker: {max_queued: 100000}
 YAML
 		GOMAXPROCS=1 taskset -c 0 "$bin" -c "$WORK/xmq.yaml" >"$log" 2>&1 &
 		;;
+	xmq-store)
+		# The default store (durability sync), fresh for every run.
+		rm -rf "$WORK/data"
+		cat >"$WORK/xmq-store.yaml" <<YAML
+data_dir: "$WORK/data"
+listeners:
+  - {transport: tcp, address: "127.0.0.1:21883"}
+  - {transport: ws, address: "127.0.0.1:21884"}
+  - {transport: tls, address: "127.0.0.1:21885", tls: {cert_file: "$CERT", key_file: "$KEY"}}
+web: {address: ""}
+log: {level: warn}
+broker: {max_queued: 100000}
+YAML
+		GOMAXPROCS=1 taskset -c 0 "$BIN_xmq" -c "$WORK/xmq-store.yaml" >"$log" 2>&1 &
+		;;
 	mosquitto)
 		cat >"$WORK/mosquitto.conf" <<CONF
 per_listener_settings false
@@ -83,6 +103,7 @@ args() {
 	fan) echo "-addr 127.0.0.1:21883 -mode pubsub -pubs 10 -subs 10 -qos 0 -rate 100 -payload 64 -duration 5s" ;;
 	fan-ws) echo "-addr ws://127.0.0.1:21884/mqtt -mode pubsub -pubs 10 -subs 10 -qos 0 -rate 100 -payload 64 -duration 5s" ;;
 	p2p) echo "-addr 127.0.0.1:21883 -mode p2p -pubs 1000 -qos 1 -rate 1 -payload 62 -duration 10s" ;;
+	fanin) echo "-addr 127.0.0.1:21883 -mode fanin -pubs 1000 -subs 10 -qos 1 -rate 1 -payload 64 -topic bench/%i -sub-topic \$share/g/bench/# -duration 10s" ;;
 	fanin19k) echo "-addr 127.0.0.1:21883 -mode fanin -pubs 19000 -subs 10 -qos 1 -rate 1 -payload 64 -topic bench/%i -sub-topic \$share/g/bench/# -duration 20s -dial-concurrency 200" ;;
 	ws19k) echo "-addr ws://127.0.0.1:21884/mqtt -mode p2p -loop -pubs 19000 -qos 1 -rate 0.1 -payload 256 -topic t/%i -duration 30s -dial-concurrency 200" ;;
 	qos0) echo "-addr 127.0.0.1:21883 -mode pub -pubs 10 -qos 0 -payload 64 -duration 4s" ;;
@@ -99,6 +120,7 @@ for c in $CASES; do
 			case $b in
 			mosquitto) command -v mosquitto >/dev/null || continue ;;
 			base) [ -n "$BIN_base" ] || continue ;;
+			xmq-store) [[ " $STORE_CASES " == *" $c "* ]] || continue ;;
 			esac
 			[ "$b" = mosquitto ] && [ "$c" = idle-tls ] && continue # no TLS listener configured for it
 			start_broker "$b"
