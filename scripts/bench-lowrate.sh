@@ -45,12 +45,16 @@ trap stop_broker EXIT
 start_broker() {
 	local b=$1 log="$WORK/$1.log"
 	case $b in
-	xmq | base)
-		local bin=$BIN_xmq
+	xmq | base | xmq-store)
+		local bin=$BIN_xmq data='""' # state in memory, as Mosquitto's default (persistence false)
 		[ "$b" = base ] && bin=$BIN_base
-		# State in memory, as Mosquitto's default (persistence false).
+		if [ "$b" = xmq-store ]; then
+			# The default store (durability sync), fresh for every run.
+			rm -rf "$WORK/data"
+			data="\"$WORK/data\""
+		fi
 		cat >"$WORK/xmq.yaml" <<YAML
-data_dir: ""
+data_dir: $data
 listeners:
   - {transport: tcp, address: "127.0.0.1:21883"}
   - {transport: ws, address: "127.0.0.1:21884"}
@@ -60,21 +64,6 @@ log: {level: warn}
 broker: {max_queued: 100000}
 YAML
 		GOMAXPROCS=1 taskset -c 0 "$bin" -c "$WORK/xmq.yaml" >"$log" 2>&1 &
-		;;
-	xmq-store)
-		# The default store (durability sync), fresh for every run.
-		rm -rf "$WORK/data"
-		cat >"$WORK/xmq-store.yaml" <<YAML
-data_dir: "$WORK/data"
-listeners:
-  - {transport: tcp, address: "127.0.0.1:21883"}
-  - {transport: ws, address: "127.0.0.1:21884"}
-  - {transport: tls, address: "127.0.0.1:21885", tls: {cert_file: "$CERT", key_file: "$KEY"}}
-web: {address: ""}
-log: {level: warn}
-broker: {max_queued: 100000}
-YAML
-		GOMAXPROCS=1 taskset -c 0 "$BIN_xmq" -c "$WORK/xmq-store.yaml" >"$log" 2>&1 &
 		;;
 	mosquitto)
 		cat >"$WORK/mosquitto.conf" <<CONF
