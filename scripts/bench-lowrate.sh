@@ -12,14 +12,19 @@
 #   BROKERS="xmq mosquitto" CASES="fan p2p" RUNS=3 scripts/bench-lowrate.sh
 #   BASE=/path/to/older/xmq BROKERS="xmq base" ...     (an older build as "base")
 #
+# xmq-store is the same xmq build with its default store (durability sync,
+# the on-disk store in a fresh data directory under $WORK) for the cases in
+# STORE_CASES; xmq keeps state in memory, as Mosquitto does by default.
+#
 # Needs: go, python3, taskset, mosquitto (skipped when missing), 2 CPUs and a
 # file limit of 20,000 (the 19,000-connection cases).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 RUNS=${RUNS:-3}
-BROKERS=${BROKERS:-"xmq mosquitto"}
-CASES=${CASES:-"idle-tcp idle-ws idle-tls fan fan-ws p2p fanin19k ws19k qos0 qos1 fanout wake"}
+BROKERS=${BROKERS:-"xmq xmq-store mosquitto"}
+CASES=${CASES:-"idle-tcp idle-ws idle-tls fan fan-ws p2p fanin fanin19k ws19k qos0 qos1 fanout wake"}
+STORE_CASES=${STORE_CASES:-"idle-tcp fan fan-ws p2p fanin"}
 WORK=${WORK:-$(mktemp -d /tmp/bench-lowrate.XXXXXX)}
 OUT=${OUT:-$WORK/table.md}
 mkdir -p "$WORK/res"
@@ -40,12 +45,16 @@ trap stop_broker EXIT
 start_broker() {
 	local b=$1 log="$WORK/$1.log"
 	case $b in
-	xmq | base)
-		local bin=$BIN_xmq
+	xmq | base | xmq-store)
+		local bin=$BIN_xmq data='""' # state in memory, as Mosquitto's default (persistence false)
 		[ "$b" = base ] && bin=$BIN_base
-		# State in memory, as Mosquitto's default (persistence false).
+		if [ "$b" = xmq-store ]; then
+			# The default store (durability sync), fresh for every run.
+			rm -rf "$WORK/data"
+			data="\"$WORK/data\""
+		fi
 		cat >"$WORK/xmq.yaml" <<YAML
-data_dir: ""
+data_dir: $data
 listeners:
   - {transport: tcp, address: "127.0.0.1:21883"}
   - {transport: ws, address: "127.0.0.1:21884"}
@@ -83,6 +92,7 @@ args() {
 	fan) echo "-addr 127.0.0.1:21883 -mode pubsub -pubs 10 -subs 10 -qos 0 -rate 100 -payload 64 -duration 5s" ;;
 	fan-ws) echo "-addr ws://127.0.0.1:21884/mqtt -mode pubsub -pubs 10 -subs 10 -qos 0 -rate 100 -payload 64 -duration 5s" ;;
 	p2p) echo "-addr 127.0.0.1:21883 -mode p2p -pubs 1000 -qos 1 -rate 1 -payload 62 -duration 10s" ;;
+	fanin) echo "-addr 127.0.0.1:21883 -mode fanin -pubs 1000 -subs 10 -qos 1 -rate 1 -payload 64 -topic bench/%i -sub-topic \$share/g/bench/# -duration 10s" ;;
 	fanin19k) echo "-addr 127.0.0.1:21883 -mode fanin -pubs 19000 -subs 10 -qos 1 -rate 1 -payload 64 -topic bench/%i -sub-topic \$share/g/bench/# -duration 20s -dial-concurrency 200" ;;
 	ws19k) echo "-addr ws://127.0.0.1:21884/mqtt -mode p2p -loop -pubs 19000 -qos 1 -rate 0.1 -payload 256 -topic t/%i -duration 30s -dial-concurrency 200" ;;
 	qos0) echo "-addr 127.0.0.1:21883 -mode pub -pubs 10 -qos 0 -payload 64 -duration 4s" ;;
@@ -101,6 +111,7 @@ for c in $CASES; do
 			case $b in
 			mosquitto) command -v mosquitto >/dev/null || continue ;;
 			base) [ -n "$BIN_base" ] || continue ;;
+			xmq-store) [[ " $STORE_CASES " == *" $c "* ]] || continue ;;
 			esac
 			[ "$b" = mosquitto ] && [ "$c" = idle-tls ] && continue # no TLS listener configured for it
 			start_broker "$b"

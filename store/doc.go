@@ -25,13 +25,22 @@
 //
 // # Durability
 //
-// Every write goes to Pebble's write-ahead log without waiting for the disk;
-// what differs between the modes is when the log is forced to disk:
+// Every write goes to Pebble's write-ahead log without waiting for the disk
+// (in sync mode at its commit round, at the latest within 200ms); what
+// differs between the modes is when the log is forced to disk:
 //
 //   - sync: Sync forces it. Core calls Sync once per read burst before it
 //     acknowledges the QoS 1/2 messages of that burst, and concurrent calls
 //     share one fsync (group commit), so the cost is one fsync per round, not
-//     one per message.
+//     one per message. In this mode writes wait in one pending batch that
+//     the round commits with its fsync (pending.go): one log write per
+//     round for every connection's writes. A message deleted before its
+//     round (its subscriber acknowledged it) cancels out with its put, and
+//     a round left with nothing makes no write and no fsync. While only
+//     new messages are pending, a round waits up to Options.CommitWait
+//     (1ms) for those acknowledgements first. What a crash of the process
+//     or the machine keeps is unchanged: every write a Sync returned for,
+//     except messages that were delivered and acknowledged before it.
 //   - interval: a background flush every FlushInterval; Sync returns at
 //     once. A crash loses at most the last interval of acknowledged
 //     messages — the trade-off Mosquitto makes with its periodic snapshot

@@ -16,6 +16,7 @@ func (s *Store) scan(prefix byte, fn func(k, v []byte) error) (err error) {
 			err = fmt.Errorf("%w: %s: reading keys %q: %v", ErrDamaged, s.dir, prefix, v)
 		}
 	}()
+	s.flushPending() // a read sees every write made before it
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefix}, UpperBound: []byte{prefix + 1}})
 	if err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrDamaged, s.dir, err)

@@ -65,6 +65,11 @@ type Options struct {
 	// writes already inside the engine can finish, and written again once
 	// the file system has room for it (default 32 MiB; negative: none).
 	ReserveBytes int64
+	// CommitWait is how long a commit round in sync mode waits while the
+	// only pending writes are new messages, for their deliveries'
+	// acknowledgements to cancel them so that nothing need reach the disk
+	// (pending.go; default 1ms, negative: no wait).
+	CommitWait time.Duration
 	// StallTimeout is how long a disk operation may hang, or a write keep
 	// failing for another cause than space, before the store fails and
 	// calls OnFatal (default 30s). A disk operation slower than a tenth of
@@ -99,6 +104,9 @@ func (o *Options) setDefaults() {
 	if o.StallTimeout == 0 {
 		o.StallTimeout = DefaultStallTimeout
 	}
+	if o.CommitWait == 0 {
+		o.CommitWait = DefaultCommitWait
+	}
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
@@ -112,6 +120,7 @@ const (
 	DefaultMinFreeBytes = 64 << 20
 	DefaultReserveBytes = 32 << 20
 	DefaultStallTimeout = 30 * time.Second
+	DefaultCommitWait   = time.Millisecond
 )
 
 // slowThreshold is when a disk operation counts as slow: a tenth of the
@@ -167,6 +176,9 @@ type Store struct {
 	synced uint64
 	round  *syncRound    // the fsync under way, nil when none
 	syncs  atomic.Uint64 // fsyncs done, for benchmarks and tests
+
+	// pend holds sync mode's writes until the next commit (pending.go).
+	pend pending
 
 	// Disk budget: full is set by the sampler; written counts the bytes put
 	// since its last sample, so a burst cannot overshoot between samples.
@@ -409,10 +421,16 @@ func (s *Store) write(w func() error) (err error) {
 }
 
 func (s *Store) set(key, val []byte) error {
+	if s.buffers() {
+		return s.buffer(opSet, key, val, msgRef{}, false)
+	}
 	return s.write(func() error { return s.db.Set(key, val, pebble.NoSync) })
 }
 
 func (s *Store) del(key []byte) error {
+	if s.buffers() {
+		return s.buffer(opDelete, key, nil, msgRef{}, false)
+	}
 	return s.write(func() error { return s.db.Delete(key, pebble.NoSync) })
 }
 
@@ -474,14 +492,15 @@ func (s *Store) DeleteSession(id string) error {
 	if err := checkID(id); err != nil {
 		return err
 	}
+	lo := idKey(prefixMessage, id, 9)
+	hi := append(append([]byte(nil), lo...), 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF)
+	if s.buffers() {
+		return s.buffer(opDeleteSession, idKey(prefixSession, id, 0), nil, msgRef{id: id}, false, lo, hi)
+	}
 	return s.write(func() error {
 		b := s.db.NewBatch()
 		defer b.Close()
-		_ = b.Delete(idKey(prefixSession, id, 0), nil)
-		_ = b.Delete(idKey(prefixInbound, id, 0), nil)
-		lo := idKey(prefixMessage, id, 9)
-		hi := append(append([]byte(nil), lo...), 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF)
-		_ = b.DeleteRange(lo, hi, nil)
+		deleteSession(b, id, lo, hi)
 		return b.Commit(pebble.NoSync)
 	})
 }
@@ -494,6 +513,9 @@ func (s *Store) PutMessage(id string, seq uint64, rec []byte) error {
 	if err := s.admit(len(rec) + len(id) + 11); err != nil {
 		return err
 	}
+	if s.buffers() {
+		return s.buffer(opSet, msgKey(id, seq), rec, msgRef{id, seq}, true)
+	}
 	return s.set(msgKey(id, seq), rec)
 }
 
@@ -501,6 +523,9 @@ func (s *Store) PutMessage(id string, seq uint64, rec []byte) error {
 func (s *Store) DeleteMessage(id string, seq uint64) error {
 	if err := checkID(id); err != nil {
 		return err
+	}
+	if s.buffers() {
+		return s.buffer(opDelete, msgKey(id, seq), nil, msgRef{id, seq}, true)
 	}
 	return s.del(msgKey(id, seq))
 }
@@ -574,14 +599,19 @@ type syncRound struct {
 // held up by a full disk must not hold up a CONNECT.
 func (s *Store) syncTo(target uint64) error {
 	down := s.downSignal()
+	s.awaitSettle()
 	s.syncMu.Lock()
 	for s.synced < target {
 		r := s.round
 		if r == nil {
+			if covered, ok := s.nothingToSync(); ok {
+				s.synced = max(s.synced, covered)
+				continue
+			}
 			r = &syncRound{done: make(chan struct{})}
 			s.round = r
-			covered := s.writes.Load() // every write counted here is in the log already
 			go func() {
+				covered := s.writes.Load() // every write counted here is in the log, or pending for this round
 				err := s.fsync()
 				s.syncMu.Lock()
 				r.err = err
@@ -615,6 +645,9 @@ func (s *Store) fsync() (err error) {
 			err = fmt.Errorf("%w: syncing %s: %v", ErrUnavailable, s.dir, v)
 		}
 	}()
+	if s.buffers() {
+		return s.commitPending(true)
+	}
 	if err := s.db.LogData(nil, pebble.Sync); err != nil {
 		return fmt.Errorf("store: syncing %s: %w", s.dir, err)
 	}
@@ -652,6 +685,7 @@ func (s *Store) sampleLoop() {
 		case <-t.C:
 			s.sample()
 			s.tryRecover()
+			s.flushPending()
 			if full := s.full.Load(); full != wasFull {
 				wasFull = full
 				if full {

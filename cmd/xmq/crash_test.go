@@ -448,7 +448,11 @@ func TestCrashPersistentDelivery(t *testing.T) {
 		t.Fatal(err)
 	}
 	pubs := []*crashPub{newCrashPub("pub1", codec.V311, 1, "crash/q1"), newCrashPub("pub2", codec.V5, 2, "crash/q2")}
-	subs := []*crashSub{newCrashSub("sub1", codec.V5, 1, "crash/q1"), newCrashSub("sub2", codec.V311, 2, "crash/q2")}
+	// sub3, the only member of a shared group, gets pub1's messages too: a
+	// delivery acknowledged before its commit round is never written
+	// (store.pending), for a shared group's member as for a subscriber.
+	subs := []*crashSub{newCrashSub("sub1", codec.V5, 1, "crash/q1"), newCrashSub("sub2", codec.V311, 2, "crash/q2"),
+		newCrashSub("sub3", codec.V311, 1, "$share/g/crash/q1")}
 
 	// Subscribe first, so that nothing published is owed to no one.
 	b := startBroker(t, dataDir, "-c", cfg)
@@ -518,7 +522,12 @@ func TestCrashPersistentDelivery(t *testing.T) {
 	close(pstop)
 	pwg.Wait()
 	waitUntil(t, "subscribers to drain", func() bool {
-		return subs[0].quietFor() > 300*time.Millisecond && subs[1].quietFor() > 300*time.Millisecond
+		for _, s := range subs {
+			if s.quietFor() <= 300*time.Millisecond {
+				return false
+			}
+		}
+		return true
 	})
 	close(stop)
 	wg.Wait()
@@ -527,6 +536,7 @@ func TestCrashPersistentDelivery(t *testing.T) {
 	for i, p := range pubs {
 		checkDelivered(t, p, subs[i])
 	}
+	checkDelivered(t, pubs[0], subs[2])
 }
 
 // checkDelivered checks what s received of p's messages.
