@@ -151,6 +151,9 @@ type brokerConfig struct {
 	SysInterval               time.Duration       `yaml:"sys_interval"`
 	WriteTimeout              time.Duration       `yaml:"write_timeout"`
 	ReadBufferSize            int                 `yaml:"read_buffer_size"`
+	// MemoryLimit is the Go runtime's soft memory limit (not a core
+	// option: it is the process's, applyMemoryLimit).
+	MemoryLimit byteSize `yaml:"memory_limit"`
 }
 
 // options converts to core.Options; core fills in its defaults and validates.

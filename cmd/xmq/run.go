@@ -173,6 +173,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 		// goes to the cluster's session stream too.
 		ccfg.Store = cl.ReplicateStore(st)
 	}
+	applyMemoryLimit(cfg.Broker.MemoryLimit, log)
 	bopts := cfg.Broker.options()
 	bopts.Version = build().Version
 	srv, err := core.New(bopts, ccfg)
