@@ -279,6 +279,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	if err := sdNotify(os.Getenv("NOTIFY_SOCKET"), "READY=1\nSTATUS=serving MQTT"); err != nil {
 		log.Warn("cannot notify systemd of readiness", zap.Error(err))
 	}
+	if cfg.Broker.TrimBinaryPages == nil || *cfg.Broker.TrimBinaryPages {
+		// Started: what the package initialisations and the start
+		// touched of the binary need not count in RSS any longer.
+		if n, err := trimBinaryPages(); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+			log.Warn("cannot trim the binary's pages", zap.Error(err))
+		} else if err == nil {
+			log.Debug("binary pages trimmed", zap.Int64("rss_bytes", n))
+		}
+	}
 	if ro.ready != nil {
 		ro.ready(addrs)
 	}
