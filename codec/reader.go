@@ -68,11 +68,13 @@ type Reader struct {
 	taken  int // bytes of large taken from budget
 	// pending is a large body cut short by ErrWouldBlock, which the next
 	// ReadPacket resumes: its header is consumed, large holds what came.
+	// (n is an int32, a body is at most 256 MiB: a Reader per connection
+	// fits the 160-byte size class.)
 	pending struct {
 		on    bool
 		t     Type
 		flags byte
-		n     int // body length
+		n     int32 // body length
 	}
 
 	// pk holds one packet value per type, each made on first use. A
@@ -329,7 +331,7 @@ func (r *Reader) ReadPacket() (Packet, error) {
 	} else {
 		_, _ = r.br.Discard(hn)
 		r.large = r.large[:0]
-		r.pending.t, r.pending.flags, r.pending.n = t, flags, remaining
+		r.pending.t, r.pending.flags, r.pending.n = t, flags, int32(remaining)
 		return r.resumeLarge()
 	}
 	return r.decode(t, flags, body)
@@ -337,7 +339,7 @@ func (r *Reader) ReadPacket() (Packet, error) {
 
 // resumeLarge reads (on) the large body of r.pending and decodes it.
 func (r *Reader) resumeLarge() (Packet, error) {
-	body, err := r.readLarge(r.pending.n)
+	body, err := r.readLarge(int(r.pending.n))
 	if err != nil {
 		r.pending.on = errors.Is(err, ErrWouldBlock)
 		return nil, err

@@ -69,7 +69,7 @@ func (c *client) login(password []byte, crossOrigin string) error {
 		// A timer per expiring login, stopped when the connection ends
 		// (finish): few connections carry one, and its moment is exact,
 		// which the keepalive wheel's ticks are not.
-		c.expiry = time.AfterFunc(time.Until(expires), func() {
+		c.more().expiry = time.AfterFunc(time.Until(expires), func() {
 			c.log(zap.InfoLevel, "closing connection: its login expired", zap.Time("expired", expires))
 			c.closeWhy(CloseLoginExpired, codec.MaximumConnectTime, "login expired")
 		})
@@ -124,29 +124,30 @@ func (c *client) sendAuth(rc codec.ReasonCode, method string, data []byte) {
 // it, AUTH Continue authentication carries it on; the method must be the
 // one agreed at CONNECT [MQTT-4.12.1-1]. A failure ends the connection.
 func (c *client) handleAuth(p *codec.Auth) bool {
-	if c.authMethod == "" || string(p.Props.AuthMethod) != c.authMethod {
+	x := c.extra
+	if x == nil || x.authMethod == "" || string(p.Props.AuthMethod) != x.authMethod {
 		return c.protocolError("AUTH without the authentication method agreed at CONNECT [MQTT-4.12.0-7]", codec.ProtocolError)
 	}
 	switch {
-	case p.ReasonCode == codec.ReAuthenticate && !c.reauthing:
-		c.reauth, c.reauthing = nil, true
-	case p.ReasonCode == codec.ContinueAuthentication && c.reauthing:
+	case p.ReasonCode == codec.ReAuthenticate && !x.reauthing:
+		x.reauth, x.reauthing = nil, true
+	case p.ReasonCode == codec.ContinueAuthentication && x.reauthing:
 	default:
 		return c.protocolError("unexpected AUTH reason code", codec.ProtocolError)
 	}
 	ea := c.srv.auth.(EnhancedAuthenticator) // authMethod is set only when it is one
-	reply, next, done, _, err := ea.AuthStep(c.authMethod, c.id, c.reauth, p.Props.AuthData, c.conn.RemoteAddr(), c.listener)
+	reply, next, done, _, err := ea.AuthStep(x.authMethod, c.id, x.reauth, p.Props.AuthData, c.conn.RemoteAddr(), c.listener)
 	if err != nil {
 		c.log(zap.InfoLevel, "closing connection: re-authentication failed", zap.Error(err))
 		c.close(CloseAuthFailed, codec.NotAuthorized) // the DISCONNECT code set has no Bad user name or password
 		return false
 	}
 	if done {
-		c.reauth, c.reauthing = nil, false
-		c.sendAuth(codec.Success, c.authMethod, reply)
+		x.reauth, x.reauthing = nil, false
+		c.sendAuth(codec.Success, x.authMethod, reply)
 		return true
 	}
-	c.reauth = next
-	c.sendAuth(codec.ContinueAuthentication, c.authMethod, reply)
+	x.reauth = next
+	c.sendAuth(codec.ContinueAuthentication, x.authMethod, reply)
 	return true
 }

@@ -40,21 +40,13 @@ type client struct {
 	keepAlive   time.Duration
 	window      int // outbound inflight limit: min(MaxInflight, client's Receive Maximum)
 	sess        *session
-	authMethod  string // MQTT 5 enhanced authentication method agreed at CONNECT
-	will        *Message
-	willExpiry  time.Duration // the will's Message Expiry Interval, 0 = none
-	connectedAt int64         // Unix nanoseconds
-	maxOut      uint32        // client's Maximum Packet Size, 0 = none
-	willDelay   uint32
+	connectedAt int64  // Unix nanoseconds
+	maxOut      uint32 // client's Maximum Packet Size, 0 = none
 	aliasMaxOut uint16 // client's Topic Alias Maximum
 	version     byte
-	willStored  bool // the will is in the store while connected (attach)
-	// claim is this connection's hold on its client id cluster-wide
-	// (Cluster.Claim), 0 without a cluster.
-	claim uint64
-	// expiry closes the connection when its login ends
-	// (LoginAuthenticator); nil for a login without an end.
-	expiry *time.Timer
+	// extra holds what few connections use; nil for the others
+	// (clientExtra).
+	extra *clientExtra
 	// takenElsewhere is set when a connection on another node took the
 	// client id over (Server.TakeOver): the client is back, so a will
 	// waiting for its delay is not sent [MQTT-3.1.3-9].
@@ -78,13 +70,9 @@ type client struct {
 	pslot     int32        // the poller slot, -1 before the first park
 	pgen      int32        // the slot's generation when it was taken
 	kaAdded   bool         // in the keepalive wheel (keepalive.go)
-	reauthing bool         // a re-authentication exchange is under way
 	needSync  bool         // this connection wrote to the store since its last Sync
-	reauth    any          // enhanced-auth state during re-authentication
 	limiter   *rateLimiter // nil without MaxMessageRate and MaxByteRate
-	inAliases []string
 	matches   []match
-	subErrs   []error
 	acks      []pendingAck // acknowledgements waiting for a store Sync (durable.go)
 	// syncQueued counts this connection's batches with the syncer; while
 	// any is, later acknowledgements queue behind them to keep their order.
@@ -123,6 +111,50 @@ type client struct {
 	// trace is nil unless a running trace follows this connection
 	// (trace.go); set at CONNECT and when a trace starts or stops.
 	trace atomic.Pointer[tracer]
+}
+
+// clientExtra is the part of a client that few connections use: a will,
+// enhanced authentication, incoming topic aliases, a login that ends, a
+// cluster claim. It is made during CONNECT (more), when a connection needs
+// one of them, and fixed afterwards, so the other goroutines read it as
+// they read the rest of what CONNECT set. Without it a client is 448 bytes
+// rather than 576 (the allocation size classes): most idle connections
+// need none of it.
+type clientExtra struct {
+	will       *Message
+	willExpiry time.Duration // the will's Message Expiry Interval, 0 = none
+	willDelay  uint32
+	willStored bool   // the will is in the store while connected (attach)
+	reauthing  bool   // a re-authentication exchange is under way (reader-owned)
+	authMethod string // MQTT 5 enhanced authentication method agreed at CONNECT
+	reauth     any    // enhanced-auth state during re-authentication (reader-owned)
+	inAliases  []string
+	// claim is this connection's hold on its client id cluster-wide
+	// (Cluster.Claim), 0 without a cluster.
+	claim uint64
+	// expiry closes the connection when its login ends
+	// (LoginAuthenticator); nil for a login without an end.
+	expiry *time.Timer
+}
+
+// more is c.extra, made on first use; only during CONNECT.
+func (c *client) more() *clientExtra {
+	if c.extra == nil {
+		c.extra = new(clientExtra)
+	}
+	return c.extra
+}
+
+// noExtra is what rare reads for a client without extra: never written.
+var noExtra clientExtra
+
+// rare is c.extra, or a zero one without it, for reading only: writes go
+// through more.
+func (c *client) rare() *clientExtra {
+	if c.extra == nil {
+		return &noExtra
+	}
+	return c.extra
 }
 
 func newClient(srv *Server, conn net.Conn, listener string) *client {

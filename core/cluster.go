@@ -178,7 +178,7 @@ func (s *Server) TakeOver(clientID string, claim uint64, endSession bool) bool {
 	sess.mu.Lock()
 	c := sess.c
 	sess.mu.Unlock()
-	if c != nil && c.claim != claim || !endSession && c == nil {
+	if c != nil && c.rare().claim != claim || !endSession && c == nil {
 		s.mu.Unlock()
 		return false
 	}

@@ -150,13 +150,14 @@ func (c *client) handshake() bool {
 			return refuse(codec.RetainNotSupported, CloseRefused, "will retain with retain disabled")
 		}
 		wp := codec.Publish{QoS: cp.WillQoS, Retain: cp.WillRetain, Payload: cp.WillPayload, Props: cp.WillProps}
-		c.will = newMessage(&wp, cp.WillTopic, c.id)
-		c.willDelay = cp.WillProps.WillDelay
+		x := c.more()
+		x.will = newMessage(&wp, cp.WillTopic, c.id)
+		x.willDelay = cp.WillProps.WillDelay
 		// The will's Message Expiry runs from when it is published, not
 		// from now (3.1.3.2.4): publishWill sets Expires.
-		c.will.Expires = time.Time{}
+		x.will.Expires = time.Time{}
 		if cp.WillProps.Has(codec.PropMessageExpiry) {
-			c.willExpiry = time.Duration(cp.WillProps.MessageExpiry) * time.Second
+			x.willExpiry = time.Duration(cp.WillProps.MessageExpiry) * time.Second
 		}
 	}
 
@@ -172,7 +173,7 @@ func (c *client) handshake() bool {
 		}
 		c.maxOut = cp.Props.MaximumPacketSize
 		c.aliasMaxOut = cp.Props.TopicAliasMaximum
-		c.inAliases = make([]string, srv.opts.TopicAliasMaximum+1)
+		c.more().inAliases = make([]string, srv.opts.TopicAliasMaximum+1)
 	}
 
 	expiry := uint32(0)
@@ -192,15 +193,15 @@ func (c *client) handshake() bool {
 			return refuse(authReason(err), CloseAuthFailed, err.Error())
 		}
 		c.username = user
-		c.authMethod = authMethod
+		c.more().authMethod = authMethod
 		ack.Props.AuthMethod = []byte(authMethod)
 		ack.Props.AuthData = reply
 	}
 	// The will needs the rights of the user now known: as in
 	// Mosquitto, a will the client could not publish is refused at CONNECT.
-	if c.will != nil && srv.authz != nil && !srv.authz.CanWill(c.id, c.username, c.will.Topic) {
+	if will := c.rare().will; will != nil && srv.authz != nil && !srv.authz.CanWill(c.id, c.username, will.Topic) {
 		srv.stats.willRefused.Add(1)
-		return refuse(codec.NotAuthorized, CloseNotAuthorized, "will topic "+c.will.Topic+" not allowed")
+		return refuse(codec.NotAuthorized, CloseNotAuthorized, "will topic "+will.Topic+" not allowed")
 	}
 	if v5 {
 		ack.Props.SetNum(codec.PropReceiveMaximum, uint32(srv.opts.ReceiveMaximum))
@@ -227,8 +228,10 @@ func (c *client) handshake() bool {
 		// session is: a connection on another node is taken over.
 		// The identity checks hold cluster-wide: the node holding the id
 		// decides (Cluster.Claim), before anything there changes.
-		var rc codec.ReasonCode
-		c.claim, rc = srv.cluster.Claim(c.id, c.username, !srv.opts.AnySessionOwner, cleanStart)
+		claim, rc := srv.cluster.Claim(c.id, c.username, !srv.opts.AnySessionOwner, cleanStart)
+		if claim != 0 {
+			c.more().claim = claim
+		}
 		switch {
 		case rc == codec.NotAuthorized:
 			srv.stats.ownerRefused.Add(1)
@@ -239,8 +242,8 @@ func (c *client) handshake() bool {
 	}
 	_, present, err := srv.attach(c, cleanStart, expiry)
 	if err != nil {
-		if c.claim != 0 {
-			srv.cluster.Release(c.id, c.claim, true) // the other user's session stays here
+		if claim := c.rare().claim; claim != 0 {
+			srv.cluster.Release(c.id, claim, true) // the other user's session stays here
 		}
 		srv.stats.ownerRefused.Add(1)
 		return refuse(codec.NotAuthorized, CloseNotAuthorized, "the session of client id "+c.id+" belongs to another user")
@@ -292,8 +295,8 @@ func (c *client) finish() {
 		c.flushDirty() // the subscribers of a burst cut short are owed their wake-up
 	}
 	c.close(ClosePeerGone, 0) // no-op when a reason was set already
-	if c.expiry != nil {
-		c.expiry.Stop()
+	if t := c.rare().expiry; t != nil {
+		t.Stop()
 	}
 	<-c.done
 	_ = c.conn.Close()
@@ -302,11 +305,11 @@ func (c *client) finish() {
 	srv := c.srv
 	reason := c.closeReason()
 	if c.sess != nil {
-		if c.claim != 0 {
+		if claim := c.rare().claim; claim != 0 {
 			c.sess.mu.Lock()
 			kept := c.sess.persistent() && !c.sess.moved
 			c.sess.mu.Unlock()
-			srv.cluster.Release(c.id, c.claim, kept)
+			srv.cluster.Release(c.id, claim, kept)
 		}
 		srv.detach(c, reason)
 		c.log(zap.InfoLevel, "client disconnected", zap.Stringer("reason", reason),

@@ -43,18 +43,18 @@ func (c *client) handlePublish(p *codec.Publish) bool {
 		return c.protocolError("Subscription Identifier in a client's PUBLISH [MQTT-3.3.4-6]", codec.ProtocolError)
 	}
 	if c.version == codec.V5 && p.Props.Has(codec.PropTopicAlias) {
-		a := p.Props.TopicAlias
-		if int(a) >= len(c.inAliases) {
+		a, aliases := p.Props.TopicAlias, c.rare().inAliases
+		if int(a) >= len(aliases) {
 			return c.protocolError("topic alias above the maximum [MQTT-3.3.2-9]", codec.TopicAliasInvalid)
 		}
 		if len(topic) > 0 {
-			if c.inAliases[a] != unsafeString(topic) {
-				c.inAliases[a] = string(topic)
+			if aliases[a] != unsafeString(topic) {
+				aliases[a] = string(topic)
 			}
-		} else if c.inAliases[a] == "" {
+		} else if aliases[a] == "" {
 			return c.protocolError("unknown topic alias [MQTT-3.3.4-4]", codec.ProtocolError)
 		} else {
-			topic = unsafeBytes(c.inAliases[a])
+			topic = unsafeBytes(aliases[a])
 		}
 	}
 	if p.QoS == 2 {

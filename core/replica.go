@@ -162,7 +162,7 @@ func (s *Server) ReplayPending(clientIDs map[string]bool, m codec.Message, publi
 			return false
 		}
 		// Not stored yet: RestoreSession writes the whole queue again.
-		sess.queue = slices.Insert(sess.queue, sess.qhead+sess.replayed, d)
+		sess.queue = slices.Insert(sess.queue, sess.qhead+int(sess.replayed), d)
 		sess.replayed++
 		return true
 	})

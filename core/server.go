@@ -375,13 +375,13 @@ func (s *Server) attach(c *client, clean bool, expiry uint32) (*session, bool, e
 		old.close(CloseTakenOver, codec.SessionTakenOver)
 	}
 	s.noteCut(c.id, cut)
-	if stored != nil && c.will != nil && c.willDelay > 0 {
+	if x := c.extra; stored != nil && x != nil && x.will != nil && x.willDelay > 0 {
 		// On disk before CONNACK, like the session: if the broker dies
 		// while the client is connected, the restart publishes the will
 		// once its delay has run from then.
-		s.storePutWill(c.id, &willRecord{Delay: time.Duration(c.willDelay) * time.Second, Expiry: c.willExpiry,
-			Msg: c.will, Owner: c.username, OwnerKnown: true})
-		c.willStored = true
+		s.storePutWill(c.id, &willRecord{Delay: time.Duration(x.willDelay) * time.Second, Expiry: x.willExpiry,
+			Msg: x.will, Owner: c.username, OwnerKnown: true})
+		x.willStored = true
 	} else if pendingWill || present {
 		// The client is back within the will delay, or took over from a
 		// connection whose will was on disk.
@@ -480,36 +480,37 @@ func (s *Server) detach(c *client, reason CloseReason) {
 	// its will unsent [MQTT-3.1.3-9]; with no delay, or when the takeover
 	// ended the session (Clean Start), the will goes now (3.1.2.5).
 	scheduled := false
-	if c.will != nil && reason.publishesWill() && (current || c.willDelay == 0 || ended) {
-		delay := c.willDelay
+	x := c.rare()
+	if x.will != nil && reason.publishesWill() && (current || x.willDelay == 0 || ended) {
+		delay := x.willDelay
 		owner := &c.username
 		if delay > 0 && current && persistent {
 			if expiry != neverExpires && expiry < delay {
 				delay = expiry // the will goes when the session ends, if sooner
 			}
-			will := c.will
+			will := x.will
 			sess.mu.Lock()
 			scheduled = sess.c == nil && !c.takenElsewhere.Load()
 			if scheduled {
-				willExpiry := c.willExpiry
+				willExpiry := x.willExpiry
 				sess.pendingWill = func() { s.publishWill(will, willExpiry, sess, owner) }
 				sess.willTimer = time.AfterFunc(time.Duration(delay)*time.Second, sess.pendingWill)
 			}
 			sess.mu.Unlock()
 			if scheduled {
 				s.storePutWill(sess.id, &willRecord{At: time.Now().Add(time.Duration(delay) * time.Second),
-					Expiry: c.willExpiry, Msg: will, Owner: c.username, OwnerKnown: true})
+					Expiry: x.willExpiry, Msg: will, Owner: c.username, OwnerKnown: true})
 			}
 		} else {
-			s.publishWill(c.will, c.willExpiry, nil, owner)
+			s.publishWill(x.will, x.willExpiry, nil, owner)
 		}
 	}
-	if current && c.willStored && !scheduled {
+	if current && x.willStored && !scheduled {
 		// Published now, or discarded by a normal DISCONNECT: a restart
 		// must not publish it again.
 		s.storeDeleteWill(sess.id)
 	}
-	if current && c.willStored {
+	if current && x.willStored {
 		if err := s.syncStore(); err != nil {
 			s.storeError("store: sync of a will failed", err, zap.String("client_id", sess.id))
 		}

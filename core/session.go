@@ -56,15 +56,27 @@ type session struct {
 	// whether an authorization answer still holds (subACL).
 	owner atomic.Pointer[string]
 
-	mu          sync.Mutex
-	c           *client
-	version     byte
-	expiry      uint32 // seconds; 0 ends the session with the connection
-	subs        map[string]storedSub
-	queue       []delivery
-	qhead       int
-	inflight    map[uint16]*outMsg
-	nextID      uint16
+	// (Fields are ordered so that small ones share words: a session is
+	// allocated per connection, 256 bytes.)
+	mu      sync.Mutex
+	c       *client
+	version byte
+	// moved is set when the session went to another node
+	// (Server.ExportSession): its client is back there.
+	moved bool
+	// pending is set on a session moving here from another node whose
+	// messages have not arrived yet (Server.ImportSession).
+	pending  bool
+	expiry   uint32 // seconds; 0 ends the session with the connection
+	subs     map[string]storedSub
+	queue    []delivery
+	qhead    int
+	inflight map[uint16]*outMsg
+	nextID   uint16
+	// replayed counts the messages at the head of a pending session's
+	// queue that Server.ReplayPending put there: the next goes after them,
+	// before what the session queued meanwhile.
+	replayed    int32
 	order       uint64 // send order of inflight messages, for redelivery in order
 	seq         uint64 // store sequence
 	qos2in      map[uint16]struct{}
@@ -77,21 +89,11 @@ type session struct {
 	expireTimer *time.Timer
 	willTimer   *time.Timer
 	pendingWill func() // publishes the will willTimer is waiting for; set with it
-	droppedWarn time.Time
+	droppedWarn int64  // Unix nanoseconds of the last queue-full warning
 	// streams are the retained messages owed to this connection's new
 	// subscriptions (stream.go); nil unless some are, so that a session
 	// stays in its allocation size class.
 	streams *streamSet
-	// moved is set when the session went to another node
-	// (Server.ExportSession): its client is back there.
-	moved bool
-	// pending is set on a session moving here from another node whose
-	// messages have not arrived yet (Server.ImportSession).
-	pending bool
-	// replayed counts the messages at the head of a pending session's
-	// queue that Server.ReplayPending put there: the next goes after them,
-	// before what the session queued meanwhile.
-	replayed int
 	// began is, on a pending session rebuilt from a dead node's records
 	// (Server.PendSession), when it began on that node (see beganLocked).
 	began uint64
@@ -164,9 +166,10 @@ func (s *session) enqueueFrom(d delivery, from *client) enqueueResult {
 	}
 	if lagging != 0 && !s.dropOldestQoS0(size) {
 		disconnect := d.qos > 0 && srv.live.overflowDisc.Load() && c != nil
-		warn := time.Since(s.droppedWarn) > 10*time.Second
+		now := time.Now().UnixNano()
+		warn := now-s.droppedWarn > int64(10*time.Second)
 		if warn {
-			s.droppedWarn = time.Now()
+			s.droppedWarn = now
 		}
 		s.mu.Unlock()
 		res := enqDropped

@@ -11,13 +11,14 @@ func (c *client) handleSubscribe(p *codec.Subscribe) bool {
 	if len(p.Props.SubscriptionIDs) > 0 {
 		subID = p.Props.SubscriptionIDs[0]
 	}
-	c.subErrs = p.Validate(c.subErrs[:0])
+	var scratch [8]error // most SUBSCRIBEs have a filter or two
+	errs := p.Validate(scratch[:0])
 	ack := &codec.Suback{PacketID: p.PacketID, ReasonCodes: make([]codec.ReasonCode, len(p.Subscriptions))}
 	var streams []streamReq
 	var announce uint64 // the latest cluster change announcing one of the filters
 	for i := range p.Subscriptions {
 		sub := &p.Subscriptions[i]
-		if err := c.subErrs[i]; err != nil {
+		if err := errs[i]; err != nil {
 			if err == codec.ErrSharedNoLocal {
 				return c.protocolError(err.Error(), codec.ProtocolError)
 			}

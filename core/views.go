@@ -133,8 +133,9 @@ func (sess *session) info(withSubs bool) ClientInfo {
 		ci.Connected, ci.Username, ci.Remote, ci.Listener = true, c.username, c.remoteAddr(), c.listener
 		ci.KeepAlive, ci.ConnectedAt = c.keepAlive, time.Unix(0, c.connectedAt)
 		ci.Traffic = Traffic{MessagesIn: c.msgsIn.Load(), MessagesOut: c.msgsOut.Load(), BytesIn: c.bytesIn.Load(), BytesOut: c.bytesOut.Load()}
-		if w := c.will; w != nil {
-			ci.Will = &WillInfo{Topic: w.Topic, QoS: w.QoS, Retain: w.Retain, Size: len(w.Payload), Delay: c.willDelay, Expiry: c.willExpiry}
+		if x := c.rare(); x.will != nil {
+			w := x.will
+			ci.Will = &WillInfo{Topic: w.Topic, QoS: w.QoS, Retain: w.Retain, Size: len(w.Payload), Delay: x.willDelay, Expiry: x.willExpiry}
 		}
 		if withSubs {
 			ci.TLS = tlsInfo(c) // a handshake lock per connection: not for every row of a list

@@ -151,6 +151,12 @@ type brokerConfig struct {
 	SysInterval               time.Duration       `yaml:"sys_interval"`
 	WriteTimeout              time.Duration       `yaml:"write_timeout"`
 	ReadBufferSize            int                 `yaml:"read_buffer_size"`
+	// MemoryLimit is the Go runtime's soft memory limit (not a core
+	// option: it is the process's, applyMemoryLimit).
+	MemoryLimit byteSize `yaml:"memory_limit"`
+	// TrimBinaryPages gives up, once started, the page-table entries of
+	// the binary's read-only pages (trimBinaryPages); nil: true.
+	TrimBinaryPages *bool `yaml:"trim_binary_pages"`
 }
 
 // options converts to core.Options; core fills in its defaults and validates.

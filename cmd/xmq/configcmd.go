@@ -216,6 +216,8 @@ func envKind(t reflect.Type) string {
 	switch {
 	case t == durationType:
 		return "duration (10s, 1m30s)"
+	case t == byteSizeType:
+		return "size (268435456, 256MiB)"
 	case t == reflect.TypeFor[auth.Anonymous]():
 		return "true, false or loopback"
 	case section(t):

@@ -302,6 +302,9 @@ func scalarProblem(t reflect.Type, value string) string {
 			return fmt.Sprintf("%s is not a duration (write %ss)", value, value)
 		}
 		return fmt.Sprintf("%q is not a duration (write it with a unit: 500ms, 10s, 1m30s, 24h)", value)
+	case t == byteSizeType:
+		_, err := parseByteSize(value)
+		return err.Error()
 	case t.Kind() == reflect.Bool:
 		return fmt.Sprintf("%q is not true or false", value)
 	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64:

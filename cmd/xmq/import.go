@@ -427,7 +427,7 @@ var mosqGlobalNone = map[string]string{
 	"log_timestamp":            "xmq's log lines always carry an ISO 8601 time",
 	"log_timestamp_format":     "xmq's log lines always carry an ISO 8601 time",
 	"max_inflight_bytes":       "xmq bounds in-flight messages by count (broker.max_inflight) and queued bytes (broker.max_queued_bytes)",
-	"memory_limit":             "xmq bounds memory per client (max_queued, max_queued_bytes, max_packet_size) and before login (pre_login_memory); GOMEMLIMIT sets the Go runtime's soft limit",
+	"memory_limit":             "xmq bounds memory per client (max_queued, max_queued_bytes, max_packet_size) and before login (pre_login_memory); broker.memory_limit (or GOMEMLIMIT) sets the Go runtime's soft limit, which is no hard limit",
 	"pid_file":                 "xmq writes no pid file: systemd (Type=simple) or your supervisor tracks the process",
 	"retry_interval":           "removed in Mosquitto 2; MQTT resends only on reconnect, as xmq does",
 	"set_tcp_nodelay":          "xmq always sets TCP_NODELAY (Go's default) and batches its writes itself",

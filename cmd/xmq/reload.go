@@ -78,6 +78,10 @@ func (r *reloader) reload(by string) (reloadResult, error) {
 			}
 		}
 	}
+	if next.Broker.MemoryLimit != r.cur.Broker.MemoryLimit {
+		applyMemoryLimit(next.Broker.MemoryLimit, r.log)
+		applied = append(applied, path("broker", "memory_limit"))
+	}
 	if next.Log.Level != r.cur.Log.Level {
 		var l zapcore.Level
 		if err := l.UnmarshalText([]byte(next.Log.Level)); err == nil {

@@ -173,6 +173,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 		// goes to the cluster's session stream too.
 		ccfg.Store = cl.ReplicateStore(st)
 	}
+	applyMemoryLimit(cfg.Broker.MemoryLimit, log)
 	bopts := cfg.Broker.options()
 	bopts.Version = build().Version
 	srv, err := core.New(bopts, ccfg)
@@ -277,6 +278,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	// tell systemd (Type=notify), whose `systemctl start` returns now.
 	if err := sdNotify(os.Getenv("NOTIFY_SOCKET"), "READY=1\nSTATUS=serving MQTT"); err != nil {
 		log.Warn("cannot notify systemd of readiness", zap.Error(err))
+	}
+	if cfg.Broker.TrimBinaryPages == nil || *cfg.Broker.TrimBinaryPages {
+		// Started: what the package initialisations and the start
+		// touched of the binary need not count in RSS any longer.
+		if n, err := trimBinaryPages(); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+			log.Warn("cannot trim the binary's pages", zap.Error(err))
+		} else if err == nil {
+			log.Debug("binary pages trimmed", zap.Int64("rss_bytes", n))
+		}
 	}
 	if ro.ready != nil {
 		ro.ready(addrs)
