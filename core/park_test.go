@@ -27,6 +27,21 @@ func goroutinesSettle() int {
 	return n
 }
 
+// goroutinesAbove returns how many goroutines run beyond base, once that
+// is at most max or after 5 seconds. Goroutines that finish a CONNECT, or
+// an earlier test's, may take a while to end on a loaded machine (-race,
+// CI): it waits for the count to come down rather than take the first
+// quiet moment; a connection that holds a goroutine keeps it above the
+// bound however long it waits.
+func goroutinesAbove(base, max int) int {
+	got := goroutinesSettle() - base
+	for deadline := time.Now().Add(5 * time.Second); got > max && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		got = runtime.NumGoroutine() - base
+	}
+	return got
+}
+
 // TestIdleTCPHoldsNoGoroutine: a connected TCP client that sends nothing
 // keeps no goroutine in the broker, and wakes one when it does send.
 func TestIdleTCPHoldsNoGoroutine(t *testing.T) {
@@ -37,17 +52,8 @@ func TestIdleTCPHoldsNoGoroutine(t *testing.T) {
 	for i := range n {
 		cs = append(cs, tcpClient(t, srv, codec.V311, "idle-"+string(rune('a'+i%26))+string(rune('a'+i/26))))
 	}
-	// Each test client runs one reader goroutine of its own. Goroutines
-	// that finish a CONNECT, or an earlier test's, may take a while to end
-	// on a loaded machine (-race, CI): wait for the count to come down
-	// rather than take the first quiet moment; a connection that holds a
-	// goroutine keeps it above the bound however long we wait.
-	got := goroutinesSettle() - base
-	for deadline := time.Now().Add(5 * time.Second); got > n+5 && time.Now().Before(deadline); {
-		time.Sleep(50 * time.Millisecond)
-		got = runtime.NumGoroutine() - base
-	}
-	if got > n+5 {
+	// Each test client runs one reader goroutine of its own.
+	if got := goroutinesAbove(base, n+5); got > n+5 {
 		t.Fatalf("%d idle TCP connections: %d more goroutines, want about %d (the test clients' own)", n, got, n)
 	}
 	cs[0].subscribe(1, "t")
