@@ -69,7 +69,7 @@ var curveNames = map[string]tls.CurveID{
 	"X25519": tls.X25519, "P256": tls.CurveP256, "P384": tls.CurveP384, "P521": tls.CurveP521,
 	"X25519MLKEM768": tls.X25519MLKEM768, "SECP256R1MLKEM768": tls.SecP256r1MLKEM768,
 	"SECP384R1MLKEM1024": tls.SecP384r1MLKEM1024,
-	"CURVEP256": tls.CurveP256, "CURVEP384": tls.CurveP384, "CURVEP521": tls.CurveP521,
+	"CURVEP256":          tls.CurveP256, "CURVEP384": tls.CurveP384, "CURVEP521": tls.CurveP521,
 	"P-256": tls.CurveP256, "P-384": tls.CurveP384, "P-521": tls.CurveP521,
 	"SECP256R1": tls.CurveP256, "PRIME256V1": tls.CurveP256, "SECP384R1": tls.CurveP384, "SECP521R1": tls.CurveP521,
 }

@@ -48,14 +48,14 @@ type Options struct {
 	Addr string `json:"addr"` // host:port, or a URL whose scheme names the transport
 	// SubAddr is where subscribers connect when it is not Addr (same form,
 	// same transport): what reaches them goes through a bridge or a cluster.
-	SubAddr   string   `json:"sub_addr,omitempty"`
-	Transport string   `json:"transport"` // tcp, tls, ws, wss, quic; "" = from Addr, else tcp
-	WSPath    string   `json:"ws_path"`   // path of ws/wss URLs built from host:port
-	Insecure  bool     `json:"insecure,omitempty"`
+	SubAddr   string `json:"sub_addr,omitempty"`
+	Transport string `json:"transport"` // tcp, tls, ws, wss, quic; "" = from Addr, else tcp
+	WSPath    string `json:"ws_path"`   // path of ws/wss URLs built from host:port
+	Insecure  bool   `json:"insecure,omitempty"`
 	// TLSResume shares one TLS session cache between the connections, so
 	// that they resume sessions (TLS 1.3 tickets): a reconnect storm of
 	// devices that kept their tickets.
-	TLSResume bool `json:"tls_resume,omitempty"`
+	TLSResume bool     `json:"tls_resume,omitempty"`
 	CAFile    string   `json:"cafile,omitempty"`
 	CertFile  string   `json:"cert,omitempty"`
 	KeyFile   string   `json:"key,omitempty"`
