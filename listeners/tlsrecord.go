@@ -38,9 +38,40 @@ const (
 	maxRecordRead = 1<<14 + 256 + recordHeaderLen
 )
 
-// recordSpills holds the buffers of bytes read past a record; a reader
-// takes one only while it holds such bytes.
-var recordSpills = sync.Pool{New: func() any { b := make([]byte, maxRecordRead); return &b }}
+// spillSizes are the size classes of the buffers of bytes read past a
+// record, each with its pool; a reader takes one only while it holds such
+// bytes. Most spills are a few small records (a close_notify after the
+// DISCONNECT, pipelined packets), and a conn that closes holding one drops
+// its buffer to the garbage collector rather than return it from another
+// goroutine: small classes keep that garbage small (10,000 devices closing
+// at once made 160 MB of it with 16 KiB buffers).
+var spillSizes = [...]int{512, 4 << 10, maxRecordRead}
+
+var spillPools [len(spillSizes)]sync.Pool
+
+// getSpill returns a pooled buffer of at least n bytes, n <= maxRecordRead.
+func getSpill(n int) *[]byte {
+	for i, size := range spillSizes {
+		if n <= size {
+			if b, ok := spillPools[i].Get().(*[]byte); ok {
+				return b
+			}
+			b := make([]byte, size)
+			return &b
+		}
+	}
+	panic("listeners: spill larger than a record read")
+}
+
+// putSpill gives b back to the pool of its size.
+func putSpill(b *[]byte) {
+	for i, size := range spillSizes {
+		if len(*b) == size {
+			spillPools[i].Put(b)
+			return
+		}
+	}
+}
 
 // idle reports whether the reader is at a record boundary holding no byte:
 // the next byte on the socket starts a record.
@@ -59,7 +90,7 @@ func (r *recordReader) read(src io.Reader, p []byte) (int, error) {
 		if r.off < r.end {
 			return n, nil
 		}
-		recordSpills.Put(r.spill)
+		putSpill(r.spill)
 		r.spill, r.off, r.end = nil, 0, 0
 		err := r.err
 		r.err = nil
@@ -73,7 +104,7 @@ func (r *recordReader) read(src io.Reader, p []byte) (int, error) {
 	n, err := src.Read(p[:min(len(p), maxRecordRead)])
 	k := r.span(p[:n])
 	if k < n {
-		r.spill = recordSpills.Get().(*[]byte)
+		r.spill = getSpill(n - k)
 		r.end = copy(*r.spill, p[k:n])
 		r.err, err = err, nil
 	}

@@ -184,3 +184,17 @@ func FuzzRecordReader(f *testing.F) {
 		checkRecordReads(t, &cutReader{stream: stream, cuts: cuts}, int(readSize))
 	})
 }
+
+// TestRecordReaderSmallSpill: a few bytes read past a record take a small
+// buffer, not one of a whole record's size: a conn that closes holding
+// them leaves little garbage.
+func TestRecordReaderSmallSpill(t *testing.T) {
+	var r recordReader
+	p := make([]byte, 1<<16)
+	if n, err := r.read(bytes.NewReader(records(100, 19)), p); n != 105 || err != nil {
+		t.Fatalf("read %d, %v; want the first record's 105 bytes", n, err)
+	}
+	if r.spill == nil || len(*r.spill) != spillSizes[0] {
+		t.Fatalf("a 24-byte spill in a buffer of %d bytes, want %d", len(*r.spill), spillSizes[0])
+	}
+}
