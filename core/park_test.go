@@ -72,6 +72,17 @@ func TestParkedKeepAlive(t *testing.T) {
 		p.WillFlag, p.WillTopic, p.WillPayload = true, []byte("will/quiet"), []byte("gone")
 	})
 	pinging := tcpClient(t, srv, codec.V5, "pinging", func(p *codec.Connect) { p.KeepAlive = 1 })
+	pingWhileQuietExpires(t, pinging, quiet)
+	wantPayloads(t, watch.recv(1), "gone")
+	pinging.send(&codec.Pingreq{})
+	expect[*codec.Pingresp](pinging)
+}
+
+// pingWhileQuietExpires pings on pinging for 2.5 s while quiet, whose
+// keepalive is 1 s, sends nothing: quiet is closed for keepalive, not
+// before 1.5 × its keepalive, and pinging is not.
+func pingWhileQuietExpires(t *testing.T, pinging, quiet *tconn) {
+	t.Helper()
 	start := time.Now()
 	for time.Since(start) < 2500*time.Millisecond {
 		pinging.send(&codec.Pingreq{})
@@ -82,9 +93,6 @@ func TestParkedKeepAlive(t *testing.T) {
 	if d := time.Since(start); d < time.Second {
 		t.Errorf("closed after %v, before 1.5 × keepalive", d)
 	}
-	wantPayloads(t, watch.recv(1), "gone")
-	pinging.send(&codec.Pingreq{})
-	expect[*codec.Pingresp](pinging)
 }
 
 // TestParkedTakeoverAndShutdown: closing a parked connection (a takeover,
