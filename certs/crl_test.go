@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -166,5 +167,23 @@ func TestMinVersionAndCipherSuites(t *testing.T) {
 		if _, err := certs.CipherSuites([]string{bad}); err == nil || !strings.Contains(err.Error(), "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256") {
 			t.Errorf("CipherSuites(%s) = %v, want an error listing the valid names", bad, err)
 		}
+	}
+}
+
+func TestCurves(t *testing.T) {
+	ids, err := certs.Curves([]string{"X25519", "p256", "prime256v1", "X25519MLKEM768", "CurveP384"})
+	want := []tls.CurveID{tls.X25519, tls.CurveP256, tls.X25519MLKEM768, tls.CurveP384}
+	if err == nil || !strings.Contains(err.Error(), "listed twice") {
+		t.Errorf("Curves with P256 twice = %v, %v; want an error", ids, err)
+	}
+	ids, err = certs.Curves([]string{"X25519", "p256", "X25519MLKEM768", "CurveP384"})
+	if err != nil || !slices.Equal(ids, want) {
+		t.Errorf("Curves = %v, %v; want %v", ids, err, want)
+	}
+	if ids, err := certs.Curves(nil); ids != nil || err != nil {
+		t.Errorf("Curves(nil) = %v, %v; want Go's default (nil)", ids, err)
+	}
+	if _, err := certs.Curves([]string{"X448"}); err == nil || !strings.Contains(err.Error(), "X25519MLKEM768") {
+		t.Errorf("Curves(X448) = %v, want an error listing the valid names", err)
 	}
 }

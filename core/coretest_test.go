@@ -88,9 +88,16 @@ func dialWrapped(t *testing.T, srv *core.Server, v byte, wrap func(net.Conn) net
 	if wrap != nil {
 		srvSide = wrap(srvSide)
 	}
+	return serveConn(t, srv, v, cli, srvSide, "pipe")
+}
+
+// serveConn has srv serve srvSide and returns the test client on cli, the
+// other end of srvSide.
+func serveConn(t *testing.T, srv *core.Server, v byte, cli, srvSide net.Conn, listener string) *tconn {
+	t.Helper()
 	c := &tconn{t: t, conn: cli, v: v, notify: make(chan struct{}, 1), done: make(chan struct{})}
 	c.cond = sync.NewCond(&c.mu)
-	srv.ServeConn(srvSide, "pipe")
+	srv.ServeConn(srvSide, listener)
 	go c.readLoop()
 	t.Cleanup(c.close)
 	return c

@@ -29,6 +29,21 @@ func goroutinesSettle() int {
 	return n
 }
 
+// goroutinesAbove returns how many goroutines run beyond base, once that
+// is at most max or after 5 seconds. Goroutines that finish a CONNECT, or
+// an earlier test's, may take a while to end on a loaded machine (-race,
+// CI): it waits for the count to come down rather than take the first
+// quiet moment; a connection that holds a goroutine keeps it above the
+// bound however long it waits.
+func goroutinesAbove(base, max int) int {
+	got := goroutinesSettle() - base
+	for deadline := time.Now().Add(5 * time.Second); got > max && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		got = runtime.NumGoroutine() - base
+	}
+	return got
+}
+
 // TestIdleTCPHoldsNoGoroutine: a connected TCP client that sends nothing
 // keeps no goroutine in the broker, and wakes one when it does send.
 func TestIdleTCPHoldsNoGoroutine(t *testing.T) {
@@ -39,17 +54,8 @@ func TestIdleTCPHoldsNoGoroutine(t *testing.T) {
 	for i := range n {
 		cs = append(cs, tcpClient(t, srv, codec.V311, "idle-"+string(rune('a'+i%26))+string(rune('a'+i/26))))
 	}
-	// Each test client runs one reader goroutine of its own. Goroutines
-	// that finish a CONNECT, or an earlier test's, may take a while to end
-	// on a loaded machine (-race, CI): wait for the count to come down
-	// rather than take the first quiet moment; a connection that holds a
-	// goroutine keeps it above the bound however long we wait.
-	got := goroutinesSettle() - base
-	for deadline := time.Now().Add(5 * time.Second); got > n+5 && time.Now().Before(deadline); {
-		time.Sleep(50 * time.Millisecond)
-		got = runtime.NumGoroutine() - base
-	}
-	if got > n+5 {
+	// Each test client runs one reader goroutine of its own.
+	if got := goroutinesAbove(base, n+5); got > n+5 {
 		t.Fatalf("%d idle TCP connections: %d more goroutines, want about %d (the test clients' own)", n, got, n)
 	}
 	cs[0].subscribe(1, "t")
@@ -68,6 +74,17 @@ func TestParkedKeepAlive(t *testing.T) {
 		p.WillFlag, p.WillTopic, p.WillPayload = true, []byte("will/quiet"), []byte("gone")
 	})
 	pinging := tcpClient(t, srv, codec.V5, "pinging", func(p *codec.Connect) { p.KeepAlive = 1 })
+	pingWhileQuietExpires(t, pinging, quiet)
+	wantPayloads(t, watch.recv(1), "gone")
+	pinging.send(&codec.Pingreq{})
+	expect[*codec.Pingresp](pinging)
+}
+
+// pingWhileQuietExpires pings on pinging for 2.5 s while quiet, whose
+// keepalive is 1 s, sends nothing: quiet is closed for keepalive, not
+// before 1.5 × its keepalive, and pinging is not.
+func pingWhileQuietExpires(t *testing.T, pinging, quiet *tconn) {
+	t.Helper()
 	start := time.Now()
 	for time.Since(start) < 2500*time.Millisecond {
 		pinging.send(&codec.Pingreq{})
@@ -78,9 +95,6 @@ func TestParkedKeepAlive(t *testing.T) {
 	if d := time.Since(start); d < time.Second {
 		t.Errorf("closed after %v, before 1.5 × keepalive", d)
 	}
-	wantPayloads(t, watch.recv(1), "gone")
-	pinging.send(&codec.Pingreq{})
-	expect[*codec.Pingresp](pinging)
 }
 
 // TestParkedTakeoverAndShutdown: closing a parked connection (a takeover,

@@ -30,6 +30,7 @@ var (
 	_ core.ReadWaiter     = (*quicConn)(nil)
 	_ core.NowWriter      = (*wsConn)(nil)
 	_ core.IdleSocket     = (*wsConn)(nil)
+	_ core.IdleSocket     = (*tlsConn)(nil)
 )
 
 // proxyV1 is the PROXY header the capability tests send: the client
@@ -48,8 +49,9 @@ const foreignOrigin = "https://foreign.example"
 // read-buffer release), the TLS state, the certificate identity and the
 // foreign origin of a WebSocket page, and core's waits without a read
 // buffer (ReadWaiter), in-place writes (NowWriter) and parking of an idle
-// WebSocket (IdleSocket). A wrapper that forgets to forward one silently
-// costs speed, memory or a security rule.
+// WebSocket or TLS conn (IdleSocket: a socket to wait on, as the conn has
+// carried nothing since its handshake). A wrapper that forgets to forward
+// one silently costs speed, memory or a security rule.
 func TestConnCapabilities(t *testing.T) {
 	ca := certstest.NewCA(t)
 	mutual := ca.ServerConfig()
@@ -93,13 +95,14 @@ func TestConnCapabilities(t *testing.T) {
 		tls       bool // the conn reports a finished TLS handshake
 		cross     bool // the conn reports the page's foreign origin
 		waits     bool // core.ReadWaiter
-		framed    bool // core.NowWriter and core.IdleSocket (WebSocket)
+		framed    bool // core.NowWriter (WebSocket)
+		idle      bool // core.IdleSocket, with a socket to offer (WebSocket, TLS)
 	}{
-		{TransportTCP, []option{none, maxConns, proxy, all(maxConns, proxy)}, true, false, false, false, false},
-		{TransportTLS, []option{none, maxConns, proxy, identity, all(maxConns, proxy, identity)}, false, true, false, true, false},
-		{TransportWS, []option{none, maxConns, proxy, all(maxConns, proxy)}, false, false, true, true, true},
-		{TransportWSS, []option{none, maxConns, proxy, identity, all(maxConns, proxy, identity)}, false, true, true, true, true},
-		{TransportQUIC, []option{none, maxConns, identity, all(maxConns, identity)}, false, true, false, true, false},
+		{TransportTCP, []option{none, maxConns, proxy, all(maxConns, proxy)}, true, false, false, false, false, false},
+		{TransportTLS, []option{none, maxConns, proxy, identity, all(maxConns, proxy, identity)}, false, true, false, true, false, true},
+		{TransportWS, []option{none, maxConns, proxy, all(maxConns, proxy)}, false, false, true, true, true, true},
+		{TransportWSS, []option{none, maxConns, proxy, identity, all(maxConns, proxy, identity)}, false, true, true, true, true, true},
+		{TransportQUIC, []option{none, maxConns, identity, all(maxConns, identity)}, false, true, false, true, false, false},
 	}
 	for _, tt := range tests {
 		for _, opt := range tt.options {
@@ -142,10 +145,15 @@ func TestConnCapabilities(t *testing.T) {
 				if _, ok := server.(core.ReadWaiter); ok != tt.waits {
 					t.Errorf("%T is a core.ReadWaiter: %v, want %v", server, ok, tt.waits)
 				}
-				_, now := server.(core.NowWriter)
-				_, idle := server.(core.IdleSocket)
-				if now != tt.framed || idle != tt.framed {
-					t.Errorf("%T is a core.NowWriter: %v, a core.IdleSocket: %v, want %v", server, now, idle, tt.framed)
+				if _, now := server.(core.NowWriter); now != tt.framed {
+					t.Errorf("%T is a core.NowWriter: %v, want %v", server, now, tt.framed)
+				}
+				is, idle := server.(core.IdleSocket)
+				if idle {
+					idle = is.IdleSocket() != nil
+				}
+				if idle != tt.idle {
+					t.Errorf("%T offers an idle socket: %v, want %v", server, idle, tt.idle)
 				}
 				if opt.proxy && server.RemoteAddr().String() != proxyClient {
 					t.Errorf("RemoteAddr = %v, want the PROXY header's %s", server.RemoteAddr(), proxyClient)

@@ -279,6 +279,9 @@ func (l *streamListener) handshake(c *net.TCPConn) (net.Conn, error) {
 	}
 	_ = c.SetDeadline(time.Time{})
 	conn := &tlsConn{Conn: tc, sock: sock, identity: certIdentity(&state, l.o.IdentityAsUsername)}
+	if rc, err := c.SyscallConn(); err == nil {
+		conn.raw = rc
+	}
 	conn.meta.init(remote, local, l.slot())
 	return conn, nil
 }
@@ -338,11 +341,13 @@ func (c *tcpConn) Close() error {
 }
 
 // tlsConn is a server-side TLS conn with the client certificate's identity
-// and what listener options add. It offers no socket: the socket carries
-// TLS records, not MQTT bytes.
+// and what listener options add. It offers no socket for reads and writes
+// (syscall.Conn): the socket carries TLS records, not MQTT bytes; but it
+// offers it to wait on while idle (core.IdleSocket).
 type tlsConn struct {
 	*tls.Conn
 	sock     *tlsSocket
+	raw      syscall.RawConn // the TCP socket, for IdleSocket; nil if it has none
 	identity string
 	meta     connMeta
 	peek     peeker
@@ -354,6 +359,21 @@ type tlsConn struct {
 func (c *tlsConn) WaitReadable() error { return c.peek.wait(c.Conn) }
 
 func (c *tlsConn) Read(p []byte) (int, error) { return c.peek.read(c.Conn, p) }
+
+// IdleSocket returns the TCP socket when no byte of the peer's is held
+// above it, so the broker may wait on the socket instead of a goroutine
+// waiting in crypto/tls (core.IdleSocket); nil otherwise. Nothing is held
+// when the peeker holds no byte, the record reader under crypto/tls holds
+// none and stands at a record boundary, and the last read of crypto/tls
+// did not fill its buffer: crypto/tls then returned all it had decrypted,
+// and it never received a byte past the record it decrypted
+// (recordReader).
+func (c *tlsConn) IdleSocket() syscall.RawConn {
+	if c.raw == nil || !c.peek.drained() || !c.sock.rec.idle() {
+		return nil
+	}
+	return c.raw
+}
 
 func (c *tlsConn) RemoteAddr() net.Addr { return c.meta.addr(c.Conn.RemoteAddr(), c.meta.remote) }
 func (c *tlsConn) LocalAddr() net.Addr  { return c.meta.addr(c.Conn.LocalAddr(), c.meta.local) }
@@ -385,10 +405,17 @@ const closeWriteTimeout = 100 * time.Millisecond
 // conn to a peer that reads nothing open that long after the broker closed
 // it; once the conn is closing, tlsSocket cuts every write deadline to
 // closeWriteTimeout.
+//
+// It also reads the socket for crypto/tls through a recordReader, never
+// past the current record, so that an idle conn holds nothing above the
+// socket (tlsConn.IdleSocket).
 type tlsSocket struct {
 	*net.TCPConn
 	closing atomic.Bool
+	rec     recordReader // the reader's only
 }
+
+func (s *tlsSocket) Read(p []byte) (int, error) { return s.rec.read(s.TCPConn, p) }
 
 func (s *tlsSocket) SetWriteDeadline(t time.Time) error {
 	if s.closing.Load() {
@@ -405,6 +432,7 @@ func (s *tlsSocket) SetWriteDeadline(t time.Time) error {
 type peeker struct {
 	b    [1]byte
 	have bool
+	full bool // the last read of r filled its buffer: r may hold more
 }
 
 // wait reads one byte from r into the peeker, unless it holds one.
@@ -414,6 +442,7 @@ func (k *peeker) wait(r io.Reader) error {
 	}
 	n, err := r.Read(k.b[:])
 	k.have = n == 1
+	k.full = k.have
 	if k.have {
 		return nil
 	}
@@ -427,8 +456,17 @@ func (k *peeker) read(r io.Reader, p []byte) (int, error) {
 		p[0], k.have = k.b[0], false
 		return 1, nil
 	}
-	return r.Read(p)
+	n, err := r.Read(p)
+	k.full = n == len(p) && n > 0
+	return n, err
 }
+
+// drained reports whether the peeker holds no byte and r, as far as the
+// peeker's reads tell, returned all it had: its last read did not fill its
+// buffer. (A read that failed returned nothing: crypto/tls fails only
+// while it holds no decrypted byte, and a record it read in part is the
+// record reader's to tell.)
+func (k *peeker) drained() bool { return !k.have && !k.full }
 
 // isTemporary reports accept errors that pass: timeouts and running out of
 // file descriptors.

@@ -168,6 +168,10 @@ func (l *wsListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if rc, err := sc.SyscallConn(); err == nil {
 			c.sock = rc
 		}
+	} else if ts, ok := nc.Conn.(socketIdler); ok && hj.br != nil {
+		// Under wss, TLS between: the socket is idle when the TLS conn
+		// says nothing is held above it.
+		c.tlsIdle = ts
 	}
 	c.cross = cross
 	// The TCP side's conn carries what TLS learned.
@@ -396,6 +400,7 @@ type wsConn struct {
 	readErr error           // gorilla's reads fail for good after an error: the first one, kept
 	br      *bufio.Reader   // gorilla's frame reader (hijacker), nil if gorilla made its own
 	sock    syscall.RawConn // the TCP socket under ws; nil under wss (TLS buffers)
+	tlsIdle socketIdler     // the TLS conn under wss, which tells when its socket is idle; nil under ws
 
 	// wmu: one writer at a time, gorilla's and the in-place frames'
 	// (wsnow.go). Guards the frame a WriteNow left unfinished: the rest of
@@ -447,18 +452,26 @@ func (c *wsConn) answerPing(data string) error {
 	return fmt.Errorf("%w (%v)", errPongStalled, err) // not %w: a write timeout is no read deadline
 }
 
+// socketIdler is a conn that tells when the broker may wait on its socket
+// (core.IdleSocket): the TLS conn under wss.
+type socketIdler interface{ IdleSocket() syscall.RawConn }
+
 // IdleSocket returns the socket when nothing read from it waits in a
 // buffer and no message is being read: the broker may then wait on the
 // socket itself instead of a reader goroutine waiting in gorilla (the
-// next bytes begin a frame). nil otherwise, and always under wss.
+// next bytes begin a frame). nil otherwise. Under wss, the TLS conn must
+// hold nothing either (tlsConn.IdleSocket).
 func (c *wsConn) IdleSocket() syscall.RawConn {
-	if c.sock == nil {
+	if c.sock == nil && c.tlsIdle == nil {
 		return nil
 	}
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
 	if c.readErr != nil || c.endMessage() != nil || c.r != nil || c.br.Buffered() > 0 {
 		return nil
+	}
+	if c.sock == nil {
+		return c.tlsIdle.IdleSocket()
 	}
 	return c.sock
 }

@@ -48,10 +48,14 @@ type Options struct {
 	Addr string `json:"addr"` // host:port, or a URL whose scheme names the transport
 	// SubAddr is where subscribers connect when it is not Addr (same form,
 	// same transport): what reaches them goes through a bridge or a cluster.
-	SubAddr   string   `json:"sub_addr,omitempty"`
-	Transport string   `json:"transport"` // tcp, tls, ws, wss, quic; "" = from Addr, else tcp
-	WSPath    string   `json:"ws_path"`   // path of ws/wss URLs built from host:port
-	Insecure  bool     `json:"insecure,omitempty"`
+	SubAddr   string `json:"sub_addr,omitempty"`
+	Transport string `json:"transport"` // tcp, tls, ws, wss, quic; "" = from Addr, else tcp
+	WSPath    string `json:"ws_path"`   // path of ws/wss URLs built from host:port
+	Insecure  bool   `json:"insecure,omitempty"`
+	// TLSResume shares one TLS session cache between the connections, so
+	// that they resume sessions (TLS 1.3 tickets): a reconnect storm of
+	// devices that kept their tickets.
+	TLSResume bool     `json:"tls_resume,omitempty"`
 	CAFile    string   `json:"cafile,omitempty"`
 	CertFile  string   `json:"cert,omitempty"`
 	KeyFile   string   `json:"key,omitempty"`
@@ -230,8 +234,8 @@ func (o *Options) urlOf(flag, addr string) (rawURL, transport string, err error)
 	return u, t, nil
 }
 
-// TLSConfig builds the client TLS configuration from -insecure, -cafile and
-// -cert/-key; nil for transports without TLS.
+// TLSConfig builds the client TLS configuration from -insecure, -cafile,
+// -cert/-key and -tls-resume; nil for transports without TLS.
 func (o *Options) TLSConfig() (*tls.Config, error) {
 	_, t, err := o.URL()
 	if err != nil {
@@ -241,6 +245,11 @@ func (o *Options) TLSConfig() (*tls.Config, error) {
 		return nil, nil
 	}
 	cfg := &tls.Config{InsecureSkipVerify: o.Insecure} //nolint:gosec // an explicit -insecure
+	if o.TLSResume {
+		// Keyed by server name: one entry per broker address, whose latest
+		// ticket every connection to it resumes with.
+		cfg.ClientSessionCache = tls.NewLRUClientSessionCache(0)
+	}
 	if o.CAFile != "" {
 		pem, err := os.ReadFile(o.CAFile)
 		if err != nil {

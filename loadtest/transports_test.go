@@ -1,10 +1,13 @@
 package loadtest_test
 
 import (
+	"context"
+	"crypto/tls"
 	"testing"
 	"time"
 
 	"github.com/xmq-io/xmq/certs/certstest"
+	"github.com/xmq-io/xmq/codec"
 	"github.com/xmq-io/xmq/listeners"
 	"github.com/xmq-io/xmq/loadtest"
 )
@@ -59,5 +62,40 @@ func TestSrcIPs(t *testing.T) {
 	}), loadtest.Config{})
 	if c := rep.Cases[0]; c.Established != 30 || c.Failed != 0 {
 		t.Errorf("conn from three source addresses: established %d failed %d %v", c.Established, c.Failed, c.Failures)
+	}
+}
+
+// TestTLSResume: with -tls-resume the connections share a session cache,
+// and a connection after the first resumes its TLS session (the broker's
+// listener issues tickets).
+func TestTLSResume(t *testing.T) {
+	ca := certstest.NewCA(t)
+	b := startListener(t, listeners.TransportTLS, ca)
+	o := opts(loadtest.ModeConn, func(o *loadtest.Options) { o.Addr, o.CAFile, o.TLSResume = b.url, ca.WriteCAFile(), true })
+	conf, err := o.TLSConfig()
+	if err != nil || conf.ClientSessionCache == nil {
+		t.Fatalf("TLSConfig with TLSResume: %+v, %v; want a session cache", conf, err)
+	}
+	for i, want := range []bool{false, true, true} {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c, err := listeners.Dial(ctx, b.url, conf)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A TLS 1.3 ticket comes after the handshake: the client takes it
+		// with its first read (the CONNACK).
+		connect := codec.Connect{ProtocolVersion: codec.V311, CleanStart: true, ClientID: []byte("resume")}
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Write(connect.Append(nil, codec.V311)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Read(make([]byte, 4)); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.(*tls.Conn).ConnectionState().DidResume; got != want {
+			t.Errorf("connection %d resumed: %v, want %v", i, got, want)
+		}
+		_ = c.Close()
 	}
 }

@@ -4,26 +4,30 @@
 # CPU-second), 10 publishers × 100 msg/s → 10 subscribers over tcp and ws,
 # 1,000 persistent pairs × 1 msg/s, 19,000 publishers → 10 shared
 # subscribers, 19,000 WebSocket subscribers of their own topics, and the
-# high-rate rows as a regression check. Each broker runs alone on CPU 0
+# high-rate rows as a regression check. TLS rows: handshake storms (10,000
+# connects, handshakes per broker CPU-second) with an RSA-2048 and an ECDSA
+# P-256 certificate, X25519 only (no post-quantum hybrid), resumed sessions,
+# and QoS 0/1 ingest over TLS. Each broker runs alone on CPU 0
 # (GOMAXPROCS=1 for xmq), loadtest on CPU 1; runs alternate between the
 # brokers, RUNS times, and the table gives medians with the range.
 #
 #   scripts/bench-lowrate.sh                           (make bench-lowrate)
 #   BROKERS="xmq mosquitto" CASES="fan p2p" RUNS=3 scripts/bench-lowrate.sh
 #   BASE=/path/to/older/xmq BROKERS="xmq base" ...     (an older build as "base")
+#   DROP_CACHES=1 ...  (root: drop the page cache once the binaries are built; see below)
 #
 # xmq-store is the same xmq build with its default store (durability sync,
 # the on-disk store in a fresh data directory under $WORK) for the cases in
 # STORE_CASES; xmq keeps state in memory, as Mosquitto does by default.
 #
-# Needs: go, python3, taskset, mosquitto (skipped when missing), 2 CPUs and a
+# Needs: go, python3, taskset, openssl (the RSA certificate), mosquitto (skipped when missing), 2 CPUs and a
 # file limit of 20,000 (the 19,000-connection cases).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 RUNS=${RUNS:-3}
 BROKERS=${BROKERS:-"xmq xmq-store mosquitto"}
-CASES=${CASES:-"idle-tcp idle-ws idle-tls fan fan-ws p2p fanin fanin19k ws19k qos0 qos1 fanout wake"}
+CASES=${CASES:-"idle-tcp idle-ws idle-tls hs-rsa hs-ecdsa hs-x25519 hs-resumed fan fan-ws p2p fanin fanin19k ws19k qos0 qos1 qos0-tls qos1-tls fanout wake"}
 STORE_CASES=${STORE_CASES:-"idle-tcp fan fan-ws p2p fanin"}
 WORK=${WORK:-$(mktemp -d /tmp/bench-lowrate.XXXXXX)}
 OUT=${OUT:-$WORK/table.md}
@@ -32,16 +36,31 @@ ulimit -n 20000 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
 go build -o "$WORK/xmq" ./cmd/xmq
 go build -o "$WORK/loadtest" ./cmd/loadtest
+if [ "${DROP_CACHES:-}" = 1 ]; then
+	# A binary just written sits in the page cache in large folios, which
+	# the kernel maps whole: its RSS then counts megabytes of code never
+	# run. An installed binary is read in as it runs. Root only; the whole
+	# machine's page cache goes.
+	sync && echo 3 >/proc/sys/vm/drop_caches
+fi
 BIN_xmq=$WORK/xmq
 BIN_base=${BASE:-}
-"$BIN_xmq" certs -data "$WORK/certs" >/dev/null # a certificate for the tls listener
-CERT=$WORK/certs/certs/server.pem KEY=$WORK/certs/certs/server-key.pem
+# TLS certificates, readable by Mosquitto's own user: the development CA's
+# (ECDSA P-256) and a self-signed RSA-2048 one.
+"$BIN_xmq" certs -data "$WORK/certs" >/dev/null
+mkdir -p "$WORK/tls" && cp "$WORK/certs/certs/server.pem" "$WORK/tls/ecdsa.pem" && cp "$WORK/certs/certs/server-key.pem" "$WORK/tls/ecdsa-key.pem"
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$WORK/tls/rsa-key.pem" -out "$WORK/tls/rsa.pem" -days 30 \
+	-subj /CN=localhost -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" 2>/dev/null
+chmod 755 "$WORK" "$WORK/tls" && chmod 644 "$WORK"/tls/*.pem
+CERT=$WORK/tls/ecdsa.pem KEY=$WORK/tls/ecdsa-key.pem RSA_CERT=$WORK/tls/rsa.pem RSA_KEY=$WORK/tls/rsa-key.pem
 
 # shellcheck source=scripts/benchlib.sh
 . scripts/benchlib.sh
 trap stop_broker EXIT
 
-# start_broker NAME: tcp on 21883, ws on 21884, tls on 21885.
+# start_broker NAME: tcp on 21883, ws on 21884, tls on 21885 (ECDSA), 21886
+# (RSA) and 21887 (ECDSA, X25519 only; Mosquitto's OpenSSL 3.0 has no
+# post-quantum hybrid: X25519 anyway).
 start_broker() {
 	local b=$1 log="$WORK/$1.log"
 	case $b in
@@ -59,6 +78,8 @@ listeners:
   - {transport: tcp, address: "127.0.0.1:21883"}
   - {transport: ws, address: "127.0.0.1:21884"}
   - {transport: tls, address: "127.0.0.1:21885", tls: {cert_file: "$CERT", key_file: "$KEY"}}
+  - {name: tls-rsa, transport: tls, address: "127.0.0.1:21886", tls: {cert_file: "$RSA_CERT", key_file: "$RSA_KEY"}}
+  - {name: tls-x25519, transport: tls, address: "127.0.0.1:21887", tls: {cert_file: "$CERT", key_file: "$KEY", curves: [X25519]}}
 web: {address: ""}
 log: {level: warn}
 broker: {max_queued: 100000}
@@ -74,6 +95,15 @@ max_queued_messages 100000
 listener 21883 127.0.0.1
 listener 21884
 protocol websockets
+listener 21885 127.0.0.1
+certfile $CERT
+keyfile $KEY
+listener 21886 127.0.0.1
+certfile $RSA_CERT
+keyfile $RSA_KEY
+listener 21887 127.0.0.1
+certfile $CERT
+keyfile $KEY
 CONF
 		taskset -c 0 mosquitto -c "$WORK/mosquitto.conf" >"$log" 2>&1 &
 		;;
@@ -100,6 +130,12 @@ args() {
 	fanout) echo "-addr 127.0.0.1:21883 -mode pubsub -pubs 10 -subs 100 -qos 0 -rate 0 -payload 64 -topic bench/fanout -sub-topic bench/fanout -duration 4s -drain 3s" ;;
 	# Waking a parked connection (issue 24): PINGREQ after 300ms quiet.
 	wake) echo "-addr 127.0.0.1:21883 -mode conn -levels 1000 -hold 1s -wake 20 -wake-idle 300ms" ;;
+	hs-rsa) echo "-addr mqtts://127.0.0.1:21886 -insecure -mode conn -levels 10000 -hold 1s -dial-concurrency 200" ;;
+	hs-ecdsa) echo "-addr mqtts://127.0.0.1:21885 -insecure -mode conn -levels 10000 -hold 1s -dial-concurrency 200" ;;
+	hs-x25519) echo "-addr mqtts://127.0.0.1:21887 -insecure -mode conn -levels 10000 -hold 1s -dial-concurrency 200" ;;
+	hs-resumed) echo "-addr mqtts://127.0.0.1:21885 -insecure -tls-resume -mode conn -levels 10000 -hold 1s -dial-concurrency 200" ;;
+	qos0-tls) echo "-addr mqtts://127.0.0.1:21885 -insecure -mode pub -pubs 10 -qos 0 -payload 64 -duration 4s" ;;
+	qos1-tls) echo "-addr mqtts://127.0.0.1:21885 -insecure -mode pub -pubs 10 -qos 1 -inflight 64 -payload 64 -duration 4s" ;;
 	esac
 }
 
@@ -113,7 +149,6 @@ for c in $CASES; do
 			base) [ -n "$BIN_base" ] || continue ;;
 			xmq-store) [[ " $STORE_CASES " == *" $c "* ]] || continue ;;
 			esac
-			[ "$b" = mosquitto ] && [ "$c" = idle-tls ] && continue # no TLS listener configured for it
 			start_broker "$b"
 			f="$WORK/res/$c.$b.$i"
 			t0=$(ticks "$pid")

@@ -77,6 +77,7 @@ func newFlagSet(v *flagValues, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.Transport, "transport", "", "`tcp|tls|ws|wss|quic` when -addr is HOST:PORT (default tcp); maps to mqtt, mqtts, ws, wss, quic URLs")
 	fs.StringVar(&o.WSPath, "ws-path", d.WSPath, "WebSocket `PATH` for ws and wss")
 	fs.BoolVar(&o.Insecure, "insecure", false, "do not verify the broker's TLS certificate (tls, wss, quic)")
+	fs.BoolVar(&o.TLSResume, "tls-resume", false, "the connections share a TLS session cache and resume sessions (TLS 1.3 tickets): a reconnect storm of devices that kept theirs")
 	fs.StringVar(&o.CAFile, "cafile", "", "PEM `FILE` of CA certificates to verify the broker with (xmq's development CA: data/certs/ca.pem)")
 	fs.StringVar(&o.CertFile, "cert", "", "client certificate PEM `FILE` (with -key)")
 	fs.StringVar(&o.KeyFile, "key", "", "client private key PEM `FILE` (with -cert)")

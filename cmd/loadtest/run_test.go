@@ -64,7 +64,7 @@ func TestPublishedCommandsParse(t *testing.T) {
 }
 
 func TestEveryFlagParses(t *testing.T) {
-	args := []string{"-addr", "wss://b:8084/mqtt", "-transport", "wss", "-insecure", "-cafile", "ca.pem", "-cert", "c.pem",
+	args := []string{"-addr", "wss://b:8084/mqtt", "-transport", "wss", "-insecure", "-tls-resume", "-cafile", "ca.pem", "-cert", "c.pem",
 		"-key", "k.pem", "-ws-path", "/x", "-mqtt", "5", "-clean=false", "-keepalive", "30s", "-connect-timeout", "3s",
 		"-id-prefix", "run1", "-mode", "p2p", "-pubs", "7", "-subs", "3", "-qos", "2", "-payload", "16,256",
 		"-duration", "2s", "-rate", "0.5", "-inflight", "8", "-topic", "a/%i/b", "-sub-topic", "a/%i/b", "-loop",
@@ -76,7 +76,7 @@ func TestEveryFlagParses(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := v.o
-	want := loadtest.Options{Addr: "wss://b:8084/mqtt", Transport: "wss", WSPath: "/x", Insecure: true, CAFile: "ca.pem",
+	want := loadtest.Options{Addr: "wss://b:8084/mqtt", Transport: "wss", WSPath: "/x", Insecure: true, TLSResume: true, CAFile: "ca.pem",
 		CertFile: "c.pem", KeyFile: "k.pem", SrcIPs: []string{"127.0.0.2", "127.0.0.3"}, MQTT: "5", Clean: false,
 		KeepAlive: 30 * time.Second, ConnectTimeout: 3 * time.Second, IDPrefix: "run1", Mode: loadtest.ModeP2P,
 		Levels: []int{5}, Hold: time.Second, WakeIdle: 100 * time.Millisecond, DialConcurrency: 9, ConnRate: 100, Pubs: 7, Subs: 3, QoS: 2,

@@ -89,6 +89,9 @@ type listenerTLSConfig struct {
 	// CipherSuites are the TLS 1.2 suites offered (Go's names); none: Go's
 	// defaults. TLS 1.3 suites are not configurable.
 	CipherSuites []string `yaml:"cipher_suites"`
+	// Curves are the key exchanges offered, in order of preference (X25519,
+	// P256, X25519MLKEM768, …); none: Go's defaults.
+	Curves []string `yaml:"curves"`
 	// ClientCRLFile holds revocation lists for client certificates,
 	// reloaded like the certificate files.
 	ClientCRLFile string `yaml:"client_crl_file"`
@@ -97,7 +100,7 @@ type listenerTLSConfig struct {
 // isZero reports an empty tls section.
 func (t *listenerTLSConfig) isZero() bool {
 	return t.CertFile == "" && t.KeyFile == "" && t.ClientCAFile == "" && t.Verify == "" && t.IdentityAsUsername == "" &&
-		t.MinVersion == "" && len(t.CipherSuites) == 0 && t.ClientCRLFile == ""
+		t.MinVersion == "" && len(t.CipherSuites) == 0 && len(t.Curves) == 0 && t.ClientCRLFile == ""
 }
 
 // tlsConfig is the default certificate of the TLS listeners.
@@ -250,6 +253,9 @@ func (c *config) setDefaults() {
 		}
 		if len(l.TLS.CipherSuites) == 0 {
 			l.TLS.CipherSuites = nil
+		}
+		if len(l.TLS.Curves) == 0 {
+			l.TLS.Curves = nil
 		}
 	}
 	if len(c.ACME.Domains) == 0 {
@@ -451,8 +457,8 @@ func brokerKey(option string) string {
 	return option
 }
 
-// validateTLSProtocol checks a listener's min_version, cipher_suites and
-// client_crl_file.
+// validateTLSProtocol checks a listener's min_version, cipher_suites,
+// curves and client_crl_file.
 func (l *listenerConfig) validateTLSProtocol(lp keyPath, ps *problems) {
 	minV, err := certs.MinVersion(l.TLS.MinVersion)
 	if err != nil {
@@ -460,6 +466,9 @@ func (l *listenerConfig) validateTLSProtocol(lp keyPath, ps *problems) {
 	}
 	if _, err := certs.CipherSuites(l.TLS.CipherSuites); err != nil {
 		ps.addErr(lp.with("tls", "cipher_suites"), err)
+	}
+	if _, err := certs.Curves(l.TLS.Curves); err != nil {
+		ps.addErr(lp.with("tls", "curves"), err)
 	}
 	if len(l.TLS.CipherSuites) > 0 {
 		// Go offers no choice of TLS 1.3 suites (all three are secure).

@@ -206,6 +206,9 @@ func (ts *tlsSetup) serverConfig(lc listenerConfig) (*tls.Config, error) {
 	if conf.CipherSuites, err = certs.CipherSuites(lc.TLS.CipherSuites); err != nil {
 		return nil, err
 	}
+	if conf.CurvePreferences, err = certs.Curves(lc.TLS.Curves); err != nil {
+		return nil, err
+	}
 	if src.Kind() != certs.KindACME { // ACME answers its challenges through its own hook
 		conf.GetCertificate = ts.slot(lc.Name, src).getCertificate
 	}

@@ -29,6 +29,7 @@ func TestListenerTLSOptionErrors(t *testing.T) {
 		{"unknown suite", "listeners:\n  - transport: tls\n    tls:\n      cipher_suites: [ECDHE-RSA-AES128-GCM-SHA256]\n", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"},
 		{"suites with 1.3", "listeners:\n  - transport: wss\n    tls:\n      min_version: '1.3'\n      cipher_suites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256]\n", "never be used"},
 		{"suites on quic", "listeners:\n  - transport: quic\n    tls:\n      cipher_suites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256]\n", "QUIC speaks only TLS 1.3"},
+		{"unknown curve", "listeners:\n  - transport: tls\n    tls:\n      curves: [X25519, X448]\n", "listeners[0].tls.curves: curve \"X448\": want one of X25519, P256"},
 		{"crl without verify", "listeners:\n  - transport: tls\n    tls:\n      client_crl_file: crl.pem\n", "listeners[0].tls.client_crl_file: needs tls.verify optional or required"},
 		{"protocol on tcp", "listeners:\n  - transport: tcp\n    tls:\n      min_version: '1.3'\n", "tls settings are for"},
 	} {
@@ -41,7 +42,7 @@ func TestListenerTLSOptionErrors(t *testing.T) {
 	}
 }
 
-// TestListenerTLSOptions runs xmq with a TLS 1.3-only listener and a
+// TestListenerTLSOptions runs xmq with a TLS 1.3-only, X25519-only listener and a
 // TLS 1.2 listener with one cipher suite and a client CRL: a client below
 // the minimum, one offering another suite and one whose certificate is
 // revoked are refused; the others connect.
@@ -60,7 +61,7 @@ func TestListenerTLSOptions(t *testing.T) {
 	cfgFile := writeFile(t, fmt.Sprintf(`
 tls: {cert_file: %q, key_file: %q}
 listeners:
-  - {name: modern, transport: tls, address: "127.0.0.1:0", tls: {min_version: "1.3"}}
+  - {name: modern, transport: tls, address: "127.0.0.1:0", tls: {min_version: "1.3", curves: [X25519]}}
   - name: strict
     transport: tls
     address: "127.0.0.1:0"
@@ -101,6 +102,8 @@ log: {format: json}
 	}{
 		{"1.3 on modern", 0, client(0, nil), true},
 		{"1.2 on modern", 0, client(tls.VersionTLS12, nil), false},
+		{"P-256 only on modern (X25519 only)", 0, withCurves(client(0, nil), tls.CurveP256), false},
+		{"X25519MLKEM768 or X25519 on modern", 0, withCurves(client(0, nil), tls.X25519MLKEM768, tls.X25519), true},
 		{"the suite on strict", 1, client(tls.VersionTLS12, []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384}, good), true},
 		{"another suite on strict", 1, client(tls.VersionTLS12, []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256}, good), false},
 		{"revoked on strict", 1, client(0, nil, revoked), false},
@@ -112,6 +115,12 @@ log: {format: json}
 			}
 		})
 	}
+}
+
+// withCurves sets the key exchanges a client offers.
+func withCurves(c *tls.Config, curves ...tls.CurveID) *tls.Config {
+	c.CurvePreferences = curves
+	return c
 }
 
 // TestDevCAWarning: a configuration file whose TLS listeners have no
