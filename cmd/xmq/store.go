@@ -125,40 +125,24 @@ func openStore(cfg *config, log *zap.Logger) (st core.Store, bans auth.BanStore,
 	return ps, ps, nil
 }
 
-// raiseProcsOnSlowSync gives the runtime a second P once fsyncs are slow:
-// one over 10ms, or five over 2ms within a second. An fsync blocks its
-// thread and, until the runtime notices (up to 10ms), the only P with it:
-// every connection waits for the disk. On a disk whose fsyncs take a
-// millisecond or two, with the odd slower one, that wait is short and one
-// P is cheaper: with two on one CPU, the runtime hands goroutines between
-// threads, which cost more CPU per message at 1 msg/s per connection than
-// the store did (docs/benchmarks.md, "Durability at almost no cost"). A
-// slower disk gets the second P, whose thread uses no CPU while it waits.
+// raiseProcsOnSlowSync gives the runtime a second P the first time an
+// fsync is slow. An fsync blocks its thread and, until the runtime notices
+// (up to 10ms), the only P with it: every connection waits for the disk.
+// On a disk whose fsyncs take a millisecond or two that wait is shorter
+// than the runtime's own delay and one P is cheaper: with two on one CPU,
+// the runtime hands goroutines between threads, which cost 1.6× the CPU
+// per message at 1 msg/s per connection (docs/benchmarks.md). A slower
+// disk gets the second P, which uses no CPU while its thread waits.
 func raiseProcsOnSlowSync(log *zap.Logger) func(time.Duration) {
-	var (
-		mu     sync.Mutex
-		recent [4]time.Time // the last slow fsyncs' times, a ring
-		next   int
-		raised bool
-	)
+	var once sync.Once
 	return func(d time.Duration) {
-		mu.Lock()
-		defer mu.Unlock()
-		if raised {
-			return
-		}
-		now := time.Now()
-		fifthBack := recent[next]
-		recent[next], next = now, (next+1)%len(recent)
-		if d < 10*time.Millisecond && (fifthBack.IsZero() || now.Sub(fifthBack) > time.Second) {
-			return
-		}
-		raised = true
-		if runtime.GOMAXPROCS(0) < 2 {
-			runtime.GOMAXPROCS(2)
-			log.Info("GOMAXPROCS raised from 1 to 2: fsyncs are slow enough to hold up the broker (durability sync)",
-				zap.Duration("fsync", d))
-		}
+		once.Do(func() {
+			if runtime.GOMAXPROCS(0) < 2 {
+				runtime.GOMAXPROCS(2)
+				log.Info("GOMAXPROCS raised from 1 to 2: an fsync took long enough to hold up the broker (durability sync)",
+					zap.Duration("fsync", d))
+			}
+		})
 	}
 }
 
