@@ -245,13 +245,10 @@ func (s *Store) commitPending(sync bool) (err error) {
 		}
 		return nil
 	}
-	start := time.Now()
 	err = s.db.ApplyNoSyncWait(b, pebble.Sync) // in the log's order; the fsync is waited for below
 	p.commitMu.Unlock()
 	if err == nil {
-		err = b.SyncWait()
-		s.noteSync(time.Since(start))
-		if err != nil {
+		if err = b.SyncWait(); err != nil {
 			// What the engine does with a failed fsync it waited for
 			// itself (pebbleLogger.Fatalf): the store fails; the log may
 			// have lost what it held.

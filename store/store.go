@@ -80,11 +80,6 @@ type Options struct {
 	// The broker exits there, so that its supervisor restarts it. nil: the
 	// engine's goroutine that met the error panics.
 	OnFatal func(error)
-	// OnSlowSync, when set, is called after an fsync that took longer
-	// than 2ms, with how long it took (it may be called many times). The
-	// thread waiting for the disk holds its P meanwhile: with GOMAXPROCS
-	// 1, every connection waits that long (cmd/xmq adds a P then).
-	OnSlowSync func(time.Duration)
 	// ReadOnly opens an existing store without changing it (xmq store check).
 	ReadOnly bool
 	// Log receives the engine's messages (default: none).
@@ -653,25 +648,11 @@ func (s *Store) fsync() (err error) {
 	if s.buffers() {
 		return s.commitPending(true)
 	}
-	start := time.Now()
-	err = s.db.LogData(nil, pebble.Sync)
-	s.noteSync(time.Since(start))
-	if err != nil {
+	if err := s.db.LogData(nil, pebble.Sync); err != nil {
 		return fmt.Errorf("store: syncing %s: %w", s.dir, err)
 	}
 	s.syncs.Add(1)
 	return nil
-}
-
-// slowSync is how long an fsync may take before OnSlowSync hears of it.
-const slowSync = 2 * time.Millisecond
-
-// noteSync tells OnSlowSync of an fsync (with its log write) that took d,
-// when that was slow.
-func (s *Store) noteSync(d time.Duration) {
-	if d > slowSync && s.opts.OnSlowSync != nil {
-		s.opts.OnSlowSync(d)
-	}
 }
 
 // flushLoop is interval mode's background flush.

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -110,40 +109,24 @@ func openStore(cfg *config, log *zap.Logger) (st core.Store, bans auth.BanStore,
 	dir := storeDir(cfg.DataDir)
 	opts := cfg.Store.options(log.Named("store"))
 	opts.OnFatal = storeFailed(log)
-	sc := cfg.Store.withDefaults()
-	if sc.Durability == store.DurabilitySync && runtime.GOMAXPROCS(0) < 2 {
-		opts.OnSlowSync = raiseProcsOnSlowSync(log)
-	}
 	ps, err := store.Open(dir, opts)
 	if err != nil {
 		return nil, nil, storeHint(err, cfg.DataDir)
+	}
+	sc := cfg.Store.withDefaults()
+	if sc.Durability == store.DurabilitySync && runtime.GOMAXPROCS(0) < 2 {
+		// An fsync blocks its thread and, until the runtime notices (up to
+		// 10ms), the only P with it: every connection would stall behind
+		// the disk. A second P lets the others run on the same CPU while
+		// a thread waits for the disk; it uses no CPU while it waits.
+		runtime.GOMAXPROCS(2)
+		log.Info("GOMAXPROCS raised from 1 to 2 so that fsync does not stall the broker (durability sync)")
 	}
 	log.Info("store opened", zap.String("dir", dir), zap.String("durability", string(sc.Durability)),
 		zap.Duration("flush_interval", sc.FlushInterval), zap.Int64("max_disk_bytes", sc.MaxDiskBytes),
 		zap.Int64("min_free_bytes", sc.MinFreeBytes), zap.Int64("emergency_reserve_bytes", sc.ReserveBytes),
 		zap.Duration("stall_timeout", sc.StallTimeout))
 	return ps, ps, nil
-}
-
-// raiseProcsOnSlowSync gives the runtime a second P the first time an
-// fsync is slow. An fsync blocks its thread and, until the runtime notices
-// (up to 10ms), the only P with it: every connection waits for the disk.
-// On a disk whose fsyncs take a millisecond or two that wait is shorter
-// than the runtime's own delay and one P is cheaper: with two on one CPU,
-// the runtime hands goroutines between threads, which cost 1.6× the CPU
-// per message at 1 msg/s per connection (docs/benchmarks.md). A slower
-// disk gets the second P, which uses no CPU while its thread waits.
-func raiseProcsOnSlowSync(log *zap.Logger) func(time.Duration) {
-	var once sync.Once
-	return func(d time.Duration) {
-		once.Do(func() {
-			if runtime.GOMAXPROCS(0) < 2 {
-				runtime.GOMAXPROCS(2)
-				log.Info("GOMAXPROCS raised from 1 to 2: an fsync took long enough to hold up the broker (durability sync)",
-					zap.Duration("fsync", d))
-			}
-		})
-	}
 }
 
 // storeHint adds the fix to a store error.
