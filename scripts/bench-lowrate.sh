@@ -66,7 +66,11 @@ start_broker() {
 	case $b in
 	xmq | base | xmq-store)
 		local bin=$BIN_xmq data='""' # state in memory, as Mosquitto's default (persistence false)
-		[ "$b" = base ] && bin=$BIN_base
+		local x25519="  - {name: tls-x25519, transport: tls, address: \"127.0.0.1:21887\", tls: {cert_file: \"$CERT\", key_file: \"$KEY\", curves: [X25519]}}"
+		if [ "$b" = base ]; then
+			bin=$BIN_base
+			x25519="" # an older build may not know tls.curves
+		fi
 		if [ "$b" = xmq-store ]; then
 			# The default store (durability sync), fresh for every run.
 			rm -rf "$WORK/data"
@@ -79,7 +83,7 @@ listeners:
   - {transport: ws, address: "127.0.0.1:21884"}
   - {transport: tls, address: "127.0.0.1:21885", tls: {cert_file: "$CERT", key_file: "$KEY"}}
   - {name: tls-rsa, transport: tls, address: "127.0.0.1:21886", tls: {cert_file: "$RSA_CERT", key_file: "$RSA_KEY"}}
-  - {name: tls-x25519, transport: tls, address: "127.0.0.1:21887", tls: {cert_file: "$CERT", key_file: "$KEY", curves: [X25519]}}
+$x25519
 web: {address: ""}
 log: {level: warn}
 broker: {max_queued: 100000}
