@@ -376,28 +376,3 @@ func (r *router) matchFilter(group, filter, from, topic string, out []match) []m
 	}
 	return out
 }
-
-// subscriptions visits every subscription, for the admin views and $SYS.
-func (r *router) subscriptions(visit func(filter, group string, s *session, o subOpts)) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	var walk func(n *node, path string)
-	walk = func(n *node, path string) {
-		for _, sub := range n.subs {
-			visit(path, "", sub.s, sub.opts)
-		}
-		for name, g := range n.groups {
-			for _, m := range g.members {
-				visit(path, name, m.s, m.opts)
-			}
-		}
-		for k, c := range n.children {
-			p := k
-			if n != &r.root {
-				p = path + "/" + k
-			}
-			walk(c, p)
-		}
-	}
-	walk(&r.root, "")
-}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/xmq-io/xmq/codec"
 )
 
 // neverExpires is the Session Expiry Interval meaning "never" (0xFFFFFFFF,
@@ -185,7 +187,7 @@ func (s *session) enqueueFrom(d delivery, from *client) enqueueResult {
 				zap.Uint8("qos", d.qos))
 		}
 		if disconnect {
-			c.close(CloseSlowConsumer, 0x97) // Quota exceeded
+			c.close(CloseSlowConsumer, codec.QuotaExceeded)
 		}
 		return res | lagging
 	}
