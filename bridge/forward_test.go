@@ -3,9 +3,7 @@ package bridge_test
 import (
 	"bytes"
 	"fmt"
-	"os/exec"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -242,20 +240,6 @@ func TestOverlappingRules(t *testing.T) {
 		t.Errorf("got %q at QoS %d, want first/a/b/c at QoS 1", p.Topic, p.QoS)
 	}
 	rsub.Nothing()
-}
-
-// TestImports keeps the package off core (DESIGN.md): the composition root
-// adapts the broker to bridge.Local.
-func TestImports(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "github.com/xmq-io/xmq/bridge").Output()
-	if err != nil {
-		t.Skipf("go list: %v", err)
-	}
-	for _, dep := range strings.Fields(string(out)) {
-		if dep == "github.com/xmq-io/xmq/core" || dep == "github.com/xmq-io/xmq/store" || dep == "github.com/xmq-io/xmq/web" {
-			t.Errorf("bridge imports %s", dep)
-		}
-	}
 }
 
 // settle gives a bridge time to forward what is in flight.
