@@ -353,6 +353,12 @@ type restorer struct {
 	delRetained []string
 
 	nmsgs, nret, nwills int
+
+	// timers start the restored sessions' expiry and wills once
+	// everything is loaded: restore writes the server's and the
+	// sessions' state without their locks, which a timer firing meanwhile
+	// (a session or a will due during a long load) would take and change.
+	timers []func()
 }
 
 type msgKey struct {
@@ -439,7 +445,7 @@ func (r *restorer) session(id string, rec []byte) error {
 	if sr.DisconnectedAt == 0 {
 		gone = r.now // was connected when the broker stopped
 	}
-	s.scheduleExpiry(sess, gone)
+	r.timers = append(r.timers, func() { s.scheduleExpiry(sess, gone) })
 	return nil
 }
 
@@ -544,13 +550,15 @@ func (r *restorer) will(id string, rec []byte) error {
 		owner = &w.Owner
 	}
 	if sess := s.sessions[id]; sess != nil {
-		s.scheduleWill(sess, &w, wait)
+		r.timers = append(r.timers, func() { s.scheduleWill(sess, &w, wait) })
 		return nil
 	}
-	s.willTimers = append(s.willTimers, time.AfterFunc(wait, func() {
-		s.storeDeleteWill(id)
-		s.publishWill(w.Msg, w.Expiry, nil, owner)
-	}))
+	r.timers = append(r.timers, func() {
+		s.willTimers = append(s.willTimers, time.AfterFunc(wait, func() {
+			s.storeDeleteWill(id)
+			s.publishWill(w.Msg, w.Expiry, nil, owner)
+		}))
+	})
 	return nil
 }
 

@@ -223,6 +223,9 @@ func (s *Server) restore() (err error) {
 		return fmt.Errorf("core: restoring state: %w", err)
 	}
 	r.sweep()
+	for _, start := range r.timers {
+		start()
+	}
 	if len(s.sessions) > 0 || r.nret > 0 || r.nwills > 0 {
 		s.log.Info("restored state", zap.Int("sessions", len(s.sessions)), zap.Int("messages", r.nmsgs),
 			zap.Int("retained", r.nret), zap.Int("wills", r.nwills), zap.Int("swept", r.swept()))
