@@ -17,9 +17,12 @@ import (
 	"github.com/xmq-io/xmq/codec"
 )
 
-// client is one network connection speaking MQTT. The reader goroutine runs
-// serve; the writer goroutine runs writeLoop and is the only one that writes
-// to conn.
+// client is one network connection speaking MQTT. Whoever holds the
+// reading state (pstate: a reader goroutine, or none while the connection
+// is parked) reads and handles its packets; whoever holds writing (a writer
+// job running writeLoop, or a reader writing in place, inline.go) is the
+// only one that writes to conn. doc.go has the goroutine model, LOCKS.md
+// the locks.
 type client struct {
 	srv      *Server
 	conn     net.Conn
