@@ -429,7 +429,34 @@ func (c *tconn) subscribePacket(s *codec.Subscribe) *codec.Suback {
 	c.t.Helper()
 	s.PacketID = c.id()
 	c.send(s)
-	ack := expect[*codec.Suback](c)
+	// The server may send PUBLISH packets matching the subscription before
+	// its SUBACK (3.8.4 in 3.1.1 and 5.0): one published concurrently (a
+	// $SYS round) can come first. Those are kept for next, in order.
+	var early [][]byte
+	var ack *codec.Suback
+	for ack == nil {
+		raw, err := c.nextRaw(waitTimeout)
+		if err != nil {
+			c.t.Fatalf("want SUBACK: %v", err)
+		}
+		p, _, err := codec.Decode(raw, c.v)
+		if err != nil {
+			c.t.Fatalf("decoding % x: %v", raw, err)
+		}
+		switch p := p.(type) {
+		case *codec.Suback:
+			ack = p
+		case *codec.Publish:
+			early = append(early, raw)
+		default:
+			c.t.Fatalf("got %s %+v, want SUBACK", p.Type(), p)
+		}
+	}
+	if len(early) > 0 {
+		c.mu.Lock()
+		c.queue = append(early, c.queue...)
+		c.mu.Unlock()
+	}
 	if ack.PacketID != s.PacketID || len(ack.ReasonCodes) != len(s.Subscriptions) {
 		c.t.Fatalf("SUBACK id %d with %d codes, want id %d with %d", ack.PacketID, len(ack.ReasonCodes),
 			s.PacketID, len(s.Subscriptions))
