@@ -5,13 +5,14 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/xmq-io/xmq/codec"
 )
@@ -22,7 +23,7 @@ import (
 // parameters. It is safe for concurrent use.
 type Auth struct {
 	opts          Options
-	log           *slog.Logger
+	log           *zap.Logger
 	certListeners map[string]bool
 
 	users atomic.Pointer[passwordFile] // nil: no password file
@@ -214,7 +215,7 @@ func (a *Auth) loadPasswordsLocked() error {
 	a.pwStamp, a.pwErr = st, ""
 	a.users.Store(pf)
 	a.stats.reloads.Add(1)
-	a.log.Info("password file loaded", "file", path, "users", len(pf.users))
+	a.log.Info("password file loaded", zap.String("file", path), zap.Int("users", len(pf.users)))
 	return nil
 }
 
@@ -239,8 +240,8 @@ func (a *Auth) loadACLLocked() error {
 	gen := a.gen.Add(1)
 	a.acl.Store(&aclState{set: set, cache: newDecisionCache(a.opts.ACLCacheSize), gen: gen})
 	a.stats.reloads.Add(1)
-	a.log.Info("acl file loaded", "file", path, "rules", set.rules, "users", len(set.users),
-		"patterns", len(set.patterns), "generation", gen)
+	a.log.Info("acl file loaded", zap.String("file", path), zap.Int("rules", set.rules), zap.Int("users", len(set.users)),
+		zap.Int("patterns", len(set.patterns)), zap.Uint64("generation", gen))
 	return nil
 }
 
@@ -300,7 +301,7 @@ func (a *Auth) poll() {
 		}
 		if msg := err.Error(); msg != *lastErr {
 			*lastErr = msg
-			a.log.Error("reload failed; the previous version stays in force", "error", err)
+			a.log.Error("reload failed; the previous version stays in force", zap.Error(err))
 		}
 	}
 	check(a.opts.PasswordFile, a.pwStamp, &a.pwErr, a.loadPasswordsLocked)
@@ -459,8 +460,8 @@ func (a *Auth) checkHash(pf *passwordFile, e *entry, proof loginProof, key, ip n
 // it causes.
 func (a *Auth) failLogin(key, ip netip.Addr, now time.Time) {
 	if a.failed.fail(key, now) {
-		a.log.Warn("source locked out after failed logins", "address", ip.String(),
-			"failures", a.opts.Limits.MaxFailedLogins, "for", a.opts.Limits.FailedLoginBan)
+		a.log.Warn("source locked out after failed logins", zap.String("address", ip.String()),
+			zap.Int("failures", a.opts.Limits.MaxFailedLogins), zap.Duration("for", a.opts.Limits.FailedLoginBan))
 	}
 }
 
@@ -469,8 +470,8 @@ func (a *Auth) failLogin(key, ip netip.Addr, now time.Time) {
 func (a *Auth) logBusy(ip netip.Addr) {
 	if a.busyLogged.open() {
 		a.log.Warn("login refused with Server Busy: no password check turn in time",
-			"address", ip.String(), "waiting", a.hashq.waiting(), "max_hashes", a.opts.Limits.MaxHashes,
-			"hash_wait", a.opts.Limits.HashWait, "refused_so_far", a.stats.busy.Load())
+			zap.String("address", ip.String()), zap.Int("waiting", a.hashq.waiting()), zap.Int("max_hashes", a.opts.Limits.MaxHashes),
+			zap.Duration("hash_wait", a.opts.Limits.HashWait), zap.Int64("refused_so_far", a.stats.busy.Load()))
 	}
 }
 
@@ -627,8 +628,8 @@ func (a *Auth) ClientDisconnected(clientID, username string, remote net.Addr, li
 	until := now.Add(a.opts.Limits.FlapBan)
 	b := a.bans.addIdentity(who, Ban{Until: until, Reason: "flapping", At: now})
 	a.stats.flapBans.Add(1)
-	a.log.Warn("client banned for flapping", "kind", string(b.Kind), "value", b.Value,
-		"disconnects", a.opts.Limits.FlapMax+1, "within", a.opts.Limits.FlapWindow, "until", until)
+	a.log.Warn("client banned for flapping", zap.String("kind", string(b.Kind)), zap.String("value", b.Value),
+		zap.Int("disconnects", a.opts.Limits.FlapMax+1), zap.Duration("within", a.opts.Limits.FlapWindow), zap.Time("until", until))
 }
 
 // CanPublish decides whether a client may publish to topic
@@ -746,7 +747,8 @@ func (a *Auth) Ban(b Ban) error {
 		return err
 	}
 	a.storeBan(b)
-	a.log.Info("ban set", "kind", string(b.Kind), "value", b.Value, "until", b.Until, "reason", b.Reason)
+	a.log.Info("ban set", zap.String("kind", string(b.Kind)), zap.String("value", b.Value), zap.Time("until", b.Until),
+		zap.String("reason", b.Reason))
 	return nil
 }
 
@@ -763,7 +765,7 @@ func (a *Auth) Unban(kind BanKind, value string) bool {
 	}
 	if ok {
 		a.unstoreBans(Ban{Kind: kind, Value: value})
-		a.log.Info("ban lifted", "kind", string(kind), "value", value)
+		a.log.Info("ban lifted", zap.String("kind", string(kind)), zap.String("value", value))
 	}
 	return ok
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"go.uber.org/zap"
 )
 
 // BanStore keeps bans across restarts: records under keys, both opaque to
@@ -68,7 +70,7 @@ func (a *Auth) loadBans(now time.Time) error {
 			_, err = a.bans.add(b)
 		}
 		if err != nil {
-			a.log.Warn("stored ban ignored", "key", string(key), "error", err)
+			a.log.Warn("stored ban ignored", zap.String("key", string(key)), zap.Error(err))
 			return nil
 		}
 		loaded++
@@ -79,11 +81,11 @@ func (a *Auth) loadBans(now time.Time) error {
 	}
 	for _, k := range stale {
 		if err := st.DeleteBan(k); err != nil {
-			a.log.Error("expired ban not deleted from the store", "key", string(k), "error", err)
+			a.log.Error("expired ban not deleted from the store", zap.String("key", string(k)), zap.Error(err))
 		}
 	}
 	if loaded > 0 || expired > 0 {
-		a.log.Info("bans restored", "bans", loaded, "expired", expired)
+		a.log.Info("bans restored", zap.Int("bans", loaded), zap.Int("expired", expired))
 	}
 	return nil
 }
@@ -101,7 +103,7 @@ func (a *Auth) storeBan(b Ban) {
 	}
 	if err != nil {
 		a.log.Error("ban in force but not stored: it will not survive a restart",
-			"kind", string(b.Kind), "value", b.Value, "error", err)
+			zap.String("kind", string(b.Kind)), zap.String("value", b.Value), zap.Error(err))
 	}
 }
 
@@ -114,7 +116,7 @@ func (a *Auth) unstoreBans(bans ...Ban) {
 	for _, b := range bans {
 		if err := st.DeleteBan(banKey(b.Kind, b.Value)); err != nil {
 			a.log.Error("ban lifted but still stored: it comes back at the next start until it expires",
-				"kind", string(b.Kind), "value", b.Value, "error", err)
+				zap.String("kind", string(b.Kind)), zap.String("value", b.Value), zap.Error(err))
 		}
 	}
 }

@@ -2,6 +2,8 @@ package auth
 
 import (
 	"time"
+
+	"go.uber.org/zap"
 )
 
 // denyKind is what an ACL refusal refused; it labels the log line and the
@@ -66,9 +68,10 @@ func (a *Auth) denied(kind denyKind, clientID, username, topic string, by *rule)
 	if !log {
 		return
 	}
-	args := []any{"kind", kind.String(), "client_id", clientID, "username", username, "topic", topic, "rule", by.describe()}
+	fields := []zap.Field{zap.String("kind", kind.String()), zap.String("client_id", clientID), zap.String("username", username),
+		zap.String("topic", topic), zap.String("rule", by.describe())}
 	if suppressed > 0 {
-		args = append(args, "suppressed_before", suppressed)
+		fields = append(fields, zap.Int("suppressed_before", suppressed))
 	}
-	a.log.Info("acl: access refused", args...)
+	a.log.Info("acl: access refused", fields...)
 }

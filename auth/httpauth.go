@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -21,6 +20,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"go.uber.org/zap"
 
 	"github.com/xmq-io/xmq/codec"
 )
@@ -236,7 +237,7 @@ func (x httpAnswer) answered() bool { return x == answerAllow || x == answerDeny
 type httpAuth struct {
 	opts   HTTPOptions
 	client *http.Client
-	log    *slog.Logger
+	log    *zap.Logger
 	now    func() time.Time
 	// elapsed is the ACL answers' clock: monotonic time since the start,
 	// one clock read where time.Now takes two, on the message path;
@@ -347,7 +348,7 @@ func newHTTPAuth(o Options, budget func(netip.Addr) (int, bool)) (*httpAuth, err
 		h.allowed = newLoginCache(ho.CacheTTL, l.Tracked, o.now)
 		h.ignored = newLoginCache(ho.CacheTTL, l.Tracked, o.now)
 		if u, _ := url.Parse(ho.URL); u.Scheme == "http" && !loopbackHost(u.Hostname()) {
-			o.Log.Warn("auth.http.url is plain http to another machine: client passwords cross the network in clear", "url", u.Redacted())
+			o.Log.Warn("auth.http.url is plain http to another machine: client passwords cross the network in clear", zap.String("url", u.Redacted()))
 		}
 	}
 	if ho.ACLURL != "" {
@@ -466,9 +467,9 @@ func (h *httpAuth) failed(kind httpKind, ans httpAnswer, err error) httpAnswer {
 		if kind == httpACL {
 			u = h.opts.ACLURL
 		}
-		h.log.Warn("HTTP auth service gave no usable answer", "request", httpKindNames[kind], "failure", ans.String(),
-			"url", u, "error", err, "so_far", h.counts[kind].answers[ans].Load()+1,
-			"fail_open", h.opts.FailOpen, "timeout", h.opts.Timeout)
+		h.log.Warn("HTTP auth service gave no usable answer", zap.String("request", httpKindNames[kind]), zap.String("failure", ans.String()),
+			zap.String("url", u), zap.Error(err), zap.Int64("so_far", h.counts[kind].answers[ans].Load()+1),
+			zap.Bool("fail_open", h.opts.FailOpen), zap.Duration("timeout", h.opts.Timeout))
 	}
 	return ans
 }

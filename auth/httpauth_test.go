@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -19,9 +18,19 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
 	"github.com/xmq-io/xmq/certs/certstest"
 	"github.com/xmq-io/xmq/codec"
 )
+
+// bufferLog is a logger writing text lines to buf, for tests that read
+// what auth logged.
+func bufferLog(buf *bytes.Buffer) *zap.Logger {
+	enc := zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig())
+	return zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(buf)), zap.DebugLevel))
+}
 
 // service is an HTTP auth service for tests, on loopback. Its answer
 // function may block: it gets the request, whose context ends when the
@@ -253,7 +262,7 @@ func TestHTTPFailClosed(t *testing.T) {
 			t.Cleanup(svc.Close)
 			for _, failOpen := range []bool{false, true} {
 				var log bytes.Buffer
-				a := newAuth(t, Options{PasswordFile: file, ACLFile: aclFile, Log: slog.New(slog.NewTextHandler(&log, nil)),
+				a := newAuth(t, Options{PasswordFile: file, ACLFile: aclFile, Log: bufferLog(&log),
 					HTTP: HTTPOptions{URL: svc.URL, ACLURL: svc.URL, Timeout: 300 * time.Millisecond, FailOpen: failOpen}})
 				for i := range 3 {
 					err := a.Authenticate(fmt.Sprint("c", i), "alice", []byte("wonderland"), tcpAddr("198.51.100.9:1"), "tcp", "")
@@ -644,7 +653,7 @@ func TestHTTPPlainWarning(t *testing.T) {
 	}{{"http://192.0.2.1/auth", true}, {"http://auth.example/auth", true}, {"http://127.0.0.1:8080/auth", false},
 		{"http://localhost/auth", false}, {"http://[::1]/auth", false}, {"https://auth.example/auth", false}} {
 		var log bytes.Buffer
-		newAuth(t, Options{Log: slog.New(slog.NewTextHandler(&log, nil)), HTTP: HTTPOptions{URL: tt.url}})
+		newAuth(t, Options{Log: bufferLog(&log), HTTP: HTTPOptions{URL: tt.url}})
 		if got := strings.Contains(log.String(), "passwords cross the network in clear"); got != tt.warn {
 			t.Errorf("%s: warned %v, want %v\n%s", tt.url, got, tt.warn, log.String())
 		}

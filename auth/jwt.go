@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -28,6 +27,7 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+	"go.uber.org/zap"
 
 	"github.com/xmq-io/xmq/codec"
 )
@@ -186,7 +186,7 @@ type jwtAuth struct {
 	remote atomic.Pointer[[]jwtKey] // from JWKSURL; nil before the first fetch
 	grants *grantTable
 	client *http.Client
-	log    *slog.Logger
+	log    *zap.Logger
 
 	stamps   [3]fileStamp // secret, public key and JWKS files; guarded by Auth.mu
 	fileErr  string       // the last poll error, logged once; guarded by Auth.mu
@@ -197,7 +197,7 @@ type jwtAuth struct {
 
 // newJWT makes the token checker of o, nil when o has no key source. The
 // key files are read by Auth.loadJWTLocked, the JWK Set URL by start.
-func newJWT(o JWTOptions, tracked int, log *slog.Logger) *jwtAuth {
+func newJWT(o JWTOptions, tracked int, log *zap.Logger) *jwtAuth {
 	if !o.Enabled() {
 		return nil
 	}
@@ -401,7 +401,7 @@ func (j *jwtAuth) fetchJWKS(now time.Time) error {
 		j.nextJWKS = now.Add(retry)
 		if msg := err.Error(); msg != j.fetchErr {
 			j.fetchErr = msg
-			j.log.Error("jwt: fetching the JWK Set failed; the keys fetched before stay in force", "url", j.opts.JWKSURL, "error", err)
+			j.log.Error("jwt: fetching the JWK Set failed; the keys fetched before stay in force", zap.String("url", j.opts.JWKSURL), zap.Error(err))
 		}
 		return err
 	}
@@ -438,7 +438,7 @@ func (j *jwtAuth) fetchLocked() error {
 		return fmt.Errorf("jwks_url: %w", err)
 	}
 	if len(skipped) > 0 {
-		j.log.Warn("jwt: keys of the JWK Set left out", "url", j.opts.JWKSURL, "skipped", strings.Join(skipped, "; "))
+		j.log.Warn("jwt: keys of the JWK Set left out", zap.String("url", j.opts.JWKSURL), zap.String("skipped", strings.Join(skipped, "; ")))
 	}
 	j.remote.Store(&keys)
 	return nil
@@ -920,8 +920,8 @@ func (a *Auth) tokenLogin(clientID, username string, password []byte, remote net
 	fail := func(format string, args ...any) (string, time.Time, error) {
 		a.stats.loginFailures.Add(1)
 		if a.failed.fail(key, now) {
-			a.log.Warn("source locked out after failed logins", "address", ip.String(),
-				"failures", a.opts.Limits.MaxFailedLogins, "for", a.opts.Limits.FailedLoginBan)
+			a.log.Warn("source locked out after failed logins", zap.String("address", ip.String()),
+				zap.Int("failures", a.opts.Limits.MaxFailedLogins), zap.Duration("for", a.opts.Limits.FailedLoginBan))
 		}
 		return "", time.Time{}, refuse(codec.BadUserNameOrPassword, format, args...)
 	}
@@ -950,7 +950,7 @@ func (a *Auth) tokenLogin(clientID, username string, password []byte, remote net
 	if !a.jwt.grants.set(clientID, c.user, g, now) {
 		a.stats.busy.Add(1)
 		a.log.Warn("jwt: token ACLs of as many connections as auth.tracked are held; login refused with Server Busy",
-			"tracked", a.opts.Limits.Tracked)
+			zap.Int("tracked", a.opts.Limits.Tracked))
 		return "", time.Time{}, refuse(codec.ServerBusy, "too many connections with token ACLs (auth.tracked %d)", a.opts.Limits.Tracked)
 	}
 	a.loggedIn(who, now)
@@ -1048,7 +1048,8 @@ func (a *Auth) loadJWTLocked(fetch bool) error {
 	j.files.Store(files)
 	j.stamps, j.fileErr = st, ""
 	a.stats.reloads.Add(1)
-	a.log.Info("jwt keys loaded", "secret", len(files.secret) > 0, "public_keys", len(files.pem), "jwks_file_keys", len(files.jwks))
+	a.log.Info("jwt keys loaded", zap.Bool("secret", len(files.secret) > 0), zap.Int("public_keys", len(files.pem)),
+		zap.Int("jwks_file_keys", len(files.jwks)))
 	if fetch && j.opts.JWKSURL != "" {
 		return j.fetchJWKS(a.now())
 	}
@@ -1075,7 +1076,7 @@ func (a *Auth) pollJWTLocked() {
 	if err := a.loadJWTLocked(false); err != nil {
 		if msg := err.Error(); msg != j.fileErr {
 			j.fileErr = msg
-			a.log.Error("reload failed; the previous version stays in force", "error", err)
+			a.log.Error("reload failed; the previous version stays in force", zap.Error(err))
 		}
 	}
 }

@@ -3,9 +3,10 @@ package auth
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"runtime"
 	"time"
+
+	"go.uber.org/zap"
 )
 
 // Anonymous says who may connect without a user name.
@@ -71,7 +72,7 @@ type Options struct {
 	HTTP HTTPOptions
 	// Log receives reloads, bans and refusals (never a password or hash).
 	// Default: discard.
-	Log *slog.Logger
+	Log *zap.Logger
 
 	now func() time.Time // the clock; tests replace it
 }
@@ -153,7 +154,7 @@ func (o *Options) SetDefaults() {
 		o.LoginCacheTTL = DefaultLoginCacheTTL
 	}
 	if o.Log == nil {
-		o.Log = slog.New(slog.DiscardHandler)
+		o.Log = zap.NewNop()
 	}
 	o.JWT.setDefaults()
 	if o.now == nil {

@@ -1,16 +1,12 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"io"
-	"log/slog"
-	"slices"
 	"time"
 
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/xmq-io/xmq/auth"
 )
@@ -164,7 +160,7 @@ const authUsage = `  -password-file FILE
 func newAuth(cfg *config, bans auth.BanStore, log *zap.Logger) (*auth.Auth, error) {
 	alog := log.Named("auth")
 	opts := cfg.authOptions()
-	opts.Log = slog.New(zapHandler{log: alog})
+	opts.Log = alog
 	opts.BanStore = bans
 	a, err := auth.New(opts)
 	if err != nil {
@@ -188,73 +184,4 @@ func runPasswd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return usageError{err}
 	}
 	return err
-}
-
-// zapHandler is a slog.Handler writing to a zap.Logger, for the packages
-// that log through the standard library (auth).
-type zapHandler struct {
-	log    *zap.Logger
-	fields []zap.Field
-}
-
-func zapLevel(l slog.Level) zapcore.Level {
-	switch {
-	case l >= slog.LevelError:
-		return zapcore.ErrorLevel
-	case l >= slog.LevelWarn:
-		return zapcore.WarnLevel
-	case l >= slog.LevelInfo:
-		return zapcore.InfoLevel
-	}
-	return zapcore.DebugLevel
-}
-
-func (h zapHandler) Enabled(_ context.Context, l slog.Level) bool {
-	return h.log.Core().Enabled(zapLevel(l))
-}
-
-func (h zapHandler) Handle(_ context.Context, r slog.Record) error {
-	ce := h.log.Check(zapLevel(r.Level), r.Message)
-	if ce == nil {
-		return nil
-	}
-	fields := slices.Clip(h.fields)
-	r.Attrs(func(a slog.Attr) bool {
-		fields = append(fields, zapField(a))
-		return true
-	})
-	ce.Write(fields...)
-	return nil
-}
-
-func (h zapHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	fields := slices.Clip(h.fields)
-	for _, a := range attrs {
-		fields = append(fields, zapField(a))
-	}
-	return zapHandler{log: h.log, fields: fields}
-}
-
-func (h zapHandler) WithGroup(name string) slog.Handler {
-	return zapHandler{log: h.log.Named(name), fields: h.fields}
-}
-
-func zapField(a slog.Attr) zap.Field {
-	v := a.Value.Resolve()
-	switch v.Kind() {
-	case slog.KindString:
-		return zap.String(a.Key, v.String())
-	case slog.KindInt64:
-		return zap.Int64(a.Key, v.Int64())
-	case slog.KindDuration:
-		return zap.Duration(a.Key, v.Duration())
-	case slog.KindTime:
-		return zap.Time(a.Key, v.Time())
-	case slog.KindBool:
-		return zap.Bool(a.Key, v.Bool())
-	}
-	if err, ok := v.Any().(error); ok {
-		return zap.NamedError(a.Key, err)
-	}
-	return zap.Any(a.Key, v.Any())
 }
