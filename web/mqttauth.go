@@ -147,49 +147,72 @@ func (t *MQTTTokens) Logins() (accepted, refused int64) {
 //   - everything else goes to authn and authz unchanged; nil ones allow
 //     everything, as in core.Config.
 //
-// The returned Authenticator implements core.EnhancedAuthenticator and
-// core.ConnectionObserver exactly when authn does, forwarding to it, so
-// core behaves as it did with authn alone, and core.LoginAuthenticator
-// always (it is Authenticate when authn has none). An enhanced exchange or
-// a login that ends with a reserved user name is refused.
+// authn's optional capabilities are found by authAs, on authn or behind
+// it through Unwrap. The returned Authenticator implements
+// core.EnhancedAuthenticator exactly when authn has one (core refuses an
+// authentication method at once without it), and core.LoginAuthenticator
+// and core.ConnectionObserver always: Login is Authenticate when authn has
+// none, and a disconnect goes to authn's observer, if any. An enhanced
+// exchange or a login that ends with a reserved user name is refused. Both
+// wrappers have Unwrap, which returns authn and authz.
 func (t *MQTTTokens) Wrap(authn core.Authenticator, authz core.Authorizer) (core.Authenticator, core.Authorizer) {
 	a := &tokenAuthn{t: t, inner: authn}
-	a.enhanced, _ = authn.(core.EnhancedAuthenticator)
-	a.observer, _ = authn.(core.ConnectionObserver)
+	a.login, _ = authAs[core.LoginAuthenticator](authn)
+	a.observer, _ = authAs[core.ConnectionObserver](authn)
 	z := tokenAuthz{inner: authz}
-	switch {
-	case a.enhanced != nil && a.observer != nil:
-		return enhancedObserverAuthn{a}, z
-	case a.enhanced != nil:
-		return enhancedAuthn{a}, z
-	case a.observer != nil:
-		return observerAuthn{a}, z
+	if ea, ok := authAs[core.EnhancedAuthenticator](authn); ok {
+		return enhancedAuthn{a, ea}, z
 	}
 	return a, z
 }
 
-// tokenAuthn is the wrapping Authenticator; the three types below add the
-// optional interfaces the wrapped one has.
+// authAs finds the optional capability T of an Authenticator or Authorizer:
+// a itself, else what it wraps, unwrapped until one has T or one has no
+// Unwrap, as net/http's ResponseController finds a Flusher behind any
+// ResponseWriter wrapper. So a wrapper forwards Unwrap, not each optional
+// interface, and implements only the capabilities whose answers it changes
+// (a wrapper that filters user names implements Login and AuthStep, or
+// they are found behind it, unfiltered). nil has none.
+func authAs[T any](a any) (T, bool) {
+	for a != nil {
+		if t, ok := a.(T); ok {
+			return t, true
+		}
+		u, ok := a.(interface{ Unwrap() any })
+		if !ok {
+			break
+		}
+		a = u.Unwrap()
+	}
+	var none T
+	return none, false
+}
+
+// tokenAuthn is the wrapping Authenticator; enhancedAuthn adds AuthStep
+// when the wrapped one has it. login, observer and enhanced are the wrapped
+// one's capabilities (authAs), nil when it has none.
 type tokenAuthn struct {
 	t        *MQTTTokens
 	inner    core.Authenticator
-	enhanced core.EnhancedAuthenticator
+	login    core.LoginAuthenticator
 	observer core.ConnectionObserver
 }
 
-type (
-	enhancedAuthn         struct{ *tokenAuthn }
-	observerAuthn         struct{ *tokenAuthn }
-	enhancedObserverAuthn struct{ *tokenAuthn }
-)
+type enhancedAuthn struct {
+	*tokenAuthn
+	enhanced core.EnhancedAuthenticator
+}
 
 var (
 	_ core.LoginAuthenticator    = (*tokenAuthn)(nil)
+	_ core.ConnectionObserver    = (*tokenAuthn)(nil)
 	_ core.EnhancedAuthenticator = enhancedAuthn{}
-	_ core.ConnectionObserver    = observerAuthn{}
-	_ core.EnhancedAuthenticator = enhancedObserverAuthn{}
-	_ core.ConnectionObserver    = enhancedObserverAuthn{}
+	_ interface{ Unwrap() any }  = (*tokenAuthn)(nil)
+	_ interface{ Unwrap() any }  = tokenAuthz{}
 )
+
+// Unwrap returns the wrapped Authenticator, for authAs.
+func (a *tokenAuthn) Unwrap() any { return a.inner }
 
 // Authenticate implements core.Authenticator.
 func (a *tokenAuthn) Authenticate(clientID, username string, password []byte, remote net.Addr, listener, crossOrigin string) error {
@@ -207,24 +230,34 @@ func (a *tokenAuthn) Authenticate(clientID, username string, password []byte, re
 	return a.inner.Authenticate(clientID, username, password, remote, listener, crossOrigin)
 }
 
-// Login implements core.LoginAuthenticator, on every wrapper: without one
-// in the wrapped authenticator it is Authenticate, which core would have
-// called. A login that names a reserved user (a token's claim) is refused:
-// only Check admits those names.
+// Login implements core.LoginAuthenticator: without one in the wrapped
+// authenticator it is Authenticate, which core would have called. A login
+// that names a reserved user (a token's claim) is refused: only Check
+// admits those names.
 func (a *tokenAuthn) Login(clientID, username string, password []byte, remote net.Addr, listener, crossOrigin string) (
 	string, time.Time, error) {
-	la, ok := a.inner.(core.LoginAuthenticator)
-	if !ok || strings.HasPrefix(username, DashboardUserPrefix) {
+	if a.login == nil || strings.HasPrefix(username, DashboardUserPrefix) {
 		return "", time.Time{}, a.Authenticate(clientID, username, password, remote, listener, crossOrigin)
 	}
-	user, expires, err := la.Login(clientID, username, password, remote, listener, crossOrigin)
+	user, expires, err := a.login.Login(clientID, username, password, remote, listener, crossOrigin)
 	if err == nil && strings.HasPrefix(user, DashboardUserPrefix) {
 		return "", time.Time{}, errMQTTReservedName
 	}
 	return user, expires, err
 }
 
-func (a *tokenAuthn) authStep(method, clientID string, state any, data []byte, remote net.Addr, listener string) (
+// ClientDisconnected implements core.ConnectionObserver: the wrapped
+// authenticator's observer hears of its own clients, never of a dashboard
+// session (it never saw one log in); without an observer it is a no-op.
+func (a *tokenAuthn) ClientDisconnected(clientID, username string, remote net.Addr, listener string, connectedFor time.Duration, reason string) {
+	if a.observer == nil || strings.HasPrefix(username, DashboardUserPrefix) {
+		return
+	}
+	a.observer.ClientDisconnected(clientID, username, remote, listener, connectedFor, reason)
+}
+
+// AuthStep implements core.EnhancedAuthenticator.
+func (a enhancedAuthn) AuthStep(method, clientID string, state any, data []byte, remote net.Addr, listener string) (
 	[]byte, any, bool, string, error) {
 	reply, next, done, user, err := a.enhanced.AuthStep(method, clientID, state, data, remote, listener)
 	if err == nil && done && strings.HasPrefix(user, DashboardUserPrefix) {
@@ -233,39 +266,13 @@ func (a *tokenAuthn) authStep(method, clientID string, state any, data []byte, r
 	return reply, next, done, user, err
 }
 
-func (a *tokenAuthn) clientDisconnected(clientID, username string, remote net.Addr, listener string, connectedFor time.Duration, reason string) {
-	if strings.HasPrefix(username, DashboardUserPrefix) {
-		return // never seen by the wrapped authenticator
-	}
-	a.observer.ClientDisconnected(clientID, username, remote, listener, connectedFor, reason)
-}
-
-// AuthStep implements core.EnhancedAuthenticator.
-func (a enhancedAuthn) AuthStep(method, clientID string, state any, data []byte, remote net.Addr, listener string) (
-	[]byte, any, bool, string, error) {
-	return a.authStep(method, clientID, state, data, remote, listener)
-}
-
-// ClientDisconnected implements core.ConnectionObserver.
-func (a observerAuthn) ClientDisconnected(clientID, username string, remote net.Addr, listener string, connectedFor time.Duration, reason string) {
-	a.clientDisconnected(clientID, username, remote, listener, connectedFor, reason)
-}
-
-// AuthStep implements core.EnhancedAuthenticator.
-func (a enhancedObserverAuthn) AuthStep(method, clientID string, state any, data []byte, remote net.Addr, listener string) (
-	[]byte, any, bool, string, error) {
-	return a.authStep(method, clientID, state, data, remote, listener)
-}
-
-// ClientDisconnected implements core.ConnectionObserver.
-func (a enhancedObserverAuthn) ClientDisconnected(clientID, username string, remote net.Addr, listener string, connectedFor time.Duration, reason string) {
-	a.clientDisconnected(clientID, username, remote, listener, connectedFor, reason)
-}
-
 // tokenAuthz is the wrapping Authorizer. A reserved user name on a
 // connection means the password was checked (tokenAuthn), so its role
 // decides.
 type tokenAuthz struct{ inner core.Authorizer }
+
+// Unwrap returns the wrapped Authorizer, for authAs.
+func (z tokenAuthz) Unwrap() any { return z.inner }
 
 // CanPublish implements core.Authorizer.
 func (z tokenAuthz) CanPublish(clientID, username, topic string) bool {

@@ -134,31 +134,59 @@ func (a observerOnly) ClientDisconnected(c, u string, r net.Addr, l string, d ti
 	a.f.ClientDisconnected(c, u, r, l, d, why)
 }
 
-// TestWrapKeepsOptionalInterfaces: core finds EnhancedAuthenticator and
-// ConnectionObserver by type assertion, so the wrapper has them exactly
-// when the wrapped authenticator does.
+// unwrapping wraps an Authenticator, forwarding Authenticate and Unwrap
+// only, as a wrapper does whose other capabilities are found behind it.
+type unwrapping struct{ inner core.Authenticator }
+
+func (u unwrapping) Authenticate(c, us string, p []byte, r net.Addr, l, o string) error {
+	return u.inner.Authenticate(c, us, p, r, l, o)
+}
+func (u unwrapping) Unwrap() any { return u.inner }
+
+// TestWrapKeepsOptionalInterfaces: core finds EnhancedAuthenticator by
+// type assertion, so the wrapper has it exactly when the wrapped
+// authenticator has one, itself or behind wrappers with Unwrap (authAs);
+// it is a ConnectionObserver always, telling the wrapped one's observer if
+// there is one; and Unwrap gives back what it wraps.
 func TestWrapKeepsOptionalInterfaces(t *testing.T) {
 	tk := NewMQTTTokens()
 	full := &fullAuth{}
 	for _, tt := range []struct {
 		name               string
 		inner              core.Authenticator
-		enhanced, observer bool
+		enhanced, observer bool // the wrapped one's
 	}{
 		{"nil", nil, false, false},
 		{"plain", &full.innerAuth, false, false},
 		{"enhanced", enhancedOnly{full}, true, false},
 		{"observer", observerOnly{full}, false, true},
 		{"both", full, true, true},
+		{"both, behind a wrapper", unwrapping{full}, true, true},
+		{"plain, behind two wrappers", unwrapping{unwrapping{&full.innerAuth}}, false, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			full.disconnects.Store(0)
 			a, _ := tk.Wrap(tt.inner, nil)
 			_, enhanced := a.(core.EnhancedAuthenticator)
-			_, observer := a.(core.ConnectionObserver)
-			if enhanced != tt.enhanced || observer != tt.observer {
-				t.Errorf("wrapper: enhanced %v observer %v, want %v %v", enhanced, observer, tt.enhanced, tt.observer)
+			obs, observer := a.(core.ConnectionObserver)
+			if enhanced != tt.enhanced || !observer {
+				t.Fatalf("wrapper: enhanced %v observer %v, want %v true", enhanced, observer, tt.enhanced)
+			}
+			obs.ClientDisconnected("c", "alice", nil, "tcp", time.Second, "peer_gone")
+			if n := full.disconnects.Load(); n != map[bool]int64{true: 1}[tt.observer] {
+				t.Errorf("the wrapped observer heard of %d disconnects, want %v", n, tt.observer)
+			}
+			if u := a.(interface{ Unwrap() any }).Unwrap(); u != any(tt.inner) {
+				t.Errorf("Unwrap() = %v, want %v", u, tt.inner)
 			}
 		})
+	}
+	if _, ok := authAs[core.EnhancedAuthenticator](nil); ok {
+		t.Error("authAs found a capability on nil")
+	}
+	_, z := tk.Wrap(nil, &full.innerAuth)
+	if u := z.(interface{ Unwrap() any }).Unwrap(); u != any(&full.innerAuth) {
+		t.Errorf("the Authorizer's Unwrap() = %v, want the wrapped one", u)
 	}
 
 	// Forwarding, and the reserved names kept from the wrapped one.
@@ -352,7 +380,8 @@ func (a *loginAuth) Login(c, u string, p []byte, r net.Addr, l, o string) (strin
 // TestWrapLogin: the wrapper is always a core.LoginAuthenticator: it
 // forwards a wrapped Login's user name and expiry, refuses one that names a
 // dashboard user (a token's claim must not become a dashboard role), and is
-// Authenticate when the wrapped authenticator has no Login.
+// Authenticate when the wrapped authenticator has no Login, itself or
+// behind Unwrap.
 func TestWrapLogin(t *testing.T) {
 	tk := NewMQTTTokens()
 	inner := &loginAuth{loginUser: "alice"}
@@ -367,6 +396,10 @@ func TestWrapLogin(t *testing.T) {
 	inner.loginUser = DashboardMQTTUser(RoleAdmin, "admin")
 	if user, _, err := la.Login("c", "", []byte("token"), nil, "tcp", ""); !errors.Is(err, codec.NotAuthorized) || user != "" {
 		t.Errorf("Login naming %q: %q %v, want Not Authorized", inner.loginUser, user, err)
+	}
+	behind, _ := tk.Wrap(unwrapping{inner}, nil) // found through Unwrap
+	if user, _, err := behind.(core.LoginAuthenticator).Login("c", "", []byte("token"), nil, "tcp", ""); !errors.Is(err, codec.NotAuthorized) || user != "" {
+		t.Errorf("Login behind a wrapper naming %q: %q %v, want Not Authorized", inner.loginUser, user, err)
 	}
 	plain, _ := tk.Wrap(&inner.innerAuth, nil)
 	if user, exp, err := plain.(core.LoginAuthenticator).Login("c", "alice", []byte("pw"), nil, "tcp", ""); err != nil || user != "" || !exp.IsZero() {

@@ -118,7 +118,8 @@ func newBridges(srv *core.Server, log *zap.Logger) *bridge.Manager {
 // Mosquitto's bridges may. Everything else goes to auth unchanged.
 // Embedding *auth.Auth keeps its optional interfaces (enhanced
 // authentication, logins, the disconnect observer), which bridgeAuth
-// overrides only to keep reserved names out of them.
+// overrides only to keep reserved names out of them; Unwrap gives the
+// capabilities it does not override to an Unwrap walk (web's Wrap).
 type bridgeAuth struct {
 	*auth.Auth
 	// bridges is set once the broker exists, before any connection.
@@ -131,7 +132,11 @@ var (
 	_ core.EnhancedAuthenticator = (*bridgeAuth)(nil)
 	_ core.ConnectionObserver    = (*bridgeAuth)(nil)
 	_ core.LoginAuthenticator    = (*bridgeAuth)(nil)
+	_ interface{ Unwrap() any }  = (*bridgeAuth)(nil)
 )
+
+// Unwrap returns the wrapped *auth.Auth.
+func (b *bridgeAuth) Unwrap() any { return b.Auth }
 
 // Authenticate implements core.Authenticator.
 func (b *bridgeAuth) Authenticate(clientID, username string, password []byte, remote net.Addr, listener, crossOrigin string) error {
