@@ -76,7 +76,7 @@ func writePasswd(t *testing.T) string {
 		t.Fatal(err)
 	}
 	for user, pass := range map[string]string{"dave": "wonderland", "erin": "builder"} {
-		if _, err := passwd(t, "", "-b", "-cost", "4", "-scram", "none", file, user, pass); err != nil {
+		if err := SetPassword(file, user, []byte(pass), false, PasswordOptions{Cost: 4}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -153,7 +153,7 @@ func TestUnknownUserCostsTheSame(t *testing.T) {
 		t.Skip("timing")
 	}
 	file := filepath.Join(t.TempDir(), "passwd")
-	if _, err := passwd(t, "", "-b", "-cost", "6", "-scram", "none", file, "u", "p"); err != nil {
+	if err := SetPassword(file, "u", []byte("p"), false, PasswordOptions{Cost: 6}); err != nil {
 		t.Fatal(err)
 	}
 	a := newAuth(t, Options{PasswordFile: file, Limits: Limits{MaxFailedLogins: -1}})
@@ -291,7 +291,7 @@ func TestFailedLoginLimit(t *testing.T) {
 // second: HashWait is long, so that none is refused as Server Busy.
 func TestBruteForce(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "passwd")
-	if _, err := passwd(t, "", "-b", "-cost", "6", "-scram", "none", file, "victim", "correct horse"); err != nil {
+	if err := SetPassword(file, "victim", []byte("correct horse"), false, PasswordOptions{Cost: 6}); err != nil {
 		t.Fatal(err)
 	}
 	a := newAuth(t, Options{PasswordFile: file, Limits: Limits{HashWait: time.Minute}})
@@ -407,7 +407,7 @@ func TestFlapping(t *testing.T) {
 func TestReload(t *testing.T) {
 	dir := t.TempDir()
 	pwFile, aclFile := filepath.Join(dir, "passwd"), filepath.Join(dir, "acl")
-	if _, err := passwd(t, "", "-b", "-cost", "4", "-scram", "none", pwFile, "u", "old"); err != nil {
+	if err := SetPassword(pwFile, "u", []byte("old"), false, PasswordOptions{Cost: 4}); err != nil {
 		t.Fatal(err)
 	}
 	write := func(path, body string) {
@@ -439,7 +439,7 @@ func TestReload(t *testing.T) {
 	}
 
 	// A changed password file applies to the next login.
-	if _, err := passwd(t, "", "-b", "-cost", "4", "-scram", "none", pwFile, "u", "new"); err != nil {
+	if err := SetPassword(pwFile, "u", []byte("new"), false, PasswordOptions{Cost: 4}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "password change", func() bool { return a.Authenticate("c", "u", []byte("new"), remote, "tcp", "") == nil })
@@ -588,7 +588,7 @@ func TestSetFiles(t *testing.T) {
 	dir := t.TempDir()
 	pw1, pw2, acl := filepath.Join(dir, "pw1"), filepath.Join(dir, "pw2"), filepath.Join(dir, "acl")
 	for file, pass := range map[string]string{pw1: "one", pw2: "two"} {
-		if _, err := passwd(t, "", "-b", "-cost", "4", "-scram", "none", file, "u", pass); err != nil {
+		if err := SetPassword(file, "u", []byte(pass), false, PasswordOptions{Cost: 4}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -103,7 +103,7 @@ func (p *pipeClient) connect(id, user, pass string) codec.ReasonCode {
 // (HashWait is long for the reason TestBruteForce gives.)
 func TestCoreBruteForce(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "passwd")
-	if _, err := passwd(t, "", "-b", "-cost", "6", "-scram", "none", file, "victim", "correct horse"); err != nil {
+	if err := SetPassword(file, "victim", []byte("correct horse"), false, PasswordOptions{Cost: 6}); err != nil {
 		t.Fatal(err)
 	}
 	a := newAuth(t, Options{PasswordFile: file, Limits: Limits{HashWait: time.Minute}})
@@ -150,7 +150,7 @@ func TestCoreBruteForce(t *testing.T) {
 // signature; then re-authentication on the live connection.
 func TestCoreSCRAM(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "passwd")
-	if _, err := passwd(t, "", "-b", "-cost", "4", file, "alice", "wonderland"); err != nil {
+	if err := SetPassword(file, "alice", []byte("wonderland"), false, PasswordOptions{Cost: 4, SCRAM: PasswordSCRAMs}); err != nil {
 		t.Fatal(err)
 	}
 	aclFile := filepath.Join(t.TempDir(), "acl")

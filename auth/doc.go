@@ -30,7 +30,7 @@
 //     needs a token.
 //   - Passwords: see passwd.go for the file format. Mosquitto's $7$
 //     (PBKDF2-SHA512) and $6$ entries are read as they are; xmq passwd
-//     (PasswdMain) writes bcrypt plus SCRAM-SHA-256 and SCRAM-SHA-1
+//     (SetPassword) writes bcrypt plus SCRAM-SHA-256 and SCRAM-SHA-1
 //     credentials. Each attempt checks at most one hash, an unknown user
 //     against a stand-in of the same kind and cost, and compares in
 //     constant time; logins with the same credentials at once share one

@@ -1,8 +1,6 @@
 package auth
 
 import (
-	"bytes"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -150,14 +148,6 @@ func TestValidUsername(t *testing.T) {
 	}
 }
 
-// passwd runs PasswdMain and returns its stdout.
-func passwd(t testing.TB, stdin string, args ...string) (string, error) {
-	t.Helper()
-	var out, errOut bytes.Buffer
-	err := PasswdMain(args, strings.NewReader(stdin), &out, &errOut)
-	return out.String(), err
-}
-
 func loadFile(t *testing.T, path string) *passwordFile {
 	t.Helper()
 	data, err := os.ReadFile(path)
@@ -171,27 +161,34 @@ func loadFile(t *testing.T, path string) *passwordFile {
 	return pf
 }
 
-func TestPasswdMain(t *testing.T) {
+// TestSetPassword adds, changes and deletes users of a Mosquitto file
+// (xmq passwd's library half; cmd/xmq tests its command line): each
+// entry gets the hash, cost and SCRAM credentials asked for, the others,
+// the comment, the order and the mode stay.
+func TestSetPassword(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "passwd")
-	// Start from mosquitto's file plus a comment: xmq passwd keeps both.
+	// Start from mosquitto's file plus a comment: SetPassword keeps both.
 	fixture, _ := os.ReadFile("testdata/mosquitto.passwd")
 	if err := os.WriteFile(file, append([]byte("# team\n"), fixture...), 0o640); err != nil {
 		t.Fatal(err)
 	}
 	steps := []struct {
 		name  string
-		stdin string
-		args  []string
+		do    func() error
 		check func(t *testing.T, pf *passwordFile)
 	}{
-		{"add bcrypt", "", []string{"-b", "-H", "bcrypt", "-cost", "4", file, "dave", "d4ve"}, func(t *testing.T, pf *passwordFile) {
+		{"add bcrypt", func() error {
+			return SetPassword(file, "dave", []byte("d4ve"), false, PasswordOptions{Hash: "bcrypt", Cost: 4, SCRAM: PasswordSCRAMs})
+		}, func(t *testing.T, pf *passwordFile) {
 			e := pf.users["dave"]
 			if _, ok := e.hash.(bcryptHash); !ok || !e.hash.verify([]byte("d4ve")) || len(e.scram) != 2 {
 				t.Errorf("dave = %+v", e)
 			}
 		}},
-		{"change from stdin", "n3w\n", []string{"-hash", "bcrypt", "-cost", "4", "-scram", "none", file, "alice"}, func(t *testing.T, pf *passwordFile) {
+		{"change", func() error {
+			return SetPassword(file, "alice", []byte("n3w"), false, PasswordOptions{Hash: "bcrypt", Cost: 4})
+		}, func(t *testing.T, pf *passwordFile) {
 			e := pf.users["alice"]
 			if !e.hash.verify([]byte("n3w")) || e.scram != nil {
 				t.Errorf("alice not changed: %+v", e)
@@ -200,13 +197,15 @@ func TestPasswdMain(t *testing.T) {
 				t.Error("bob changed")
 			}
 		}},
-		{"mosquitto hash", "", []string{"-b", "-H", "sha512-pbkdf2", "-scram", "sha-256", file, "erin", "3rin"}, func(t *testing.T, pf *passwordFile) {
+		{"mosquitto hash", func() error {
+			return SetPassword(file, "erin", []byte("3rin"), false, PasswordOptions{Hash: "sha512-pbkdf2", SCRAM: []string{"SHA-256"}})
+		}, func(t *testing.T, pf *passwordFile) {
 			e := pf.users["erin"]
 			if p, ok := e.hash.(pbkdf2Hash); !ok || p.iter != 101 || !e.hash.verify([]byte("3rin")) || len(e.scram) != 1 {
 				t.Errorf("erin = %+v", e)
 			}
 		}},
-		{"delete", "", []string{"-D", file, "bob"}, func(t *testing.T, pf *passwordFile) {
+		{"delete", func() error { return DeleteUser(file, "bob") }, func(t *testing.T, pf *passwordFile) {
 			if pf.users["bob"] != nil || len(pf.users) != 4 {
 				t.Errorf("bob not deleted: %d users", len(pf.users))
 			}
@@ -214,8 +213,8 @@ func TestPasswdMain(t *testing.T) {
 	}
 	for _, s := range steps {
 		t.Run(s.name, func(t *testing.T) {
-			if _, err := passwd(t, s.stdin, s.args...); err != nil {
-				t.Fatalf("passwd %q: %v", s.args, err)
+			if err := s.do(); err != nil {
+				t.Fatal(err)
 			}
 			s.check(t, loadFile(t, file))
 		})
@@ -227,55 +226,47 @@ func TestPasswdMain(t *testing.T) {
 	if fi, _ := os.Stat(file); fi.Mode().Perm() != 0o640 {
 		t.Errorf("mode %v, want 0640 kept", fi.Mode().Perm())
 	}
-	if _, err := passwd(t, "", "-b", "-c", "-cost", "4", file, "only", "one"); err != nil {
+	if err := SetPassword(file, "only", []byte("one"), true, PasswordOptions{Cost: 4, SCRAM: PasswordSCRAMs}); err != nil {
 		t.Fatal(err)
 	}
 	if pf := loadFile(t, file); len(pf.users) != 1 {
 		t.Errorf("-c kept %d users, want 1", len(pf.users))
 	}
 	newFile := filepath.Join(dir, "new")
-	if _, err := passwd(t, "", "-b", "-cost", "4", newFile, "u", "p"); err != nil {
+	if err := SetPassword(newFile, "u", []byte("p"), false, PasswordOptions{Cost: 4, SCRAM: PasswordSCRAMs}); err != nil {
 		t.Fatal(err)
 	}
 	if fi, _ := os.Stat(newFile); fi.Mode().Perm() != 0o600 {
 		t.Errorf("new file mode %v, want 0600", fi.Mode().Perm())
 	}
-	if out, err := passwd(t, "", "-h"); err != nil || !strings.Contains(out, "xmq passwd -D FILE USER") {
-		t.Errorf("-h: %v\n%s", err, out)
-	}
 }
 
-func TestPasswdMainErrors(t *testing.T) {
+// TestSetPasswordErrors: a refused change leaves no file behind.
+func TestSetPasswordErrors(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "passwd")
 	tests := []struct {
-		name  string
-		args  []string
-		err   string
-		usage bool
+		name string
+		do   func() error
+		err  string
 	}{
-		{"no args", nil, "wrong arguments", true},
-		{"batch without password", []string{"-b", file, "u"}, "wrong arguments", true},
-		{"batch delete", []string{"-b", "-D", file, "u", "p"}, "wrong arguments", true},
-		{"bad flag", []string{"-x", file, "u"}, "not defined", true},
-		{"bad hash", []string{"-b", "-H", "md5", file, "u", "p"}, "-H", true},
-		{"bad scram", []string{"-b", "-scram", "sha-512", file, "u", "p"}, "-scram", true},
-		{"colon in name", []string{"-b", file, "a:b", "p"}, "user name", false},
-		{"empty password", []string{"-b", file, "u", ""}, "empty password", false},
-		{"long bcrypt", []string{"-b", file, "u", strings.Repeat("x", 73)}, "72 bytes", false},
-		{"delete missing", []string{"-D", file, "nobody"}, "not in", false},
+		{"colon in name", func() error { return SetPassword(file, "a:b", []byte("p"), false, PasswordOptions{}) }, "user name"},
+		{"empty password", func() error { return SetPassword(file, "u", nil, false, PasswordOptions{}) }, "empty password"},
+		{"long bcrypt", func() error { return SetPassword(file, "u", []byte(strings.Repeat("x", 73)), false, PasswordOptions{}) }, "72 bytes"},
+		{"unknown hash", func() error { return SetPassword(file, "u", []byte("p"), false, PasswordOptions{Hash: "md5"}) }, `hash "md5"`},
+		{"unknown SCRAM", func() error {
+			return SetPassword(file, "u", []byte("p"), false, PasswordOptions{SCRAM: []string{"sha-512"}})
+		}, `SCRAM mechanism "sha-512"`},
+		{"delete missing", func() error { return DeleteUser(file, "nobody") }, "not in"},
+		{"delete bad name", func() error { return DeleteUser(file, "a:b") }, "user name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := passwd(t, "", tt.args...)
-			if err == nil || !strings.Contains(err.Error(), tt.err) {
+			if err := tt.do(); err == nil || !strings.Contains(err.Error(), tt.err) {
 				t.Fatalf("error = %v, want one containing %q", err, tt.err)
-			}
-			if errors.Is(err, ErrUsage) != tt.usage {
-				t.Errorf("errors.Is(err, ErrUsage) = %v, want %v", !tt.usage, tt.usage)
 			}
 		})
 	}
 	if _, err := os.Stat(file); err == nil {
-		t.Error("a failed command created the file")
+		t.Error("a failed change created the file")
 	}
 }

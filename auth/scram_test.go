@@ -169,13 +169,13 @@ func reasonOf(err error) codec.ReasonCode {
 
 func TestScramLogin(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "passwd")
-	if _, err := passwd(t, "", "-b", "-cost", "4", file, "alice", "wonder,land="); err != nil {
+	if err := SetPassword(file, "alice", []byte("wonder,land="), false, PasswordOptions{Cost: 4, SCRAM: PasswordSCRAMs}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := passwd(t, "", "-b", "-cost", "4", "-scram", "none", file, "bob", "builder"); err != nil {
+	if err := SetPassword(file, "bob", []byte("builder"), false, PasswordOptions{Cost: 4}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := passwd(t, "", "-b", "-cost", "4", file, "we,ird=name", "x"); err != nil {
+	if err := SetPassword(file, "we,ird=name", []byte("x"), false, PasswordOptions{Cost: 4, SCRAM: PasswordSCRAMs}); err != nil {
 		t.Fatal(err)
 	}
 	a := newAuth(t, Options{PasswordFile: file, Limits: Limits{MaxFailedLogins: -1}})

@@ -18,7 +18,7 @@ func writeUsers(t testing.TB, cost int, users map[string]string) string {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "passwd")
 	for user, pass := range users {
-		if _, err := passwd(t, "", "-b", "-cost", fmt.Sprint(cost), "-scram", "none", file, user, pass); err != nil {
+		if err := SetPassword(file, user, []byte(pass), false, PasswordOptions{Cost: cost}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -135,7 +135,7 @@ func TestLoginCache(t *testing.T) {
 	clk.advance(time.Minute)
 	step("expired", login("alice", "wonderland", other), codec.Success, 5)
 	// A reload empties the cache, and a changed password is needed at once.
-	if _, err := passwd(t, "", "-b", "-cost", "4", "-scram", "none", file, "alice", "looking-glass"); err != nil {
+	if err := SetPassword(file, "alice", []byte("looking-glass"), false, PasswordOptions{Cost: 4}); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.Reload(); err != nil {

@@ -10,7 +10,6 @@ import (
 	"crypto/tls"
 	"encoding/base64"
 	"errors"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -52,7 +51,7 @@ func authFiles(t *testing.T) (pwFile, aclFile string) {
 	dir := t.TempDir()
 	pwFile, aclFile = filepath.Join(dir, "passwd"), filepath.Join(dir, "acl")
 	for user, pass := range authUsers {
-		if err := auth.PasswdMain([]string{"-b", "-cost", "4", pwFile, user, pass}, nil, io.Discard, io.Discard); err != nil {
+		if err := auth.SetPassword(pwFile, user, []byte(pass), false, auth.PasswordOptions{Cost: 4, SCRAM: auth.PasswordSCRAMs}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -366,7 +365,7 @@ func TestAuthReloadWithoutDisconnect(t *testing.T) {
 		t.Errorf("bob got %s", m.Topic)
 	}
 
-	if err := auth.PasswdMain([]string{"-b", "-cost", "4", pw, "alice", "looking-glass"}, nil, io.Discard, io.Discard); err != nil {
+	if err := auth.SetPassword(pw, "alice", []byte("looking-glass"), false, auth.PasswordOptions{Cost: 4, SCRAM: auth.PasswordSCRAMs}); err != nil {
 		t.Fatal(err)
 	}
 	deadline = time.Now().Add(5 * time.Second)

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"errors"
 	"flag"
-	"io"
 	"time"
 
 	"go.uber.org/zap"
@@ -175,13 +173,4 @@ func newAuth(cfg *config, bans auth.BanStore, log *zap.Logger) (*auth.Auth, erro
 			zap.String("allow_anonymous", string(opts.AllowAnonymous)))
 	}
 	return a, nil
-}
-
-// runPasswd is `xmq passwd`.
-func runPasswd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	err := auth.PasswdMain(args, stdin, stdout, stderr)
-	if errors.Is(err, auth.ErrUsage) {
-		return usageError{err}
-	}
-	return err
 }

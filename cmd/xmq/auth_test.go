@@ -180,7 +180,7 @@ func TestRunAuth(t *testing.T) {
 			t.Errorf("%q/%q: CONNACK %v, want %v", tt.user, tt.pass, got, tt.want)
 		}
 	}
-	if err := auth.PasswdMain([]string{"-b", "-cost", "4", file, "bob", "hunter3"}, nil, &bytes.Buffer{}, &bytes.Buffer{}); err != nil {
+	if err := auth.SetPassword(file, "bob", []byte("hunter3"), false, auth.PasswordOptions{Cost: 4, SCRAM: auth.PasswordSCRAMs}); err != nil {
 		t.Fatal(err)
 	}
 	sighup(t) // signal_*_test.go

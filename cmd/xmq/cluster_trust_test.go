@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -21,7 +20,7 @@ func usersFile(t *testing.T, pairs ...string) string {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "passwd")
 	for i := 0; i+1 < len(pairs); i += 2 {
-		if err := auth.PasswdMain([]string{"-b", "-cost", "4", file, pairs[i], pairs[i+1]}, nil, &bytes.Buffer{}, &bytes.Buffer{}); err != nil {
+		if err := auth.SetPassword(file, pairs[i], []byte(pairs[i+1]), false, auth.PasswordOptions{Cost: 4, SCRAM: auth.PasswordSCRAMs}); err != nil {
 			t.Fatal(err)
 		}
 	}

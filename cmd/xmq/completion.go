@@ -47,7 +47,7 @@ var flagArgs = map[string]compFlag{
 	"log-format": {arg: argWord, values: []string{"auto", "console", "json"}},
 }
 
-// passwdFlags are `xmq passwd`'s flags (auth.PasswdMain parses them).
+// passwdFlags are `xmq passwd`'s flags (passwdMain parses them).
 var passwdFlags = []compFlag{
 	{name: "b", help: "password on the command line"},
 	{name: "c", help: "empty the file first"},

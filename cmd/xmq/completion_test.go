@@ -9,8 +9,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/xmq-io/xmq/auth"
 )
 
 // completionScript writes `xmq completion SHELL` to a file.
@@ -135,7 +133,7 @@ func TestCompletionFish(t *testing.T) {
 }
 
 // TestCompletionCoversCommands keeps the completion's command tree equal to
-// the commands the help lists, and passwdFlags equal to auth's passwd help.
+// the commands the help lists, and passwdFlags equal to passwd's help.
 func TestCompletionCoversCommands(t *testing.T) {
 	var help bytes.Buffer
 	printUsage(&help)
@@ -156,7 +154,7 @@ func TestCompletionCoversCommands(t *testing.T) {
 	}
 
 	var ph bytes.Buffer
-	if err := auth.PasswdMain([]string{"-h"}, nil, &ph, &ph); err != nil {
+	if err := passwdMain([]string{"-h"}, nil, &ph, &ph); err != nil {
 		t.Fatal(err)
 	}
 	var documented []string

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -33,7 +32,7 @@ func BenchmarkLoginUnderAttack(b *testing.B) {
 	dir := b.TempDir()
 	file := filepath.Join(dir, "passwd")
 	for _, u := range [][2]string{{"alice", "wonderland"}, {"bob", "builder"}} {
-		if err := auth.PasswdMain([]string{"-b", "-cost", fmt.Sprint(bcrypt.DefaultCost), file, u[0], u[1]}, nil, &bytes.Buffer{}, &bytes.Buffer{}); err != nil {
+		if err := auth.SetPassword(file, u[0], []byte(u[1]), false, auth.PasswordOptions{Cost: bcrypt.DefaultCost, SCRAM: auth.PasswordSCRAMs}); err != nil {
 			b.Fatal(err)
 		}
 	}

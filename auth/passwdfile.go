@@ -1,122 +1,68 @@
 package auth
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"golang.org/x/crypto/bcrypt"
-	"golang.org/x/term"
 )
 
-// ErrUsage is wrapped by PasswdMain's errors about its command line; the
-// caller exits 2 for them.
-var ErrUsage = errors.New("usage")
+// PasswordHashes are the hashes of password file entries that
+// SetPassword and HashPlaintext write, as xmq passwd -H names them:
+// bcrypt, sha512-pbkdf2 (mosquitto_passwd's $7$) and sha512 ($6$).
+var PasswordHashes = []string{"bcrypt", "sha512-pbkdf2", "sha512"}
 
-const passwdUsage = `Usage:
-  xmq passwd [-H HASH] [-scram LIST] FILE USER        add USER or change its password (asks for it)
-  xmq passwd [-H HASH] [-scram LIST] -b FILE USER PASSWORD   the same, password on the command line
-  xmq passwd -D FILE USER                               delete USER
-  xmq passwd -U [-H HASH] [-scram LIST] FILE           hash a plain-text file's passwords in place
+// PasswordSCRAMs are the SCRAM mechanisms whose credentials an entry can
+// store besides its hash, as xmq passwd -scram names them.
+var PasswordSCRAMs = []string{"sha-256", "sha-1"}
 
-FILE is created (mode 0600) when missing; -c empties it first, as with
-mosquitto_passwd. Without -b the password is read twice from the terminal
-without echo, or once from standard input when that is not a terminal.
+// PasswordOptions choose how SetPassword and HashPlaintext hash.
+type PasswordOptions struct {
+	// Hash is one of PasswordHashes; "": the hash most of the file's
+	// entries use (ties: the first entry's), so a Mosquitto file stays
+	// readable by Mosquitto, else bcrypt (SetPassword) or sha512-pbkdf2
+	// (HashPlaintext).
+	Hash string
+	// Cost is the bcrypt cost or PBKDF2 iteration count; 0: that of the
+	// file's first entry of the hash, else 10 (bcrypt) or 101 (PBKDF2,
+	// mosquitto_passwd's).
+	Cost int
+	// SCRAM lists the mechanisms (PasswordSCRAMs, any case) whose
+	// credentials are stored besides the hash; none when empty.
+	SCRAM []string
+}
 
-  -H HASH, -hash HASH
-              bcrypt, sha512-pbkdf2 (mosquitto_passwd's $7$) or sha512 ($6$).
-              Default: the hash the file's entries already use, so a
-              Mosquitto file stays readable by Mosquitto (after a rollback,
-              too); bcrypt for a new or empty file; sha512-pbkdf2 for -U.
-  -cost N     bcrypt cost or PBKDF2 iterations. Default: those of the file's
-              entries of that hash, else 10 (bcrypt) or 101 (mosquitto_passwd's).
-  -scram LIST SCRAM credentials stored besides the hash, for MQTT 5 enhanced
-              authentication: sha-256,sha-1 (default), sha-256, or none.
-              Mosquitto ignores them.
-  -U          like mosquitto_passwd -U: every line USER:PASSWORD whose
-              password is not a hash yet is replaced by USER:HASH; lines
-              already hashed are kept, so running it twice is harmless.
-`
-
-// PasswdMain is "xmq passwd": it adds, changes or deletes a user in a
-// password file, or hashes a plain-text one (-U). args excludes "passwd".
-// Errors about the command line wrap ErrUsage.
-func PasswdMain(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fl := flag.NewFlagSet("passwd", flag.ContinueOnError)
-	fl.SetOutput(io.Discard)
-	batch := fl.Bool("b", false, "")
-	del := fl.Bool("D", false, "")
-	create := fl.Bool("c", false, "")
-	upgrade := fl.Bool("U", false, "")
-	var hashName string
-	fl.StringVar(&hashName, "H", "", "")
-	fl.StringVar(&hashName, "hash", "", "")
-	cost := fl.Int("cost", 0, "")
-	scramList := fl.String("scram", "sha-256,sha-1", "")
-	if err := fl.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, passwdUsage)
-			return nil
+// mechs returns the SCRAM mechanisms o names.
+func (o PasswordOptions) mechs() ([]*scramMech, error) {
+	var out []*scramMech
+	for _, name := range o.SCRAM {
+		m := scramMechByName("SCRAM-" + strings.ToUpper(strings.TrimSpace(name)))
+		if m == nil {
+			return nil, fmt.Errorf("auth: SCRAM mechanism %q: want sha-256 or sha-1", name)
 		}
-		return fmt.Errorf("%w: %v\n%s", ErrUsage, err, passwdUsage)
+		out = append(out, m)
 	}
-	if hashName != "" && !slices.Contains(hashNames, hashName) {
-		return fmt.Errorf("%w: -H %q: want bcrypt, sha512-pbkdf2 or sha512", ErrUsage, hashName)
-	}
-	mechs, err := parseScramList(*scramList)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrUsage, err)
-	}
-	if *upgrade {
-		if fl.NArg() != 1 || *batch || *del || *create {
-			return fmt.Errorf("%w: -U takes one FILE and no -b, -c or -D\n%s", ErrUsage, passwdUsage)
-		}
-		return upgradePasswordFile(fl.Arg(0), hashName, *cost, mechs)
-	}
-	want := 2
-	if *batch {
-		want = 3
-	}
-	if fl.NArg() != want || *batch && *del {
-		return fmt.Errorf("%w: wrong arguments\n%s", ErrUsage, passwdUsage)
-	}
-	file, user := fl.Arg(0), fl.Arg(1)
+	return out, nil
+}
+
+// SetPassword adds user to the password file at path, or changes its
+// password, keeping the other lines, their order and the file's mode; a
+// new file gets mode 0600. empty starts from an empty file (xmq passwd
+// -c). The file is replaced atomically, and only if the result loads.
+func SetPassword(path, user string, password []byte, empty bool, o PasswordOptions) error {
 	if err := ValidUsername(user); err != nil {
 		return err
 	}
-	if *del {
-		return editPasswordFile(file, false, func(lines []string) ([]string, error) {
-			out := lines[:0]
-			found := false
-			for _, l := range lines {
-				if lineUser(l) == user {
-					found = true
-					continue
-				}
-				out = append(out, l)
-			}
-			if !found {
-				return nil, fmt.Errorf("auth: user %q is not in %s", user, file)
-			}
-			return out, nil
-		})
-	}
-	var password []byte
-	if *batch {
-		password = []byte(fl.Arg(2))
-	} else if password, err = readPassword(stdin, stderr); err != nil {
+	mechs, err := o.mechs()
+	if err != nil {
 		return err
 	}
-	return editPasswordFile(file, *create, func(lines []string) ([]string, error) {
-		name, c := fileHash(lines, hashName, *cost, "bcrypt")
+	return editPasswordFile(path, empty, func(lines []string) ([]string, error) {
+		name, c := fileHash(lines, o.Hash, o.Cost, "bcrypt")
 		e, err := newEntry(password, name, c, mechs)
 		if err != nil {
 			return nil, err
@@ -132,8 +78,28 @@ func PasswdMain(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 	})
 }
 
-// hashNames are the -H values, in newEntry's spelling.
-var hashNames = []string{"bcrypt", "sha512-pbkdf2", "sha512"}
+// DeleteUser removes user's line from the password file at path, as
+// SetPassword rewrites it; a user not in the file is an error.
+func DeleteUser(path, user string) error {
+	if err := ValidUsername(user); err != nil {
+		return err
+	}
+	return editPasswordFile(path, false, func(lines []string) ([]string, error) {
+		out := lines[:0]
+		found := false
+		for _, l := range lines {
+			if lineUser(l) == user {
+				found = true
+				continue
+			}
+			out = append(out, l)
+		}
+		if !found {
+			return nil, fmt.Errorf("auth: user %q is not in %s", user, path)
+		}
+		return out, nil
+	})
+}
 
 // kindOf names a hasher's kind as -H does.
 func kindOf(h hasher) string {
@@ -196,14 +162,18 @@ func fileHash(lines []string, name string, cost int, def string) (string, int) {
 	return name, cost
 }
 
-// upgradePasswordFile is -U: it hashes every plain-text USER:PASSWORD line
-// of path in place, as mosquitto_passwd -U does, but leaves the lines that
-// already hold a hash (mosquitto_passwd would hash the hash). As with
-// mosquitto_passwd, blanks around the user and password are trimmed and
-// the password ends at the next ':'.
-func upgradePasswordFile(path, name string, cost int, mechs []*scramMech) error {
+// HashPlaintext is xmq passwd -U: it hashes every plain-text USER:PASSWORD
+// line of the password file at path in place, as mosquitto_passwd -U does,
+// but leaves the lines that already hold a hash (mosquitto_passwd would
+// hash the hash). As with mosquitto_passwd, blanks around the user and
+// password are trimmed and the password ends at the next ':'.
+func HashPlaintext(path string, o PasswordOptions) error {
+	mechs, err := o.mechs()
+	if err != nil {
+		return err
+	}
 	return editPasswordFile(path, false, func(lines []string) ([]string, error) {
-		name, cost := fileHash(lines, name, cost, "sha512-pbkdf2")
+		name, cost := fileHash(lines, o.Hash, o.Cost, "sha512-pbkdf2")
 		seen := map[string]bool{}
 		for i, l := range lines {
 			if t := strings.TrimSpace(l); t == "" || t[0] == '#' {
@@ -270,7 +240,7 @@ func newEntry(password []byte, hashName string, cost int, mechs []*scramMech) (*
 	case "sha512":
 		h = newSHA512(password)
 	default:
-		return nil, fmt.Errorf("%w: -H %q: want bcrypt, sha512-pbkdf2 or sha512", ErrUsage, hashName)
+		return nil, fmt.Errorf("auth: hash %q: want bcrypt, sha512-pbkdf2 or sha512", hashName)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("auth: hashing: %w", err)
@@ -287,49 +257,6 @@ func newEntry(password []byte, hashName string, cost int, mechs []*scramMech) (*
 		e.scram[m] = c
 	}
 	return e, nil
-}
-
-func parseScramList(s string) ([]*scramMech, error) {
-	if s == "none" || s == "" {
-		return nil, nil
-	}
-	var out []*scramMech
-	for name := range strings.SplitSeq(s, ",") {
-		m := scramMechByName("SCRAM-" + strings.ToUpper(strings.TrimSpace(name)))
-		if m == nil {
-			return nil, fmt.Errorf("-scram %q: want sha-256, sha-1 or none", name)
-		}
-		out = append(out, m)
-	}
-	return out, nil
-}
-
-// readPassword asks for the password twice on a terminal (no echo), or
-// reads one line from a non-terminal stdin.
-func readPassword(stdin io.Reader, prompt io.Writer) ([]byte, error) {
-	if f, ok := stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		fmt.Fprint(prompt, "Password: ")
-		p1, err := term.ReadPassword(int(f.Fd()))
-		fmt.Fprintln(prompt)
-		if err != nil {
-			return nil, fmt.Errorf("auth: reading the password: %w", err)
-		}
-		fmt.Fprint(prompt, "Reenter password: ")
-		p2, err := term.ReadPassword(int(f.Fd()))
-		fmt.Fprintln(prompt)
-		if err != nil {
-			return nil, fmt.Errorf("auth: reading the password: %w", err)
-		}
-		if !bytes.Equal(p1, p2) {
-			return nil, errors.New("auth: passwords do not match")
-		}
-		return p1, nil
-	}
-	line, err := bufio.NewReader(stdin).ReadBytes('\n')
-	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("auth: reading the password: %w", err)
-	}
-	return bytes.TrimRight(line, "\r\n"), nil
 }
 
 // editPasswordFile rewrites a password file through edit, atomically (a

@@ -28,10 +28,10 @@ func copyFixture(t *testing.T) string {
 	return path
 }
 
-// TestPasswdKeepsFileHash: without -H, a new entry gets the hash the
-// file's entries use, with their cost, so a Mosquitto file stays a
-// Mosquitto file ($7$, 101 iterations, 12-byte salt); an empty or new file
-// gets bcrypt; -H and -cost still choose.
+// TestPasswdKeepsFileHash: without a hash asked for (xmq passwd -H), a new
+// entry gets the hash the file's entries use, with their cost, so a
+// Mosquitto file stays a Mosquitto file ($7$, 101 iterations, 12-byte
+// salt); an empty or new file gets bcrypt; Hash and Cost still choose.
 func TestPasswdKeepsFileHash(t *testing.T) {
 	write := func(t *testing.T, body string) string {
 		t.Helper()
@@ -42,31 +42,31 @@ func TestPasswdKeepsFileHash(t *testing.T) {
 		return path
 	}
 	bcryptFile := filepath.Join(t.TempDir(), "bcrypt")
-	if _, err := passwd(t, "", "-b", "-H", "bcrypt", "-cost", "5", bcryptFile, "first", "pw"); err != nil {
+	if err := SetPassword(bcryptFile, "first", []byte("pw"), false, PasswordOptions{Hash: "bcrypt", Cost: 5, SCRAM: PasswordSCRAMs}); err != nil {
 		t.Fatal(err)
 	}
 	sha512Line := strings.Split(string(must(os.ReadFile("testdata/mosquitto.passwd"))), "\n")[2] // carol, $6$
 	tests := []struct {
 		name  string
 		file  string
-		args  []string
+		opts  PasswordOptions
 		check func(h hasher) bool
 	}{
-		{"mosquitto file: $7$", copyFixture(t), nil, func(h hasher) bool {
+		{"mosquitto file: $7$", copyFixture(t), PasswordOptions{}, func(h hasher) bool {
 			p, ok := h.(pbkdf2Hash)
 			return ok && p.iter == 101 && len(p.salt) == 12 && len(p.hash) == 64
 		}},
-		{"all $6$: $6$", write(t, sha512Line+"\n"), nil, func(h hasher) bool { _, ok := h.(sha512Hash); return ok }},
-		{"bcrypt file: bcrypt at its cost", bcryptFile, nil, func(h hasher) bool { return kindOf(h) == "bcrypt" && hashCost(h) == 5 }},
-		{"new file: bcrypt", filepath.Join(t.TempDir(), "new"), []string{"-cost", "4"}, func(h hasher) bool { return kindOf(h) == "bcrypt" && hashCost(h) == 4 }},
-		{"comments only: bcrypt", write(t, "# nobody yet\n"), []string{"-cost", "4"}, func(h hasher) bool { return kindOf(h) == "bcrypt" }},
-		{"-H wins", copyFixture(t), []string{"-H", "sha512"}, func(h hasher) bool { _, ok := h.(sha512Hash); return ok }},
-		{"-cost wins", copyFixture(t), []string{"-cost", "7"}, func(h hasher) bool { return kindOf(h) == "sha512-pbkdf2" && hashCost(h) == 7 }},
+		{"all $6$: $6$", write(t, sha512Line+"\n"), PasswordOptions{}, func(h hasher) bool { _, ok := h.(sha512Hash); return ok }},
+		{"bcrypt file: bcrypt at its cost", bcryptFile, PasswordOptions{}, func(h hasher) bool { return kindOf(h) == "bcrypt" && hashCost(h) == 5 }},
+		{"new file: bcrypt", filepath.Join(t.TempDir(), "new"), PasswordOptions{Cost: 4}, func(h hasher) bool { return kindOf(h) == "bcrypt" && hashCost(h) == 4 }},
+		{"comments only: bcrypt", write(t, "# nobody yet\n"), PasswordOptions{Cost: 4}, func(h hasher) bool { return kindOf(h) == "bcrypt" }},
+		{"-H wins", copyFixture(t), PasswordOptions{Hash: "sha512"}, func(h hasher) bool { _, ok := h.(sha512Hash); return ok }},
+		{"-cost wins", copyFixture(t), PasswordOptions{Cost: 7}, func(h hasher) bool { return kindOf(h) == "sha512-pbkdf2" && hashCost(h) == 7 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			args := append(append([]string{"-b"}, tt.args...), tt.file, "dave", "d4ve")
-			if _, err := passwd(t, "", args...); err != nil {
+			tt.opts.SCRAM = PasswordSCRAMs
+			if err := SetPassword(tt.file, "dave", []byte("d4ve"), false, tt.opts); err != nil {
 				t.Fatal(err)
 			}
 			e := loadFile(t, tt.file).users["dave"]
@@ -84,7 +84,7 @@ func must(b []byte, err error) []byte {
 	return b
 }
 
-// TestPasswdUpgrade: -U hashes a plain-text file in place like
+// TestPasswdUpgrade: HashPlaintext (xmq passwd -U) hashes a plain-text file in place like
 // mosquitto_passwd -U ($7$ by default), trims blanks, keeps comments and
 // lines already hashed, and running it again changes nothing.
 func TestPasswdUpgrade(t *testing.T) {
@@ -94,8 +94,8 @@ func TestPasswdUpgrade(t *testing.T) {
 	if err := os.WriteFile(path, []byte(body), 0o640); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := passwd(t, "", "-U", path); err != nil {
-		t.Fatalf("-U: %v", err)
+	if err := HashPlaintext(path, PasswordOptions{SCRAM: PasswordSCRAMs}); err != nil {
+		t.Fatalf("HashPlaintext: %v", err)
 	}
 	pf := loadFile(t, path)
 	for user, pass := range map[string]string{"alice": "correct horse", "zoe": "s3cret", "bob": "hunter2"} {
@@ -111,7 +111,7 @@ func TestPasswdUpgrade(t *testing.T) {
 	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o640 {
 		t.Errorf("mode %v, want 0640 kept", fi.Mode().Perm())
 	}
-	if _, err := passwd(t, "", "-U", path); err != nil {
+	if err := HashPlaintext(path, PasswordOptions{SCRAM: PasswordSCRAMs}); err != nil {
 		t.Fatal(err)
 	}
 	if again := string(must(os.ReadFile(path))); again != after {
@@ -122,7 +122,7 @@ func TestPasswdUpgrade(t *testing.T) {
 	if err := os.WriteFile(bc, []byte("u:p\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := passwd(t, "", "-U", "-H", "bcrypt", "-cost", "4", "-scram", "none", bc); err != nil {
+	if err := HashPlaintext(bc, PasswordOptions{Hash: "bcrypt", Cost: 4}); err != nil {
 		t.Fatal(err)
 	}
 	if e := loadFile(t, bc).users["u"]; kindOf(e.hash) != "bcrypt" || e.scram != nil || !e.hash.verify([]byte("p")) {
@@ -140,7 +140,7 @@ func TestPasswdUpgrade(t *testing.T) {
 			if err := os.WriteFile(p, []byte(tt.body), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			_, err := passwd(t, "", "-U", p)
+			err := HashPlaintext(p, PasswordOptions{SCRAM: PasswordSCRAMs})
 			if err == nil || !strings.Contains(err.Error(), tt.err) || !strings.Contains(err.Error(), p) {
 				t.Errorf("-U error = %v, want one naming %s and %q", err, p, tt.err)
 			}
@@ -149,21 +149,18 @@ func TestPasswdUpgrade(t *testing.T) {
 			}
 		})
 	}
-	if _, err := passwd(t, "", "-U", "-b", path); err == nil {
-		t.Error("-U with -b was accepted")
-	}
 }
 
 // TestPasswdErrorsNameTarget: a write that fails names the file the user
 // gave, never the temporary file beside it.
 func TestPasswdErrorsNameTarget(t *testing.T) {
 	target := filepath.Join(t.TempDir(), "missing-dir", "passwd")
-	_, err := passwd(t, "", "-b", "-cost", "4", target, "u", "p")
+	err := SetPassword(target, "u", []byte("p"), false, PasswordOptions{Cost: 4, SCRAM: PasswordSCRAMs})
 	if err == nil || !strings.Contains(err.Error(), target) || strings.Contains(err.Error(), ".tmp") {
 		t.Errorf("error = %v, want one naming %s and no temporary file", err, target)
 	}
 	dir := t.TempDir()
-	_, err = passwd(t, "", "-b", dir, "u", "p") // a directory, not a file
+	err = SetPassword(dir, "u", []byte("p"), false, PasswordOptions{SCRAM: PasswordSCRAMs}) // a directory, not a file
 	if err == nil || !strings.Contains(err.Error(), dir) {
 		t.Errorf("error = %v, want one naming %s", err, dir)
 	}
@@ -187,7 +184,7 @@ func TestMosquittoReadsXmqFile(t *testing.T) {
 		t.Skip("mosquitto, mosquitto_passwd or mosquitto_pub not installed (apt-get install mosquitto mosquitto-clients)")
 	}
 	file := copyFixture(t)
-	if _, err := passwd(t, "", "-b", file, "dave", "d4ve"); err != nil {
+	if err := SetPassword(file, "dave", []byte("d4ve"), false, PasswordOptions{SCRAM: PasswordSCRAMs}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
