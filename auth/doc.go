@@ -29,9 +29,10 @@
 //     closes the connection. With JWT and no password file, a user name
 //     needs a token.
 //   - Passwords: see passwd.go for the file format. Mosquitto's $7$
-//     (PBKDF2-SHA512) and $6$ entries are read as they are; xmq passwd
-//     (SetPassword) writes bcrypt plus SCRAM-SHA-256 and SCRAM-SHA-1
-//     credentials. Each attempt checks at most one hash, an unknown user
+//     (PBKDF2-SHA512) and $6$ entries are read as they are; SetPassword,
+//     DeleteUser and HashPlaintext (passwdfile.go) edit a file in place,
+//     writing bcrypt plus SCRAM-SHA-256 and SCRAM-SHA-1 credentials by
+//     default (the xmq passwd command line is cmd/xmq's). Each attempt checks at most one hash, an unknown user
 //     against a stand-in of the same kind and cost, and compares in
 //     constant time; logins with the same credentials at once share one
 //     check (logincache.go). The login cache never holds a password: it
@@ -75,5 +76,7 @@
 //     the records) and restored by New, expired ones dropped; flapping
 //     bans live in memory only.
 //
-// Every method is safe for concurrent use. Close stops the file watch.
+// Auth logs reloads, bans and refusals to Options.Log, a *zap.Logger, as
+// the rest of xmq does. Every method is safe for concurrent use. Close
+// stops the file watch.
 package auth

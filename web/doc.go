@@ -53,7 +53,12 @@
 // root passes MQTTTokens.Wrap of the broker's Authenticator and Authorizer
 // to core: those user names are checked there and nowhere else, a viewer
 // may subscribe to $SYS/# only, an admin may do anything; every other
-// client goes to the wrapped ones unchanged.
+// client goes to the wrapped ones unchanged. Wrap finds the wrapped
+// Authenticator's optional capabilities (core's LoginAuthenticator,
+// EnhancedAuthenticator, ConnectionObserver) on it or behind it through
+// Unwrap (authAs, as net/http's ResponseController finds a Flusher), and
+// its own wrappers have Unwrap, so wrappers forward Unwrap rather than
+// multiply by the interfaces they might carry.
 //
 // The audit log (audit.go) records every unsafe API request made with
 // accepted credentials, and every login, in a ring of the last

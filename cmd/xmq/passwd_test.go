@@ -52,12 +52,15 @@ func loginOK(t *testing.T, file, user, pass string) bool {
 // -D, -c and -h; the comment, order and mode of the file stay.
 func TestPasswdCLI(t *testing.T) {
 	dir := t.TempDir()
-	file := filepath.Join(dir, "passwd")
-	fixture, err := os.ReadFile("../../auth/testdata/mosquitto.passwd")
+	file := passwordFile(t) // Mosquitto's, with a comment that must stay
+	fixture, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(file, append([]byte("# team\n"), fixture...), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(file, 0o640); err != nil { // WriteFile keeps the file's 0600
 		t.Fatal(err)
 	}
 	steps := []struct {
