@@ -8,7 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/xmq-io/xmq/auth"
 	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/core"
+	"github.com/xmq-io/xmq/web"
 )
 
 // bridgeYAML is a bridge to the broker at %s: sensors out under site1/,
@@ -144,5 +147,40 @@ func TestRunBridge(t *testing.T) {
 	}
 	if code, m := getJSON(t, base+"/api/v1/bridges", "viewer-less", "pw"); code != 401 {
 		t.Errorf("bridges without credentials: %d %v", code, m)
+	}
+}
+
+// TestAuthChainUnwraps: the run's Authenticator and Authorizer (the
+// dashboard's logins, web.MQTTTokens.Wrap, in front of bridgeAuth in front
+// of auth) have Unwrap at every link down to the *auth.Auth, so an Unwrap
+// walk sees through each wrapper, and the chain keeps auth's optional
+// interfaces for core.
+func TestAuthChainUnwraps(t *testing.T) {
+	a, err := auth.New(auth.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	ba := &bridgeAuth{Auth: a}
+	authn, authz := web.NewMQTTTokens().Wrap(ba, ba)
+	for _, x := range []any{authn, authz} {
+		var links []string
+		for x != nil && x != any(a) {
+			links = append(links, fmt.Sprintf("%T", x))
+			u, ok := x.(interface{ Unwrap() any })
+			if !ok {
+				t.Fatalf("%s: %T has no Unwrap", strings.Join(links, " → "), x)
+			}
+			x = u.Unwrap()
+		}
+		if x != any(a) {
+			t.Errorf("%s ends in %v, not the *auth.Auth", strings.Join(links, " → "), x)
+		}
+	}
+	_, enhanced := authn.(core.EnhancedAuthenticator)
+	_, login := authn.(core.LoginAuthenticator)
+	_, observer := authn.(core.ConnectionObserver)
+	if !enhanced || !login || !observer {
+		t.Errorf("the chain is enhanced %v, login %v, observer %v; auth is all three", enhanced, login, observer)
 	}
 }
