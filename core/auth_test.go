@@ -67,30 +67,30 @@ func TestEnhancedAuthentication(t *testing.T) {
 		c := dial(t, srv, codec.V5)
 		p := connectPacket(codec.V5, "enh")
 		withAuth("hello")(p)
-		c.send(p)
+		c.Send(p)
 		if a := expect[*codec.Auth](c); a.ReasonCode != codec.ContinueAuthentication || string(a.Props.AuthData) != "challenge" {
 			t.Fatalf("AUTH %s %q, want continue authentication with the challenge", a.ReasonCode, a.Props.AuthData)
 		}
-		c.send(authPacket(codec.ContinueAuthentication, "response"))
+		c.Send(authPacket(codec.ContinueAuthentication, "response"))
 		ack := expect[*codec.Connack](c)
 		if ack.ReasonCode != codec.Success || string(ack.Props.AuthMethod) != "TEST" || string(ack.Props.AuthData) != "ok" {
 			t.Fatalf("CONNACK %s method %q data %q, want success with method TEST and data ok", ack.ReasonCode, ack.Props.AuthMethod, ack.Props.AuthData)
 		}
 
 		// Re-authentication on the same connection (4.12.1).
-		c.send(authPacket(codec.ReAuthenticate, "hello"))
+		c.Send(authPacket(codec.ReAuthenticate, "hello"))
 		if a := expect[*codec.Auth](c); a.ReasonCode != codec.ContinueAuthentication {
 			t.Fatalf("re-auth: AUTH %s, want continue authentication", a.ReasonCode)
 		}
-		c.send(authPacket(codec.ContinueAuthentication, "response"))
+		c.Send(authPacket(codec.ContinueAuthentication, "response"))
 		if a := expect[*codec.Auth](c); a.ReasonCode != codec.Success || string(a.Props.AuthData) != "ok" {
 			t.Fatalf("re-auth: AUTH %s %q, want success", a.ReasonCode, a.Props.AuthData)
 		}
-		c.subscribe(0, "still/works") // the connection carries on
+		c.Subscribe(0, "still/works") // the connection carries on
 
 		// A failed re-authentication ends the connection.
-		c.send(authPacket(codec.ReAuthenticate, "wrong"))
-		c.expectDisconnect(codec.NotAuthorized)
+		c.Send(authPacket(codec.ReAuthenticate, "wrong"))
+		c.ExpectDisconnect(codec.NotAuthorized)
 		waitFor(t, "disconnect observed", func() bool {
 			auth.mu.Lock()
 			defer auth.mu.Unlock()
@@ -102,28 +102,28 @@ func TestEnhancedAuthentication(t *testing.T) {
 		c := dial(t, srv, codec.V5)
 		p := connectPacket(codec.V5, "enh-bad")
 		withAuth("hello")(p)
-		c.send(p)
+		c.Send(p)
 		expect[*codec.Auth](c)
-		c.send(authPacket(codec.ContinueAuthentication, "nope"))
+		c.Send(authPacket(codec.ContinueAuthentication, "nope"))
 		if ack := expect[*codec.Connack](c); ack.ReasonCode != codec.BadUserNameOrPassword {
 			t.Fatalf("CONNACK %s, want bad user name or password", ack.ReasonCode)
 		}
-		c.expectClosed()
+		c.ExpectClosed()
 	})
 
 	t.Run("unknown method", func(t *testing.T) {
 		c := dial(t, srv, codec.V5)
 		p := connectPacket(codec.V5, "enh-method")
 		p.Props.AuthMethod = []byte("OTHER")
-		if ack := c.connectRC(p); ack.ReasonCode != codec.BadAuthenticationMethod {
+		if ack := c.ConnectRC(p); ack.ReasonCode != codec.BadAuthenticationMethod {
 			t.Fatalf("CONNACK %s, want bad authentication method", ack.ReasonCode)
 		}
 	})
 
 	t.Run("AUTH without a method agreed at CONNECT", func(t *testing.T) {
 		c := client(t, srv, codec.V5, "enh-none")
-		c.send(authPacket(codec.ReAuthenticate, "hello"))
-		c.expectDisconnect(codec.ProtocolError)
+		c.Send(authPacket(codec.ReAuthenticate, "hello"))
+		c.ExpectDisconnect(codec.ProtocolError)
 	})
 }
 
@@ -132,7 +132,7 @@ func TestEnhancedAuthenticationNotConfigured(t *testing.T) {
 	c := dial(t, srv, codec.V5)
 	p := connectPacket(codec.V5, "x")
 	withAuth("hello")(p)
-	if ack := c.connectRC(p); ack.ReasonCode != codec.BadAuthenticationMethod {
+	if ack := c.ConnectRC(p); ack.ReasonCode != codec.BadAuthenticationMethod {
 		t.Fatalf("CONNACK %s, want bad authentication method (0x8C)", ack.ReasonCode)
 	}
 }
@@ -141,7 +141,7 @@ func TestMaxSubscriptionsPerClient(t *testing.T) {
 	srv := newServer(t, core.Options{MaxSubscriptionsPerClient: 2}, core.Config{})
 	for _, v := range []byte{codec.V311, codec.V5} {
 		c := client(t, srv, v, "subs-"+string('0'+v))
-		ack := c.subscribePacket(&codec.Subscribe{PacketID: 1, Subscriptions: []codec.Subscription{sub("a", 0), sub("b", 1), sub("c", 0)}})
+		ack := c.SubscribePacket(&codec.Subscribe{PacketID: 1, Subscriptions: []codec.Subscription{sub("a", 0), sub("b", 1), sub("c", 0)}})
 		want := []codec.ReasonCode{codec.GrantedQoS0, codec.GrantedQoS1, codec.QuotaExceeded}
 		if v != codec.V5 {
 			want[2] = codec.UnspecifiedError // 0x80 Failure in 3.1.1
@@ -150,7 +150,7 @@ func TestMaxSubscriptionsPerClient(t *testing.T) {
 			t.Fatalf("v%d SUBACK %v, want %v", v, ack.ReasonCodes, want)
 		}
 		// Replacing an existing subscription is not a new one.
-		ack = c.subscribePacket(&codec.Subscribe{PacketID: 2, Subscriptions: []codec.Subscription{sub("a", 1)}})
+		ack = c.SubscribePacket(&codec.Subscribe{PacketID: 2, Subscriptions: []codec.Subscription{sub("a", 1)}})
 		if !equalCodes(ack.ReasonCodes, []codec.ReasonCode{codec.GrantedQoS1}) {
 			t.Fatalf("v%d SUBACK for a replaced subscription %v, want granted QoS 1", v, ack.ReasonCodes)
 		}
@@ -174,14 +174,14 @@ func equalCodes(a, b []codec.ReasonCode) bool {
 func TestMaxMessageRate(t *testing.T) {
 	srv := newServer(t, core.Options{MaxMessageRate: 5}, core.Config{})
 	s := client(t, srv, codec.V311, "rate-sub")
-	s.subscribe(1, "rate/#")
+	s.Subscribe(1, "rate/#")
 	p := client(t, srv, codec.V311, "rate-pub")
 	for i := 0; i < 20; i++ {
-		p.pub("rate/0", "x", 0)
+		p.Pub("rate/0", "x", 0)
 	}
 	start := time.Now()
 	for i := 0; i < 8; i++ {
-		p.pub("rate/1", "y", 1) // waits for each PUBACK
+		p.Pub("rate/1", "y", 1) // waits for each PUBACK
 	}
 	if d := time.Since(start); d < 400*time.Millisecond {
 		t.Errorf("8 QoS 1 messages over a 5/s limit took %v, want them slowed to about 1.6 s", d)
@@ -190,7 +190,7 @@ func TestMaxMessageRate(t *testing.T) {
 	if dropped < 10 || dropped > 15 { // 5 fit the burst; a slow machine may refill one or two
 		t.Errorf("rate_limited drops = %d, want about 15 of 20", dropped)
 	}
-	got := s.recv(20 - dropped + 8)
+	got := s.Recv(20 - dropped + 8)
 	n1 := 0
 	for _, m := range got {
 		if m.QoS == 1 {
@@ -200,7 +200,7 @@ func TestMaxMessageRate(t *testing.T) {
 	if n1 != 8 {
 		t.Errorf("%d QoS 1 messages delivered, want all 8", n1)
 	}
-	s.expectNothing(quiet)
+	s.ExpectNothing(quiet)
 }
 
 // loginAuth is a LoginAuthenticator: every login is user "token-user",
@@ -229,8 +229,8 @@ func TestLoginAuthenticator(t *testing.T) {
 	p := connectPacket(codec.V5, "dev")
 	p.PasswordFlag, p.Password = true, []byte("a token")
 	start := time.Now()
-	c.connect(p)
-	c.send(&codec.Publish{Topic: []byte("u/token-user"), QoS: 1, PacketID: 1})
+	c.Connect(p)
+	c.Send(&codec.Publish{Topic: []byte("u/token-user"), QoS: 1, PacketID: 1})
 	if ack := expect[*codec.Ack](c); ack.ReasonCode.IsError() {
 		t.Errorf("PUBACK %s: the user name is not the login's", ack.ReasonCode)
 	}
@@ -267,24 +267,24 @@ func TestReadsAllAskedAtEachLogin(t *testing.T) {
 		p.CleanStart = false
 		p.Props.SetNum(codec.PropSessionExpiry, 300)
 		p.UsernameFlag, p.Username = true, []byte("alice")
-		c.connect(p)
+		c.Connect(p)
 		return c
 	}
 	sub := login()
-	sub.subscribe(0, "t/#")
+	sub.Subscribe(0, "t/#")
 	pub := dial(t, srv, codec.V5)
-	pub.connect(connectPacket(codec.V5, "pub"))
-	pub.pub("t/secret", "first login reads all", 0)
-	if p := sub.expectPublish(); string(p.Payload) != "first login reads all" {
+	pub.Connect(connectPacket(codec.V5, "pub"))
+	pub.Pub("t/secret", "first login reads all", 0)
+	if p := sub.ExpectPublish(); string(p.Payload) != "first login reads all" {
 		t.Fatalf("got %q", p.Payload)
 	}
-	sub.send(&codec.Disconnect{})
-	sub.expectClosed()
+	sub.Send(&codec.Disconnect{})
+	sub.ExpectClosed()
 	z.readsAll.Store(false)
 	sub = login()
-	pub.pub("t/secret", "refused", 0)
-	pub.pub("t/open", "allowed", 0)
-	if p := sub.expectPublish(); string(p.Payload) != "allowed" {
+	pub.Pub("t/secret", "refused", 0)
+	pub.Pub("t/open", "allowed", 0)
+	if p := sub.ExpectPublish(); string(p.Payload) != "allowed" {
 		t.Fatalf("second login got %q on %s: the first login's ReadsAll answer was kept", p.Payload, p.Topic)
 	}
 }

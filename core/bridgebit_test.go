@@ -17,20 +17,20 @@ func TestBridgeBit(t *testing.T) {
 		for _, bridge := range []bool{true, false} {
 			srv := newServer(t, core.Options{}, core.Config{})
 			b := client(t, srv, v, "bridge", func(p *codec.Connect) { p.Bridge = bridge })
-			b.subscribe(1, "x/#")
+			b.Subscribe(1, "x/#")
 			other := client(t, srv, codec.V5, "other")
-			b.send(&codec.Publish{Topic: []byte("x/mine"), QoS: 1, PacketID: 7, Payload: []byte("mine")})
+			b.Send(&codec.Publish{Topic: []byte("x/mine"), QoS: 1, PacketID: 7, Payload: []byte("mine")})
 			if bridge {
-				b.expectAck(codec.PUBACK, 7)
-				b.expectNothing(quiet)
+				b.ExpectAck(codec.PUBACK, 7)
+				b.ExpectNothing(quiet)
 			} else {
 				// Delivery and PUBACK race: take both, in either order.
 				var got []string
 				for range 2 {
-					switch p := b.next().(type) {
+					switch p := b.Next().(type) {
 					case *codec.Publish:
 						got = append(got, string(p.Payload))
-						b.ack(p)
+						b.Ack(p)
 					case *codec.Ack:
 					}
 				}
@@ -38,8 +38,8 @@ func TestBridgeBit(t *testing.T) {
 					t.Fatalf("v%d without the bridge bit: got %q, want its own message back", v, got)
 				}
 			}
-			other.pubRetained("x/r", "kept", 1)
-			p := b.recv(1)[0]
+			other.PubRetained("x/r", "kept", 1)
+			p := b.Recv(1)[0]
 			if p.Retain != bridge {
 				t.Errorf("v%d bridge=%v: live retained message has retain %v, want %v", v, bridge, p.Retain, bridge)
 			}
@@ -56,14 +56,14 @@ func TestBridgeBit(t *testing.T) {
 func TestClientDropped(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	s := client(t, srv, codec.V5, "s", persistent)
-	s.subscribe(1, "d")
-	s.close()
+	s.Subscribe(1, "d")
+	s.Close()
 	waitFor(t, "the session to go offline", func() bool { info, _ := srv.Client("s"); return !info.Connected })
 	p := client(t, srv, codec.V5, "p")
 	for range 3 {
-		p.pub("d", "lost", 0)
+		p.Pub("d", "lost", 0)
 	}
-	p.pub("d", "kept", 1)
+	p.Pub("d", "kept", 1)
 	info, _ := srv.Client("s")
 	if info.Dropped != 3 || info.Queued != 1 {
 		t.Errorf("offline session: dropped %d, queued %d; want 3 and 1", info.Dropped, info.Queued)
@@ -80,14 +80,14 @@ func TestClientAwaitingRelease(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	c := client(t, srv, codec.V5, "c", persistent)
 	for _, id := range []uint16{9, 3} {
-		c.send(&codec.Publish{Topic: []byte("t"), QoS: 2, PacketID: id})
-		c.expectAck(codec.PUBREC, id)
+		c.Send(&codec.Publish{Topic: []byte("t"), QoS: 2, PacketID: id})
+		c.ExpectAck(codec.PUBREC, id)
 	}
 	if info, _ := srv.Client("c"); !slices.Equal(info.AwaitingRelease, []uint16{3, 9}) {
 		t.Fatalf("awaiting release %v, want [3 9]", info.AwaitingRelease)
 	}
-	c.send(&codec.Ack{Kind: codec.PUBREL, PacketID: 3})
-	c.expectAck(codec.PUBCOMP, 3)
+	c.Send(&codec.Ack{Kind: codec.PUBREL, PacketID: 3})
+	c.ExpectAck(codec.PUBCOMP, 3)
 	if info, _ := srv.Client("c"); !slices.Equal(info.AwaitingRelease, []uint16{9}) {
 		t.Fatalf("awaiting release %v after PUBREL 3, want [9]", info.AwaitingRelease)
 	}
@@ -99,7 +99,7 @@ func TestClientAwaitingRelease(t *testing.T) {
 func TestBridgeBitSysWill(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	watch := client(t, srv, codec.V5, "watch")
-	watch.subscribe(1, "$SYS/broker/connection/#")
+	watch.Subscribe(1, "$SYS/broker/connection/#")
 	sysWill := func(bridge bool) func(*codec.Connect) {
 		return func(p *codec.Connect) {
 			p.Bridge = bridge
@@ -108,12 +108,12 @@ func TestBridgeBitSysWill(t *testing.T) {
 		}
 	}
 	b := client(t, srv, codec.V311, "gw.cloud", sysWill(true))
-	b.close()
-	watch.expectNothing(quiet)
+	b.Close()
+	watch.ExpectNothing(quiet)
 	c := dial(t, srv, codec.V311)
 	p := connectPacket(codec.V311, "plain")
 	sysWill(false)(p)
-	if ack := c.connectRC(p); ack.ReasonCode != codec.NotAuthorized {
+	if ack := c.ConnectRC(p); ack.ReasonCode != codec.NotAuthorized {
 		t.Errorf("CONNACK %s for a plain client's will on $SYS, want Not authorized", ack.ReasonCode)
 	}
 	if st := srv.Stats(); st.WillsRefused != 2 {

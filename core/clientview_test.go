@@ -117,22 +117,22 @@ func TestOfflineSessionsCount(t *testing.T) {
 	p := client(t, srv, codec.V311, "p", persistent)
 	client(t, srv, codec.V311, "c")
 	offline("none offline", 0)
-	p.close()
+	p.Close()
 	offline("p offline", 1)
 	p2 := client(t, srv, codec.V311, "p", persistent) // resumed
 	offline("p back", 0)
 	p3 := client(t, srv, codec.V311, "p") // takes over with a clean session
-	p2.expectClosed()
+	p2.ExpectClosed()
 	offline("clean takeover", 0)
-	p3.close()
+	p3.Close()
 	offline("clean session ended", 0)
 	e := client(t, srv, codec.V5, "e", func(p *codec.Connect) {
 		persistent(p)
 		p.Props.SetNum(codec.PropSessionExpiry, 1)
 	})
 	k := client(t, srv, codec.V311, "k", persistent, func(p *codec.Connect) { p.UsernameFlag, p.Username = true, []byte("kim") })
-	e.close()
-	k.close()
+	e.Close()
+	k.Close()
 	offline("e and k offline", 2)
 	if ci, _ := srv.Client("k"); ci.Connected || ci.Username != "kim" {
 		t.Errorf("offline k: connected %v, user %q: want offline, owned by kim", ci.Connected, ci.Username)

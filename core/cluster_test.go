@@ -129,12 +129,12 @@ func TestClusterInterestOncePerFilter(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{Cluster: fc})
 	a := client(t, srv, codec.V5, "a")
 	b := client(t, srv, codec.V5, "b")
-	a.subscribe(1, "x/#")
-	b.subscribe(0, "x/#")
-	a.subscribe(1, "x/#") // a replaced subscription is no new interest
-	b.subscribe(1, "$share/g/y")
-	a.subscribe(1, "$share/g/y") // a second member: the group's interest exists already
-	a.send(&codec.Unsubscribe{PacketID: 77, Filters: [][]byte{[]byte("x/#")}})
+	a.Subscribe(1, "x/#")
+	b.Subscribe(0, "x/#")
+	a.Subscribe(1, "x/#") // a replaced subscription is no new interest
+	b.Subscribe(1, "$share/g/y")
+	a.Subscribe(1, "$share/g/y") // a second member: the group's interest exists already
+	a.Send(&codec.Unsubscribe{PacketID: 77, Filters: [][]byte{[]byte("x/#")}})
 	expect[*codec.Unsuback](a)
 	if got, want := fc.eventList("+", "-"), []string{"+x/#", "+$share/g/y"}; !slices.Equal(got, want) {
 		t.Fatalf("events %v, want %v", got, want)
@@ -146,11 +146,11 @@ func TestClusterInterestOncePerFilter(t *testing.T) {
 	if got, want := fc.eventList("+", "await"), []string{"+x/#", "await 1", "await 1", "await 1", "+$share/g/y", "await 2", "await 2"}; !slices.Equal(got, want) {
 		t.Fatalf("events %v, want %v", got, want)
 	}
-	b.close() // a clean session ends: its subscriptions go
+	b.Close() // a clean session ends: its subscriptions go
 	waitFor(t, "interest withdrawn", func() bool {
 		return slices.Equal(fc.eventList("+", "-"), []string{"+x/#", "+$share/g/y", "-x/#"})
 	})
-	a.close()
+	a.Close()
 	waitFor(t, "group withdrawn", func() bool {
 		return slices.Equal(fc.eventList("+", "-"), []string{"+x/#", "+$share/g/y", "-x/#", "-$share/g/y"})
 	})
@@ -166,27 +166,27 @@ func TestClusterHandOver(t *testing.T) {
 	pub := client(t, srv, codec.V5, "pub")
 	m1 := client(t, srv, codec.V5, "m1")
 	m2 := client(t, srv, codec.V5, "m2")
-	m1.subscribe(1, "$share/g/q/#")
-	m2.subscribe(1, "$share/g/q/#")
+	m1.Subscribe(1, "$share/g/q/#")
+	m2.Subscribe(1, "$share/g/q/#")
 	// m1 and m2 take turns (round robin, the default); neither
 	// acknowledges.
 	for i := range 4 {
-		pub.pub(fmt.Sprintf("q/%d", i), "m", 1)
+		pub.Pub(fmt.Sprintf("q/%d", i), "m", 1)
 	}
 	for range 2 {
-		m1.expectPublish()
-		m2.expectPublish()
+		m1.ExpectPublish()
+		m2.ExpectPublish()
 	}
-	m1.close() // its messages go to m2, on this node
+	m1.Close() // its messages go to m2, on this node
 	for range 2 {
-		if p := m2.expectPublish(); !strings.HasPrefix(string(p.Topic), "q/") {
+		if p := m2.ExpectPublish(); !strings.HasPrefix(string(p.Topic), "q/") {
 			t.Fatalf("m2 got %q", p.Topic)
 		}
 	}
 	if h := fc.handedOver(); len(h) != 0 {
 		t.Fatalf("handed over %+v while m2 was here", h)
 	}
-	m2.close() // the last member here: its messages go to the group elsewhere
+	m2.Close() // the last member here: its messages go to the group elsewhere
 	waitFor(t, "hand-over", func() bool { return len(fc.handedOver()) == 4 })
 	for _, h := range fc.handedOver() {
 		if !slices.Equal(h.served, []string{"g", "q/#"}) || !strings.HasPrefix(h.topic, "q/") || h.payload != "m" || h.qos != 1 || h.from != "pub" {
@@ -203,16 +203,16 @@ func TestClusterForward(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{Cluster: fc})
 	pub := client(t, srv, codec.V5, "pub")
 	local := client(t, srv, codec.V5, "local")
-	local.subscribe(2, "f/local")
+	local.Subscribe(2, "f/local")
 	p := &codec.Publish{Topic: []byte("f/none"), Payload: []byte("1"), QoS: 1, Retain: true}
 	p.Props.SetNum(codec.PropMessageExpiry, 30)
 	p.Props.ContentType = []byte("ct")
 	p.Props.SetNum(codec.PropTopicAlias, 1) // per connection: not forwarded
-	if rc := pub.publish(p); rc != codec.Success {
+	if rc := pub.Publish(p); rc != codec.Success {
 		t.Errorf("PUBACK %s, want Success: subscribers on other nodes are not known here", rc)
 	}
-	pub.publish(&codec.Publish{Topic: []byte("f/local"), Payload: []byte("2"), QoS: 2})
-	if got := local.expectPublish(); string(got.Payload) != "2" {
+	pub.Publish(&codec.Publish{Topic: []byte("f/local"), Payload: []byte("2"), QoS: 2})
+	if got := local.ExpectPublish(); string(got.Payload) != "2" {
 		t.Errorf("local subscriber got %q", got.Payload)
 	}
 	if err := srv.Publish("$SYS/x", []byte("sys"), 0, false); err != nil {
@@ -248,17 +248,17 @@ func TestDeliverRemote(t *testing.T) {
 		{Filter: []byte("nl/#"), QoS: 2, NoLocal: true},
 	}}
 	subscribe.Props.SubscriptionIDs = []uint32{7}
-	s.subscribePacket(subscribe)
+	s.SubscribePacket(subscribe)
 	other := client(t, srv, codec.V311, "other")
-	other.subscribe(0, "r/+")
+	other.Subscribe(0, "r/+")
 
 	props := &codec.Properties{User: []codec.UserProperty{{Key: []byte("k"), Value: []byte("v")}}}
 	exp := time.Now().Add(10 * time.Second)
 	if n := srv.DeliverRemote("", "r/#", codec.Message{Topic: "r/a", Payload: []byte("p"), QoS: 2, Retain: true, Props: props, Expires: exp, From: "elsewhere"}); n != 1 {
 		t.Errorf("DeliverRemote through r/# made %d deliveries, want 1 (r/+ is another filter)", n)
 	}
-	got := s.expectPublish()
-	s.ack(got)
+	got := s.ExpectPublish()
+	s.Ack(got)
 	if got.QoS != 1 || !got.Retain || string(got.Topic) != "r/a" || !slices.Equal(got.Props.SubscriptionIDs, []uint32{7}) ||
 		len(got.Props.User) != 1 || string(got.Props.User[0].Value) != "v" {
 		t.Errorf("got %+v", got)
@@ -266,9 +266,9 @@ func TestDeliverRemote(t *testing.T) {
 	if e := got.Props.MessageExpiry; e < 9 || e > 10 {
 		t.Errorf("message expiry %d, want the 10s left", e)
 	}
-	other.expectNothing(quiet)
+	other.ExpectNothing(quiet)
 	srv.DeliverRemote("", "r/+", codec.Message{Topic: "r/a", Payload: []byte("q"), QoS: 1, Retain: true, From: "elsewhere"})
-	if got := other.expectPublish(); got.QoS != 0 || got.Retain || string(got.Payload) != "q" {
+	if got := other.ExpectPublish(); got.QoS != 0 || got.Retain || string(got.Payload) != "q" {
 		t.Errorf("3.1.1 subscriber got %+v (retain is not as published for it)", got)
 	}
 	// No Local holds against the client id of the publisher on another node.
@@ -279,14 +279,14 @@ func TestDeliverRemote(t *testing.T) {
 	if n := srv.DeliverRemote("", "r/#", codec.Message{Topic: "r/a", Payload: []byte("old"), QoS: 1, Expires: time.Now().Add(-time.Second), From: "x"}); n != 0 {
 		t.Errorf("expired: %d deliveries", n)
 	}
-	s.expectNothing(quiet)
+	s.ExpectNothing(quiet)
 	// Nothing received from another node is forwarded again or retained.
 	if fwd := fc.forwarded(); len(fwd) != 0 {
 		t.Errorf("forwarded %+v", fwd)
 	}
 	late := client(t, srv, codec.V5, "late")
-	late.subscribe(1, "r/#")
-	late.expectNothing(quiet)
+	late.Subscribe(1, "r/#")
+	late.ExpectNothing(quiet)
 }
 
 // TestDeliverRemoteOverlap: a message from another node matched against
@@ -299,20 +299,20 @@ func TestDeliverRemote(t *testing.T) {
 func TestDeliverRemoteOverlap(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{Cluster: newFakeCluster()})
 	v3 := client(t, srv, codec.V311, "ov3")
-	v3.subscribe(0, "ov/#")
-	v3.subscribe(2, "ov/+/c")
-	v3.subscribe(1, "ov/b/c")
+	v3.Subscribe(0, "ov/#")
+	v3.Subscribe(2, "ov/+/c")
+	v3.Subscribe(1, "ov/b/c")
 	v3low := client(t, srv, codec.V311, "ov3low")
-	v3low.subscribe(0, "ov/#")
-	v3low.subscribe(1, "ov/+/c")
+	v3low.Subscribe(0, "ov/#")
+	v3low.Subscribe(1, "ov/+/c")
 	v5 := client(t, srv, codec.V5, "ov5")
 	for i, f := range []string{"ov/#", "ov/+/c", "ov/b/c"} {
 		sp := &codec.Subscribe{Subscriptions: []codec.Subscription{sub(f, byte(i))}}
 		sp.Props.SubscriptionIDs = []uint32{uint32(10 + i)}
-		v5.subscribePacket(sp)
+		v5.SubscribePacket(sp)
 	}
 	member := client(t, srv, codec.V311, "member")
-	member.subscribe(2, "$share/g/ov/#")
+	member.Subscribe(2, "$share/g/ov/#")
 	for qos := byte(0); qos <= 2; qos++ {
 		payload := fmt.Sprint("q", qos)
 		if n := srv.DeliverRemote("", "", codec.Message{Topic: "ov/b/c", Payload: []byte(payload), QoS: qos, From: "elsewhere"}); n != 5 {
@@ -323,14 +323,14 @@ func TestDeliverRemoteOverlap(t *testing.T) {
 			c    *tconn
 			top  byte
 		}{{"3.1.1", v3, 2}, {"3.1.1, QoS 1 granted", v3low, 1}} {
-			got := c.c.recv(1)
+			got := c.c.Recv(1)
 			if string(got[0].Payload) != payload || got[0].QoS != min(qos, c.top) {
 				t.Errorf("%s: got %q at QoS %d, want %q at QoS %d", c.name, got[0].Payload, got[0].QoS, payload, min(qos, c.top))
 			}
-			c.c.expectNothing(quiet)
+			c.c.ExpectNothing(quiet)
 		}
 		qosByID := map[uint32]byte{}
-		for _, m := range v5.recv(3) {
+		for _, m := range v5.Recv(3) {
 			if len(m.Props.SubscriptionIDs) != 1 {
 				t.Fatalf("MQTT 5: copy with subscription ids %v, want one", m.Props.SubscriptionIDs)
 			}
@@ -339,9 +339,9 @@ func TestDeliverRemoteOverlap(t *testing.T) {
 		if want := map[uint32]byte{10: 0, 11: min(qos, 1), 12: min(qos, 2)}; !maps.Equal(qosByID, want) {
 			t.Errorf("MQTT 5: QoS per subscription id %v, want %v", qosByID, want)
 		}
-		v5.expectNothing(quiet)
+		v5.ExpectNothing(quiet)
 	}
-	member.expectNothing(quiet)
+	member.ExpectNothing(quiet)
 }
 
 // TestClusterClaimAndTakeOver: each connection claims its client id
@@ -352,18 +352,18 @@ func TestClusterClaimAndTakeOver(t *testing.T) {
 	fc := newFakeCluster()
 	srv := newServer(t, core.Options{}, core.Config{Cluster: fc})
 	a := client(t, srv, codec.V5, "dev", persistent)
-	a.subscribe(1, "keep/#")
+	a.Subscribe(1, "keep/#")
 	if got := fc.eventList("claim"); !slices.Equal(got, []string{"claim dev false 1"}) {
 		t.Fatalf("claims %v", got)
 	}
 	if srv.TakeOver("dev", 99, false) {
 		t.Error("TakeOver of a claim the connection does not hold closed it")
 	}
-	a.expectNothing(quiet)
+	a.ExpectNothing(quiet)
 	if !srv.TakeOver("dev", 1, false) {
 		t.Fatal("TakeOver did nothing")
 	}
-	a.expectDisconnect(codec.SessionTakenOver)
+	a.ExpectDisconnect(codec.SessionTakenOver)
 	waitFor(t, "release", func() bool { return slices.Equal(fc.eventList("release"), []string{"release dev 1 true"}) })
 	// The session stays here, offline, with its subscription.
 	info, ok := srv.Client("dev")
@@ -382,7 +382,7 @@ func TestClusterClaimAndTakeOver(t *testing.T) {
 	if !srv.TakeOver("old", 2, true) {
 		t.Fatal("TakeOver did nothing")
 	}
-	b.expectClosed()
+	b.ExpectClosed()
 }
 
 // TestClusterWillOnRemoteTakeover: a will with a delay is not sent when
@@ -391,7 +391,7 @@ func TestClusterWillOnRemoteTakeover(t *testing.T) {
 	fc := newFakeCluster()
 	srv := newServer(t, core.Options{}, core.Config{Cluster: fc})
 	watcher := client(t, srv, codec.V5, "watcher")
-	watcher.subscribe(0, "will/#")
+	watcher.Subscribe(0, "will/#")
 	for i, delay := range []uint32{5, 0} {
 		id := fmt.Sprintf("w%d", i)
 		c := client(t, srv, codec.V5, id, persistent, func(p *codec.Connect) {
@@ -404,10 +404,10 @@ func TestClusterWillOnRemoteTakeover(t *testing.T) {
 			t.Fatal(err)
 		}
 		srv.TakeOver(id, claim, false)
-		c.expectDisconnect(codec.SessionTakenOver)
+		c.ExpectDisconnect(codec.SessionTakenOver)
 		if delay > 0 {
-			watcher.expectNothing(quiet)
-		} else if got := watcher.expectPublish(); string(got.Topic) != "will/"+id {
+			watcher.ExpectNothing(quiet)
+		} else if got := watcher.ExpectPublish(); string(got.Topic) != "will/"+id {
 			t.Errorf("got %s", got.Topic)
 		}
 	}
@@ -420,18 +420,18 @@ func TestClusterRetained(t *testing.T) {
 	fc := newFakeCluster()
 	srv := newServer(t, core.Options{}, core.Config{Cluster: fc})
 	pub := client(t, srv, codec.V5, "pub")
-	pub.pubRetained("ret/a", "here", 1)
+	pub.PubRetained("ret/a", "here", 1)
 	if err := srv.Publish("$SYS/r", []byte("sys"), 0, true); err != nil {
 		t.Fatal(err)
 	}
 	early := client(t, srv, codec.V5, "early")
-	early.subscribe(1, "ret/#")
-	early.expectPublish()
+	early.Subscribe(1, "ret/#")
+	early.ExpectPublish()
 	srv.SetRetained(codec.Message{Topic: "ret/b", Payload: []byte("there"), QoS: 1, From: "x"})
-	early.expectNothing(quiet)
+	early.ExpectNothing(quiet)
 	late := client(t, srv, codec.V5, "late")
-	late.subscribe(1, "ret/b")
-	if got := late.expectPublish(); string(got.Payload) != "there" || !got.Retain {
+	late.Subscribe(1, "ret/b")
+	if got := late.ExpectPublish(); string(got.Payload) != "there" || !got.Retain {
 		t.Errorf("got %+v", got)
 	}
 	srv.SetRetained(codec.Message{Topic: "ret/b", From: "x"})
@@ -454,26 +454,26 @@ func TestClusterShared(t *testing.T) {
 	m1 := client(t, srv, codec.V5, "m1")
 	m2 := client(t, srv, codec.V5, "m2")
 	plain := client(t, srv, codec.V5, "plain")
-	m1.subscribe(1, "$share/g/sh/#")
-	m2.subscribe(1, "$share/g/sh/#")
-	plain.subscribe(1, "sh/#")
+	m1.Subscribe(1, "$share/g/sh/#")
+	m2.Subscribe(1, "$share/g/sh/#")
+	plain.Subscribe(1, "sh/#")
 	pub := client(t, srv, codec.V5, "pub")
-	pub.pub("sh/1", "local", 1)
+	pub.Pub("sh/1", "local", 1)
 	waitFor(t, "forward", func() bool { return len(fc.forwarded()) == 1 })
 	if got := fc.forwarded()[0].served; !slices.Equal(got, []string{"g", "sh/#"}) {
 		t.Errorf("served %q, want [g sh/#]", got)
 	}
-	plain.expectPublish()
+	plain.ExpectPublish()
 	for i := range 4 {
 		if n := srv.DeliverRemote("g", "sh/#", codec.Message{Topic: "sh/2", Payload: []byte(fmt.Sprint(i)), QoS: 1, From: "x"}); n != 1 {
 			t.Fatalf("DeliverRemote to the group: %d deliveries, want 1", n)
 		}
 	}
-	got := len(m1.recv(3)) + len(m2.recv(2)) // round robin: the local one, then the remote four alternate
+	got := len(m1.Recv(3)) + len(m2.Recv(2)) // round robin: the local one, then the remote four alternate
 	if got != 5 {
 		t.Errorf("members got %d messages, want 5", got)
 	}
-	plain.expectNothing(quiet)
+	plain.ExpectNothing(quiet)
 	if n := srv.DeliverRemote("other", "sh/#", codec.Message{Topic: "sh/2", Payload: []byte("x"), QoS: 1, From: "x"}); n != 0 {
 		t.Errorf("a group this node does not have: %d deliveries", n)
 	}
@@ -491,36 +491,36 @@ func TestSessionExportImport(t *testing.T) {
 			a := newServer(t, core.Options{}, core.Config{})
 			b := newServer(t, core.Options{}, core.Config{})
 			s := client(t, a, tc.v, "mv", persistent)
-			s.subscribe(1, "m/#")
-			s.subscribe(2, "q/#")
+			s.Subscribe(1, "m/#")
+			s.Subscribe(2, "q/#")
 			pub := client(t, a, tc.v, "pub")
 			for _, m := range seq("m", 3) {
-				pub.pub("m/x", m, 1)
+				pub.Pub("m/x", m, 1)
 			}
-			pub.pub("q/x", "q0", 2)
-			got := []*codec.Publish{s.expectPublish(), s.expectPublish(), s.expectPublish(), s.expectPublish()}
+			pub.Pub("q/x", "q0", 2)
+			got := []*codec.Publish{s.ExpectPublish(), s.ExpectPublish(), s.ExpectPublish(), s.ExpectPublish()}
 			wantPayloads(t, got, "m0", "m1", "m2", "q0")
-			s.ack(got[0])
-			s.ack(got[3]) // PUBREC: only the PUBREL is owed
-			s.expectAck(codec.PUBREL, got[3].PacketID)
+			s.Ack(got[0])
+			s.Ack(got[3]) // PUBREC: only the PUBREL is owed
+			s.ExpectAck(codec.PUBREL, got[3].PacketID)
 
 			if a.ExportSession("mv", 10, true) != nil {
 				t.Fatal("exported past maxBytes")
 			}
-			s.expectNothing(quiet) // and left alone
+			s.ExpectNothing(quiet) // and left alone
 			data := a.ExportSession("mv", 0, true)
 			if data == nil {
 				t.Fatal("nothing exported")
 			}
 			if tc.v == codec.V5 {
-				s.expectDisconnect(codec.SessionTakenOver)
+				s.ExpectDisconnect(codec.SessionTakenOver)
 			} else {
-				s.expectClosed()
+				s.ExpectClosed()
 			}
 			if _, ok := a.Client("mv"); ok {
 				t.Fatal("the session stays on the node it left")
 			}
-			pub.pub("m/x", "gone", 1) // no subscriber here any more
+			pub.Pub("m/x", "gone", 1) // no subscriber here any more
 			if a.ExportSession("mv", 0, true) != nil {
 				t.Fatal("exported twice")
 			}
@@ -531,23 +531,23 @@ func TestSessionExportImport(t *testing.T) {
 			c := dial(t, b, tc.v)
 			cp := connectPacket(tc.v, "mv")
 			persistent(cp)
-			if ack := c.connect(cp); !ack.SessionPresent {
+			if ack := c.Connect(cp); !ack.SessionPresent {
 				t.Fatal("session present 0 on the node it moved to")
 			}
 			for _, want := range []string{"m1", "m2"} {
-				p := c.expectPublish()
+				p := c.ExpectPublish()
 				if string(p.Payload) != want || !p.Dup || p.QoS != 1 {
 					t.Fatalf("got %q dup %v qos %d, want %q again with DUP", p.Payload, p.Dup, p.QoS, want)
 				}
-				c.ack(p)
+				c.Ack(p)
 			}
-			c.expectAck(codec.PUBREL, got[3].PacketID)
-			c.send(&codec.Ack{Kind: codec.PUBCOMP, PacketID: got[3].PacketID})
-			c.expectNothing(quiet)
+			c.ExpectAck(codec.PUBREL, got[3].PacketID)
+			c.Send(&codec.Ack{Kind: codec.PUBCOMP, PacketID: got[3].PacketID})
+			c.ExpectNothing(quiet)
 			bpub := client(t, b, tc.v, "pub-b")
-			bpub.pub("m/y", "here", 1)
-			bpub.pub("q/y", "here2", 2)
-			wantPayloads(t, c.recv(2), "here", "here2")
+			bpub.Pub("m/y", "here", 1)
+			bpub.Pub("q/y", "here2", 2)
+			wantPayloads(t, c.Recv(2), "here", "here2")
 		})
 	}
 }
@@ -561,20 +561,20 @@ func TestSessionExportOffline(t *testing.T) {
 	a := newServer(t, core.Options{}, core.Config{})
 	b := newServer(t, core.Options{}, core.Config{})
 	watcher := client(t, a, codec.V5, "watcher")
-	watcher.subscribe(0, "will/#")
+	watcher.Subscribe(0, "will/#")
 	s := client(t, a, codec.V5, "off", persistent, func(p *codec.Connect) {
 		p.WillFlag, p.WillTopic, p.WillPayload = true, []byte("will/off"), []byte("gone")
 		p.WillProps.SetNum(codec.PropWillDelay, 1)
 	})
-	s.subscribe(1, "o/#")
-	s.close()
+	s.Subscribe(1, "o/#")
+	s.Close()
 	waitFor(t, "offline", func() bool { info, ok := a.Client("off"); return ok && !info.Connected })
 	pub := client(t, a, codec.V5, "pub")
 	for _, m := range seq("o", 4) {
-		pub.pub("o/x", m, 1)
+		pub.Pub("o/x", m, 1)
 	}
 	stale := client(t, b, codec.V5, "off", persistent) // an older session of the id on b
-	stale.subscribe(1, "stale/#")
+	stale.Subscribe(1, "stale/#")
 	stale.disconnect()
 	waitFor(t, "stale offline", func() bool { info, ok := b.Client("off"); return ok && !info.Connected })
 
@@ -589,7 +589,7 @@ func TestSessionExportOffline(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := resume(t, b, "off")
-	got := c.recv(4)
+	got := c.Recv(4)
 	wantPayloads(t, got, seq("o", 4)...)
 	for _, p := range got {
 		if p.Dup {
@@ -603,7 +603,7 @@ func TestSessionExportOffline(t *testing.T) {
 	if err := b.ImportSession("off", data, true); err == nil {
 		t.Error("imported over a session connected here")
 	}
-	watcher.expectNothing(1500 * time.Millisecond) // past the will delay
+	watcher.ExpectNothing(1500 * time.Millisecond) // past the will delay
 }
 
 // TestSessionImportInTwoSteps: while a session moves, the node it moves
@@ -616,11 +616,11 @@ func TestSessionImportInTwoSteps(t *testing.T) {
 	fc := newFakeCluster()
 	b := newServer(t, core.Options{}, core.Config{Cluster: fc})
 	s := client(t, a, codec.V5, "two", persistent)
-	s.subscribe(1, "t/#")
-	s.close()
+	s.Subscribe(1, "t/#")
+	s.Close()
 	waitFor(t, "offline", func() bool { info, ok := a.Client("two"); return ok && !info.Connected })
 	pubA := client(t, a, codec.V5, "pub-a")
-	pubA.pub("t/x", "a0", 1)
+	pubA.Pub("t/x", "a0", 1)
 
 	subs := a.ExportSession("two", 0, false)
 	if subs == nil {
@@ -633,8 +633,8 @@ func TestSessionImportInTwoSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	pubB := client(t, b, codec.V5, "pub-b")
-	pubA.pub("t/x", "a1", 1) // reaches the session on a
-	pubB.pub("t/x", "b0", 1) // reaches the pending one on b
+	pubA.Pub("t/x", "a1", 1) // reaches the session on a
+	pubB.Pub("t/x", "b0", 1) // reaches the pending one on b
 	data := a.ExportSession("two", 0, true)
 	if err := b.ImportSession("two", data, true); err != nil {
 		t.Fatal(err)
@@ -643,13 +643,13 @@ func TestSessionImportInTwoSteps(t *testing.T) {
 		t.Errorf("interest %v, want it announced once and kept", got)
 	}
 	c := resume(t, b, "two")
-	got := c.recv(3)
+	got := c.Recv(3)
 	wantPayloads(t, got, "a0", "a1", "b0")
 	if got[0].Dup || got[1].Dup || !got[2].Dup {
 		t.Errorf("DUP %v %v %v, want only on the message queued while moving", got[0].Dup, got[1].Dup, got[2].Dup)
 	}
-	pubB.pub("t/y", "b1", 1)
-	wantPayloads(t, c.recv(1), "b1")
+	pubB.Pub("t/y", "b1", 1)
+	wantPayloads(t, c.Recv(1), "b1")
 
 	// A move that fails: the pending session goes, with its interest.
 	if err := b.ImportSession("gone", subs, false); err != nil {
@@ -675,17 +675,17 @@ func TestSessionImportInTwoSteps(t *testing.T) {
 func TestDrain(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	persist := client(t, srv, codec.V5, "stays", persistent)
-	persist.subscribe(1, "t")
+	persist.Subscribe(1, "t")
 	plain := client(t, srv, codec.V5, "goes")
 	if err := srv.Drain(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	persist.expectDisconnect(codec.ServerShuttingDown)
-	plain.expectDisconnect(codec.ServerShuttingDown)
+	persist.ExpectDisconnect(codec.ServerShuttingDown)
+	plain.ExpectDisconnect(codec.ServerShuttingDown)
 	if n := srv.DrainedSessions(); n != 1 {
 		t.Fatalf("drained sessions %d, want the persistent one", n)
 	}
-	dial(t, srv, codec.V5).expectClosed() // not served
+	dial(t, srv, codec.V5).ExpectClosed() // not served
 	if n := srv.DeliverRemote("", "", codec.Message{Topic: "t", Payload: []byte("after"), QoS: 1, From: "other"}); n != 1 {
 		t.Fatalf("a message for the drained session: %d deliveries", n)
 	}

@@ -66,8 +66,8 @@ func (f *faultStore) release() {
 func offlineSub(t *testing.T, srv *core.Server, v byte, id, filter string, qos byte) {
 	t.Helper()
 	c := client(t, srv, v, id, persistent)
-	c.subscribe(qos, filter)
-	c.close()
+	c.Subscribe(qos, filter)
+	c.Close()
 	waitFor(t, id+" offline", func() bool { return srv.Stats().Connected == 0 })
 }
 
@@ -79,10 +79,10 @@ func TestAckWaitsForSync(t *testing.T) {
 	offlineSub(t, srv, codec.V5, "sub", "t", 1)
 	pub := client(t, srv, codec.V5, "pub")
 	st.hold()
-	pub.send(&codec.Publish{Topic: []byte("t"), Payload: []byte("m"), QoS: 1, PacketID: 1})
-	pub.expectNothing(quiet)
+	pub.Send(&codec.Publish{Topic: []byte("t"), Payload: []byte("m"), QoS: 1, PacketID: 1})
+	pub.ExpectNothing(quiet)
 	st.release()
-	pub.expectAck(codec.PUBACK, 1)
+	pub.ExpectAck(codec.PUBACK, 1)
 }
 
 // TestGroupCommitOneSyncPerBurst: a burst of QoS 1 messages written in one
@@ -98,9 +98,9 @@ func TestGroupCommitOneSyncPerBurst(t *testing.T) {
 	for i := range n {
 		burst = (&codec.Publish{Topic: []byte("t"), Payload: []byte("m"), QoS: 1, PacketID: uint16(i + 1)}).Append(burst, codec.V311)
 	}
-	go func() { _ = pub.write(burst) }()
+	go func() { _ = pub.Write(burst) }()
 	for i := range n {
-		pub.expectAck(codec.PUBACK, uint16(i+1))
+		pub.ExpectAck(codec.PUBACK, uint16(i+1))
 	}
 	syncs := st.syncs.Load() - before
 	t.Logf("%d messages, %d Syncs", n, syncs)
@@ -115,13 +115,13 @@ func TestNoStoreWriteNoSync(t *testing.T) {
 	st := newFaultStore()
 	srv := newServer(t, core.Options{}, core.Config{Store: st})
 	sub := client(t, srv, codec.V5, "sub")
-	sub.subscribe(1, "t")
+	sub.Subscribe(1, "t")
 	pub := client(t, srv, codec.V5, "pub")
 	before := st.syncs.Load()
 	for range 10 {
-		pub.pub("t", "m", 1)
+		pub.Pub("t", "m", 1)
 	}
-	sub.recv(10)
+	sub.Recv(10)
 	if n := st.syncs.Load() - before; n != 0 {
 		t.Errorf("%d Syncs for traffic that wrote nothing", n)
 	}
@@ -135,36 +135,36 @@ func TestDiskFull(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{Store: st})
 	offlineSub(t, srv, codec.V5, "durable", "t", 1)
 	live := client(t, srv, codec.V5, "live")
-	live.subscribe(1, "t")
+	live.Subscribe(1, "t")
 	st.noSpace.Store(true)
 
 	pub := client(t, srv, codec.V5, "pub5")
-	if rc := pub.publish(&codec.Publish{Topic: []byte("t"), Payload: []byte("a"), QoS: 1}); rc != codec.QuotaExceeded {
+	if rc := pub.Publish(&codec.Publish{Topic: []byte("t"), Payload: []byte("a"), QoS: 1}); rc != codec.QuotaExceeded {
 		t.Errorf("MQTT 5 PUBACK %s, want Quota Exceeded", rc)
 	}
-	if rc := pub.publish(&codec.Publish{Topic: []byte("t"), Payload: []byte("b"), QoS: 2}); rc != codec.QuotaExceeded {
+	if rc := pub.Publish(&codec.Publish{Topic: []byte("t"), Payload: []byte("b"), QoS: 2}); rc != codec.QuotaExceeded {
 		t.Errorf("MQTT 5 PUBREC %s, want Quota Exceeded", rc)
 	}
-	wantPayloads(t, live.recv(2), "a", "b") // the non-persistent subscriber still gets them
+	wantPayloads(t, live.Recv(2), "a", "b") // the non-persistent subscriber still gets them
 
 	p3 := client(t, srv, codec.V311, "pub3")
-	p3.send(&codec.Publish{Topic: []byte("t"), Payload: []byte("c"), QoS: 1, PacketID: 1})
-	p3.expectClosed()
-	live.recv(1)
+	p3.Send(&codec.Publish{Topic: []byte("t"), Payload: []byte("c"), QoS: 1, PacketID: 1})
+	p3.ExpectClosed()
+	live.Recv(1)
 
-	pub.pub("other", "x", 1) // nothing persistent: acknowledged as usual
+	pub.Pub("other", "x", 1) // nothing persistent: acknowledged as usual
 	if n := srv.Stats().Dropped["quota_exceeded"]; n != 3 {
 		t.Errorf("quota_exceeded = %d, want 3", n)
 	}
 
 	st.noSpace.Store(false)
-	if rc := pub.publish(&codec.Publish{Topic: []byte("t"), Payload: []byte("d"), QoS: 1}); rc != codec.Success {
+	if rc := pub.Publish(&codec.Publish{Topic: []byte("t"), Payload: []byte("d"), QoS: 1}); rc != codec.Success {
 		t.Errorf("PUBACK %s once the store has room, want Success", rc)
 	}
-	live.recv(1)
-	pub.close()
+	live.Recv(1)
+	pub.Close()
 	d := client(t, srv, codec.V5, "durable", persistent)
-	wantPayloads(t, d.recv(1), "d")
+	wantPayloads(t, d.Recv(1), "d")
 }
 
 // TestSyncFailure: a failed Sync turns the held acknowledgements into
@@ -175,12 +175,12 @@ func TestSyncFailure(t *testing.T) {
 	offlineSub(t, srv, codec.V5, "durable", "t", 1)
 	st.syncFail.Store(true)
 	pub := client(t, srv, codec.V5, "pub5")
-	if rc := pub.publish(&codec.Publish{Topic: []byte("t"), Payload: []byte("a"), QoS: 1}); rc != codec.UnspecifiedError {
+	if rc := pub.Publish(&codec.Publish{Topic: []byte("t"), Payload: []byte("a"), QoS: 1}); rc != codec.UnspecifiedError {
 		t.Errorf("PUBACK %s after a failed Sync, want Unspecified error", rc)
 	}
 	p3 := client(t, srv, codec.V311, "pub3")
-	p3.send(&codec.Publish{Topic: []byte("t"), Payload: []byte("b"), QoS: 1, PacketID: 1})
-	p3.expectClosed()
+	p3.Send(&codec.Publish{Topic: []byte("t"), Payload: []byte("b"), QoS: 1, PacketID: 1})
+	p3.ExpectClosed()
 }
 
 // TestQueueQuota: a persistent session's queue bounded in messages and in
@@ -202,7 +202,7 @@ func TestQueueQuota(t *testing.T) {
 				if i == 3 {
 					want = codec.QuotaExceeded
 				}
-				if rc := pub.publish(&codec.Publish{Topic: []byte("t"), Payload: []byte("payload"), QoS: 1}); rc != want {
+				if rc := pub.Publish(&codec.Publish{Topic: []byte("t"), Payload: []byte("payload"), QoS: 1}); rc != want {
 					t.Errorf("message %d: PUBACK %s, want %s", i, rc, want)
 				}
 			}
@@ -210,8 +210,8 @@ func TestQueueQuota(t *testing.T) {
 				t.Errorf("quota_exceeded = %d, want 1", n)
 			}
 			sub := client(t, srv, codec.V5, "sub", persistent)
-			sub.recv(3)
-			sub.expectNothing(quiet)
+			sub.Recv(3)
+			sub.ExpectNothing(quiet)
 		})
 	}
 }
@@ -221,19 +221,19 @@ func TestQueueQuota(t *testing.T) {
 func TestQueueDropsOldestQoS0First(t *testing.T) {
 	srv := newServer(t, core.Options{MaxQueued: 3, MaxInflight: 1}, core.Config{})
 	sub := client(t, srv, codec.V5, "sub", persistent)
-	sub.subscribe(1, "t")
+	sub.Subscribe(1, "t")
 	pub := client(t, srv, codec.V5, "pub")
 	// One QoS 1 message in flight, unacknowledged, keeps the rest queued.
-	pub.pub("t", "first", 1)
-	first := sub.expectPublish()
-	pub.pub("t", "q1-a", 1) // waits for the window, and the QoS 0 ones behind it
-	pub.pub("t", "q0-a", 0)
-	pub.pub("t", "q0-b", 0)
-	if rc := pub.publish(&codec.Publish{Topic: []byte("t"), Payload: []byte("q1-b"), QoS: 1}); rc != codec.Success {
+	pub.Pub("t", "first", 1)
+	first := sub.ExpectPublish()
+	pub.Pub("t", "q1-a", 1) // waits for the window, and the QoS 0 ones behind it
+	pub.Pub("t", "q0-a", 0)
+	pub.Pub("t", "q0-b", 0)
+	if rc := pub.Publish(&codec.Publish{Topic: []byte("t"), Payload: []byte("q1-b"), QoS: 1}); rc != codec.Success {
 		t.Fatalf("PUBACK %s: want room made by dropping QoS 0", rc)
 	}
-	sub.ack(first)
-	wantPayloads(t, sub.recv(3), "q1-a", "q0-b", "q1-b")
+	sub.Ack(first)
+	wantPayloads(t, sub.Recv(3), "q1-a", "q0-b", "q1-b")
 	if n := srv.Stats().Dropped["queue_full"]; n != 1 {
 		t.Errorf("queue_full = %d, want 1 (the oldest QoS 0)", n)
 	}
@@ -245,22 +245,22 @@ func TestQueueDropsOldestQoS0First(t *testing.T) {
 func TestQueueDropsOldestQoS0Repeatedly(t *testing.T) {
 	srv := newServer(t, core.Options{MaxQueued: 4, MaxInflight: 1}, core.Config{})
 	sub := client(t, srv, codec.V5, "sub", persistent)
-	sub.subscribe(1, "t")
+	sub.Subscribe(1, "t")
 	pub := client(t, srv, codec.V5, "pub")
-	pub.pub("t", "first", 1)
-	first := sub.expectPublish() // unacknowledged: the rest stays queued
+	pub.Pub("t", "first", 1)
+	first := sub.ExpectPublish() // unacknowledged: the rest stays queued
 	for _, m := range []struct {
 		payload string
 		qos     byte
 	}{{"q1-a", 1}, {"q0-a", 0}, {"q0-b", 0}, {"q0-c", 0}, {"q0-d", 0}, {"q1-b", 1}, {"q0-e", 0}, {"q0-f", 0}, {"q0-g", 0}} {
-		if rc := pub.publish(&codec.Publish{Topic: []byte("t"), Payload: []byte(m.payload), QoS: m.qos}); m.qos > 0 && rc != codec.Success {
+		if rc := pub.Publish(&codec.Publish{Topic: []byte("t"), Payload: []byte(m.payload), QoS: m.qos}); m.qos > 0 && rc != codec.Success {
 			t.Fatalf("PUBACK %s for %s: want room made by dropping QoS 0", rc, m.payload)
 		}
 	}
-	pub.send(&codec.Pingreq{})
+	pub.Send(&codec.Pingreq{})
 	expect[*codec.Pingresp](pub)
-	sub.ack(first)
-	wantPayloads(t, sub.recv(4), "q1-a", "q1-b", "q0-f", "q0-g")
+	sub.Ack(first)
+	wantPayloads(t, sub.Recv(4), "q1-a", "q1-b", "q0-f", "q0-g")
 	if n := srv.Stats().Dropped["queue_full"]; n != 5 {
 		t.Errorf("queue_full = %d, want 5 (q0-a to q0-e)", n)
 	}
@@ -286,21 +286,21 @@ func TestInboundQoS2SurvivesRestart(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{Store: st})
 	offlineSub(t, srv, codec.V5, "sub", "t", 2)
 	pub := client(t, srv, codec.V5, "pub", persistent)
-	pub.send(&codec.Publish{Topic: []byte("t"), Payload: []byte("once"), QoS: 2, PacketID: 7})
-	pub.expectAck(codec.PUBREC, 7)
-	pub.close()
+	pub.Send(&codec.Publish{Topic: []byte("t"), Payload: []byte("once"), QoS: 2, PacketID: 7})
+	pub.ExpectAck(codec.PUBREC, 7)
+	pub.Close()
 	srv = restart(t, srv, core.Options{}, st)
 
 	pub = client(t, srv, codec.V5, "pub", persistent)
-	pub.send(&codec.Publish{Topic: []byte("t"), Payload: []byte("once"), QoS: 2, PacketID: 7, Dup: true})
-	pub.expectAck(codec.PUBREC, 7)
-	pub.send(&codec.Ack{Kind: codec.PUBREL, PacketID: 7})
-	if a := pub.expectAck(codec.PUBCOMP, 7); a.ReasonCode != codec.Success {
+	pub.Send(&codec.Publish{Topic: []byte("t"), Payload: []byte("once"), QoS: 2, PacketID: 7, Dup: true})
+	pub.ExpectAck(codec.PUBREC, 7)
+	pub.Send(&codec.Ack{Kind: codec.PUBREL, PacketID: 7})
+	if a := pub.ExpectAck(codec.PUBCOMP, 7); a.ReasonCode != codec.Success {
 		t.Errorf("PUBCOMP %s, want Success: the packet id was forgotten", a.ReasonCode)
 	}
 	sub := client(t, srv, codec.V5, "sub", persistent)
-	wantPayloads(t, sub.recv(1), "once")
-	sub.expectNothing(quiet)
+	wantPayloads(t, sub.Recv(1), "once")
+	sub.ExpectNothing(quiet)
 }
 
 // TestOutboundQoS2SurvivesRestart: a QoS 2 delivery sent before a restart
@@ -310,24 +310,24 @@ func TestOutboundQoS2SurvivesRestart(t *testing.T) {
 	opts := core.Options{}
 	srv := newServer(t, opts, core.Config{Store: st})
 	sub := client(t, srv, codec.V5, "sub", persistent)
-	sub.subscribe(2, "t")
+	sub.Subscribe(2, "t")
 	pub := client(t, srv, codec.V5, "pub")
-	pub.pub("t", "a", 2)
-	pub.pub("t", "b", 2)
-	a := sub.expectPublish()
-	b := sub.expectPublish()
-	sub.send(&codec.Ack{Kind: codec.PUBREC, PacketID: b.PacketID})
-	sub.expectAck(codec.PUBREL, b.PacketID)
-	sub.close()
-	pub.close()
+	pub.Pub("t", "a", 2)
+	pub.Pub("t", "b", 2)
+	a := sub.ExpectPublish()
+	b := sub.ExpectPublish()
+	sub.Send(&codec.Ack{Kind: codec.PUBREC, PacketID: b.PacketID})
+	sub.ExpectAck(codec.PUBREL, b.PacketID)
+	sub.Close()
+	pub.Close()
 	srv = restart(t, srv, opts, st)
 
 	sub = client(t, srv, codec.V5, "sub", persistent)
-	p := sub.expectPublish()
+	p := sub.ExpectPublish()
 	if p.PacketID != a.PacketID || !p.Dup || string(p.Payload) != "a" {
 		t.Errorf("resent %q id %d dup %v, want %q id %d with DUP", p.Payload, p.PacketID, p.Dup, "a", a.PacketID)
 	}
-	sub.expectAck(codec.PUBREL, b.PacketID)
+	sub.ExpectAck(codec.PUBREL, b.PacketID)
 }
 
 // TestDelayedWillSurvivesRestart: a will waiting for its delay is
@@ -340,12 +340,12 @@ func TestDelayedWillSurvivesRestart(t *testing.T) {
 		p.WillFlag, p.WillQoS, p.WillTopic, p.WillPayload = true, 1, []byte("will/dying"), []byte("gone")
 		p.WillProps.SetNum(codec.PropWillDelay, 1)
 	})
-	w.close() // abrupt: the will is due in 1s
+	w.Close() // abrupt: the will is due in 1s
 	waitFor(t, "disconnect", func() bool { return srv.Stats().Connected == 0 })
 	start := time.Now()
 	srv = restart(t, srv, core.Options{}, st)
 	watcher := client(t, srv, codec.V5, "watcher", persistent)
-	wantPayloads(t, watcher.recv(1), "gone")
+	wantPayloads(t, watcher.Recv(1), "gone")
 	if d := time.Since(start); d < 900*time.Millisecond {
 		t.Errorf("will published after %v, before its 1s delay", d)
 	}
@@ -360,8 +360,8 @@ func TestRestoreSweepsExpired(t *testing.T) {
 		p.CleanStart = false
 		p.Props.SetNum(codec.PropSessionExpiry, 1)
 	})
-	c.subscribe(1, "t")
-	c.close()
+	c.Subscribe(1, "t")
+	c.Close()
 	waitFor(t, "disconnect", func() bool { return srv.Stats().Connected == 0 })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -479,8 +479,8 @@ func TestDelayedWillDurable(t *testing.T) {
 		wills int
 	}{
 		{"crash while connected", nil, 1},
-		{"crash during the delay", func(c *tconn) { c.close() }, 1},
-		{"normal disconnect, then crash", func(c *tconn) { c.send(&codec.Disconnect{}); c.expectClosed() }, 0},
+		{"crash during the delay", func(c *tconn) { c.Close() }, 1},
+		{"normal disconnect, then crash", func(c *tconn) { c.Send(&codec.Disconnect{}); c.ExpectClosed() }, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := newCrashStore()
@@ -496,10 +496,10 @@ func TestDelayedWillDurable(t *testing.T) {
 			srv = newServer(t, core.Options{}, core.Config{Store: disk})
 			watcher := client(t, srv, codec.V5, "watcher", persistent)
 			if tc.wills == 0 {
-				watcher.expectNothing(1500 * time.Millisecond)
+				watcher.ExpectNothing(1500 * time.Millisecond)
 				return
 			}
-			wantPayloads(t, watcher.recv(1), "gone")
+			wantPayloads(t, watcher.Recv(1), "gone")
 		})
 	}
 }

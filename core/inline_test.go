@@ -34,13 +34,13 @@ func TestInPlaceWriterGetsDeliveries(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	var nc *nowConn
 	s := dialWrapped(t, srv, codec.V311, func(c net.Conn) net.Conn { nc = &nowConn{Conn: c}; return nc })
-	s.connect(connectPacket(codec.V311, "sub"))
-	s.subscribe(0, "t/#")
+	s.Connect(connectPacket(codec.V311, "sub"))
+	s.Subscribe(0, "t/#")
 	p := client(t, srv, codec.V311, "pub")
 	const n = 50
 	for i := range n {
-		p.send(&codec.Publish{Topic: []byte(fmt.Sprint("t/", i)), Payload: []byte(fmt.Sprint("m", i))})
-		got := s.expectPublish()
+		p.Send(&codec.Publish{Topic: []byte(fmt.Sprint("t/", i)), Payload: []byte(fmt.Sprint("m", i))})
+		got := s.ExpectPublish()
 		if string(got.Topic) != fmt.Sprint("t/", i) || string(got.Payload) != fmt.Sprint("m", i) {
 			t.Fatalf("delivery %d: %s %q", i, got.Topic, got.Payload)
 		}

@@ -26,11 +26,11 @@ func TestSetLimits(t *testing.T) {
 		t.Errorf("Options after SetLimits: %+v", got.Limits())
 	}
 	b := dial(t, srv, codec.V5)
-	if ack := b.connectRC(connectPacket(codec.V5, "b")); ack.ReasonCode != codec.ServerBusy {
+	if ack := b.ConnectRC(connectPacket(codec.V5, "b")); ack.ReasonCode != codec.ServerBusy {
 		t.Errorf("CONNECT over the new max_connections: %v, want Server busy", ack.ReasonCode)
 	}
-	a.subscribe(1, "x/1")
-	s := a.subscribePacket(&codec.Subscribe{PacketID: 9, Subscriptions: []codec.Subscription{sub("x/2", 1)}})
+	a.Subscribe(1, "x/1")
+	s := a.SubscribePacket(&codec.Subscribe{PacketID: 9, Subscriptions: []codec.Subscription{sub("x/2", 1)}})
 	if s.ReasonCodes[0] != codec.QuotaExceeded {
 		t.Errorf("second SUBSCRIBE under max_subscriptions_per_client 1: %v, want Quota exceeded", s.ReasonCodes[0])
 	}
@@ -58,7 +58,7 @@ func TestSetLimits(t *testing.T) {
 func TestSetLimitsWhileServing(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	s := client(t, srv, codec.V311, "sub")
-	s.subscribe(1, "t")
+	s.Subscribe(1, "t")
 	p := client(t, srv, codec.V311, "pub")
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -81,9 +81,9 @@ func TestSetLimitsWhileServing(t *testing.T) {
 		}
 	})
 	for range 200 {
-		p.pub("t", "m", 0)
+		p.Pub("t", "m", 0)
 	}
 	close(stop)
 	wg.Wait()
-	s.pub("done", "", 0)
+	s.Pub("done", "", 0)
 }

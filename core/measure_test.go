@@ -64,12 +64,12 @@ func measureRetained(t *testing.T, n, size int, store core.Store) {
 		p := codec.Publish{Topic: fmt.Appendf(nil, "fleet/%06d/state", i), Payload: payload, Retain: true}
 		buf = p.Append(buf, codec.V311)
 		if len(buf) > 256<<10 || i == n-1 {
-			c.sendRaw(buf)
+			c.SendRaw(buf)
 			buf = buf[:0]
 		}
 	}
 	// A QoS 1 PUBLISH's PUBACK comes after every message before it is handled.
-	c.pub("sync", "x", 1)
+	c.Pub("sync", "x", 1)
 	after := liveHeap()
 	st := srv.Stats()
 	t.Logf("retained %d of %d messages, %d bytes of topic and payload; heap +%.1f MB (%.0f B per message kept)",
@@ -91,7 +91,7 @@ func TestMeasureSubscriptionMemory(t *testing.T) {
 		for j := i; j < i+per; j++ {
 			s.Subscriptions = append(s.Subscriptions, sub(fmt.Sprintf("fleet/%06d/cmd", j), 1))
 		}
-		for _, rc := range c.subscribePacket(s).ReasonCodes {
+		for _, rc := range c.SubscribePacket(s).ReasonCodes {
 			if !rc.IsError() {
 				granted++
 			}

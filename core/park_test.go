@@ -58,9 +58,9 @@ func TestIdleTCPHoldsNoGoroutine(t *testing.T) {
 	if got := goroutinesAbove(base, n+5); got > n+5 {
 		t.Fatalf("%d idle TCP connections: %d more goroutines, want about %d (the test clients' own)", n, got, n)
 	}
-	cs[0].subscribe(1, "t")
-	cs[1].pub("t", "wake", 1)
-	wantPayloads(t, cs[0].recv(1), "wake")
+	cs[0].Subscribe(1, "t")
+	cs[1].Pub("t", "wake", 1)
+	wantPayloads(t, cs[0].Recv(1), "wake")
 }
 
 // TestParkedKeepAlive: a parked connection that stays silent is closed
@@ -68,15 +68,15 @@ func TestIdleTCPHoldsNoGoroutine(t *testing.T) {
 func TestParkedKeepAlive(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	watch := tcpClient(t, srv, codec.V5, "watch")
-	watch.subscribe(0, "will/#")
+	watch.Subscribe(0, "will/#")
 	quiet := tcpClient(t, srv, codec.V5, "quiet", func(p *codec.Connect) {
 		p.KeepAlive = 1
 		p.WillFlag, p.WillTopic, p.WillPayload = true, []byte("will/quiet"), []byte("gone")
 	})
 	pinging := tcpClient(t, srv, codec.V5, "pinging", func(p *codec.Connect) { p.KeepAlive = 1 })
 	pingWhileQuietExpires(t, pinging, quiet)
-	wantPayloads(t, watch.recv(1), "gone")
-	pinging.send(&codec.Pingreq{})
+	wantPayloads(t, watch.Recv(1), "gone")
+	pinging.Send(&codec.Pingreq{})
 	expect[*codec.Pingresp](pinging)
 }
 
@@ -87,11 +87,11 @@ func pingWhileQuietExpires(t *testing.T, pinging, quiet *tconn) {
 	t.Helper()
 	start := time.Now()
 	for time.Since(start) < 2500*time.Millisecond {
-		pinging.send(&codec.Pingreq{})
+		pinging.Send(&codec.Pingreq{})
 		expect[*codec.Pingresp](pinging)
 		time.Sleep(400 * time.Millisecond)
 	}
-	quiet.expectDisconnect(codec.KeepAliveTimeout)
+	quiet.ExpectDisconnect(codec.KeepAliveTimeout)
 	if d := time.Since(start); d < time.Second {
 		t.Errorf("closed after %v, before 1.5 × keepalive", d)
 	}
@@ -105,19 +105,19 @@ func TestParkedTakeoverAndShutdown(t *testing.T) {
 	old := tcpClient(t, srv, codec.V5, "dev", persistent)
 	time.Sleep(20 * time.Millisecond) // parked
 	tcpClient(t, srv, codec.V5, "dev", persistent)
-	old.expectDisconnect(codec.SessionTakenOver)
+	old.ExpectDisconnect(codec.SessionTakenOver)
 
 	admin := tcpClient(t, srv, codec.V5, "kicked")
 	time.Sleep(20 * time.Millisecond)
 	if !srv.Disconnect("kicked") {
 		t.Fatal("Disconnect found nothing")
 	}
-	admin.expectDisconnect(codec.AdministrativeAction)
+	admin.ExpectDisconnect(codec.AdministrativeAction)
 
 	last := tcpClient(t, srv, codec.V5, "last")
 	time.Sleep(20 * time.Millisecond)
 	shutdown(t, srv)
-	last.expectDisconnect(codec.ServerShuttingDown)
+	last.ExpectDisconnect(codec.ServerShuttingDown)
 	waitFor(t, "every connection finished", func() bool { return srv.Stats().Connected == 0 })
 }
 
@@ -127,18 +127,18 @@ func TestParkedTakeoverAndShutdown(t *testing.T) {
 func TestParkedPartialPacket(t *testing.T) {
 	srv := newServer(t, core.Options{ReadBufferSize: 256}, core.Config{})
 	sub := tcpClient(t, srv, codec.V311, "sub")
-	sub.subscribe(1, "t")
+	sub.Subscribe(1, "t")
 	pub := tcpClient(t, srv, codec.V311, "pub")
 	for _, size := range []int{10, 5000} {
 		raw := (&codec.Publish{Topic: []byte("t"), Payload: make([]byte, size), QoS: 1, PacketID: 9}).Append(nil, codec.V311)
 		for i := 0; i < len(raw); i += 700 {
-			if err := pub.write(raw[i:min(i+700, len(raw))]); err != nil {
+			if err := pub.Write(raw[i:min(i+700, len(raw))]); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(15 * time.Millisecond) // long enough to park
 		}
-		pub.expectAck(codec.PUBACK, 9)
-		if got := sub.recv(1)[0]; len(got.Payload) != size {
+		pub.ExpectAck(codec.PUBACK, 9)
+		if got := sub.Recv(1)[0]; len(got.Payload) != size {
 			t.Fatalf("got a %d-byte payload, want %d", len(got.Payload), size)
 		}
 	}
@@ -149,13 +149,13 @@ func TestParkedPartialPacket(t *testing.T) {
 func TestParkedPeerGone(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	watch := tcpClient(t, srv, codec.V311, "watch")
-	watch.subscribe(0, "will/#")
+	watch.Subscribe(0, "will/#")
 	c := tcpClient(t, srv, codec.V311, "gone", func(p *codec.Connect) {
 		p.WillFlag, p.WillTopic, p.WillPayload = true, []byte("will/gone"), []byte("bye")
 	})
 	time.Sleep(20 * time.Millisecond)
-	_ = c.conn.(*net.TCPConn).Close()
-	wantPayloads(t, watch.recv(1), "bye")
+	_ = c.NetConn.(*net.TCPConn).Close()
+	wantPayloads(t, watch.Recv(1), "bye")
 }
 
 // TestParkedWakeupsNotLost: connections that park and wake thousands of
@@ -167,12 +167,12 @@ func TestParkedWakeupsNotLost(t *testing.T) {
 	cs := make([]*tconn, 32) // made here: tcpClient is not safe for concurrent use
 	for i := range cs {
 		cs[i] = tcpClient(t, srv, codec.V311, fmt.Sprintf("wake-%d", i))
-		cs[i].subscribe(1, fmt.Sprintf("wake/%d", i))
+		cs[i].Subscribe(1, fmt.Sprintf("wake/%d", i))
 	}
 	for i, c := range cs {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			t.Parallel()
-			c.t = t
+			c.T = t
 			topic := fmt.Sprintf("wake/%d", i)
 			r := rand.New(rand.NewPCG(uint64(i), 7))
 			for n := range 150 {
@@ -181,23 +181,23 @@ func TestParkedWakeupsNotLost(t *testing.T) {
 				}
 				switch r.IntN(3) {
 				case 0:
-					c.send(&codec.Pingreq{})
+					c.Send(&codec.Pingreq{})
 					expect[*codec.Pingresp](c)
 				case 1:
-					c.sendRaw(append((&codec.Pingreq{}).Append(nil, codec.V311), (&codec.Pingreq{}).Append(nil, codec.V311)...))
+					c.SendRaw(append((&codec.Pingreq{}).Append(nil, codec.V311), (&codec.Pingreq{}).Append(nil, codec.V311)...))
 					expect[*codec.Pingresp](c)
 					expect[*codec.Pingresp](c)
 				default:
 					id := uint16(n + 1)
-					c.send(&codec.Publish{Topic: []byte(topic), Payload: []byte("x"), QoS: 1, PacketID: id})
+					c.Send(&codec.Publish{Topic: []byte(topic), Payload: []byte("x"), QoS: 1, PacketID: id})
 					var acked, got bool
 					for !acked || !got { // PUBACK and the delivery, in either order
-						switch p := c.next().(type) {
+						switch p := c.Next().(type) {
 						case *codec.Ack:
 							acked = p.Kind == codec.PUBACK && p.PacketID == id
 						case *codec.Publish:
 							got = true
-							c.send(&codec.Ack{Kind: codec.PUBACK, PacketID: p.PacketID})
+							c.Send(&codec.Ack{Kind: codec.PUBACK, PacketID: p.PacketID})
 						}
 					}
 				}

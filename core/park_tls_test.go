@@ -92,7 +92,7 @@ func (f *tlsFront) client(v byte, id string, mods ...func(*codec.Connect)) (c *t
 	for _, m := range mods {
 		m(p)
 	}
-	c.connect(p)
+	c.Connect(p)
 	return c, seg
 }
 
@@ -160,9 +160,9 @@ func TestIdleTLSHoldsNoGoroutine(t *testing.T) {
 			if got := goroutinesAbove(base, n+5); got > n+5 {
 				t.Fatalf("%d idle %s connections: %d more goroutines, want about %d (the test clients' own)", n, transport, got, n)
 			}
-			cs[0].subscribe(1, "t")
-			cs[1].pub("t", "wake", 1)
-			wantPayloads(t, cs[0].recv(1), "wake")
+			cs[0].Subscribe(1, "t")
+			cs[1].Pub("t", "wake", 1)
+			wantPayloads(t, cs[0].Recv(1), "wake")
 		})
 	}
 }
@@ -174,7 +174,7 @@ func TestParkedTLSRecordsInOneSegment(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	f := newTLSFront(t, srv, listeners.TransportTLS)
 	sub, _ := f.client(codec.V311, "sub")
-	sub.subscribe(1, "t")
+	sub.Subscribe(1, "t")
 	pub, seg := f.client(codec.V311, "pub")
 	const perRound = 20
 	for round := range 5 {
@@ -182,14 +182,14 @@ func TestParkedTLSRecordsInOneSegment(t *testing.T) {
 		b := seg.records(func() {
 			for i := range perRound {
 				want = append(want, fmt.Sprintf("r%d-%d", round, i))
-				pub.send(&codec.Publish{Topic: []byte("t"), Payload: []byte(want[i]), QoS: 1, PacketID: uint16(i + 1)})
+				pub.Send(&codec.Publish{Topic: []byte("t"), Payload: []byte(want[i]), QoS: 1, PacketID: uint16(i + 1)})
 			}
 		})
 		seg.sendPieces(t, b, len(b))
 		for i := range perRound {
-			pub.expectAck(codec.PUBACK, uint16(i+1))
+			pub.ExpectAck(codec.PUBACK, uint16(i+1))
 		}
-		wantPayloads(t, sub.recv(perRound), want...)
+		wantPayloads(t, sub.Recv(perRound), want...)
 		time.Sleep(20 * time.Millisecond) // parked again
 	}
 }
@@ -202,22 +202,22 @@ func TestParkedTLSSplitPacket(t *testing.T) {
 	srv := newServer(t, core.Options{ReadBufferSize: 256}, core.Config{})
 	f := newTLSFront(t, srv, listeners.TransportTLS)
 	sub, _ := f.client(codec.V311, "sub")
-	sub.subscribe(1, "t")
+	sub.Subscribe(1, "t")
 	pub, seg := f.client(codec.V311, "pub")
 	for _, size := range []int{10, 1000, 40000} {
 		raw := (&codec.Publish{Topic: []byte("t"), Payload: make([]byte, size), QoS: 1, PacketID: 9}).Append(nil, codec.V311)
 		b := seg.records(func() {
 			head := min(len(raw), 70) // in records of 7 bytes, then the rest in records as large as TLS makes them
 			for i := 0; i < head; i += 7 {
-				pub.sendRaw(raw[i:min(i+7, head)])
+				pub.SendRaw(raw[i:min(i+7, head)])
 			}
 			if head < len(raw) {
-				pub.sendRaw(raw[head:])
+				pub.SendRaw(raw[head:])
 			}
 		})
 		seg.sendPieces(t, b, max(300, len(b)/20))
-		pub.expectAck(codec.PUBACK, 9)
-		if got := sub.recv(1)[0]; len(got.Payload) != size {
+		pub.ExpectAck(codec.PUBACK, 9)
+		if got := sub.Recv(1)[0]; len(got.Payload) != size {
 			t.Fatalf("got a %d-byte payload, want %d", len(got.Payload), size)
 		}
 	}
@@ -229,15 +229,15 @@ func TestParkedTLSHalfRecord(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	f := newTLSFront(t, srv, listeners.TransportTLS)
 	c, seg := f.client(codec.V5, "half", func(p *codec.Connect) { p.KeepAlive = 1 })
-	b := seg.records(func() { c.send(&codec.Pingreq{}) })
+	b := seg.records(func() { c.Send(&codec.Pingreq{}) })
 	start := time.Now()
 	seg.sendPieces(t, b[:len(b)/2], len(b))
-	c.expectDisconnect(codec.KeepAliveTimeout)
+	c.ExpectDisconnect(codec.KeepAliveTimeout)
 	if d := time.Since(start); d < time.Second {
 		t.Errorf("closed after %v, before 1.5 × keepalive", d)
 	}
 	other, _ := f.client(codec.V5, "other")
-	other.send(&codec.Pingreq{})
+	other.Send(&codec.Pingreq{})
 	expect[*codec.Pingresp](other)
 }
 
@@ -247,16 +247,16 @@ func TestParkedTLSCloseNotify(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	f := newTLSFront(t, srv, listeners.TransportTLS)
 	watch, _ := f.client(codec.V311, "watch")
-	watch.subscribe(0, "will/#")
+	watch.Subscribe(0, "will/#")
 	c, _ := f.client(codec.V311, "leaving", func(p *codec.Connect) {
 		p.WillFlag, p.WillTopic, p.WillPayload = true, []byte("will/leaving"), []byte("bye")
 	})
 	time.Sleep(20 * time.Millisecond) // parked
-	if err := c.conn.(*tls.Conn).CloseWrite(); err != nil {
+	if err := c.NetConn.(*tls.Conn).CloseWrite(); err != nil {
 		t.Fatal(err)
 	}
-	wantPayloads(t, watch.recv(1), "bye")
-	c.expectClosed()
+	wantPayloads(t, watch.Recv(1), "bye")
+	c.ExpectClosed()
 }
 
 // TestParkedTLSKeepAlive: a parked TLS connection that stays silent is

@@ -52,7 +52,7 @@ func resume(t *testing.T, srv *core.Server, id string) *tconn {
 	c := dial(t, srv, codec.V5)
 	cp := connectPacket(codec.V5, id)
 	persistent(cp)
-	if ack := c.connect(cp); !ack.SessionPresent {
+	if ack := c.Connect(cp); !ack.SessionPresent {
 		t.Fatal("session present 0")
 	}
 	return c
@@ -74,19 +74,19 @@ func TestRestoreSession(t *testing.T) {
 			p.WillFlag, p.WillTopic, p.WillPayload = true, []byte("will/rs"), []byte("gone")
 			p.WillProps.SetNum(codec.PropWillDelay, 1)
 		})
-		s.subscribe(1, "r/#")
+		s.Subscribe(1, "r/#")
 		if withWill {
-			s.pause() // sent, not acknowledged: in flight when the node dies
+			s.Pause() // sent, not acknowledged: in flight when the node dies
 		} else {
 			connected := recordsOf(t, st, "rs").session
-			s.close()
+			s.Close()
 			// The store has the record saying it left a moment after
 			// the broker's memory does.
 			waitFor(t, "offline in the store", func() bool { return !bytes.Equal(recordsOf(t, st, "rs").session, connected) })
 		}
 		pub := client(t, a, codec.V5, "pub")
 		for _, m := range seq("r", 3) {
-			pub.pub("r/x", m, 1)
+			pub.Pub("r/x", m, 1)
 		}
 		recs := recordsOf(t, st, "rs")
 		if recs.session == nil || len(recs.msgs) != 3 || recs.will == nil {
@@ -95,7 +95,7 @@ func TestRestoreSession(t *testing.T) {
 
 		b := newServer(t, core.Options{}, core.Config{})
 		watcher := client(t, b, codec.V5, "watcher")
-		watcher.subscribe(0, "will/#")
+		watcher.Subscribe(0, "will/#")
 		if err := b.RestoreSession("rs", recs.session[:len(recs.session)-1], nil, nil, nil, nil, false); err == nil {
 			t.Fatal("a damaged session record was restored")
 		}
@@ -103,16 +103,16 @@ func TestRestoreSession(t *testing.T) {
 			t.Fatal(err)
 		}
 		if withWill {
-			w := watcher.expectPublish()
+			w := watcher.ExpectPublish()
 			if string(w.Topic) != "will/rs" {
 				t.Fatalf("got %q", w.Topic)
 			}
 			// The will went with the delay over: the session is still there.
 		} else {
-			watcher.expectNothing(1500 * time.Millisecond)
+			watcher.ExpectNothing(1500 * time.Millisecond)
 		}
 		c := resume(t, b, "rs")
-		got := c.recv(3)
+		got := c.Recv(3)
 		wantPayloads(t, got, seq("r", 3)...)
 		for _, p := range got {
 			if p.Dup != withWill {
@@ -120,8 +120,8 @@ func TestRestoreSession(t *testing.T) {
 			}
 		}
 		pub2 := client(t, b, codec.V5, "pub2")
-		pub2.pub("r/y", "after", 1)
-		if p := c.expectPublish(); string(p.Payload) != "after" {
+		pub2.Pub("r/y", "after", 1)
+		if p := c.ExpectPublish(); string(p.Payload) != "after" {
 			t.Errorf("got %q, want the restored subscription's next message", p.Payload)
 		}
 	}
@@ -139,12 +139,12 @@ func TestRestoreSessionClientBack(t *testing.T) {
 	recs := recordsOf(t, st, "rb")
 	b := newServer(t, core.Options{}, core.Config{})
 	watcher := client(t, b, codec.V5, "watcher")
-	watcher.subscribe(0, "will/#")
+	watcher.Subscribe(0, "will/#")
 	if err := b.RestoreSession("rb", recs.session, nil, nil, nil, recs.will, true); err != nil {
 		t.Fatal(err)
 	}
 	client(t, b, codec.V5, "rb", persistent)
-	watcher.expectNothing(1500 * time.Millisecond)
+	watcher.ExpectNothing(1500 * time.Millisecond)
 }
 
 // TestMergeSession: the messages of a stale session exported on one
@@ -153,12 +153,12 @@ func TestRestoreSessionClientBack(t *testing.T) {
 func TestMergeSession(t *testing.T) {
 	a := newServer(t, core.Options{}, core.Config{})
 	s := client(t, a, codec.V5, "mg", persistent)
-	s.subscribe(1, "m/#")
-	s.close()
+	s.Subscribe(1, "m/#")
+	s.Close()
 	waitFor(t, "offline", func() bool { info, ok := a.Client("mg"); return ok && !info.Connected })
 	pub := client(t, a, codec.V5, "pub")
 	for _, m := range seq("m", 3) {
-		pub.pub("m/x", m, 1)
+		pub.Pub("m/x", m, 1)
 	}
 	data := a.ExportSession("mg", 0, true)
 	if data == nil {
@@ -170,7 +170,7 @@ func TestMergeSession(t *testing.T) {
 
 	b := newServer(t, core.Options{}, core.Config{})
 	c := client(t, b, codec.V5, "mg", persistent)
-	c.subscribe(1, "other/#")
+	c.Subscribe(1, "other/#")
 	if _, err := b.MergeSession("mg", data[:len(data)-1]); err == nil {
 		t.Error("a damaged export was merged")
 	}
@@ -178,7 +178,7 @@ func TestMergeSession(t *testing.T) {
 	if err != nil || n != 3 {
 		t.Fatalf("merged %d, %v", n, err)
 	}
-	got := c.recv(3)
+	got := c.Recv(3)
 	wantPayloads(t, got, seq("m", 3)...)
 	for _, p := range got {
 		if !p.Dup {
@@ -190,7 +190,7 @@ func TestMergeSession(t *testing.T) {
 	if n, _ := b.MergeSession("mg2", data); n != 0 {
 		t.Errorf("a non-persistent session took %d messages", n)
 	}
-	clean.expectNothing(quiet)
+	clean.ExpectNothing(quiet)
 }
 
 // TestReplayPending: a dead node's session rebuilt in two steps — pending
@@ -203,15 +203,15 @@ func TestReplayPending(t *testing.T) {
 	st := core.NewMemStore()
 	a := newServer(t, core.Options{}, core.Config{Store: st})
 	s := client(t, a, codec.V5, "rp", persistent)
-	s.subscribePacket(&codec.Subscribe{Subscriptions: []codec.Subscription{
+	s.SubscribePacket(&codec.Subscribe{Subscriptions: []codec.Subscription{
 		{Filter: []byte("r/#"), QoS: 1},
 		{Filter: []byte("nl/#"), QoS: 2, NoLocal: true},
 		{Filter: []byte("$share/g/sh/#"), QoS: 1},
 	}})
-	s.close()
+	s.Close()
 	waitFor(t, "offline", func() bool { info, ok := a.Client("rp"); return ok && !info.Connected })
 	pub := client(t, a, codec.V5, "pub")
-	pub.pub("r/x", "rec", 1)
+	pub.Pub("r/x", "rec", 1)
 	recs := recordsOf(t, st, "rp")
 
 	b := newServer(t, core.Options{}, core.Config{})
@@ -224,7 +224,7 @@ func TestReplayPending(t *testing.T) {
 		t.Errorf("filters %q, want the plain ones", filters)
 	}
 	pub2 := client(t, b, codec.V5, "pub2")
-	pub2.pub("r/x", "queued", 1) // while pending: after the replayed ones
+	pub2.Pub("r/x", "queued", 1) // while pending: after the replayed ones
 	for _, c := range []struct {
 		topic, payload string
 		qos            byte
@@ -248,14 +248,14 @@ func TestReplayPending(t *testing.T) {
 		t.Errorf("a replay into a complete session made %d deliveries", n)
 	}
 	c := resume(t, b, "rp")
-	got := c.recv(4)
+	got := c.Recv(4)
 	wantPayloads(t, got, "rec", "replayed1", "replayed2", "queued")
 	for _, p := range got[1:] {
 		if !p.Dup || p.QoS != 1 {
 			t.Errorf("%q: DUP %v QoS %d, want DUP at QoS 1", p.Payload, p.Dup, p.QoS)
 		}
 	}
-	c.expectNothing(quiet)
+	c.ExpectNothing(quiet)
 }
 
 // TestReplayNotBeforeSession: a replayed message published before a
@@ -269,8 +269,8 @@ func TestReplayNotBeforeSession(t *testing.T) {
 	a := newServer(t, core.Options{}, core.Config{Store: st})
 	subscriber := func(id string) {
 		c := client(t, a, codec.V5, id, func(p *codec.Connect) { p.Props.SetNum(codec.PropSessionExpiry, 60) })
-		c.subscribe(1, "r/#")
-		c.close()
+		c.Subscribe(1, "r/#")
+		c.Close()
 		waitFor(t, id+" offline", func() bool { info, ok := a.Client(id); return ok && !info.Connected })
 	}
 	subscriber("early")
@@ -304,7 +304,7 @@ func TestReplayNotBeforeSession(t *testing.T) {
 		t.Errorf("DeliverReplayed at an unknown time: %d deliveries, want 2", n)
 	}
 	late := resume(t, a, "late")
-	wantPayloads(t, late.recv(1), "unknown")
-	late.expectNothing(quiet)
-	wantPayloads(t, resume(t, a, "early").recv(2), "before late", "unknown")
+	wantPayloads(t, late.Recv(1), "unknown")
+	late.ExpectNothing(quiet)
+	wantPayloads(t, resume(t, a, "early").Recv(2), "before late", "unknown")
 }

@@ -55,27 +55,27 @@ func fleetIndex(topic []byte) int {
 // fleetTopic(from..n-1) once, retained, acknowledging QoS 1, and fails on
 // anything else.
 func (c *tconn) recvRetained(from, n int) {
-	c.t.Helper()
+	c.T.Helper()
 	seen := make([]bool, n)
 	for got := from; got < n; got++ {
-		raw, err := c.nextRaw(10 * time.Second)
+		raw, err := c.NextRaw(10 * time.Second)
 		if err != nil {
-			c.t.Fatalf("after %d of %d retained messages: %v", got, n, err)
+			c.T.Fatalf("after %d of %d retained messages: %v", got, n, err)
 		}
-		p, _, err := codec.Decode(raw, c.v)
+		p, _, err := codec.Decode(raw, c.V)
 		if err != nil {
-			c.t.Fatal(err)
+			c.T.Fatal(err)
 		}
 		pub, ok := p.(*codec.Publish)
 		if !ok {
-			c.t.Fatalf("after %d of %d retained messages: got %s, want PUBLISH", got, n, p.Type())
+			c.T.Fatalf("after %d of %d retained messages: got %s, want PUBLISH", got, n, p.Type())
 		}
 		i := fleetIndex(pub.Topic)
 		if i < from || i >= n || seen[i] || !pub.Retain {
-			c.t.Fatalf("unexpected PUBLISH %q (retain %v) after %d of %d", pub.Topic, pub.Retain, got, n)
+			c.T.Fatalf("unexpected PUBLISH %q (retain %v) after %d of %d", pub.Topic, pub.Retain, got, n)
 		}
 		seen[i] = true
-		c.ack(pub)
+		c.Ack(pub)
 	}
 }
 
@@ -89,10 +89,10 @@ func TestRetainedStreamInFull(t *testing.T) {
 	retainMany(t, srv, n, 0, 1)
 	c := tcpClient(t, srv, codec.V311, "all")
 	start := time.Now()
-	c.subscribe(0, "#")
+	c.Subscribe(0, "#")
 	c.recvRetained(0, n)
 	t.Logf("%d retained messages in %v", n, time.Since(start))
-	c.expectNothing(quiet)
+	c.ExpectNothing(quiet)
 	st := srv.Stats()
 	if d := st.TotalDropped(); d != 0 || st.RetainedStreamsCut != 0 {
 		t.Errorf("dropped %v, streams cut %d, want none", st.Dropped, st.RetainedStreamsCut)
@@ -107,8 +107,8 @@ func TestRetainedStreamSlowReader(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	retainMany(t, srv, n, 0, 1)
 	c := tcpClient(t, srv, codec.V5, "slow")
-	c.subscribe(0, "fleet/+/state")
-	c.pause()
+	c.Subscribe(0, "fleet/+/state")
+	c.Pause()
 	time.Sleep(quiet) // the socket's buffers fill
 	if st := srv.Stats(); st.Queued != 0 || st.TotalDropped() != 0 {
 		t.Fatalf("a subscriber that does not read: %d queued, %v dropped; want the stream waiting", st.Queued, st.Dropped)
@@ -118,12 +118,12 @@ func TestRetainedStreamSlowReader(t *testing.T) {
 	go func() {
 		defer close(done)
 		for !stop.Load() {
-			c.resume()
+			c.Resume()
 			time.Sleep(2 * time.Millisecond)
-			c.pause()
+			c.Pause()
 			time.Sleep(5 * time.Millisecond)
 		}
-		c.resume()
+		c.Resume()
 	}()
 	c.recvRetained(0, n)
 	stop.Store(true)
@@ -141,20 +141,20 @@ func TestRetainedStreamWindow(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	retainMany(t, srv, n, 1, 1)
 	c := tcpClient(t, srv, codec.V5, "windowed", func(p *codec.Connect) { p.Props.SetNum(codec.PropReceiveMaximum, window) })
-	c.subscribe(1, "fleet/#")
+	c.Subscribe(1, "fleet/#")
 	var first []*codec.Publish
 	for range window {
-		first = append(first, c.expectPublish())
+		first = append(first, c.ExpectPublish())
 	}
-	c.expectNothing(quiet) // the window is full until an acknowledgement
+	c.ExpectNothing(quiet) // the window is full until an acknowledgement
 	if st := srv.Stats(); st.Inflight != window || st.Queued != 0 {
 		t.Fatalf("%d in flight, %d queued; want %d in flight, none queued", st.Inflight, st.Queued, window)
 	}
 	for _, p := range first {
-		c.ack(p)
+		c.Ack(p)
 	}
 	c.recvRetained(window, n) // the first ones were fleetTopic(0..window-1): topic order
-	c.expectNothing(quiet)
+	c.ExpectNothing(quiet)
 	if st := srv.Stats(); st.TotalDropped() != 0 || st.Inflight != 0 {
 		t.Errorf("dropped %v, %d in flight; want none", st.Dropped, st.Inflight)
 	}
@@ -170,25 +170,25 @@ func TestRetainedStreamCut(t *testing.T) {
 	retainMany(t, srv, n, 1, 1000) // more than the sockets' buffers hold
 
 	c := tcpClient(t, srv, codec.V311, "gone")
-	c.subscribe(0, "#")
-	c.pause()
-	c.close()
+	c.Subscribe(0, "#")
+	c.Pause()
+	c.Close()
 	waitFor(t, "the stream cut", func() bool { return srv.Stats().RetainedStreamsCut == 1 })
 
 	p := tcpClient(t, srv, codec.V5, "back", persistent, func(p *codec.Connect) { p.Props.SetNum(codec.PropReceiveMaximum, 5) })
-	p.subscribe(1, "fleet/#")
+	p.Subscribe(1, "fleet/#")
 	for range 5 {
-		p.expectPublish() // not acknowledged
+		p.ExpectPublish() // not acknowledged
 	}
-	p.close()
+	p.Close()
 	waitFor(t, "the stream cut", func() bool { return srv.Stats().RetainedStreamsCut == 2 })
 	p = tcpClient(t, srv, codec.V5, "back", persistent)
 	for i := range 5 {
-		if m := p.expectPublish(); !m.Dup || fleetIndex(m.Topic) != i {
+		if m := p.ExpectPublish(); !m.Dup || fleetIndex(m.Topic) != i {
 			t.Fatalf("resent %q dup %v, want %s with DUP", m.Topic, m.Dup, fleetTopic(i))
 		}
 	}
-	p.expectNothing(quiet)
+	p.ExpectNothing(quiet)
 }
 
 // TestRetainedStreamTooLarge: retained messages over the subscriber's MQTT
@@ -204,9 +204,9 @@ func TestRetainedStreamTooLarge(t *testing.T) {
 		}
 	}
 	c := tcpClient(t, srv, codec.V5, "small", func(p *codec.Connect) { p.Props.SetNum(codec.PropMaximumPacketSize, 200) })
-	c.subscribe(0, "fleet/#")
+	c.Subscribe(0, "fleet/#")
 	c.recvRetained(big, big+small)
-	c.expectNothing(quiet)
+	c.ExpectNothing(quiet)
 	if got := srv.Stats().Dropped["too_large"]; got != big {
 		t.Errorf("%d too_large drops, want %d", got, big)
 	}
@@ -219,19 +219,19 @@ func TestRetainedStreamUnsubscribe(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	retainMany(t, srv, n, 0, 1000) // far more than the sockets' buffers hold
 	c := tcpClient(t, srv, codec.V311, "quitter")
-	c.subscribe(0, "#")
-	c.expectPublish()
-	c.pause() // the stream waits for the socket, and cannot end first
-	c.send(&codec.Unsubscribe{PacketID: 99, Filters: [][]byte{[]byte("#")}})
+	c.Subscribe(0, "#")
+	c.ExpectPublish()
+	c.Pause() // the stream waits for the socket, and cannot end first
+	c.Send(&codec.Unsubscribe{PacketID: 99, Filters: [][]byte{[]byte("#")}})
 	time.Sleep(quiet)
-	c.resume()
+	c.Resume()
 	before, after := 1, 0
 	for ack := false; ; {
-		raw, err := c.nextRaw(quiet)
+		raw, err := c.NextRaw(quiet)
 		if err != nil {
 			break
 		}
-		switch p, _, _ := codec.Decode(raw, c.v); p.(type) {
+		switch p, _, _ := codec.Decode(raw, c.V); p.(type) {
 		case *codec.Unsuback:
 			ack = true
 		case *codec.Publish:
@@ -254,45 +254,45 @@ func TestRetainedStreamUnsubscribe(t *testing.T) {
 func TestRetainedBudgetMessages(t *testing.T) {
 	srv := newServer(t, core.Options{MaxRetainedMessages: 2}, core.Config{})
 	live := client(t, srv, codec.V5, "live")
-	live.subscribe(0, "b/#")
+	live.Subscribe(0, "b/#")
 	pub := client(t, srv, codec.V5, "pub")
 	v3 := client(t, srv, codec.V311, "pub3")
 	retain := func(c *tconn, topic, payload string, qos byte) codec.ReasonCode {
 		t.Helper()
-		return c.publish(&codec.Publish{Topic: []byte(topic), Payload: []byte(payload), QoS: qos, Retain: true})
+		return c.Publish(&codec.Publish{Topic: []byte(topic), Payload: []byte(payload), QoS: qos, Retain: true})
 	}
 	if rc := retain(pub, "b/1", "one", 1); rc.IsError() {
 		t.Fatalf("first retained message: %s", rc)
 	}
-	live.expectPublish()
+	live.ExpectPublish()
 	if rc := retain(pub, "b/2", "two", 1); rc.IsError() {
 		t.Fatalf("second retained message: %s", rc)
 	}
-	live.expectPublish()
+	live.ExpectPublish()
 	if rc := retain(pub, "b/3", "three", 1); rc != codec.QuotaExceeded {
 		t.Errorf("MQTT 5 QoS 1 over the budget: %s, want Quota exceeded", rc)
 	}
-	if p := live.expectPublish(); string(p.Payload) != "three" {
+	if p := live.ExpectPublish(); string(p.Payload) != "three" {
 		t.Errorf("the subscriber got %q, want the refused message all the same", p.Payload)
 	}
 	retain(pub, "b/4", "four", 0)
-	live.expectPublish()
+	live.ExpectPublish()
 	if rc := retain(v3, "b/5", "five", 1); rc != codec.Success {
 		t.Errorf("MQTT 3.1.1 QoS 1 over the budget: %s, want Success (3.1.1 has no code for it)", rc)
 	}
-	live.expectPublish()
+	live.ExpectPublish()
 	if rc := retain(pub, "b/1", "ONE", 1); rc.IsError() {
 		t.Errorf("replacing a retained message at the budget: %s", rc)
 	}
-	live.expectPublish()
+	live.ExpectPublish()
 	wantRetained(t, srv, "b/#", "ONE", "two")
 
 	retain(pub, "b/2", "", 0) // clear: room for one more
-	live.expectPublish()
+	live.ExpectPublish()
 	if rc := retain(pub, "b/3", "three", 1); rc.IsError() {
 		t.Errorf("a new topic after a clear: %s", rc)
 	}
-	live.expectPublish()
+	live.ExpectPublish()
 	wantRetained(t, srv, "b/#", "ONE", "three")
 	if got := srv.Stats().RetainedRefused; got != 3 {
 		t.Errorf("RetainedRefused %d, want 3", got)
@@ -308,7 +308,7 @@ func TestRetainedBudgetBytes(t *testing.T) {
 	pub := client(t, srv, codec.V5, "pub")
 	retain := func(topic string, size int) codec.ReasonCode {
 		t.Helper()
-		return pub.publish(&codec.Publish{Topic: []byte(topic), Payload: []byte(strings.Repeat("x", size)), QoS: 1, Retain: true})
+		return pub.Publish(&codec.Publish{Topic: []byte(topic), Payload: []byte(strings.Repeat("x", size)), QoS: 1, Retain: true})
 	}
 	for _, tc := range []struct {
 		topic string
@@ -367,10 +367,10 @@ func TestRetainedBudgetCountsRestored(t *testing.T) {
 		t.Fatalf("%d retained messages restored, want 3", got)
 	}
 	pub := client(t, srv, codec.V5, "pub")
-	if rc := pub.publish(&codec.Publish{Topic: []byte("d/new"), Payload: []byte("v"), QoS: 1, Retain: true}); rc != codec.QuotaExceeded {
+	if rc := pub.Publish(&codec.Publish{Topic: []byte("d/new"), Payload: []byte("v"), QoS: 1, Retain: true}); rc != codec.QuotaExceeded {
 		t.Errorf("a new topic with more restored than the budget: %s, want Quota exceeded", rc)
 	}
-	if rc := pub.publish(&codec.Publish{Topic: []byte("d/0"), Payload: []byte("w"), QoS: 1, Retain: true}); rc.IsError() {
+	if rc := pub.Publish(&codec.Publish{Topic: []byte("d/0"), Payload: []byte("w"), QoS: 1, Retain: true}); rc.IsError() {
 		t.Errorf("replacing a restored message: %s", rc)
 	}
 }
@@ -379,10 +379,10 @@ func TestRetainedBudgetCountsRestored(t *testing.T) {
 func wantRetained(t *testing.T, srv *core.Server, filter string, want ...string) {
 	t.Helper()
 	c := client(t, srv, codec.V5, "check-"+filter)
-	c.subscribe(0, filter)
-	wantPayloads(t, c.recv(len(want)), want...)
-	c.expectNothing(quiet)
-	c.close()
+	c.Subscribe(0, filter)
+	wantPayloads(t, c.Recv(len(want)), want...)
+	c.ExpectNothing(quiet)
+	c.Close()
 }
 
 // TestMaxSubscriptionsDefault: by default one client may hold 10,000
@@ -400,7 +400,7 @@ func TestMaxSubscriptionsDefault(t *testing.T) {
 			for j := i; j < min(i+1000, from+n); j++ {
 				s.Subscriptions = append(s.Subscriptions, sub(fmt.Sprint("s/", j), 0))
 			}
-			codes = append(codes, c.subscribePacket(s).ReasonCodes...)
+			codes = append(codes, c.SubscribePacket(s).ReasonCodes...)
 		}
 		return codes
 	}

@@ -24,7 +24,7 @@ func TestConnectAccepted(t *testing.T) {
 	for _, tc := range versions {
 		t.Run(tc.name, func(t *testing.T) {
 			c := dial(t, srv, tc.v)
-			ack := c.connect(connectPacket(tc.v, "c-"+tc.name))
+			ack := c.Connect(connectPacket(tc.v, "c-"+tc.name))
 			if ack.SessionPresent {
 				t.Fatalf("session present on a clean start")
 			}
@@ -35,7 +35,7 @@ func TestConnectAccepted(t *testing.T) {
 					}
 				}
 			}
-			c.send(&codec.Pingreq{})
+			c.Send(&codec.Pingreq{})
 			expect[*codec.Pingresp](c)
 		})
 	}
@@ -67,15 +67,15 @@ func TestConnectUnsupportedProtocolLevel(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := dial(t, srv, codec.V311)
-			c.sendRaw(rawConnect(tc.proto, tc.level))
-			raw, err := c.nextRaw(waitTimeout)
+			c.SendRaw(rawConnect(tc.proto, tc.level))
+			raw, err := c.NextRaw(waitTimeout)
 			if err != nil {
 				t.Fatalf("want CONNACK: %v", err)
 			}
 			if want := []byte{0x20, 0x02, 0x00, 0x01}; !bytes.Equal(raw, want) {
 				t.Fatalf("got % x, want CONNACK % x", raw, want)
 			}
-			c.expectClosed()
+			c.ExpectClosed()
 		})
 	}
 }
@@ -84,9 +84,9 @@ func TestConnectUnsupportedProtocolLevel(t *testing.T) {
 func TestConnectBadProtocolName(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	c := dial(t, srv, codec.V311)
-	c.sendRaw(rawConnect("MQTX", 4))
+	c.SendRaw(rawConnect("MQTX", 4))
 	// A CONNACK 0x01 is allowed before the close; nothing else is.
-	for _, raw := range c.drainUntilClosed() {
+	for _, raw := range c.DrainUntilClosed() {
 		if !bytes.Equal(raw, []byte{0x20, 0x02, 0x00, 0x01}) {
 			t.Fatalf("got % x before the close", raw)
 		}
@@ -107,8 +107,8 @@ func TestFirstPacketNotConnect(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := dial(t, srv, codec.V311)
-			c.send(tc.p)
-			c.expectClosed()
+			c.Send(tc.p)
+			c.ExpectClosed()
 		})
 	}
 }
@@ -120,11 +120,11 @@ func TestSecondConnect(t *testing.T) {
 	for _, tc := range versions {
 		t.Run(tc.name, func(t *testing.T) {
 			c := client(t, srv, tc.v, "twice-"+tc.name)
-			c.send(connectPacket(tc.v, "twice-"+tc.name))
+			c.Send(connectPacket(tc.v, "twice-"+tc.name))
 			if tc.v == codec.V5 {
-				c.expectDisconnect(codec.ProtocolError)
+				c.ExpectDisconnect(codec.ProtocolError)
 			} else {
-				c.expectClosed()
+				c.ExpectClosed()
 			}
 		})
 	}
@@ -140,7 +140,7 @@ func TestEmptyClientID(t *testing.T) {
 			c := dial(t, srv, codec.V5)
 			p := connectPacket(codec.V5, "")
 			p.CleanStart = clean
-			ack := c.connect(p)
+			ack := c.Connect(p)
 			if len(ack.Props.AssignedClientID) == 0 {
 				t.Fatalf("clean=%v: no Assigned Client Identifier in CONNACK", clean)
 			}
@@ -148,8 +148,8 @@ func TestEmptyClientID(t *testing.T) {
 	})
 	t.Run("v3.1.1-clean", func(t *testing.T) {
 		c := dial(t, srv, codec.V311)
-		c.connect(connectPacket(codec.V311, ""))
-		c.send(&codec.Pingreq{})
+		c.Connect(connectPacket(codec.V311, ""))
+		c.Send(&codec.Pingreq{})
 		expect[*codec.Pingresp](c)
 	})
 	for _, tc := range []struct {
@@ -161,15 +161,15 @@ func TestEmptyClientID(t *testing.T) {
 			c := dial(t, srv, tc.v)
 			p := connectPacket(tc.v, "")
 			p.CleanStart = tc.clean
-			c.send(p)
-			raw, err := c.nextRaw(waitTimeout)
+			c.Send(p)
+			raw, err := c.NextRaw(waitTimeout)
 			if err != nil {
 				t.Fatalf("want CONNACK: %v", err)
 			}
 			if want := []byte{0x20, 0x02, 0x00, 0x02}; !bytes.Equal(raw, want) {
 				t.Fatalf("got % x, want CONNACK identifier rejected % x", raw, want)
 			}
-			c.expectClosed()
+			c.ExpectClosed()
 		})
 	}
 }
@@ -180,7 +180,7 @@ func TestConnectTimeout(t *testing.T) {
 	srv := newServer(t, core.Options{ConnectTimeout: 100 * time.Millisecond}, core.Config{})
 	c := dial(t, srv, codec.V311)
 	start := time.Now()
-	c.expectClosed()
+	c.ExpectClosed()
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("closed after %v, want about 100ms", d)
 	}
@@ -194,7 +194,7 @@ func TestKeepAliveZeroStaysConnected(t *testing.T) {
 	srv := newServer(t, core.Options{ConnectTimeout: 100 * time.Millisecond}, core.Config{})
 	c := client(t, srv, codec.V311, "idle")
 	time.Sleep(400 * time.Millisecond)
-	c.send(&codec.Pingreq{})
+	c.Send(&codec.Pingreq{})
 	expect[*codec.Pingresp](c)
 }
 
@@ -212,7 +212,7 @@ func TestKeepAliveTimeoutPublishesWill(t *testing.T) {
 			t.Parallel()
 			topic := "will/ka/" + tc.name
 			w := client(t, srv, codec.V311, "watch-ka-"+tc.name)
-			w.subscribe(0, topic)
+			w.Subscribe(0, topic)
 			c := client(t, srv, tc.v, "ka-"+tc.name, func(p *codec.Connect) {
 				p.KeepAlive = 1
 				p.WillFlag, p.WillTopic, p.WillPayload = true, []byte(topic), []byte("gone")
@@ -220,18 +220,18 @@ func TestKeepAliveTimeoutPublishesWill(t *testing.T) {
 			start := time.Now()
 			// A ping within the keepalive keeps the connection.
 			time.Sleep(700 * time.Millisecond)
-			c.send(&codec.Pingreq{})
+			c.Send(&codec.Pingreq{})
 			expect[*codec.Pingresp](c)
 			mark := time.Now()
 			if tc.v == codec.V5 {
-				c.expectDisconnect(codec.KeepAliveTimeout)
+				c.ExpectDisconnect(codec.KeepAliveTimeout)
 			} else {
-				c.expectClosed()
+				c.ExpectClosed()
 			}
 			if d := time.Since(mark); d < 1200*time.Millisecond || d > 2500*time.Millisecond {
 				t.Fatalf("closed %v after the last packet (%v after connect), want about 1.5s", d, time.Since(start))
 			}
-			wantPayloads(t, w.recv(1), "gone")
+			wantPayloads(t, w.Recv(1), "gone")
 		})
 	}
 }
@@ -244,11 +244,11 @@ func TestServerKeepAlive(t *testing.T) {
 	c := dial(t, srv, codec.V5)
 	p := connectPacket(codec.V5, "ska")
 	p.KeepAlive = 600
-	ack := c.connect(p)
+	ack := c.Connect(p)
 	if ka, ok := ack.Props.Num(codec.PropServerKeepAlive); !ok || ka != 1 {
 		t.Fatalf("Server Keep Alive %d (present %v), want 1", ka, ok)
 	}
-	c.expectDisconnect(codec.KeepAliveTimeout)
+	c.ExpectDisconnect(codec.KeepAliveTimeout)
 }
 
 // errAuth is an Authenticator that refuses with err.
@@ -285,8 +285,8 @@ func TestAuthenticatorRefusal(t *testing.T) {
 			p := connectPacket(tc.v, "auth")
 			p.UsernameFlag, p.Username = true, []byte("bad")
 			p.PasswordFlag, p.Password = true, []byte("pw")
-			c.send(p)
-			raw, err := c.nextRaw(waitTimeout)
+			c.Send(p)
+			raw, err := c.NextRaw(waitTimeout)
 			if err != nil {
 				t.Fatalf("want CONNACK: %v", err)
 			}
@@ -301,13 +301,13 @@ func TestAuthenticatorRefusal(t *testing.T) {
 			} else if want := []byte{0x20, 0x02, 0x00, tc.wantV3}; !bytes.Equal(raw, want) {
 				t.Fatalf("got % x, want % x", raw, want)
 			}
-			c.expectClosed()
+			c.ExpectClosed()
 			waitFor(t, "auth failure counted", func() bool { return srv.Stats().AuthFailures == 1 })
 
 			ok := dial(t, srv, tc.v)
 			p = connectPacket(tc.v, "auth-ok")
 			p.UsernameFlag, p.Username = true, []byte("good")
-			ok.connect(p)
+			ok.Connect(p)
 		})
 	}
 }
@@ -324,8 +324,8 @@ func TestMaxConnections(t *testing.T) {
 			a := client(t, srv, tc.v, "a")
 			client(t, srv, tc.v, "b")
 			c := dial(t, srv, tc.v)
-			c.send(connectPacket(tc.v, "c"))
-			raw, err := c.nextRaw(waitTimeout)
+			c.Send(connectPacket(tc.v, "c"))
+			raw, err := c.NextRaw(waitTimeout)
 			if err != nil {
 				t.Fatalf("want CONNACK: %v", err)
 			}
@@ -338,8 +338,8 @@ func TestMaxConnections(t *testing.T) {
 			} else if want := []byte{0x20, 0x02, 0x00, 0x03}; !bytes.Equal(raw, want) {
 				t.Fatalf("got % x, want % x", raw, want)
 			}
-			c.expectClosed()
-			a.close()
+			c.ExpectClosed()
+			a.Close()
 			waitFor(t, "a's connection to end", func() bool { return srv.Stats().Connected == 1 })
 			client(t, srv, tc.v, "d")
 		})
@@ -355,9 +355,9 @@ func TestShutdown(t *testing.T) {
 	raw := dial(t, srv, codec.V311) // not yet connected
 	done := make(chan error, 1)
 	go func() { done <- srv.Shutdown(t.Context()) }()
-	c5.expectDisconnect(codec.ServerShuttingDown)
-	c3.expectClosed()
-	raw.expectClosed()
+	c5.ExpectDisconnect(codec.ServerShuttingDown)
+	c3.ExpectClosed()
+	raw.ExpectClosed()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -367,7 +367,7 @@ func TestShutdown(t *testing.T) {
 		t.Fatalf("Shutdown did not return")
 	}
 	late := dial(t, srv, codec.V311)
-	late.expectClosed()
+	late.ExpectClosed()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

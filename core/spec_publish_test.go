@@ -21,28 +21,28 @@ func TestQoS2InboundExactlyOnce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			topic := "eo/" + tc.name
 			s := client(t, srv, tc.v, "sub-"+topic)
-			s.subscribe(2, topic)
+			s.Subscribe(2, topic)
 			p := client(t, srv, tc.v, "pub-"+topic)
 			pub := &codec.Publish{Topic: []byte(topic), QoS: 2, PacketID: 7, Payload: []byte("once")}
-			p.send(pub)
-			p.expectAck(codec.PUBREC, 7)
+			p.Send(pub)
+			p.ExpectAck(codec.PUBREC, 7)
 			pub.Dup = true
-			p.send(pub)
-			p.expectAck(codec.PUBREC, 7)
-			p.send(&codec.Ack{Kind: codec.PUBREL, PacketID: 7})
-			p.expectAck(codec.PUBCOMP, 7)
-			wantPayloads(t, s.recv(1), "once")
-			s.expectNothing(quiet)
+			p.Send(pub)
+			p.ExpectAck(codec.PUBREC, 7)
+			p.Send(&codec.Ack{Kind: codec.PUBREL, PacketID: 7})
+			p.ExpectAck(codec.PUBCOMP, 7)
+			wantPayloads(t, s.Recv(1), "once")
+			s.ExpectNothing(quiet)
 
 			// A PUBREL for an id no longer known still gets PUBCOMP (5.0: 0x92).
-			p.send(&codec.Ack{Kind: codec.PUBREL, PacketID: 7})
-			if a := p.expectAck(codec.PUBCOMP, 7); tc.v == codec.V5 && a.ReasonCode != codec.PacketIdentifierNotFound {
+			p.Send(&codec.Ack{Kind: codec.PUBREL, PacketID: 7})
+			if a := p.ExpectAck(codec.PUBCOMP, 7); tc.v == codec.V5 && a.ReasonCode != codec.PacketIdentifierNotFound {
 				t.Fatalf("PUBCOMP %s, want Packet Identifier not found", a.ReasonCode)
 			}
 			// The id is free again: a new message.
-			p.send(&codec.Publish{Topic: []byte(topic), QoS: 2, PacketID: 7, Payload: []byte("twice")})
-			p.expectAck(codec.PUBREC, 7)
-			wantPayloads(t, s.recv(1), "twice")
+			p.Send(&codec.Publish{Topic: []byte(topic), QoS: 2, PacketID: 7, Payload: []byte("twice")})
+			p.ExpectAck(codec.PUBREC, 7)
+			wantPayloads(t, s.Recv(1), "twice")
 		})
 	}
 }
@@ -56,9 +56,9 @@ func TestQoSDowngrade(t *testing.T) {
 			t.Run(fmt.Sprintf("pub%d-sub%d", pubQoS, subQoS), func(t *testing.T) {
 				topic := fmt.Sprintf("qos/%d/%d", pubQoS, subQoS)
 				s := client(t, srv, codec.V5, "s-"+topic)
-				s.subscribe(subQoS, topic)
-				client(t, srv, codec.V5, "p-"+topic).pub(topic, "x", pubQoS)
-				got := s.recv(1)[0]
+				s.Subscribe(subQoS, topic)
+				client(t, srv, codec.V5, "p-"+topic).Pub(topic, "x", pubQoS)
+				got := s.Recv(1)[0]
 				if want := min(pubQoS, subQoS); got.QoS != want {
 					t.Fatalf("delivered at QoS %d, want %d", got.QoS, want)
 				}
@@ -74,25 +74,25 @@ func TestOverlappingSubscriptions(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	t.Run("v3.1.1", func(t *testing.T) {
 		s := client(t, srv, codec.V311, "ov3")
-		s.subscribe(0, "ov3/#")
-		s.subscribe(2, "ov3/+/c")
-		s.subscribe(1, "ov3/b/c")
-		client(t, srv, codec.V311, "ov3-pub").pub("ov3/b/c", "x", 2)
-		got := s.recv(1)
+		s.Subscribe(0, "ov3/#")
+		s.Subscribe(2, "ov3/+/c")
+		s.Subscribe(1, "ov3/b/c")
+		client(t, srv, codec.V311, "ov3-pub").Pub("ov3/b/c", "x", 2)
+		got := s.Recv(1)
 		if got[0].QoS != 2 {
 			t.Fatalf("single copy at QoS %d, want 2", got[0].QoS)
 		}
-		s.expectNothing(quiet)
+		s.ExpectNothing(quiet)
 	})
 	t.Run("v5", func(t *testing.T) {
 		s := client(t, srv, codec.V5, "ov5")
 		for i, f := range []string{"ov5/#", "ov5/+/c", "ov5/b/c"} {
 			sp := &codec.Subscribe{Subscriptions: []codec.Subscription{sub(f, byte(i%3))}}
 			sp.Props.SubscriptionIDs = []uint32{uint32(10 + i)}
-			s.subscribePacket(sp)
+			s.SubscribePacket(sp)
 		}
-		client(t, srv, codec.V5, "ov5-pub").pub("ov5/b/c", "x", 2)
-		got := s.recv(3)
+		client(t, srv, codec.V5, "ov5-pub").Pub("ov5/b/c", "x", 2)
+		got := s.Recv(3)
 		var ids []uint32
 		qos := map[uint32]byte{}
 		for _, m := range got {
@@ -109,7 +109,7 @@ func TestOverlappingSubscriptions(t *testing.T) {
 		if qos[10] != 0 || qos[11] != 1 || qos[12] != 2 {
 			t.Fatalf("QoS per subscription %v, want 10:0 11:1 12:2", qos)
 		}
-		s.expectNothing(quiet)
+		s.ExpectNothing(quiet)
 	})
 }
 
@@ -118,16 +118,16 @@ func TestOverlappingSubscriptions(t *testing.T) {
 func TestDollarTopicsNotMatchedByWildcards(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	wild := client(t, srv, codec.V311, "wild")
-	wild.subscribe(0, "#", "+/x", "+/+")
+	wild.Subscribe(0, "#", "+/x", "+/+")
 	dollar := client(t, srv, codec.V311, "dollar")
-	dollar.subscribe(0, "$app/#", "$app/+")
+	dollar.Subscribe(0, "$app/#", "$app/+")
 	p := client(t, srv, codec.V311, "p")
-	p.pub("$app/x", "dollar", 0)
-	p.pub("app/x", "plain", 0)
-	wantPayloads(t, dollar.recv(1), "dollar") // one copy: two overlapping 3.1.1 subscriptions
-	dollar.expectNothing(quiet)
-	wantPayloads(t, wild.recv(1), "plain")
-	wild.expectNothing(quiet)
+	p.Pub("$app/x", "dollar", 0)
+	p.Pub("app/x", "plain", 0)
+	wantPayloads(t, dollar.Recv(1), "dollar") // one copy: two overlapping 3.1.1 subscriptions
+	dollar.ExpectNothing(quiet)
+	wantPayloads(t, wild.Recv(1), "plain")
+	wild.ExpectNothing(quiet)
 }
 
 // Topic matching through the broker: '+' one level, '#' the parent and
@@ -149,12 +149,12 @@ func TestWildcardMatching(t *testing.T) {
 	} {
 		t.Run(tc.filter, func(t *testing.T) {
 			s := client(t, srv, codec.V311, "s-"+tc.filter)
-			s.subscribe(0, tc.filter)
+			s.Subscribe(0, tc.filter)
 			for _, topic := range append(slices.Clone(tc.miss), tc.match...) {
-				p.pub(topic, topic, 0)
+				p.Pub(topic, topic, 0)
 			}
-			wantPayloads(t, s.recv(len(tc.match)), tc.match...)
-			s.expectNothing(quiet)
+			wantPayloads(t, s.Recv(len(tc.match)), tc.match...)
+			s.ExpectNothing(quiet)
 			s.disconnect()
 		})
 	}
@@ -171,14 +171,14 @@ func TestSubackCodes(t *testing.T) {
 	}{{"v3.1.1", codec.V311, codec.UnspecifiedError}, {"v5", codec.V5, codec.TopicFilterInvalid}} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := client(t, srv, tc.v, "suback-"+tc.name)
-			ack := c.subscribePacket(&codec.Subscribe{Subscriptions: []codec.Subscription{
+			ack := c.SubscribePacket(&codec.Subscribe{Subscriptions: []codec.Subscription{
 				sub("a/b", 1), sub("a/#/b", 0), sub("$share/g/a", 2), sub("a+", 1), sub("$share/g", 0), sub("#", 0),
 			}})
 			want := []codec.ReasonCode{codec.GrantedQoS1, tc.bad, codec.GrantedQoS2, tc.bad, tc.bad, codec.GrantedQoS0}
 			if !slices.Equal(ack.ReasonCodes, want) {
 				t.Fatalf("SUBACK codes %v, want %v", ack.ReasonCodes, want)
 			}
-			c.send(&codec.Pingreq{})
+			c.Send(&codec.Pingreq{})
 			expect[*codec.Pingresp](c)
 		})
 	}
@@ -188,9 +188,9 @@ func TestSubackCodes(t *testing.T) {
 func TestSharedNoLocalIsProtocolError(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	c := client(t, srv, codec.V5, "nl-shared")
-	c.send(&codec.Subscribe{PacketID: 1, Subscriptions: []codec.Subscription{
+	c.Send(&codec.Subscribe{PacketID: 1, Subscriptions: []codec.Subscription{
 		{Filter: []byte("$share/g/x"), QoS: 1, NoLocal: true}}})
-	c.expectDisconnect(codec.ProtocolError)
+	c.ExpectDisconnect(codec.ProtocolError)
 }
 
 // 3.10.4 / 3.11.3: UNSUBSCRIBE stops deliveries; 5.0 UNSUBACK answers each
@@ -201,9 +201,9 @@ func TestUnsubscribe(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			topic := "unsub/" + tc.name
 			s := client(t, srv, tc.v, "s-"+topic)
-			s.subscribe(1, topic, "$share/g/"+topic)
+			s.Subscribe(1, topic, "$share/g/"+topic)
 			u := &codec.Unsubscribe{PacketID: 9, Filters: [][]byte{[]byte(topic), []byte("never/subscribed"), []byte("$share/g/" + topic), []byte("a/#/b")}}
-			s.send(u)
+			s.Send(u)
 			ack := expect[*codec.Unsuback](s)
 			if ack.PacketID != 9 {
 				t.Fatalf("UNSUBACK id %d, want 9 [MQTT-3.10.4-4]", ack.PacketID)
@@ -214,8 +214,8 @@ func TestUnsubscribe(t *testing.T) {
 					t.Fatalf("UNSUBACK codes %v, want %v", ack.ReasonCodes, want)
 				}
 			}
-			client(t, srv, tc.v, "p-"+topic).pub(topic, "x", 1)
-			s.expectNothing(quiet)
+			client(t, srv, tc.v, "p-"+topic).Pub(topic, "x", 1)
+			s.ExpectNothing(quiet)
 		})
 	}
 }
@@ -225,15 +225,15 @@ func TestUnsubscribe(t *testing.T) {
 func TestNoLocal(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	me := client(t, srv, codec.V5, "me")
-	me.subscribePacket(&codec.Subscribe{Subscriptions: []codec.Subscription{{Filter: []byte("nl"), QoS: 1, NoLocal: true}}})
+	me.SubscribePacket(&codec.Subscribe{Subscriptions: []codec.Subscription{{Filter: []byte("nl"), QoS: 1, NoLocal: true}}})
 	other := client(t, srv, codec.V5, "other")
-	other.subscribe(1, "nl")
-	me.send(&codec.Publish{Topic: []byte("nl"), QoS: 1, PacketID: 1, Payload: []byte("mine")})
-	me.expectAck(codec.PUBACK, 1)
-	wantPayloads(t, other.recv(1), "mine")
-	me.expectNothing(quiet)
-	other.pub("nl", "theirs", 0)
-	wantPayloads(t, me.recv(1), "theirs")
+	other.Subscribe(1, "nl")
+	me.Send(&codec.Publish{Topic: []byte("nl"), QoS: 1, PacketID: 1, Payload: []byte("mine")})
+	me.ExpectAck(codec.PUBACK, 1)
+	wantPayloads(t, other.Recv(1), "mine")
+	me.ExpectNothing(quiet)
+	other.Pub("nl", "theirs", 0)
+	wantPayloads(t, me.Recv(1), "theirs")
 }
 
 // [MQTT-3.3.2-12] [MQTT-3.3.2-3] (5.0 3.3.2.3.4): a Topic Alias set with a
@@ -243,18 +243,18 @@ func TestNoLocal(t *testing.T) {
 func TestTopicAliasInbound(t *testing.T) {
 	srv := newServer(t, core.Options{TopicAliasMaximum: 4}, core.Config{})
 	s := client(t, srv, codec.V5, "alias-sub")
-	s.subscribe(1, "alias/#")
+	s.Subscribe(1, "alias/#")
 	p := client(t, srv, codec.V5, "alias-pub")
 	withAlias := func(topic string, alias uint16, payload string) *codec.Publish {
 		m := &codec.Publish{Topic: []byte(topic), QoS: 1, Payload: []byte(payload)}
 		m.Props.SetNum(codec.PropTopicAlias, uint32(alias))
 		return m
 	}
-	p.publish(withAlias("alias/one", 1, "set"))
-	p.publish(withAlias("", 1, "used"))
-	p.publish(withAlias("alias/two", 1, "reset"))
-	p.publish(withAlias("", 1, "used-again"))
-	got := s.recv(4)
+	p.Publish(withAlias("alias/one", 1, "set"))
+	p.Publish(withAlias("", 1, "used"))
+	p.Publish(withAlias("alias/two", 1, "reset"))
+	p.Publish(withAlias("", 1, "used-again"))
+	got := s.Recv(4)
 	for i, want := range []string{"alias/one", "alias/one", "alias/two", "alias/two"} {
 		if string(got[i].Topic) != want {
 			t.Fatalf("delivery %d on %q, want %q", i, got[i].Topic, want)
@@ -282,19 +282,19 @@ func TestTopicAliasInbound(t *testing.T) {
 				raw = append(raw, "alias/x"...)
 				raw = append(raw, 0x03, 0x23, 0x00, 0x00, 'x')
 				raw[1] = byte(len(raw) - 2)
-				c.sendRaw(raw)
+				c.SendRaw(raw)
 			} else {
 				m.Props.SetNum(codec.PropTopicAlias, uint32(tc.alias))
-				c.send(m)
+				c.Send(m)
 			}
 			d := expect[*codec.Disconnect](c)
 			if !slices.Contains(tc.want, d.ReasonCode) {
 				t.Fatalf("DISCONNECT %s, want one of %v", d.ReasonCode, tc.want)
 			}
-			c.expectClosed()
+			c.ExpectClosed()
 		})
 	}
-	s.expectNothing(quiet)
+	s.ExpectNothing(quiet)
 }
 
 // 5.0 3.3.2.3.4: towards a client that announced Topic Alias Maximum, the
@@ -304,12 +304,12 @@ func TestTopicAliasOutbound(t *testing.T) {
 	s := client(t, srv, codec.V5, "out-alias", func(p *codec.Connect) {
 		p.Props.SetNum(codec.PropTopicAliasMaximum, 2)
 	})
-	s.subscribe(0, "oa/#")
+	s.Subscribe(0, "oa/#")
 	p := client(t, srv, codec.V5, "oa-pub")
 	for _, topic := range []string{"oa/a", "oa/a", "oa/b", "oa/c", "oa/a", "oa/b", "oa/c"} {
-		p.pub(topic, topic, 0)
+		p.Pub(topic, topic, 0)
 	}
-	got := s.recv(7)
+	got := s.Recv(7)
 	aliases := map[uint16]string{}
 	for i, m := range got {
 		alias, hasAlias := m.Props.Num(codec.PropTopicAlias)
@@ -332,10 +332,10 @@ func TestTopicAliasOutbound(t *testing.T) {
 		t.Errorf("second message on oa/a carries the topic %q, want the alias alone", got[1].Topic)
 	}
 	none := client(t, srv, codec.V5, "no-alias")
-	none.subscribe(0, "oa/#")
-	p.pub("oa/a", "oa/a", 0)
-	p.pub("oa/a", "oa/a", 0)
-	for _, m := range none.recv(2) {
+	none.Subscribe(0, "oa/#")
+	p.Pub("oa/a", "oa/a", 0)
+	p.Pub("oa/a", "oa/a", 0)
+	for _, m := range none.Recv(2) {
 		if m.Props.Has(codec.PropTopicAlias) {
 			t.Errorf("alias sent to a client with Topic Alias Maximum 0 [MQTT-3.3.2-9]")
 		}
@@ -349,7 +349,7 @@ func TestMessageExpiry(t *testing.T) {
 	t.Parallel()
 	srv := newServer(t, core.Options{}, core.Config{})
 	s := client(t, srv, codec.V5, "expiry", persistent)
-	s.subscribe(1, "exp/#")
+	s.Subscribe(1, "exp/#")
 	s.disconnect()
 	waitConnected(t, srv, 0)
 	p := client(t, srv, codec.V5, "exp-pub")
@@ -361,14 +361,14 @@ func TestMessageExpiry(t *testing.T) {
 		if m.expiry > 0 {
 			pub.Props.SetNum(codec.PropMessageExpiry, m.expiry)
 		}
-		p.publish(pub)
+		p.Publish(pub)
 	}
 	time.Sleep(1200 * time.Millisecond)
 	c := dial(t, srv, codec.V5)
 	cp := connectPacket(codec.V5, "expiry")
 	persistent(cp)
-	c.connect(cp)
-	got := c.recv(2)
+	c.Connect(cp)
+	got := c.Recv(2)
 	wantPayloads(t, got, "long", "none")
 	if e, ok := got[0].Props.Num(codec.PropMessageExpiry); !ok || e >= 10 || e < 8 {
 		t.Fatalf("forwarded expiry %d (present %v), want 8 or 9 after 1.2s of 10", e, ok)
@@ -386,23 +386,23 @@ func TestClientReceiveMaximum(t *testing.T) {
 	s := client(t, srv, codec.V5, "rm", func(p *codec.Connect) {
 		p.Props.SetNum(codec.PropReceiveMaximum, 2)
 	})
-	s.subscribe(1, "rm")
+	s.Subscribe(1, "rm")
 	p := client(t, srv, codec.V5, "rm-pub")
 	for _, m := range seq("m", 6) {
-		p.pub("rm", m, 1)
+		p.Pub("rm", m, 1)
 	}
 	var got []string
 	for len(got) < 6 {
-		a, b := s.expectPublish(), s.expectPublish()
-		s.expectNothing(quiet) // the window is full
+		a, b := s.ExpectPublish(), s.ExpectPublish()
+		s.ExpectNothing(quiet) // the window is full
 		got = append(got, string(a.Payload), string(b.Payload))
-		s.ack(a)
-		s.ack(b)
+		s.Ack(a)
+		s.Ack(b)
 	}
 	if !slices.Equal(got, seq("m", 6)) {
 		t.Fatalf("payloads %q, want m0..m5 in order", got)
 	}
-	s.expectNothing(quiet)
+	s.ExpectNothing(quiet)
 }
 
 // [MQTT-3.3.4-8]: a client sending more unacknowledged QoS 2 PUBLISH
@@ -410,16 +410,16 @@ func TestClientReceiveMaximum(t *testing.T) {
 func TestServerReceiveMaximum(t *testing.T) {
 	srv := newServer(t, core.Options{ReceiveMaximum: 2}, core.Config{})
 	c := dial(t, srv, codec.V5)
-	ack := c.connect(connectPacket(codec.V5, "flood"))
+	ack := c.Connect(connectPacket(codec.V5, "flood"))
 	if rm, ok := ack.Props.Num(codec.PropReceiveMaximum); !ok || rm != 2 {
 		t.Fatalf("CONNACK Receive Maximum %d (present %v), want 2", rm, ok)
 	}
 	for id := uint16(1); id <= 2; id++ {
-		c.send(&codec.Publish{Topic: []byte("f"), QoS: 2, PacketID: id})
-		c.expectAck(codec.PUBREC, id)
+		c.Send(&codec.Publish{Topic: []byte("f"), QoS: 2, PacketID: id})
+		c.ExpectAck(codec.PUBREC, id)
 	}
-	c.send(&codec.Publish{Topic: []byte("f"), QoS: 2, PacketID: 3})
-	c.expectDisconnect(codec.ReceiveMaximumExceeded)
+	c.Send(&codec.Publish{Topic: []byte("f"), QoS: 2, PacketID: 3})
+	c.ExpectDisconnect(codec.ReceiveMaximumExceeded)
 }
 
 // [MQTT-3.1.2-24] [MQTT-3.1.2-25]: a message larger than the client's
@@ -429,13 +429,13 @@ func TestClientMaximumPacketSize(t *testing.T) {
 	s := client(t, srv, codec.V5, "small", func(p *codec.Connect) {
 		p.Props.SetNum(codec.PropMaximumPacketSize, 64)
 	})
-	s.subscribe(1, "mps/#")
+	s.Subscribe(1, "mps/#")
 	p := client(t, srv, codec.V5, "mps-pub")
-	p.pub("mps/a", strings.Repeat("x", 100), 1)
-	p.pub("mps/a", "small", 1)
-	got := s.recv(1)
+	p.Pub("mps/a", strings.Repeat("x", 100), 1)
+	p.Pub("mps/a", "small", 1)
+	got := s.Recv(1)
 	wantPayloads(t, got, "small")
-	s.expectNothing(quiet)
+	s.ExpectNothing(quiet)
 	waitFor(t, "too_large drop counted", func() bool { return srv.Stats().Dropped["too_large"] == 1 })
 }
 
@@ -449,12 +449,12 @@ func TestClientMaximumPacketSizeWithTopicAlias(t *testing.T) {
 		p.Props.SetNum(codec.PropMaximumPacketSize, 64)
 		p.Props.SetNum(codec.PropTopicAliasMaximum, 4)
 	})
-	s.subscribe(0, "mpa/#")
+	s.Subscribe(0, "mpa/#")
 	p := client(t, srv, codec.V5, "mpa-pub")
-	p.pub("mpa/a", strings.Repeat("x", 100), 0)
-	p.pub("mpa/a", "first", 0)
-	p.pub("mpa/a", "second", 0)
-	got := s.recv(2)
+	p.Pub("mpa/a", strings.Repeat("x", 100), 0)
+	p.Pub("mpa/a", "first", 0)
+	p.Pub("mpa/a", "second", 0)
+	got := s.Recv(2)
 	wantPayloads(t, got, "first", "second")
 	if string(got[0].Topic) != "mpa/a" {
 		t.Fatalf("first delivered message has topic %q and alias props %v: the client cannot resolve it", got[0].Topic, got[0].Props.TopicAlias)
@@ -468,7 +468,7 @@ func TestClientMaximumPacketSizeWithTopicAlias(t *testing.T) {
 func TestRequestResponsePropertiesForwarded(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	s := client(t, srv, codec.V5, "responder")
-	s.subscribe(1, "req/#")
+	s.Subscribe(1, "req/#")
 	p := client(t, srv, codec.V5, "requester")
 	m := &codec.Publish{Topic: []byte("req/1"), QoS: 1, Payload: []byte("ping")}
 	m.Props.ResponseTopic = []byte("resp/requester")
@@ -478,8 +478,8 @@ func TestRequestResponsePropertiesForwarded(t *testing.T) {
 	m.Props.User = []codec.UserProperty{
 		{Key: []byte("k"), Value: []byte("1")}, {Key: []byte("a"), Value: []byte("2")}, {Key: []byte("k"), Value: []byte("3")},
 	}
-	p.publish(m)
-	got := s.recv(1)[0]
+	p.Publish(m)
+	got := s.Recv(1)[0]
 	if !bytes.Equal(got.Props.ResponseTopic, m.Props.ResponseTopic) || !bytes.Equal(got.Props.CorrelationData, m.Props.CorrelationData) ||
 		!bytes.Equal(got.Props.ContentType, m.Props.ContentType) || got.Props.PayloadFormat != 1 || !got.Props.Has(codec.PropPayloadFormat) {
 		t.Fatalf("properties %+v, want those published", got.Props)
@@ -493,9 +493,9 @@ func TestRequestResponsePropertiesForwarded(t *testing.T) {
 	}
 	// A 3.1.1 subscriber gets the same message without properties.
 	old := client(t, srv, codec.V311, "old")
-	old.subscribe(0, "req/#")
-	p.publish(m)
-	wantPayloads(t, old.recv(1), "ping")
+	old.Subscribe(0, "req/#")
+	p.Publish(m)
+	wantPayloads(t, old.Recv(1), "ping")
 }
 
 // $SYS topics are published by the broker every SysInterval, retained, and
@@ -510,7 +510,7 @@ func TestSysTopics(t *testing.T) {
 		t.Fatalf("version %q, want %q", v.Payload, "xmq version test")
 	}
 	w := client(t, srv, codec.V5, "sys-writer") // no subscription: nothing arrives among its acks
-	if rc := w.publish(&codec.Publish{Topic: []byte("$SYS/broker/version"), QoS: 1, Payload: []byte("fake")}); rc != codec.NotAuthorized {
+	if rc := w.Publish(&codec.Publish{Topic: []byte("$SYS/broker/version"), QoS: 1, Payload: []byte("fake")}); rc != codec.NotAuthorized {
 		t.Fatalf("PUBACK %s for a client's $SYS publish, want Not authorized", rc)
 	}
 	// A fresh subscriber gets the retained values at once.
@@ -525,15 +525,15 @@ func TestSysTopics(t *testing.T) {
 // after the SUBACK.
 func subscribeCollect(t *testing.T, c *tconn, filters ...string) map[string]*codec.Publish {
 	t.Helper()
-	s := &codec.Subscribe{PacketID: c.id()}
+	s := &codec.Subscribe{PacketID: c.NextID()}
 	for _, f := range filters {
 		s.Subscriptions = append(s.Subscriptions, sub(f, 0))
 	}
-	c.send(s)
+	c.Send(s)
 	seen := map[string]*codec.Publish{}
 	acked := false
 	for !acked || len(seen) < len(filters) {
-		switch p := c.next().(type) {
+		switch p := c.Next().(type) {
 		case *codec.Suback:
 			acked = true
 			for i, rc := range p.ReasonCodes {
@@ -584,7 +584,7 @@ func (denyAuthz) Generation() uint64 { return 1 }
 func TestAuthorizer(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{Authorizer: denyAuthz{}})
 	watch := client(t, srv, codec.V311, "watch")
-	watch.subscribe(1, "#")
+	watch.Subscribe(1, "#")
 	for _, tc := range []struct {
 		name   string
 		v      byte
@@ -596,21 +596,21 @@ func TestAuthorizer(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := client(t, srv, tc.v, "authz-"+tc.name)
-			if rc := c.publish(&codec.Publish{Topic: []byte("deny/x"), QoS: 1, Payload: []byte("no")}); rc != tc.wantRC {
+			if rc := c.Publish(&codec.Publish{Topic: []byte("deny/x"), QoS: 1, Payload: []byte("no")}); rc != tc.wantRC {
 				t.Fatalf("PUBACK %s, want %s", rc, tc.wantRC)
 			}
-			if rc := c.publish(&codec.Publish{Topic: []byte("deny/y"), QoS: 2, Payload: []byte("no")}); rc != tc.wantRC {
+			if rc := c.Publish(&codec.Publish{Topic: []byte("deny/y"), QoS: 2, Payload: []byte("no")}); rc != tc.wantRC {
 				t.Fatalf("PUBREC %s, want %s", rc, tc.wantRC)
 			}
-			c.pub("allow/x", "yes-"+tc.name, 1)
-			wantPayloads(t, watch.recv(1), "yes-"+tc.name)
-			ack := c.subscribePacket(&codec.Subscribe{Subscriptions: []codec.Subscription{sub("deny/#", 1), sub("allow/#", 1)}})
+			c.Pub("allow/x", "yes-"+tc.name, 1)
+			wantPayloads(t, watch.Recv(1), "yes-"+tc.name)
+			ack := c.SubscribePacket(&codec.Subscribe{Subscriptions: []codec.Subscription{sub("deny/#", 1), sub("allow/#", 1)}})
 			if want := []codec.ReasonCode{tc.subRC, codec.GrantedQoS1}; !slices.Equal(ack.ReasonCodes, want) {
 				t.Fatalf("SUBACK %v, want %v", ack.ReasonCodes, want)
 			}
 		})
 	}
-	watch.expectNothing(quiet)
+	watch.ExpectNothing(quiet)
 }
 
 // MaxTopicLevels: a topic with more levels is refused (PUBACK Topic Name
@@ -619,7 +619,7 @@ func TestAuthorizer(t *testing.T) {
 func TestMaxTopicLevels(t *testing.T) {
 	srv := newServer(t, core.Options{MaxTopicLevels: 3}, core.Config{})
 	c := client(t, srv, codec.V5, "levels")
-	ack := c.subscribePacket(&codec.Subscribe{Subscriptions: []codec.Subscription{sub("a/b/c", 1), sub("a/b/c/d", 1), sub("a/+/+/#", 1)}})
+	ack := c.SubscribePacket(&codec.Subscribe{Subscriptions: []codec.Subscription{sub("a/b/c", 1), sub("a/b/c/d", 1), sub("a/+/+/#", 1)}})
 	if want := []codec.ReasonCode{codec.GrantedQoS1, codec.TopicFilterInvalid, codec.TopicFilterInvalid}; !slices.Equal(ack.ReasonCodes, want) {
 		t.Fatalf("SUBACK %v, want %v", ack.ReasonCodes, want)
 	}
@@ -627,12 +627,12 @@ func TestMaxTopicLevels(t *testing.T) {
 	// "///" is four empty levels in three bytes: the most levels a topic
 	// of its length can have.
 	for _, topic := range []string{"a/b/c/d", "///"} {
-		if rc := p.publish(&codec.Publish{Topic: []byte(topic), QoS: 1}); rc != codec.TopicNameInvalid {
+		if rc := p.Publish(&codec.Publish{Topic: []byte(topic), QoS: 1}); rc != codec.TopicNameInvalid {
 			t.Fatalf("PUBACK %s for %q, want Topic Name invalid", rc, topic)
 		}
 	}
-	p.pub("a/b/c", "ok", 1)
-	wantPayloads(t, c.recv(1), "ok")
+	p.Pub("a/b/c", "ok", 1)
+	wantPayloads(t, c.Recv(1), "ok")
 }
 
 // Inbound MaxPacketSize: a larger packet ends the connection (5.0:
@@ -641,21 +641,21 @@ func TestMaxTopicLevels(t *testing.T) {
 func TestMaxPacketSize(t *testing.T) {
 	srv := newServer(t, core.Options{MaxPacketSize: 128}, core.Config{})
 	watch := client(t, srv, codec.V5, "watch")
-	watch.subscribe(0, "big/#")
+	watch.Subscribe(0, "big/#")
 	for _, tc := range persistentVersions {
 		t.Run(tc.name, func(t *testing.T) {
 			c := client(t, srv, tc.v, "big-"+tc.name)
-			if err := c.write((&codec.Publish{Topic: []byte("big/x"), Payload: make([]byte, 200)}).Append(nil, tc.v)); err != nil {
+			if err := c.Write((&codec.Publish{Topic: []byte("big/x"), Payload: make([]byte, 200)}).Append(nil, tc.v)); err != nil {
 				t.Logf("write: %v (the broker may close before reading the body)", err)
 			}
 			if tc.v == codec.V5 {
-				c.expectDisconnect(codec.PacketTooLarge)
+				c.ExpectDisconnect(codec.PacketTooLarge)
 			} else {
-				c.expectClosed()
+				c.ExpectClosed()
 			}
 			other := client(t, srv, tc.v, "fine-"+tc.name)
-			other.pub("big/y", "fits-"+tc.name, 0)
-			wantPayloads(t, watch.recv(1), "fits-"+tc.name)
+			other.Pub("big/y", "fits-"+tc.name, 0)
+			wantPayloads(t, watch.Recv(1), "fits-"+tc.name)
 		})
 	}
 	waitFor(t, "packet_too_large counted", func() bool { return srv.Stats().Disconnects["packet_too_large"] == 2 })
@@ -666,7 +666,7 @@ func TestMaxPacketSize(t *testing.T) {
 func TestMalformedPacket(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	watch := client(t, srv, codec.V5, "watch")
-	watch.subscribe(0, "mal/#")
+	watch.Subscribe(0, "mal/#")
 	for _, tc := range []struct {
 		name string
 		v    byte
@@ -683,15 +683,15 @@ func TestMalformedPacket(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := client(t, srv, tc.v, "mal-"+tc.name)
-			_ = c.write(tc.raw)
+			_ = c.Write(tc.raw)
 			if tc.v == codec.V5 {
-				c.expectDisconnect(tc.rc)
+				c.ExpectDisconnect(tc.rc)
 			} else {
-				c.expectClosed()
+				c.ExpectClosed()
 			}
 			other := client(t, srv, codec.V311, "ok-"+tc.name)
-			other.pub("mal/x", tc.name, 0)
-			wantPayloads(t, watch.recv(1), tc.name)
+			other.Pub("mal/x", tc.name, 0)
+			wantPayloads(t, watch.Recv(1), tc.name)
 		})
 	}
 }
@@ -701,10 +701,10 @@ func TestMalformedPacket(t *testing.T) {
 func TestNoMatchingSubscribers(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	c := client(t, srv, codec.V5, "lonely")
-	if rc := c.publish(&codec.Publish{Topic: []byte("nobody/home"), QoS: 1}); rc != codec.NoMatchingSubscribers {
+	if rc := c.Publish(&codec.Publish{Topic: []byte("nobody/home"), QoS: 1}); rc != codec.NoMatchingSubscribers {
 		t.Fatalf("PUBACK %s, want No matching subscribers", rc)
 	}
-	if rc := c.publish(&codec.Publish{Topic: []byte("nobody/home"), QoS: 2}); rc != codec.NoMatchingSubscribers {
+	if rc := c.Publish(&codec.Publish{Topic: []byte("nobody/home"), QoS: 2}); rc != codec.NoMatchingSubscribers {
 		t.Fatalf("PUBREC %s, want No matching subscribers", rc)
 	}
 }
@@ -725,8 +725,8 @@ func TestClientSendsServerPacket(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := client(t, srv, codec.V5, "srvpkt-"+tc.name)
-			c.send(tc.p)
-			c.expectDisconnect(codec.ProtocolError)
+			c.Send(tc.p)
+			c.ExpectDisconnect(codec.ProtocolError)
 		})
 	}
 }
@@ -738,10 +738,10 @@ func TestConnectAuthMethodRefused(t *testing.T) {
 	c := dial(t, srv, codec.V5)
 	p := connectPacket(codec.V5, "scram")
 	p.Props.AuthMethod = []byte("SCRAM-SHA-1")
-	if ack := c.connectRC(p); ack.ReasonCode != codec.BadAuthenticationMethod {
+	if ack := c.ConnectRC(p); ack.ReasonCode != codec.BadAuthenticationMethod {
 		t.Fatalf("CONNACK %s, want Bad authentication method", ack.ReasonCode)
 	}
-	c.expectClosed()
+	c.ExpectClosed()
 }
 
 // 4.3.3 / 3.5.2.1: a PUBREC with an error code ends the QoS 2 flow (no
@@ -752,16 +752,16 @@ func TestPubrecErrorEndsFlow(t *testing.T) {
 	s := client(t, srv, codec.V5, "refuser", func(p *codec.Connect) {
 		p.Props.SetNum(codec.PropReceiveMaximum, 1)
 	})
-	s.subscribe(2, "pr")
+	s.Subscribe(2, "pr")
 	p := client(t, srv, codec.V5, "pr-pub")
-	p.pub("pr", "refused", 2)
-	p.pub("pr", "next", 2)
-	m := s.expectPublish()
-	s.expectNothing(quiet) // window of one
-	s.send(&codec.Ack{Kind: codec.PUBREC, PacketID: m.PacketID, ReasonCode: codec.UnspecifiedError})
-	wantPayloads(t, s.recv(1), "next")
-	s.send(&codec.Ack{Kind: codec.PUBREC, PacketID: 999})
-	if a := s.expectAck(codec.PUBREL, 999); a.ReasonCode != codec.PacketIdentifierNotFound {
+	p.Pub("pr", "refused", 2)
+	p.Pub("pr", "next", 2)
+	m := s.ExpectPublish()
+	s.ExpectNothing(quiet) // window of one
+	s.Send(&codec.Ack{Kind: codec.PUBREC, PacketID: m.PacketID, ReasonCode: codec.UnspecifiedError})
+	wantPayloads(t, s.Recv(1), "next")
+	s.Send(&codec.Ack{Kind: codec.PUBREC, PacketID: 999})
+	if a := s.ExpectAck(codec.PUBREL, 999); a.ReasonCode != codec.PacketIdentifierNotFound {
 		t.Fatalf("PUBREL %s, want Packet Identifier not found", a.ReasonCode)
 	}
 }
@@ -773,10 +773,10 @@ func TestWillRetainWithRetainDisabled(t *testing.T) {
 	c := dial(t, srv, codec.V5)
 	p := connectPacket(codec.V5, "wr")
 	p.WillFlag, p.WillTopic, p.WillRetain = true, []byte("w"), true
-	if ack := c.connectRC(p); ack.ReasonCode != codec.RetainNotSupported {
+	if ack := c.ConnectRC(p); ack.ReasonCode != codec.RetainNotSupported {
 		t.Fatalf("CONNACK %s, want Retain not supported", ack.ReasonCode)
 	}
-	c.expectClosed()
+	c.ExpectClosed()
 }
 
 // TestPublishWithSubscriptionIDRefused: a client must not send a
@@ -786,8 +786,8 @@ func TestPublishWithSubscriptionIDRefused(t *testing.T) {
 	c := client(t, srv, codec.V5, "subid-pub")
 	p := &codec.Publish{Topic: []byte("a"), Payload: []byte("x")}
 	p.Props.SubscriptionIDs = []uint32{1}
-	c.send(p)
-	c.expectDisconnect(codec.ProtocolError)
+	c.Send(p)
+	c.ExpectDisconnect(codec.ProtocolError)
 }
 
 // TestDisconnectCarriesReasonString: a server DISCONNECT says why in its
@@ -797,7 +797,7 @@ func TestDisconnectCarriesReasonString(t *testing.T) {
 	c := client(t, srv, codec.V5, "why")
 	p := &codec.Publish{Topic: []byte("a"), Payload: []byte("x")}
 	p.Props.SubscriptionIDs = []uint32{1}
-	c.send(p)
+	c.Send(p)
 	d := expect[*codec.Disconnect](c)
 	if d.ReasonCode != codec.ProtocolError || !strings.Contains(string(d.Props.ReasonString), "MQTT-3.3.4-6") {
 		t.Fatalf("DISCONNECT %s %q, want protocol error naming [MQTT-3.3.4-6]", d.ReasonCode, d.Props.ReasonString)
@@ -810,13 +810,13 @@ func TestDisconnectCarriesReasonString(t *testing.T) {
 func TestPartialPacketDoesNotHoldBack(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	sub := client(t, srv, codec.V311, "sub")
-	sub.subscribe(0, "t")
+	sub.Subscribe(0, "t")
 	pub := client(t, srv, codec.V311, "pub")
 	first := (&codec.Publish{Topic: []byte("t"), Payload: []byte("one"), QoS: 1, PacketID: 7}).Append(nil, codec.V311)
 	second := (&codec.Publish{Topic: []byte("t"), Payload: []byte("two")}).Append(nil, codec.V311)
-	pub.sendRaw(append(first, second[:3]...))
-	wantPayloads(t, sub.recv(1), "one")
-	pub.expectAck(codec.PUBACK, 7)
-	pub.sendRaw(second[3:])
-	wantPayloads(t, sub.recv(1), "two")
+	pub.SendRaw(append(first, second[:3]...))
+	wantPayloads(t, sub.Recv(1), "one")
+	pub.ExpectAck(codec.PUBACK, 7)
+	pub.SendRaw(second[3:])
+	wantPayloads(t, sub.Recv(1), "two")
 }

@@ -14,7 +14,7 @@ import (
 func retainedOn(t *testing.T, srv *core.Server, v byte, id, filter string, qos byte) []*codec.Publish {
 	t.Helper()
 	c := client(t, srv, v, id)
-	c.subscribe(qos, filter)
+	c.Subscribe(qos, filter)
 	got := c.collect()
 	slices.SortFunc(got, func(a, b *codec.Publish) int { return slices.Compare(a.Payload, b.Payload) })
 	return got
@@ -28,14 +28,14 @@ func retainedOn(t *testing.T, srv *core.Server, v byte, id, filter string, qos b
 func TestRetainedMessages(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	live := client(t, srv, codec.V311, "live")
-	live.subscribe(2, "ret/#")
+	live.Subscribe(2, "ret/#")
 	p := client(t, srv, codec.V311, "pub")
-	p.pubRetained("ret/a", "a1", 1)
-	p.pubRetained("ret/a", "a2", 2)
-	p.pubRetained("ret/b", "b", 0)
-	p.pubRetained("ret/c", "c", 1)
-	p.pubRetained("ret/c", "", 1)
-	for _, m := range live.recv(5) {
+	p.PubRetained("ret/a", "a1", 1)
+	p.PubRetained("ret/a", "a2", 2)
+	p.PubRetained("ret/b", "b", 0)
+	p.PubRetained("ret/c", "c", 1)
+	p.PubRetained("ret/c", "", 1)
+	for _, m := range live.Recv(5) {
 		if m.Retain {
 			t.Errorf("live delivery %q has RETAIN=1 [MQTT-3.3.1-9]", m.Payload)
 		}
@@ -63,7 +63,7 @@ func TestRetainedMessages(t *testing.T) {
 // [MQTT-3.3.1-9] [MQTT-3.3.1-10] [MQTT-3.3.1-11].
 func TestRetainHandling(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
-	client(t, srv, codec.V5, "pub").pubRetained("rh/x", "kept", 1)
+	client(t, srv, codec.V5, "pub").PubRetained("rh/x", "kept", 1)
 	for _, tc := range []struct {
 		rh           byte
 		first, again int
@@ -71,11 +71,11 @@ func TestRetainHandling(t *testing.T) {
 		t.Run(string(rune('0'+tc.rh)), func(t *testing.T) {
 			c := client(t, srv, codec.V5, "rh"+string(rune('0'+tc.rh)))
 			s := codec.Subscription{Filter: []byte("rh/#"), QoS: 1, RetainHandling: tc.rh}
-			c.subscribePacket(&codec.Subscribe{Subscriptions: []codec.Subscription{s}})
+			c.SubscribePacket(&codec.Subscribe{Subscriptions: []codec.Subscription{s}})
 			if got := c.collect(); len(got) != tc.first {
 				t.Fatalf("first subscribe: %d retained, want %d", len(got), tc.first)
 			}
-			c.subscribePacket(&codec.Subscribe{Subscriptions: []codec.Subscription{s}})
+			c.SubscribePacket(&codec.Subscribe{Subscriptions: []codec.Subscription{s}})
 			if got := c.collect(); len(got) != tc.again {
 				t.Fatalf("repeated subscribe: %d retained, want %d", len(got), tc.again)
 			}
@@ -88,17 +88,17 @@ func TestRetainHandling(t *testing.T) {
 func TestRetainAsPublished(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	rap := client(t, srv, codec.V5, "rap")
-	rap.subscribePacket(&codec.Subscribe{Subscriptions: []codec.Subscription{{Filter: []byte("rap/#"), QoS: 1, RetainAsPublished: true}}})
+	rap.SubscribePacket(&codec.Subscribe{Subscriptions: []codec.Subscription{{Filter: []byte("rap/#"), QoS: 1, RetainAsPublished: true}}})
 	plain := client(t, srv, codec.V5, "plain")
-	plain.subscribe(1, "rap/#")
+	plain.Subscribe(1, "rap/#")
 	p := client(t, srv, codec.V5, "pub")
-	p.pubRetained("rap/x", "r", 1)
-	p.pub("rap/x", "n", 1)
-	got := rap.recv(2)
+	p.PubRetained("rap/x", "r", 1)
+	p.Pub("rap/x", "n", 1)
+	got := rap.Recv(2)
 	if !got[0].Retain || got[1].Retain {
 		t.Fatalf("retain-as-published RETAIN flags %v %v, want true false", got[0].Retain, got[1].Retain)
 	}
-	for _, m := range plain.recv(2) {
+	for _, m := range plain.Recv(2) {
 		if m.Retain {
 			t.Fatalf("RETAIN=1 on a live delivery without Retain As Published")
 		}
@@ -111,7 +111,7 @@ func TestRetainedMessageExpiry(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	m := &codec.Publish{Topic: []byte("rexp/x"), Retain: true, QoS: 1, Payload: []byte("brief")}
 	m.Props.SetNum(codec.PropMessageExpiry, 1)
-	client(t, srv, codec.V5, "pub").publish(m)
+	client(t, srv, codec.V5, "pub").Publish(m)
 	got := retainedOn(t, srv, codec.V5, "early", "rexp/#", 1)
 	wantPayloads(t, got, "brief")
 	if e, ok := got[0].Props.Num(codec.PropMessageExpiry); !ok || e != 1 {
@@ -126,12 +126,12 @@ func TestRetainedMessageExpiry(t *testing.T) {
 func TestRetainDisabled(t *testing.T) {
 	srv := newServer(t, core.Options{RetainDisabled: true}, core.Config{})
 	c := dial(t, srv, codec.V5)
-	ack := c.connect(connectPacket(codec.V5, "no-retain"))
+	ack := c.Connect(connectPacket(codec.V5, "no-retain"))
 	if ra, ok := ack.Props.Num(codec.PropRetainAvailable); !ok || ra != 0 {
 		t.Fatalf("Retain Available %d (present %v), want 0", ra, ok)
 	}
-	c.send(&codec.Publish{Topic: []byte("x"), Retain: true, Payload: []byte("r")})
-	c.expectDisconnect(codec.RetainNotSupported)
+	c.Send(&codec.Publish{Topic: []byte("x"), Retain: true, Payload: []byte("r")})
+	c.ExpectDisconnect(codec.RetainNotSupported)
 }
 
 // withWill sets a will on topic.
@@ -152,35 +152,35 @@ func TestWill(t *testing.T) {
 		end  func(c *tconn)
 		want bool
 	}{
-		{"abrupt-v3.1.1", codec.V311, func(c *tconn) { c.close() }, true},
-		{"abrupt-v5", codec.V5, func(c *tconn) { c.close() }, true},
-		{"abrupt-v3.1", codec.V31, func(c *tconn) { c.close() }, true},
+		{"abrupt-v3.1.1", codec.V311, func(c *tconn) { c.Close() }, true},
+		{"abrupt-v5", codec.V5, func(c *tconn) { c.Close() }, true},
+		{"abrupt-v3.1", codec.V31, func(c *tconn) { c.Close() }, true},
 		{"disconnect-v3.1.1", codec.V311, func(c *tconn) { c.disconnect() }, false},
 		{"disconnect-normal-v5", codec.V5, func(c *tconn) { c.disconnect() }, false},
 		{"disconnect-with-will-v5", codec.V5, func(c *tconn) {
-			c.send(&codec.Disconnect{ReasonCode: codec.DisconnectWithWillMessage})
-			c.expectClosed()
+			c.Send(&codec.Disconnect{ReasonCode: codec.DisconnectWithWillMessage})
+			c.ExpectClosed()
 		}, true},
 		{"protocol-error-v5", codec.V5, func(c *tconn) {
-			c.send(connectPacket(codec.V5, "again"))
-			c.expectDisconnect(codec.ProtocolError)
+			c.Send(connectPacket(codec.V5, "again"))
+			c.ExpectDisconnect(codec.ProtocolError)
 		}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			topic := "will/" + tc.name
 			w := client(t, srv, codec.V5, "watch-"+tc.name)
-			w.subscribe(1, topic)
+			w.Subscribe(1, topic)
 			c := client(t, srv, tc.v, tc.name, withWill(topic, "bye", 1))
 			tc.end(c)
 			if tc.want {
-				got := w.recv(1)
+				got := w.Recv(1)
 				wantPayloads(t, got, "bye")
 				if got[0].QoS != 1 {
 					t.Errorf("will QoS %d, want 1", got[0].QoS)
 				}
 			} else {
 				waitConnected(t, srv, 1)
-				w.expectNothing(quiet)
+				w.ExpectNothing(quiet)
 			}
 		})
 	}
@@ -193,7 +193,7 @@ func TestWillRetained(t *testing.T) {
 		withWill("wr/status", "offline", 1)(p)
 		p.WillRetain = true
 	})
-	c.close()
+	c.Close()
 	waitConnected(t, srv, 0)
 	got := retainedOn(t, srv, codec.V311, "late", "wr/status", 1)
 	wantPayloads(t, got, "offline")
@@ -206,7 +206,7 @@ func TestWillPropertiesAndExpiry(t *testing.T) {
 	t.Parallel()
 	srv := newServer(t, core.Options{}, core.Config{})
 	w := client(t, srv, codec.V5, "watch")
-	w.subscribe(1, "wp")
+	w.Subscribe(1, "wp")
 	c := client(t, srv, codec.V5, "wp", func(p *codec.Connect) {
 		withWill("wp", "bye", 1)(p)
 		p.WillProps.SetNum(codec.PropMessageExpiry, 1)
@@ -214,8 +214,8 @@ func TestWillPropertiesAndExpiry(t *testing.T) {
 		p.WillProps.User = []codec.UserProperty{{Key: []byte("k"), Value: []byte("v")}}
 	})
 	time.Sleep(1200 * time.Millisecond) // longer than the will's expiry
-	c.close()
-	got := w.recv(1)[0]
+	c.Close()
+	got := w.Recv(1)[0]
 	if string(got.Props.ContentType) != "text/plain" || len(got.Props.User) != 1 {
 		t.Fatalf("will properties %+v, want content type and one user property", got.Props)
 	}
@@ -238,30 +238,30 @@ func TestWillDelay(t *testing.T) {
 		}
 	}
 	w := client(t, srv, codec.V5, "watch")
-	w.subscribe(0, "wd/#")
+	w.Subscribe(0, "wd/#")
 
 	// Reconnect within the delay: no will.
 	c := client(t, srv, codec.V5, "back", delayed("wd/back"))
-	c.close()
+	c.Close()
 	time.Sleep(300 * time.Millisecond)
 	again := dial(t, srv, codec.V5)
 	p := connectPacket(codec.V5, "back")
 	persistent(p)
-	again.connect(p)
+	again.Connect(p)
 
 	// Stay away: the will goes after about a second.
 	gone := client(t, srv, codec.V5, "gone", delayed("wd/gone"))
-	gone.close()
+	gone.Close()
 	start := time.Now()
-	w.expectNothing(500 * time.Millisecond)
-	got := w.recv(1)
+	w.ExpectNothing(500 * time.Millisecond)
+	got := w.Recv(1)
 	if string(got[0].Topic) != "wd/gone" {
 		t.Fatalf("will on %q, want wd/gone", got[0].Topic)
 	}
 	if d := time.Since(start); d < 800*time.Millisecond || d > 2500*time.Millisecond {
 		t.Fatalf("will after %v, want about 1s", d)
 	}
-	w.expectNothing(600 * time.Millisecond) // "back"'s will never comes
+	w.ExpectNothing(600 * time.Millisecond) // "back"'s will never comes
 }
 
 // 5.0 3.1.3.2.2: the will goes when the session ends if that is before the
@@ -269,13 +269,13 @@ func TestWillDelay(t *testing.T) {
 func TestWillDelayLongerThanSession(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	w := client(t, srv, codec.V5, "watch")
-	w.subscribe(0, "wds")
+	w.Subscribe(0, "wds")
 	c := client(t, srv, codec.V5, "short", func(p *codec.Connect) {
 		withWill("wds", "now", 0)(p)
 		p.WillProps.SetNum(codec.PropWillDelay, 60) // session expiry 0: ends now
 	})
-	c.close()
-	wantPayloads(t, w.recv(1), "now")
+	c.Close()
+	wantPayloads(t, w.Recv(1), "now")
 }
 
 // 5.0 3.1.4: a session taken over publishes the old connection's will when
@@ -283,11 +283,11 @@ func TestWillDelayLongerThanSession(t *testing.T) {
 func TestWillOnTakeover(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	w := client(t, srv, codec.V5, "watch")
-	w.subscribe(0, "wt")
+	w.Subscribe(0, "wt")
 	old := client(t, srv, codec.V5, "dup", withWill("wt", "replaced", 0))
 	client(t, srv, codec.V5, "dup")
-	old.expectDisconnect(codec.SessionTakenOver)
-	wantPayloads(t, w.recv(1), "replaced")
+	old.ExpectDisconnect(codec.SessionTakenOver)
+	wantPayloads(t, w.Recv(1), "replaced")
 }
 
 // 5.0 3.1.2.5 and [MQTT-3.1.3-9]: a will with a delay is not sent when a
@@ -303,7 +303,7 @@ func TestWillDelayOnTakeover(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			topic := "wdt/" + tc.name
 			w := client(t, srv, codec.V5, "watch-"+tc.name)
-			w.subscribe(0, topic)
+			w.Subscribe(0, topic)
 			old := client(t, srv, codec.V5, "wdt-"+tc.name, func(p *codec.Connect) {
 				persistent(p)
 				withWill(topic, "bye", 0)(p)
@@ -313,12 +313,12 @@ func TestWillDelayOnTakeover(t *testing.T) {
 			p := connectPacket(codec.V5, "wdt-"+tc.name)
 			p.CleanStart = tc.clean
 			p.Props.SetNum(codec.PropSessionExpiry, 30)
-			c.connect(p)
-			old.expectDisconnect(codec.SessionTakenOver)
+			c.Connect(p)
+			old.ExpectDisconnect(codec.SessionTakenOver)
 			if tc.want {
-				wantPayloads(t, w.recv(1), "bye")
+				wantPayloads(t, w.Recv(1), "bye")
 			} else {
-				w.expectNothing(quiet)
+				w.ExpectNothing(quiet)
 			}
 		})
 	}
@@ -330,12 +330,12 @@ func TestWillDelayOnTakeover(t *testing.T) {
 func TestRetainedDollarTopicsAndSubscriptionID(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	p := client(t, srv, codec.V5, "pub")
-	p.pubRetained("$internal/x", "hidden", 0)
-	p.pubRetained("public/x", "shown", 0)
+	p.PubRetained("$internal/x", "hidden", 0)
+	p.PubRetained("public/x", "shown", 0)
 	c := client(t, srv, codec.V5, "all")
 	sp := &codec.Subscribe{Subscriptions: []codec.Subscription{sub("#", 1), sub("+/x", 1)}}
 	sp.Props.SubscriptionIDs = []uint32{7}
-	c.subscribePacket(sp)
+	c.SubscribePacket(sp)
 	got := c.collect()
 	wantPayloads(t, got, "shown", "shown")
 	for _, m := range got {
@@ -352,14 +352,14 @@ func TestRetainedDollarTopicsAndSubscriptionID(t *testing.T) {
 func TestWillDelayEndedByCleanStart(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	w := client(t, srv, codec.V5, "watch")
-	w.subscribe(0, "wdc")
+	w.Subscribe(0, "wdc")
 	c := client(t, srv, codec.V5, "cs", func(p *codec.Connect) {
 		persistent(p)
 		withWill("wdc", "ended", 0)(p)
 		p.WillProps.SetNum(codec.PropWillDelay, 60)
 	})
-	c.close()
-	w.expectNothing(quiet)         // the delay is running
+	c.Close()
+	w.ExpectNothing(quiet)         // the delay is running
 	client(t, srv, codec.V5, "cs") // Clean Start: the old session ends
-	wantPayloads(t, w.recv(1), "ended")
+	wantPayloads(t, w.Recv(1), "ended")
 }

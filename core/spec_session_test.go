@@ -10,9 +10,9 @@ import (
 
 // disconnect sends DISCONNECT (normal) and waits for the broker to close.
 func (c *tconn) disconnect() {
-	c.t.Helper()
-	c.send(&codec.Disconnect{})
-	c.expectClosed()
+	c.T.Helper()
+	c.Send(&codec.Disconnect{})
+	c.ExpectClosed()
 }
 
 // waitConnected waits until the broker has finished with every connection
@@ -36,20 +36,20 @@ func TestSessionTakeover(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			id := "take-" + tc.name
 			old := client(t, srv, tc.v, id, persistent)
-			old.subscribe(1, "take/"+tc.name+"/#")
+			old.Subscribe(1, "take/"+tc.name+"/#")
 			c := dial(t, srv, tc.v)
 			p := connectPacket(tc.v, id)
 			persistent(p)
-			if ack := c.connect(p); !ack.SessionPresent {
+			if ack := c.Connect(p); !ack.SessionPresent {
 				t.Fatalf("CONNACK session present 0, want 1 [MQTT-3.2.2-3]")
 			}
 			if tc.v == codec.V5 {
-				old.expectDisconnect(codec.SessionTakenOver)
+				old.ExpectDisconnect(codec.SessionTakenOver)
 			} else {
-				old.expectClosed()
+				old.ExpectClosed()
 			}
-			client(t, srv, codec.V311, "pub-"+id).pub("take/"+tc.name+"/x", "after", 1)
-			wantPayloads(t, c.recv(1), "after")
+			client(t, srv, codec.V311, "pub-"+id).Pub("take/"+tc.name+"/x", "after", 1)
+			wantPayloads(t, c.Recv(1), "after")
 			waitFor(t, "taken_over counted", func() bool { return srv.Stats().Disconnects["taken_over"] >= 1 })
 		})
 	}
@@ -63,7 +63,7 @@ func TestCleanStartDiscardsSession(t *testing.T) {
 			id := "clean-" + tc.name
 			topic := "clean/" + tc.name
 			s := client(t, srv, tc.v, id, persistent)
-			s.subscribe(1, topic)
+			s.Subscribe(1, topic)
 			s.disconnect()
 			waitConnected(t, srv, 0)
 
@@ -72,14 +72,14 @@ func TestCleanStartDiscardsSession(t *testing.T) {
 			if tc.v == codec.V5 {
 				p.Props.SetNum(codec.PropSessionExpiry, 60)
 			}
-			if ack := c.connect(p); ack.SessionPresent {
+			if ack := c.Connect(p); ack.SessionPresent {
 				t.Fatalf("session present after Clean Start")
 			}
 			pub := client(t, srv, codec.V5, "pub-"+id)
-			if rc := pub.publish(&codec.Publish{Topic: []byte(topic), QoS: 1, Payload: []byte("x")}); rc != codec.NoMatchingSubscribers {
+			if rc := pub.Publish(&codec.Publish{Topic: []byte(topic), QoS: 1, Payload: []byte("x")}); rc != codec.NoMatchingSubscribers {
 				t.Fatalf("PUBACK %s, want No matching subscribers: the old subscription survived", rc)
 			}
-			c.expectNothing(quiet)
+			c.ExpectNothing(quiet)
 		})
 	}
 }
@@ -94,36 +94,36 @@ func TestPersistentSessionQueuesOffline(t *testing.T) {
 			id := "queue-" + tc.name
 			topic := "queue/" + tc.name
 			s := client(t, srv, tc.v, id, persistent)
-			s.subscribe(1, topic+"/#")
-			s.subscribe(0, topic+"-q0/#")
+			s.Subscribe(1, topic+"/#")
+			s.Subscribe(0, topic+"-q0/#")
 			s.disconnect()
 			waitConnected(t, srv, 0)
 
 			p := client(t, srv, tc.v, "pub-"+id)
 			for _, m := range seq("m", 5) {
-				p.pub(topic+"/x", m, 1)
+				p.Pub(topic+"/x", m, 1)
 			}
-			p.pub(topic+"-q0/x", "qos0-offline", 0) // QoS 0 is not queued for offline sessions
-			p.send(&codec.Pingreq{})                // handled after the PUBLISH, before the reconnect
+			p.Pub(topic+"-q0/x", "qos0-offline", 0) // QoS 0 is not queued for offline sessions
+			p.Send(&codec.Pingreq{})                // handled after the PUBLISH, before the reconnect
 			expect[*codec.Pingresp](p)
 
 			c := dial(t, srv, tc.v)
 			cp := connectPacket(tc.v, id)
 			persistent(cp)
-			if ack := c.connect(cp); !ack.SessionPresent {
+			if ack := c.Connect(cp); !ack.SessionPresent {
 				t.Fatalf("session present 0, want 1")
 			}
-			got := c.recv(5)
+			got := c.Recv(5)
 			wantPayloads(t, got, seq("m", 5)...)
 			for _, m := range got {
 				if m.QoS != 1 || m.Dup || m.Retain {
 					t.Errorf("delivery %q: QoS %d dup %v retain %v, want QoS 1, first delivery, not retained", m.Payload, m.QoS, m.Dup, m.Retain)
 				}
 			}
-			c.expectNothing(quiet)
+			c.ExpectNothing(quiet)
 			// The subscriptions survived too.
-			p.pub(topic+"/y", "live", 1)
-			wantPayloads(t, c.recv(1), "live")
+			p.Pub(topic+"/y", "live", 1)
+			wantPayloads(t, c.Recv(1), "live")
 		})
 	}
 }
@@ -138,52 +138,52 @@ func TestRedeliveryOnReconnect(t *testing.T) {
 			id := "redeliver-" + tc.name
 			topic := "redeliver/" + tc.name
 			s := client(t, srv, tc.v, id, persistent)
-			s.subscribe(2, topic+"/#")
+			s.Subscribe(2, topic+"/#")
 			p := client(t, srv, tc.v, "pub-"+id)
 
-			p.pub(topic+"/1", "q1", 1)
-			q1 := s.expectPublish() // not acknowledged
-			p.pub(topic+"/2", "q2-pubrec", 2)
-			q2a := s.expectPublish()
-			s.send(&codec.Ack{Kind: codec.PUBREC, PacketID: q2a.PacketID})
-			s.expectAck(codec.PUBREL, q2a.PacketID) // not completed
-			p.pub(topic+"/3", "q2-none", 2)
-			q2b := s.expectPublish() // not acknowledged
+			p.Pub(topic+"/1", "q1", 1)
+			q1 := s.ExpectPublish() // not acknowledged
+			p.Pub(topic+"/2", "q2-pubrec", 2)
+			q2a := s.ExpectPublish()
+			s.Send(&codec.Ack{Kind: codec.PUBREC, PacketID: q2a.PacketID})
+			s.ExpectAck(codec.PUBREL, q2a.PacketID) // not completed
+			p.Pub(topic+"/3", "q2-none", 2)
+			q2b := s.ExpectPublish() // not acknowledged
 			for _, m := range []*codec.Publish{q1, q2a, q2b} {
 				if m.Dup {
 					t.Fatalf("first delivery of %q has DUP set [MQTT-3.3.1-1]", m.Payload)
 				}
 			}
-			s.close()
+			s.Close()
 			waitConnected(t, srv, 1)
 
 			c := dial(t, srv, tc.v)
 			cp := connectPacket(tc.v, id)
 			persistent(cp)
-			if ack := c.connect(cp); !ack.SessionPresent {
+			if ack := c.Connect(cp); !ack.SessionPresent {
 				t.Fatalf("session present 0, want 1")
 			}
-			r1 := c.expectPublish()
+			r1 := c.ExpectPublish()
 			if !r1.Dup || r1.PacketID != q1.PacketID || r1.QoS != 1 || string(r1.Payload) != "q1" {
 				t.Fatalf("got %q id %d QoS %d dup %v, want %q again with id %d, QoS 1, DUP", r1.Payload, r1.PacketID, r1.QoS, r1.Dup, "q1", q1.PacketID)
 			}
-			c.expectAck(codec.PUBREL, q2a.PacketID)
-			r3 := c.expectPublish()
+			c.ExpectAck(codec.PUBREL, q2a.PacketID)
+			r3 := c.ExpectPublish()
 			if !r3.Dup || r3.PacketID != q2b.PacketID || r3.QoS != 2 || string(r3.Payload) != "q2-none" {
 				t.Fatalf("got %q id %d QoS %d dup %v, want %q again with id %d, QoS 2, DUP", r3.Payload, r3.PacketID, r3.QoS, r3.Dup, "q2-none", q2b.PacketID)
 			}
-			c.send(&codec.Ack{Kind: codec.PUBACK, PacketID: q1.PacketID})
-			c.send(&codec.Ack{Kind: codec.PUBCOMP, PacketID: q2a.PacketID})
-			c.send(&codec.Ack{Kind: codec.PUBREC, PacketID: q2b.PacketID})
-			c.expectAck(codec.PUBREL, q2b.PacketID)
-			c.send(&codec.Ack{Kind: codec.PUBCOMP, PacketID: q2b.PacketID})
-			c.expectNothing(quiet)
+			c.Send(&codec.Ack{Kind: codec.PUBACK, PacketID: q1.PacketID})
+			c.Send(&codec.Ack{Kind: codec.PUBCOMP, PacketID: q2a.PacketID})
+			c.Send(&codec.Ack{Kind: codec.PUBREC, PacketID: q2b.PacketID})
+			c.ExpectAck(codec.PUBREL, q2b.PacketID)
+			c.Send(&codec.Ack{Kind: codec.PUBCOMP, PacketID: q2b.PacketID})
+			c.ExpectNothing(quiet)
 
 			// Everything acknowledged: a further reconnect owes nothing.
 			c.disconnect()
 			again := dial(t, srv, tc.v)
-			again.connect(cp)
-			again.expectNothing(quiet)
+			again.Connect(cp)
+			again.ExpectNothing(quiet)
 		})
 	}
 }
@@ -198,10 +198,10 @@ func TestSessionExpiry(t *testing.T) {
 		p := connectPacket(codec.V5, "expiring")
 		p.CleanStart = clean
 		p.Props.SetNum(codec.PropSessionExpiry, 1)
-		return c, c.connect(p)
+		return c, c.Connect(p)
 	}
 	c, _ := connect(true)
-	c.subscribe(1, "exp/#")
+	c.Subscribe(1, "exp/#")
 	c.disconnect()
 	c, ack := connect(false)
 	if !ack.SessionPresent {
@@ -221,8 +221,8 @@ func TestDisconnectSessionExpiryAfterZero(t *testing.T) {
 	c := client(t, srv, codec.V5, "zero")
 	d := &codec.Disconnect{}
 	d.Props.SetNum(codec.PropSessionExpiry, 30)
-	c.send(d)
-	c.expectDisconnect(codec.ProtocolError)
+	c.Send(d)
+	c.ExpectDisconnect(codec.ProtocolError)
 }
 
 // 5.0 3.14.2.2.2: a Session Expiry on DISCONNECT replaces the one from
@@ -230,16 +230,16 @@ func TestDisconnectSessionExpiryAfterZero(t *testing.T) {
 func TestDisconnectSessionExpiryToZero(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	c := client(t, srv, codec.V5, "to-zero", persistent)
-	c.subscribe(1, "tz")
+	c.Subscribe(1, "tz")
 	d := &codec.Disconnect{}
 	d.Props.SetNum(codec.PropSessionExpiry, 0)
-	c.send(d)
-	c.expectClosed()
+	c.Send(d)
+	c.ExpectClosed()
 	waitConnected(t, srv, 0)
 	c = dial(t, srv, codec.V5)
 	p := connectPacket(codec.V5, "to-zero")
 	persistent(p)
-	if ack := c.connect(p); ack.SessionPresent {
+	if ack := c.Connect(p); ack.SessionPresent {
 		t.Fatalf("session kept after DISCONNECT set its expiry to 0")
 	}
 }
@@ -257,17 +257,17 @@ func TestRestartRestoresState(t *testing.T) {
 			}
 			t.Cleanup(func() { shutdown(t, srv1) })
 			s := client(t, srv1, tc.v, "restart", persistent)
-			s.subscribe(1, "rs/#")
+			s.Subscribe(1, "rs/#")
 			s.disconnect()
 			waitConnected(t, srv1, 0)
 			p := client(t, srv1, tc.v, "pub")
-			p.pubRetained("rs/ret", "kept", 1)
+			p.PubRetained("rs/ret", "kept", 1)
 			for _, m := range seq("m", 3) {
-				p.pub("rs/x", m, 1)
+				p.Pub("rs/x", m, 1)
 			}
-			p.pubRetained("other/ret", "other", 0)
-			p.pubRetained("other/ret", "", 0) // cleared: must stay cleared
-			p.send(&codec.Pingreq{})          // the clear is read before the shutdown
+			p.PubRetained("other/ret", "other", 0)
+			p.PubRetained("other/ret", "", 0) // cleared: must stay cleared
+			p.Send(&codec.Pingreq{})          // the clear is read before the shutdown
 			expect[*codec.Pingresp](p)
 			shutdown(t, srv1)
 
@@ -275,23 +275,23 @@ func TestRestartRestoresState(t *testing.T) {
 			c := dial(t, srv2, tc.v)
 			cp := connectPacket(tc.v, "restart")
 			persistent(cp)
-			if ack := c.connect(cp); !ack.SessionPresent {
+			if ack := c.Connect(cp); !ack.SessionPresent {
 				t.Fatalf("session lost in the restart")
 			}
-			wantPayloads(t, c.recv(4), "kept", "m0", "m1", "m2")
-			c.expectNothing(quiet)
+			wantPayloads(t, c.Recv(4), "kept", "m0", "m1", "m2")
+			c.ExpectNothing(quiet)
 			// The subscription was restored.
-			client(t, srv2, tc.v, "pub2").pub("rs/y", "after", 1)
-			wantPayloads(t, c.recv(1), "after")
+			client(t, srv2, tc.v, "pub2").Pub("rs/y", "after", 1)
+			wantPayloads(t, c.Recv(1), "after")
 			// And the retained messages.
 			n := client(t, srv2, tc.v, "new")
-			n.subscribe(1, "rs/ret", "other/ret")
-			got := n.recv(1)
+			n.Subscribe(1, "rs/ret", "other/ret")
+			got := n.Recv(1)
 			wantPayloads(t, got, "kept")
 			if !got[0].Retain {
 				t.Errorf("restored retained message sent without RETAIN")
 			}
-			n.expectNothing(quiet)
+			n.ExpectNothing(quiet)
 		})
 	}
 }
@@ -303,18 +303,18 @@ func TestRedeliveredExpiredMessageExpiry(t *testing.T) {
 	t.Parallel()
 	srv := newServer(t, core.Options{}, core.Config{})
 	s := client(t, srv, codec.V5, "slowpoke", persistent)
-	s.subscribe(1, "rexp")
+	s.Subscribe(1, "rexp")
 	m := &codec.Publish{Topic: []byte("rexp"), QoS: 1, Payload: []byte("x")}
 	m.Props.SetNum(codec.PropMessageExpiry, 1)
-	client(t, srv, codec.V5, "rexp-pub").publish(m)
-	s.expectPublish() // not acknowledged
-	s.close()
+	client(t, srv, codec.V5, "rexp-pub").Publish(m)
+	s.ExpectPublish() // not acknowledged
+	s.Close()
 	time.Sleep(3200 * time.Millisecond) // more than a whole second past the expiry
 	c := dial(t, srv, codec.V5)
 	p := connectPacket(codec.V5, "slowpoke")
 	persistent(p)
-	c.connect(p)
-	r := c.expectPublish()
+	c.Connect(p)
+	r := c.ExpectPublish()
 	if !r.Dup {
 		t.Fatalf("resent message without DUP")
 	}

@@ -13,31 +13,31 @@ import (
 // collect takes PUBLISH packets, acknowledging them, until none arrives for
 // quiet; it fails on anything else.
 func (c *tconn) collect() []*codec.Publish {
-	c.t.Helper()
+	c.T.Helper()
 	var out []*codec.Publish
 	for {
-		raw, err := c.nextRaw(quiet)
+		raw, err := c.NextRaw(quiet)
 		if errors.Is(err, errTimeout) {
 			return out
 		}
 		if err != nil {
-			c.t.Fatalf("collecting: %v", err)
+			c.T.Fatalf("collecting: %v", err)
 		}
-		p, _, err := codec.Decode(raw, c.v)
+		p, _, err := codec.Decode(raw, c.V)
 		if err != nil {
-			c.t.Fatalf("decoding % x: %v", raw, err)
+			c.T.Fatalf("decoding % x: %v", raw, err)
 		}
 		switch p := p.(type) {
 		case *codec.Publish:
 			out = append(out, p)
-			c.ack(p)
+			c.Ack(p)
 		case *codec.Ack:
 			if p.Kind != codec.PUBREL {
-				c.t.Fatalf("got %s while collecting", p.Kind)
+				c.T.Fatalf("got %s while collecting", p.Kind)
 			}
-			c.send(&codec.Ack{Kind: codec.PUBCOMP, PacketID: p.PacketID})
+			c.Send(&codec.Ack{Kind: codec.PUBCOMP, PacketID: p.PacketID})
 		default:
-			c.t.Fatalf("got %s while collecting", p.Type())
+			c.T.Fatalf("got %s while collecting", p.Type())
 		}
 	}
 }
@@ -64,20 +64,20 @@ func TestSharedSubscriptionOneMemberPerGroup(t *testing.T) {
 	var g, h []*tconn
 	for i := range 3 {
 		c := client(t, srv, codec.V5, fmt.Sprint("g", i))
-		c.subscribe(1, "$share/g/sh/#")
+		c.Subscribe(1, "$share/g/sh/#")
 		g = append(g, c)
 	}
 	for i := range 2 {
 		c := client(t, srv, codec.V5, fmt.Sprint("h", i))
-		c.subscribe(1, "$share/h/sh/+")
+		c.Subscribe(1, "$share/h/sh/+")
 		h = append(h, c)
 	}
 	plain := client(t, srv, codec.V5, "plain")
-	plain.subscribe(1, "sh/#")
+	plain.Subscribe(1, "sh/#")
 	p := client(t, srv, codec.V5, "pub")
 	want := seq("m", 30)
 	for _, m := range want {
-		p.pub("sh/x", m, 1)
+		p.Pub("sh/x", m, 1)
 	}
 	var gotG, gotH [][]*codec.Publish
 	for _, c := range g {
@@ -88,7 +88,7 @@ func TestSharedSubscriptionOneMemberPerGroup(t *testing.T) {
 	}
 	exactlyOnce(t, gotG, want)
 	exactlyOnce(t, gotH, want)
-	wantPayloads(t, plain.recv(30), want...)
+	wantPayloads(t, plain.Recv(30), want...)
 }
 
 // round_robin spreads a group's messages evenly over its members.
@@ -97,12 +97,12 @@ func TestSharedRoundRobinEven(t *testing.T) {
 	var members []*tconn
 	for i := range 3 {
 		c := client(t, srv, codec.V5, fmt.Sprint("rr", i))
-		c.subscribe(0, "$share/rr/rr")
+		c.Subscribe(0, "$share/rr/rr")
 		members = append(members, c)
 	}
 	p := client(t, srv, codec.V5, "pub")
 	for _, m := range seq("m", 30) {
-		p.pub("rr", m, 0)
+		p.Pub("rr", m, 0)
 	}
 	var got [][]*codec.Publish
 	for i, c := range members {
@@ -125,7 +125,7 @@ func TestSharedStrategiesDeliverOnce(t *testing.T) {
 			var members []*tconn
 			for i := range 3 {
 				c := client(t, srv, codec.V5, fmt.Sprint("m", i))
-				c.subscribe(1, "$share/s/st/#")
+				c.Subscribe(1, "$share/s/st/#")
 				members = append(members, c)
 			}
 			pubs := []*tconn{client(t, srv, codec.V5, "p0"), client(t, srv, codec.V311, "p1")}
@@ -133,7 +133,7 @@ func TestSharedStrategiesDeliverOnce(t *testing.T) {
 			for i := range 40 {
 				m := fmt.Sprint("m", i)
 				want = append(want, m)
-				pubs[i%2].pub(fmt.Sprintf("st/%d", i%5), m, byte(i%3))
+				pubs[i%2].Pub(fmt.Sprintf("st/%d", i%5), m, byte(i%3))
 			}
 			var got [][]*codec.Publish
 			for _, c := range members {
@@ -154,23 +154,23 @@ func TestSharedRedispatchOnMemberDisconnect(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := newServer(t, core.Options{SharedStrategy: core.SharedRoundRobin}, core.Config{})
 			a := client(t, srv, codec.V5, "a", tc.mod)
-			a.subscribe(1, "$share/g/rd")
+			a.Subscribe(1, "$share/g/rd")
 			b := client(t, srv, codec.V5, "b")
-			b.subscribe(1, "$share/g/rd")
+			b.Subscribe(1, "$share/g/rd")
 			p := client(t, srv, codec.V5, "pub")
 			want := seq("m", 6)
 			for _, m := range want {
-				p.pub("rd", m, 1)
+				p.Pub("rd", m, 1)
 			}
 			var held []string
 			for range 3 {
-				held = append(held, string(a.expectPublish().Payload)) // never acknowledged
+				held = append(held, string(a.ExpectPublish().Payload)) // never acknowledged
 			}
 			first := b.collect()
 			if len(first) != 3 {
 				t.Fatalf("b got %d messages before a left, want 3", len(first))
 			}
-			a.close()
+			a.Close()
 			second := b.collect()
 			if got := payloads(second); !sameSet(got, held) {
 				t.Fatalf("b got %q after a left, want a's unacknowledged %q", got, held)
@@ -197,13 +197,13 @@ func sameSet(a, b []string) bool {
 func TestSharedSubscriptionV311(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	a := client(t, srv, codec.V311, "a")
-	a.subscribe(1, "$share/old/v3/#")
+	a.Subscribe(1, "$share/old/v3/#")
 	b := client(t, srv, codec.V311, "b")
-	b.subscribe(1, "$share/old/v3/#")
+	b.Subscribe(1, "$share/old/v3/#")
 	p := client(t, srv, codec.V311, "pub")
 	want := seq("m", 10)
 	for _, m := range want {
-		p.pub("v3/x", m, 1)
+		p.Pub("v3/x", m, 1)
 	}
 	ga, gb := a.collect(), b.collect()
 	if len(ga) == 0 || len(gb) == 0 {
@@ -215,8 +215,8 @@ func TestSharedSubscriptionV311(t *testing.T) {
 // 4.8.2: shared subscriptions get no retained messages on subscribe.
 func TestSharedSubscriptionNoRetained(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
-	client(t, srv, codec.V5, "pub").pubRetained("shr/x", "kept", 1)
+	client(t, srv, codec.V5, "pub").PubRetained("shr/x", "kept", 1)
 	c := client(t, srv, codec.V5, "member")
-	c.subscribe(1, "$share/g/shr/#")
-	c.expectNothing(quiet)
+	c.Subscribe(1, "$share/g/shr/#")
+	c.ExpectNothing(quiet)
 }

@@ -17,10 +17,10 @@ import (
 func TestSlowSubscriberDoesNotBlockPublisher(t *testing.T) {
 	srv := newServer(t, core.Options{MaxQueued: 100}, core.Config{})
 	slow := client(t, srv, codec.V311, "slow")
-	slow.subscribe(0, "slow/#")
-	slow.pause()
+	slow.Subscribe(0, "slow/#")
+	slow.Pause()
 	fast := client(t, srv, codec.V5, "fast")
-	fast.subscribe(0, "slow/#")
+	fast.Subscribe(0, "slow/#")
 	p := client(t, srv, codec.V311, "pub")
 
 	const rounds, per = 20, 50
@@ -28,13 +28,13 @@ func TestSlowSubscriberDoesNotBlockPublisher(t *testing.T) {
 	start := time.Now()
 	for range rounds {
 		for range per {
-			p.pub("slow/x", payload, 0)
+			p.Pub("slow/x", payload, 0)
 		}
-		p.send(&codec.Pingreq{})
+		p.Send(&codec.Pingreq{})
 		expect[*codec.Pingresp](p)
 		// The fast subscriber keeps up: it is never more than one round
 		// (under MaxQueued) behind, so it loses nothing.
-		if got := fast.recv(per); len(got) != per {
+		if got := fast.Recv(per); len(got) != per {
 			t.Fatalf("fast subscriber got %d, want %d", len(got), per)
 		}
 	}
@@ -44,7 +44,7 @@ func TestSlowSubscriberDoesNotBlockPublisher(t *testing.T) {
 	waitFor(t, "queue_full drops counted", func() bool { return srv.Stats().Dropped["queue_full"] > 0 })
 
 	// Once it reads again it gets what was queued, not everything.
-	slow.resume()
+	slow.Resume()
 	got := slow.collect()
 	if len(got) == 0 || len(got) >= rounds*per {
 		t.Fatalf("slow subscriber got %d messages after resuming, want some but fewer than %d", len(got), rounds*per)
@@ -52,7 +52,7 @@ func TestSlowSubscriberDoesNotBlockPublisher(t *testing.T) {
 	if dropped := srv.Stats().Dropped["queue_full"]; int(dropped)+len(got) != rounds*per {
 		t.Fatalf("%d delivered + %d dropped, want %d", len(got), dropped, rounds*per)
 	}
-	slow.send(&codec.Pingreq{})
+	slow.Send(&codec.Pingreq{})
 	expect[*codec.Pingresp](slow)
 }
 
@@ -64,12 +64,12 @@ func TestQueueOverflowDisconnect(t *testing.T) {
 	slow := client(t, srv, codec.V5, "slow", func(p *codec.Connect) {
 		p.Props.SetNum(codec.PropReceiveMaximum, 2)
 	})
-	slow.subscribe(1, "of/#")
-	slow.pause()
+	slow.Subscribe(1, "of/#")
+	slow.Pause()
 	p := client(t, srv, codec.V311, "pub")
 	start := time.Now()
 	for range 30 {
-		p.pub("of/x", strings.Repeat("y", 256), 1)
+		p.Pub("of/x", strings.Repeat("y", 256), 1)
 	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("publishing took %v", d)
@@ -77,9 +77,9 @@ func TestQueueOverflowDisconnect(t *testing.T) {
 	waitFor(t, "slow consumer disconnected", func() bool { return srv.Stats().Disconnects["slow_consumer"] == 1 })
 	// The DISCONNECT Quota exceeded the broker queued is lost to the write
 	// deadline: the client was not reading.
-	slow.resume()
-	slow.drainUntilClosed()
-	p.pub("of/x", "still", 1)
+	slow.Resume()
+	slow.DrainUntilClosed()
+	p.Pub("of/x", "still", 1)
 }
 
 // WriteTimeout: a client whose socket accepts nothing for that long is
@@ -87,15 +87,15 @@ func TestQueueOverflowDisconnect(t *testing.T) {
 func TestWriteTimeoutSlowConsumer(t *testing.T) {
 	srv := newServer(t, core.Options{WriteTimeout: 200 * time.Millisecond}, core.Config{})
 	slow := client(t, srv, codec.V311, "stuck")
-	slow.subscribe(0, "wt")
-	slow.pause()
+	slow.Subscribe(0, "wt")
+	slow.Pause()
 	p := client(t, srv, codec.V311, "pub")
 	for range 64 { // more than the socket buffers hold over TCP (overTCP)
-		p.pub("wt", strings.Repeat("z", 4096), 0)
+		p.Pub("wt", strings.Repeat("z", 4096), 0)
 	}
 	waitFor(t, "slow consumer disconnected", func() bool { return srv.Stats().Disconnects["slow_consumer"] == 1 })
-	slow.resume()
-	slow.drainUntilClosed()
+	slow.Resume()
+	slow.DrainUntilClosed()
 }
 
 // TestWriteLongAfterWriteTimeout: a connection written to once and then
@@ -104,14 +104,14 @@ func TestWriteTimeoutSlowConsumer(t *testing.T) {
 func TestWriteLongAfterWriteTimeout(t *testing.T) {
 	srv := newServer(t, core.Options{WriteTimeout: 100 * time.Millisecond}, core.Config{})
 	sub := client(t, srv, codec.V311, "sub")
-	sub.subscribe(1, "idle")
+	sub.Subscribe(1, "idle")
 	pub := client(t, srv, codec.V5, "pub")
 	time.Sleep(300 * time.Millisecond)
-	if rc := pub.publish(&codec.Publish{Topic: []byte("idle"), Payload: []byte("late"), QoS: 1}); rc != codec.Success {
+	if rc := pub.Publish(&codec.Publish{Topic: []byte("idle"), Payload: []byte("late"), QoS: 1}); rc != codec.Success {
 		t.Fatalf("PUBACK %s, want Success", rc)
 	}
-	wantPayloads(t, sub.recv(1), "late")
-	pub.send(&codec.Pingreq{})
+	wantPayloads(t, sub.Recv(1), "late")
+	pub.Send(&codec.Pingreq{})
 	expect[*codec.Pingresp](pub)
 	if n := srv.Stats().Disconnects["slow_consumer"]; n != 0 {
 		t.Errorf("%d slow consumer disconnects, want 0", n)
@@ -126,7 +126,7 @@ func TestAdminDisconnect(t *testing.T) {
 	if !srv.Disconnect("victim") {
 		t.Fatalf("Disconnect(victim) = false, want true")
 	}
-	c.expectDisconnect(codec.AdministrativeAction)
+	c.ExpectDisconnect(codec.AdministrativeAction)
 	if srv.Disconnect("nobody") {
 		t.Fatalf("Disconnect(nobody) = true, want false")
 	}
@@ -137,11 +137,11 @@ func TestAdminDisconnect(t *testing.T) {
 func TestServerPublish(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	c := client(t, srv, codec.V5, "listener")
-	c.subscribe(1, "inject/#")
+	c.Subscribe(1, "inject/#")
 	if err := srv.Publish("inject/a", []byte("hello"), 1, true); err != nil {
 		t.Fatalf("Publish: %v", err)
 	}
-	got := c.recv(1)[0]
+	got := c.Recv(1)[0]
 	if string(got.Payload) != "hello" || got.QoS != 1 || string(got.Topic) != "inject/a" {
 		t.Fatalf("got %q on %q at QoS %d", got.Payload, got.Topic, got.QoS)
 	}
@@ -157,11 +157,11 @@ func TestServerPublish(t *testing.T) {
 func TestStats(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	s := client(t, srv, codec.V311, "s")
-	s.subscribe(1, "st/a", "st/b")
+	s.Subscribe(1, "st/a", "st/b")
 	p := client(t, srv, codec.V311, "p")
-	p.pub("st/a", "1", 1)
-	p.pub("st/b", "2", 0)
-	s.recv(2)
+	p.Pub("st/a", "1", 1)
+	p.Pub("st/b", "2", 0)
+	s.Recv(2)
 	st := srv.Stats()
 	if st.Connected != 2 || st.Connects != 2 || st.Subscriptions != 2 || st.MessagesIn != 2 || st.Sessions != 2 {
 		t.Fatalf("stats %+v, want 2 connected, 2 connects, 2 subscriptions, 2 in, 2 sessions", st)

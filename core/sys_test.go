@@ -54,7 +54,7 @@ type sysFeed struct {
 func newSysFeed(t *testing.T, srv *core.Server) *sysFeed {
 	t.Helper()
 	c := client(t, srv, codec.V311, "sys-feed")
-	c.subscribe(0, "$SYS/broker/#")
+	c.Subscribe(0, "$SYS/broker/#")
 	return &sysFeed{t: t, c: c, values: map[string]string{}, counts: map[string]int{}}
 }
 
@@ -67,7 +67,7 @@ func (f *sysFeed) until(what string, cond func(v map[string]string) bool) {
 		if time.Now().After(deadline) {
 			f.t.Fatalf("$SYS: timed out waiting for %s; last values: %v", what, f.values)
 		}
-		p, ok := f.c.next().(*codec.Publish)
+		p, ok := f.c.Next().(*codec.Publish)
 		if !ok {
 			f.t.Fatal("$SYS subscriber got a packet that is not a PUBLISH")
 		}
@@ -146,8 +146,8 @@ func TestSysClientsAndStore(t *testing.T) {
 	feed := newSysFeed(t, srv)
 	leave := func(c *tconn) {
 		t.Helper()
-		c.send(&codec.Disconnect{})
-		c.expectClosed()
+		c.Send(&codec.Disconnect{})
+		c.ExpectClosed()
 		// Gone on the broker's side too, before the next one connects:
 		// clients/maximum counts connections open at once.
 		waitFor(t, "the connection to end", func() bool { return srv.Stats().Connected == 2 })
@@ -160,15 +160,15 @@ func TestSysClientsAndStore(t *testing.T) {
 	// A 3.1.1 persistent session, offline, with a QoS 1 message queued; an
 	// MQTT 5 one with a one-second expiry, which expires.
 	keep := client(t, srv, codec.V311, "keep", persistent)
-	keep.subscribe(1, "q/#", "$share/g/s/#")
+	keep.Subscribe(1, "q/#", "$share/g/s/#")
 	leave(keep)
 	brief := client(t, srv, codec.V5, "brief", func(p *codec.Connect) {
 		p.CleanStart = false
 		p.Props.SetNum(codec.PropSessionExpiry, 1)
 	})
 	leave(brief)
-	a.pub("q/1", "12345", 1)
-	a.pubRetained("r/1", "kept", 0)
+	a.Pub("q/1", "12345", 1)
+	a.PubRetained("r/1", "kept", 0)
 	feed.is(map[string]string{
 		"clients/connected":          "2", // feed, a
 		"clients/active":             "2",
@@ -215,11 +215,11 @@ func TestSysClientsAndStore(t *testing.T) {
 func TestPacketCounts(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	s := client(t, srv, codec.V311, "s") // in: CONNECT; out: CONNACK
-	s.subscribe(1, "t/#")                // SUBSCRIBE; SUBACK
+	s.Subscribe(1, "t/#")                // SUBSCRIBE; SUBACK
 	a := client(t, srv, codec.V5, "a")   // CONNECT; CONNACK
-	a.pub("t/x", "hi", 1)                // PUBLISH; PUBACK and the PUBLISH to s
-	wantPayloads(t, s.recv(1), "hi")     // s's PUBACK
-	a.send(&codec.Pingreq{})             // PINGREQ; PINGRESP
+	a.Pub("t/x", "hi", 1)                // PUBLISH; PUBACK and the PUBLISH to s
+	wantPayloads(t, s.Recv(1), "hi")     // s's PUBACK
+	a.Send(&codec.Pingreq{})             // PINGREQ; PINGRESP
 	expect[*codec.Pingresp](a)
 	want := core.Snapshot{PacketsIn: 6, PacketsOut: 6, MessagesIn: 1, MessagesOut: 1, ConnectPackets: 2,
 		PublishBytesIn: 2, PublishBytesOut: 2}

@@ -23,25 +23,25 @@ func TestTopicMetricsCount(t *testing.T) {
 		}
 	}
 	s := client(t, srv, codec.V311, "sub")
-	s.subscribe(1, "a/b", "s/#")
+	s.Subscribe(1, "a/b", "s/#")
 	p := client(t, srv, codec.V311, "pub")
 	publish := func(topic string, qos byte) {
 		t.Helper()
 		pk := &codec.Publish{Topic: []byte(topic), QoS: qos, Payload: []byte("x")}
 		if qos > 0 {
-			pk.PacketID = p.id()
+			pk.PacketID = p.NextID()
 		}
-		p.send(pk)
+		p.Send(pk)
 		if qos > 0 {
-			p.expectAck(codec.PUBACK, pk.PacketID)
+			p.ExpectAck(codec.PUBACK, pk.PacketID)
 		}
 	}
 	publish("a/b", 1)
-	s.expectPublish()
+	s.ExpectPublish()
 	publish("s/x/t", 0)
-	s.expectPublish()
+	s.ExpectPublish()
 	publish("s/x/u", 0) // delivered, counted only by "#"
-	s.expectPublish()
+	s.ExpectPublish()
 	publish("w/z", 0) // no subscriber: dropped
 	publish("u/v", 1) // no subscriber: dropped, counted only by "#"
 	want := map[string]core.TopicMetric{

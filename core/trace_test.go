@@ -68,15 +68,15 @@ func TestTraceClient(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	tr, buf, done := startTrace(t, srv, core.TraceSpec{ClientID: "sensor-7", Payload: true})
 	other := client(t, srv, codec.V5, "other")
-	other.subscribe(1, "t/#")
+	other.Subscribe(1, "t/#")
 	c := client(t, srv, codec.V5, "sensor-7", func(p *codec.Connect) {
 		p.UsernameFlag, p.Username, p.PasswordFlag, p.Password = true, []byte("alice"), true, []byte("s3cret")
 	})
-	c.subscribe(1, "cmd/#")
-	c.pub("t/1", "hi", 1)
-	other.recv(1)
-	other.pub("cmd/x", "go", 0)
-	c.recv(1)
+	c.Subscribe(1, "cmd/#")
+	c.Pub("t/1", "hi", 1)
+	other.Recv(1)
+	other.Pub("cmd/x", "go", 0)
+	c.Recv(1)
 	tr.Stop()
 	if why := <-done; why != "stopped" {
 		t.Errorf("done(%q), want stopped", why)
@@ -101,8 +101,8 @@ func TestTraceClient(t *testing.T) {
 		}
 	}
 	n := len(buf.lines())
-	c.pub("t/2", "after", 0)
-	other.recv(1)
+	c.Pub("t/2", "after", 0)
+	other.Recv(1)
 	if len(buf.lines()) != n {
 		t.Errorf("lines after Stop:\n%s", strings.Join(buf.lines()[n:], "\n"))
 	}
@@ -115,12 +115,12 @@ func TestTraceStartsOnConnectedClients(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	a := client(t, srv, codec.V311, "a")
 	b := client(t, srv, codec.V311, "b")
-	b.subscribe(0, "#")
+	b.Subscribe(0, "#")
 	_, byID, _ := startTrace(t, srv, core.TraceSpec{ClientID: "a"})
 	_, byTopic, _ := startTrace(t, srv, core.TraceSpec{TopicFilter: "alarm/+"})
-	a.pub("alarm/fire", "x", 0)
-	a.pub("status", "y", 0)
-	b.recv(2)
+	a.Pub("alarm/fire", "x", 0)
+	a.Pub("status", "y", 0)
+	b.Recv(2)
 	if !byID.has(`"a"`, " in PUBLISH ", `topic="alarm/fire"`) || !byID.has(`"a"`, " in PUBLISH ", `topic="status"`) {
 		t.Errorf("client trace:\n%s", strings.Join(byID.lines(), "\n"))
 	}
@@ -139,7 +139,7 @@ func TestTraceLimits(t *testing.T) {
 	_, small, done := startTrace(t, srv, core.TraceSpec{ClientID: "chatty", MaxBytes: 600})
 	c := client(t, srv, codec.V311, "chatty")
 	for range 20 {
-		c.pub("t", "0123456789", 0)
+		c.Pub("t", "0123456789", 0)
 	}
 	select {
 	case why := <-done:

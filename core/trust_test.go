@@ -88,11 +88,11 @@ func TestSessionOwner(t *testing.T) {
 		t.Run(fmt.Sprint("level ", v), func(t *testing.T) {
 			srv := newServer(t, core.Options{}, core.Config{})
 			alice := client(t, srv, v, "dev1", persistent, as("alice"))
-			alice.subscribe(1, "alice/#")
-			alice.close()
+			alice.Subscribe(1, "alice/#")
+			alice.Close()
 			waitFor(t, "alice offline", func() bool { return srv.Stats().Connected == 0 })
 			pub := client(t, srv, codec.V5, "pub", as("alice"))
-			pub.pub("alice/a", "queued", 1)
+			pub.Pub("alice/a", "queued", 1)
 
 			for _, tc := range []struct {
 				name string
@@ -110,22 +110,22 @@ func TestSessionOwner(t *testing.T) {
 				p := connectPacket(v, "dev1")
 				tc.mod(p)
 				as(user)(p)
-				if ack := bob.connectRC(p); ack.ReasonCode != codec.NotAuthorized || ack.SessionPresent {
+				if ack := bob.ConnectRC(p); ack.ReasonCode != codec.NotAuthorized || ack.SessionPresent {
 					t.Fatalf("%s: CONNACK %s present %v, want Not authorized", tc.name, ack.ReasonCode, ack.SessionPresent)
 				}
-				bob.expectClosed()
+				bob.ExpectClosed()
 			}
 			// Alice online: bob cannot take the connection over either.
 			alice = client(t, srv, v, "dev1", persistent, as("alice"))
-			wantPayloads(t, alice.recv(1), "queued")
+			wantPayloads(t, alice.Recv(1), "queued")
 			bob := dial(t, srv, v)
 			p := connectPacket(v, "dev1")
 			as("bob")(p)
-			if ack := bob.connectRC(p); ack.ReasonCode != codec.NotAuthorized {
+			if ack := bob.ConnectRC(p); ack.ReasonCode != codec.NotAuthorized {
 				t.Fatalf("takeover: CONNACK %s, want Not authorized", ack.ReasonCode)
 			}
-			pub.pub("alice/b", "live", 1)
-			wantPayloads(t, alice.recv(1), "live")
+			pub.Pub("alice/b", "live", 1)
+			wantPayloads(t, alice.Recv(1), "live")
 			// A refused connection is counted once it has ended.
 			waitFor(t, "4 refusals counted", func() bool {
 				st := srv.Stats()
@@ -133,8 +133,8 @@ func TestSessionOwner(t *testing.T) {
 			})
 			// The owner itself may still take over and wipe.
 			again := client(t, srv, v, "dev1", as("alice"))
-			alice.drainUntilClosed()
-			again.close()
+			alice.DrainUntilClosed()
+			again.Close()
 		})
 	}
 }
@@ -142,14 +142,14 @@ func TestSessionOwner(t *testing.T) {
 func TestSessionOwnerOffMeansAnyone(t *testing.T) {
 	srv := newServer(t, core.Options{AnySessionOwner: true}, core.Config{})
 	alice := client(t, srv, codec.V311, "dev1", persistent, as("alice"))
-	alice.subscribe(1, "t")
-	alice.close()
+	alice.Subscribe(1, "t")
+	alice.Close()
 	waitFor(t, "alice offline", func() bool { return srv.Stats().Connected == 0 })
 	bob := dial(t, srv, codec.V311)
 	p := connectPacket(codec.V311, "dev1")
 	persistent(p)
 	as("bob")(p)
-	if ack := bob.connect(p); !ack.SessionPresent {
+	if ack := bob.Connect(p); !ack.SessionPresent {
 		t.Error("Mosquitto's behaviour: bob resumes alice's session")
 	}
 }
@@ -159,14 +159,14 @@ func TestSessionOwnerSurvivesRestart(t *testing.T) {
 	st := core.NewMemStore()
 	srv := newServer(t, core.Options{}, core.Config{Store: st})
 	c := client(t, srv, codec.V5, "dev1", persistent, as("alice"))
-	c.close()
+	c.Close()
 	waitFor(t, "offline", func() bool { return srv.Stats().Connected == 0 })
 	srv = restart(t, srv, core.Options{}, st)
 	bob := dial(t, srv, codec.V5)
 	p := connectPacket(codec.V5, "dev1")
 	persistent(p)
 	as("bob")(p)
-	if ack := bob.connectRC(p); ack.ReasonCode != codec.NotAuthorized {
+	if ack := bob.ConnectRC(p); ack.ReasonCode != codec.NotAuthorized {
 		t.Fatalf("CONNACK %s after a restart, want Not authorized", ack.ReasonCode)
 	}
 	if ack := client(t, srv, codec.V5, "dev1", persistent, as("alice")); ack == nil {
@@ -178,17 +178,17 @@ func TestSessionOwnerSurvivesRestart(t *testing.T) {
 func TestRemoveSession(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	alice := client(t, srv, codec.V5, "dev1", persistent, as("alice"))
-	alice.subscribe(1, "t")
+	alice.Subscribe(1, "t")
 	if !srv.RemoveSession("dev1") {
 		t.Fatal("RemoveSession found nothing")
 	}
-	alice.expectDisconnect(codec.AdministrativeAction)
+	alice.ExpectDisconnect(codec.AdministrativeAction)
 	waitFor(t, "session gone", func() bool { return srv.Stats().Sessions == 0 })
 	bob := dial(t, srv, codec.V5)
 	p := connectPacket(codec.V5, "dev1")
 	persistent(p)
 	as("bob")(p)
-	if ack := bob.connect(p); ack.SessionPresent {
+	if ack := bob.Connect(p); ack.SessionPresent {
 		t.Error("the removed session came back")
 	}
 	if srv.RemoveSession("ghost") {
@@ -204,37 +204,37 @@ func TestDeliveryAuthorized(t *testing.T) {
 	z := newRuleAuthz(map[string][]string{"bob": {"secret/"}})
 	srv := newServer(t, core.Options{}, core.Config{Authorizer: z})
 	pub := client(t, srv, codec.V5, "pub", as("alice"))
-	pub.pubRetained("secret/r", "retained secret", 1)
-	pub.pubRetained("public/r", "retained public", 1)
+	pub.PubRetained("secret/r", "retained secret", 1)
+	pub.PubRetained("public/r", "retained public", 1)
 
 	bob := client(t, srv, codec.V5, "bob1", persistent, as("bob"))
-	bob.subscribe(1, "#")
-	wantPayloads(t, bob.recv(1), "retained public")
-	bob.expectNothing(quiet)
-	pub.pub("secret/x", "no", 1)
-	pub.pub("public/x", "yes", 1)
-	wantPayloads(t, bob.recv(1), "yes")
+	bob.Subscribe(1, "#")
+	wantPayloads(t, bob.Recv(1), "retained public")
+	bob.ExpectNothing(quiet)
+	pub.Pub("secret/x", "no", 1)
+	pub.Pub("public/x", "yes", 1)
+	wantPayloads(t, bob.Recv(1), "yes")
 	if st := srv.Stats(); st.Dropped["not_readable"] != 2 {
 		t.Errorf("not_readable drops %d, want 2", st.Dropped["not_readable"])
 	}
 
 	// Bob loses public/: his existing subscription stops delivering it.
 	z.set("bob", "secret/", "public/")
-	pub.pub("public/x", "not any more", 1)
-	pub.pub("other/x", "still", 1)
-	wantPayloads(t, bob.recv(1), "still")
-	bob.close()
+	pub.Pub("public/x", "not any more", 1)
+	pub.Pub("other/x", "still", 1)
+	wantPayloads(t, bob.Recv(1), "still")
+	bob.Close()
 	waitFor(t, "bob offline", func() bool { return srv.Stats().Connected == 1 })
 
 	// Offline, then resumed: what was queued before the rules allowed it
 	// is checked again when it is queued; the resumed subscription too.
-	pub.pub("other/y", "queued", 1)
-	pub.pub("public/y", "denied while offline", 1)
+	pub.Pub("other/y", "queued", 1)
+	pub.Pub("public/y", "denied while offline", 1)
 	bob = client(t, srv, codec.V5, "bob1", persistent, as("bob"))
-	wantPayloads(t, bob.recv(1), "queued")
+	wantPayloads(t, bob.Recv(1), "queued")
 	z.set("bob")
-	pub.pub("public/z", "allowed again", 1)
-	wantPayloads(t, bob.recv(1), "allowed again")
+	pub.Pub("public/z", "allowed again", 1)
+	wantPayloads(t, bob.Recv(1), "allowed again")
 }
 
 // TestDeliveryCheckCostsNothingWhenAllReadable: a subscription whose whole
@@ -243,12 +243,12 @@ func TestDeliveryCheckCostsNothingWhenAllReadable(t *testing.T) {
 	z := newRuleAuthz(map[string][]string{})
 	srv := newServer(t, core.Options{}, core.Config{Authorizer: z})
 	sub := client(t, srv, codec.V5, "s", as("carol"))
-	sub.subscribe(0, "#")
+	sub.Subscribe(0, "#")
 	pub := client(t, srv, codec.V5, "p", as("carol"))
 	for range 20 {
-		pub.pub("t", "x", 1)
+		pub.Pub("t", "x", 1)
 	}
-	sub.recv(20)
+	sub.Recv(20)
 	if n := z.reads.Load(); n != 0 {
 		t.Errorf("CanRead asked %d times for a filter the rules let read entirely", n)
 	}
@@ -261,7 +261,7 @@ func TestWillAuthorized(t *testing.T) {
 	z := newRuleAuthz(map[string][]string{"bob": {"alice/"}})
 	srv := newServer(t, core.Options{RetainDisabled: false}, core.Config{Authorizer: z})
 	watch := client(t, srv, codec.V5, "watch", as("root"))
-	watch.subscribe(1, "#", "$SYS/#")
+	watch.Subscribe(1, "#", "$SYS/#")
 	will := func(topic string) func(*codec.Connect) {
 		return func(p *codec.Connect) {
 			p.WillFlag, p.WillQoS, p.WillRetain, p.WillTopic, p.WillPayload = true, 1, true, []byte(topic), []byte("forged")
@@ -282,7 +282,7 @@ func TestWillAuthorized(t *testing.T) {
 			p := connectPacket(tc.v, "w-"+tc.name)
 			as(tc.user)(p)
 			will(tc.topic)(p)
-			if ack := c.connectRC(p); ack.ReasonCode != codec.NotAuthorized {
+			if ack := c.ConnectRC(p); ack.ReasonCode != codec.NotAuthorized {
 				t.Fatalf("CONNACK %s, want Not authorized", ack.ReasonCode)
 			}
 		})
@@ -290,19 +290,19 @@ func TestWillAuthorized(t *testing.T) {
 	// Allowed at CONNECT, refused by the time it is due.
 	c := client(t, srv, codec.V5, "w-ok", as("bob"), will("bob/status"))
 	z.set("bob", "alice/", "bob/")
-	c.close()
-	watch.expectNothing(quiet)
+	c.Close()
+	watch.ExpectNothing(quiet)
 	if st := srv.Stats(); st.WillsRefused != 6 {
 		t.Errorf("wills refused %d, want 6", st.WillsRefused)
 	}
 	// A retained $SYS PUBLISH is refused too, and nothing is retained.
 	bob := client(t, srv, codec.V5, "bob-pub", as("bob"))
-	if rc := bob.publish(&codec.Publish{Topic: []byte("$SYS/broker/version"), Payload: []byte("x"), QoS: 1, Retain: true}); rc != codec.NotAuthorized {
+	if rc := bob.Publish(&codec.Publish{Topic: []byte("$SYS/broker/version"), Payload: []byte("x"), QoS: 1, Retain: true}); rc != codec.NotAuthorized {
 		t.Errorf("PUBACK %s for a $SYS publish, want Not authorized", rc)
 	}
 	late := client(t, srv, codec.V5, "late", as("root"))
-	late.subscribe(1, "$SYS/#")
-	late.expectNothing(quiet)
+	late.Subscribe(1, "$SYS/#")
+	late.ExpectNothing(quiet)
 }
 
 // TestConnectSizeLimit: a CONNECT over MaxConnectSize is refused from its
@@ -312,8 +312,8 @@ func TestConnectSizeLimit(t *testing.T) {
 	c := dial(t, srv, codec.V5)
 	p := connectPacket(codec.V5, "big")
 	p.Props.User = make([]codec.UserProperty, 300) // 1.5 KiB of empty pairs
-	c.sendRaw(p.Append(nil, codec.V5))
-	c.expectClosed()
+	c.SendRaw(p.Append(nil, codec.V5))
+	c.ExpectClosed()
 	// Counted once the broker has finished with the connection, which
 	// may be after the client saw it closed.
 	waitFor(t, "one packet_too_large disconnect", func() bool { return srv.Stats().Disconnects["packet_too_large"] == 1 })
@@ -327,14 +327,14 @@ func TestUserPropertyLimit(t *testing.T) {
 	c := dial(t, srv, codec.V5)
 	p := connectPacket(codec.V5, "many")
 	p.Props.User = make([]codec.UserProperty, 11)
-	c.sendRaw(p.Append(nil, codec.V5))
-	c.expectClosed()
+	c.SendRaw(p.Append(nil, codec.V5))
+	c.ExpectClosed()
 
 	ok := client(t, srv, codec.V5, "ok")
 	pub := &codec.Publish{Topic: []byte("t"), Payload: []byte("x")}
 	pub.Props.User = make([]codec.UserProperty, 11)
-	ok.send(pub)
-	ok.expectDisconnect(codec.QuotaExceeded)
+	ok.Send(pub)
+	ok.ExpectDisconnect(codec.QuotaExceeded)
 }
 
 // TestPreLoginBudget: connections that have not logged in share
@@ -378,20 +378,20 @@ func TestSharedGroupReadRights(t *testing.T) {
 			z := newRuleAuthz(map[string][]string{"bob": {"x/", "y/"}, "alice": {"y/"}})
 			srv := newServer(t, core.Options{SharedStrategy: strategy}, core.Config{Authorizer: z})
 			alice := client(t, srv, codec.V5, "alice1", as("alice"))
-			alice.subscribe(1, "$share/g/#")
+			alice.Subscribe(1, "$share/g/#")
 			bob := client(t, srv, codec.V5, "bob1", as("bob"))
-			bob.subscribe(1, "$share/g/#")
+			bob.Subscribe(1, "$share/g/#")
 			pub := client(t, srv, codec.V5, "pub", as("carol"))
 			for i := range 20 {
-				pub.pub(fmt.Sprintf("x/%d", i), fmt.Sprint(i), 1)
+				pub.Pub(fmt.Sprintf("x/%d", i), fmt.Sprint(i), 1)
 			}
-			got := alice.recv(20)
+			got := alice.Recv(20)
 			for _, p := range got {
-				alice.ack(p)
+				alice.Ack(p)
 			}
-			bob.expectNothing(quiet)
-			pub.pub("y/1", "nobody", 1)
-			alice.expectNothing(quiet)
+			bob.ExpectNothing(quiet)
+			pub.Pub("y/1", "nobody", 1)
+			alice.ExpectNothing(quiet)
 			if n := srv.Stats().Dropped["not_readable"]; n != 1 {
 				t.Errorf("not_readable drops %d, want 1 (the message no member may read)", n)
 			}

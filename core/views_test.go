@@ -12,11 +12,11 @@ import (
 func TestViews(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	a := client(t, srv, codec.V5, "view-a", persistent)
-	a.subscribe(1, "x/+", "$share/g/y")
+	a.Subscribe(1, "x/+", "$share/g/y")
 	b := client(t, srv, codec.V311, "view-b")
-	b.pubRetained("r/1", "kept", 1)
-	b.pubRetained("r/2", "also", 0)
-	b.send(&codec.Pingreq{}) // the QoS 0 PUBLISH is handled before the PINGRESP
+	b.PubRetained("r/1", "kept", 1)
+	b.PubRetained("r/2", "also", 0)
+	b.Send(&codec.Pingreq{}) // the QoS 0 PUBLISH is handled before the PINGRESP
 	expect[*codec.Pingresp](b)
 
 	clients := srv.ClientsPage(core.ClientQuery{Limit: 10}).Clients
@@ -46,7 +46,7 @@ func TestViews(t *testing.T) {
 	if st.MessagesInQoS[1] != 1 || st.MessagesInQoS[0] != 1 {
 		t.Fatalf("MessagesInQoS = %v, want one QoS 0 and one QoS 1", st.MessagesInQoS)
 	}
-	a.close()
+	a.Close()
 	waitFor(t, "view-a offline", func() bool { c, _ := srv.Client("view-a"); return !c.Connected })
 }
 
@@ -58,8 +58,8 @@ func TestDisconnectWhere(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("DisconnectWhere closed %d connections, want 1", n)
 	}
-	a.expectDisconnect(codec.AdministrativeAction)
-	b.subscribe(0, "still/here")
+	a.ExpectDisconnect(codec.AdministrativeAction)
+	b.Subscribe(0, "still/here")
 }
 
 // TestGauges: queued and inflight follow deliveries, shared groups follow
@@ -67,19 +67,19 @@ func TestDisconnectWhere(t *testing.T) {
 func TestGauges(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	s := client(t, srv, codec.V311, "g-sub", persistent)
-	s.subscribe(1, "g/#", "$share/grp/g/x")
+	s.Subscribe(1, "g/#", "$share/grp/g/x")
 	if st := srv.Stats(); st.SharedGroups != 1 {
 		t.Fatalf("SharedGroups = %d, want 1", st.SharedGroups)
 	}
-	s.pause() // the subscriber stops reading: deliveries stay in flight
+	s.Pause() // the subscriber stops reading: deliveries stay in flight
 	p := client(t, srv, codec.V311, "g-pub")
 	for i := 0; i < 3; i++ {
-		p.pub("g/x", "m", 1)
+		p.Pub("g/x", "m", 1)
 	}
 	waitFor(t, "6 deliveries pending", func() bool { st := srv.Stats(); return st.Inflight+st.Queued == 6 })
-	s.resume()
-	for _, m := range s.recv(6) {
-		s.ack(m)
+	s.Resume()
+	for _, m := range s.Recv(6) {
+		s.Ack(m)
 	}
 	waitFor(t, "nothing pending", func() bool { st := srv.Stats(); return st.Inflight == 0 && st.Queued == 0 })
 	var syncs int64
@@ -118,15 +118,15 @@ func TestClientIndexFollowsSessions(t *testing.T) {
 		p.Props.SetNum(codec.PropSessionExpiry, 1)
 	})
 	want("three sessions", ids, "c", "e", "p")
-	c.close()
+	c.Close()
 	want("clean session ended", ids, "e", "p")
 	p2 := client(t, srv, codec.V5, "p", persistent) // takes the session over
-	p.expectDisconnect(codec.SessionTakenOver)
+	p.ExpectDisconnect(codec.SessionTakenOver)
 	want("taken over", ids, "e", "p")
 	p3 := client(t, srv, codec.V5, "p") // clean start: a new session
-	p2.expectDisconnect(codec.SessionTakenOver)
+	p2.ExpectDisconnect(codec.SessionTakenOver)
 	want("clean start", ids, "e", "p")
-	e.close()
-	p3.close()
+	e.Close()
+	p3.Close()
 	want("expired and ended", ids)
 }

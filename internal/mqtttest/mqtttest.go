@@ -1,8 +1,19 @@
-// Package mqtttest is a small MQTT client for tests, over the codec and
+// Package mqtttest is the project's MQTT test client, over the codec and
 // any transport listeners.Dial knows, or over a conn the test provides
-// (net.Pipe to a core.Server). Its reader acknowledges every message it
-// receives (completing QoS 2 flows) and hands copies, out of its read
-// buffer, to the test. Like net/http/httptest, it is for tests only.
+// (net.Pipe to a core.Server), with the helpers tests around a broker
+// share. Like net/http/httptest, it is for tests only, and it imports no
+// broker package (core reaches it through the Server interface).
+//
+//   - Conn speaks packet by packet: the test sends what it wants and takes
+//     each packet the server sent (Next, Expect, ExpectAck, ExpectClosed,
+//     ExpectNothing), with flows for CONNECT, SUBSCRIBE and QoS 1/2
+//     PUBLISH in both directions (Connect, Subscribe, Publish, Recv). For
+//     conformance and protocol-error tests.
+//   - Client acknowledges every message it receives (completing QoS 2
+//     flows) and hands copies, out of its read buffer, to the test on
+//     Msgs. For tests about what arrives, not how.
+//   - WaitFor, FreePort/FreeAddr, Listen and Serve (a broker on a listener,
+//     shut down and checked when the test ends).
 package mqtttest
 
 import (
