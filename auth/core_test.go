@@ -5,7 +5,6 @@ package auth
 // with the packets a client sees. (Tests may import core; auth does not.)
 
 import (
-	"bufio"
 	"context"
 	"net"
 	"os"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/xmq-io/xmq/codec"
 	"github.com/xmq-io/xmq/core"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
 // addrConn gives a pipe end the remote address of a TCP client.
@@ -44,55 +44,34 @@ func startCore(t *testing.T, a *Auth) *core.Server {
 	return srv
 }
 
-// pipeClient is a client connection to a core.Server.
+// pipeClient is a client connection to a core.Server: the kit's Conn
+// with auth's login.
 type pipeClient struct {
-	t    *testing.T
-	conn net.Conn
-	r    *codec.Reader
-	v    byte
+	*mqtttest.Conn
 }
 
+// dialCore connects a client over net.Pipe, which srv sees coming from
+// remote over TCP.
 func dialCore(t *testing.T, srv *core.Server, remote string, v byte) *pipeClient {
 	t.Helper()
 	c, s := net.Pipe()
 	srv.ServeConn(addrConn{s, tcpAddr(remote)}, "tcp")
-	r := codec.NewReader(bufio.NewReader(c), 0)
-	r.Version = v
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	return &pipeClient{t: t, conn: c, r: r, v: v}
-}
-
-func (p *pipeClient) send(pk codec.Packet) {
-	p.t.Helper()
-	if _, err := p.conn.Write(pk.Append(nil, p.v)); err != nil {
-		p.t.Fatalf("write %v: %v", pk.Type(), err)
-	}
-}
-
-func (p *pipeClient) read() codec.Packet {
-	p.t.Helper()
-	pk, err := p.r.ReadPacket()
-	if err != nil {
-		p.t.Fatalf("read: %v", err)
-	}
-	return pk
+	p := &pipeClient{mqtttest.NewConn(t, c, v)}
+	p.Timeout = 10 * time.Second
+	return p
 }
 
 // connect sends CONNECT and returns CONNACK's reason code; the client is
 // closed when it was refused.
 func (p *pipeClient) connect(id, user, pass string) codec.ReasonCode {
-	p.t.Helper()
-	c := &codec.Connect{ProtocolVersion: p.v, CleanStart: true, KeepAlive: 60, ClientID: []byte(id)}
+	p.T.Helper()
+	c := mqtttest.ConnectPacket(p.V, id, func(c *codec.Connect) { c.KeepAlive = 60 })
 	if user != "" {
 		c.UsernameFlag, c.Username, c.PasswordFlag, c.Password = true, []byte(user), true, []byte(pass)
 	}
-	p.send(c)
-	ack, ok := p.read().(*codec.Connack)
-	if !ok {
-		p.t.Fatal("no CONNACK")
-	}
+	ack := p.ConnectRC(c)
 	if ack.ReasonCode != codec.Success {
-		_ = p.conn.Close()
+		p.Close()
 	}
 	return ack.ReasonCode
 }
@@ -130,11 +109,11 @@ func TestCoreBruteForce(t *testing.T) {
 	if rc := p.connect("good", "victim", "correct horse"); rc != codec.Success {
 		t.Fatalf("legitimate client: %v", rc)
 	}
-	p.send(&codec.Publish{Topic: []byte("t"), QoS: 1, PacketID: 1})
-	if ack, ok := p.read().(*codec.Ack); !ok || ack.ReasonCode.IsError() {
+	p.Send(&codec.Publish{Topic: []byte("t"), QoS: 1, PacketID: 1})
+	if ack, ok := p.Next().(*codec.Ack); !ok || ack.ReasonCode.IsError() {
 		t.Errorf("legitimate client's PUBACK %+v", ack)
 	}
-	p.send(&codec.Disconnect{})
+	p.Send(&codec.Disconnect{})
 	wg.Wait()
 	if bad.Load() != DefaultMaxFailedLogins || locked.Load() != attempts-DefaultMaxFailedLogins {
 		t.Errorf("attacker: %d bad password answers, %d lockouts; want %d and %d",
@@ -163,7 +142,7 @@ func TestCoreSCRAM(t *testing.T) {
 	exchange := func(p *pipeClient, sc *scramClient, first func(data []byte)) (codec.Packet, string) {
 		t.Helper()
 		first(sc.first())
-		cont, ok := p.read().(*codec.Auth)
+		cont, ok := p.Next().(*codec.Auth)
 		if !ok || cont.ReasonCode != codec.ContinueAuthentication || string(cont.Props.AuthMethod) != sc.mech.name {
 			t.Fatalf("want AUTH Continue authentication, got %+v", cont)
 		}
@@ -173,14 +152,14 @@ func TestCoreSCRAM(t *testing.T) {
 		}
 		a := &codec.Auth{ReasonCode: codec.ContinueAuthentication}
 		a.Props.AuthMethod, a.Props.AuthData = []byte(sc.mech.name), final
-		p.send(a)
-		return p.read(), sc.expectedServerSig
+		p.Send(a)
+		return p.Next(), sc.expectedServerSig
 	}
 	connectSCRAM := func(p *pipeClient, sc *scramClient) func(data []byte) {
 		return func(data []byte) {
 			c := &codec.Connect{ProtocolVersion: codec.V5, CleanStart: true, KeepAlive: 60, ClientID: []byte("scram-" + sc.password)}
 			c.Props.AuthMethod, c.Props.AuthData = []byte(sc.mech.name), data
-			p.send(c)
+			p.Send(c)
 		}
 	}
 
@@ -192,12 +171,12 @@ func TestCoreSCRAM(t *testing.T) {
 		t.Fatalf("CONNACK %+v, want Success with the server signature %q", got, sig)
 	}
 	// The user name SCRAM proved is the one the ACL sees.
-	p.send(&codec.Publish{Topic: []byte("alice/x"), QoS: 1, PacketID: 1})
-	if ack, ok := p.read().(*codec.Ack); !ok || ack.ReasonCode.IsError() {
+	p.Send(&codec.Publish{Topic: []byte("alice/x"), QoS: 1, PacketID: 1})
+	if ack, ok := p.Next().(*codec.Ack); !ok || ack.ReasonCode.IsError() {
 		t.Errorf("PUBACK %+v, want no error", ack)
 	}
-	p.send(&codec.Publish{Topic: []byte("bob/x"), QoS: 1, PacketID: 2})
-	if ack, ok := p.read().(*codec.Ack); !ok || ack.ReasonCode != codec.NotAuthorized {
+	p.Send(&codec.Publish{Topic: []byte("bob/x"), QoS: 1, PacketID: 2})
+	if ack, ok := p.Next().(*codec.Ack); !ok || ack.ReasonCode != codec.NotAuthorized {
 		t.Errorf("PUBACK %+v, want Not Authorized", ack)
 	}
 	// Re-authentication with the same method.
@@ -205,12 +184,12 @@ func TestCoreSCRAM(t *testing.T) {
 	got, sig = exchange(p, sc2, func(data []byte) {
 		a := &codec.Auth{ReasonCode: codec.ReAuthenticate}
 		a.Props.AuthMethod, a.Props.AuthData = []byte(sc2.mech.name), data
-		p.send(a)
+		p.Send(a)
 	})
 	if done, ok := got.(*codec.Auth); !ok || done.ReasonCode != codec.Success || string(done.Props.AuthData) != sig {
 		t.Fatalf("re-authentication ended with %+v, want AUTH Success with the server signature", got)
 	}
-	p.send(&codec.Disconnect{})
+	p.Send(&codec.Disconnect{})
 
 	// A wrong password is refused with Bad User Name or Password.
 	p = dialCore(t, srv, "192.0.2.20:2", codec.V5)
@@ -231,7 +210,7 @@ func TestCoreFlapping(t *testing.T) {
 		if rc := p.connect("flappy", "", ""); rc != codec.Success {
 			t.Fatalf("connection %d: %v", i+1, rc)
 		}
-		_ = p.conn.Close() // no DISCONNECT: an unclean end
+		_ = p.NetConn.Close() // no DISCONNECT: an unclean end
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for a.Stats().FlapBans == 0 {

@@ -26,6 +26,7 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 
 	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
 // Test keys, made once: an RSA key takes a while.
@@ -537,13 +538,13 @@ func TestJWKSURL(t *testing.T) {
 		`{"keys": [` + strings.Repeat(" ", maxKeyFile) + `]}`, "not json"} {
 		n := fetches.Load()
 		body.Store(bad)
-		eventually(t, "a fetch", func() bool { return fetches.Load() > n+1 })
+		mqtttest.WaitFor(t, "a fetch", func() bool { return fetches.Load() > n+1 })
 		if err := login(t1); err != nil {
 			t.Fatalf("k1 after a bad fetch (%.20q): %v", bad, err)
 		}
 	}
 	body.Store(jwksJSON(t, map[string]any{"k2": &k2.PublicKey}))
-	eventually(t, "k2 taken", func() bool { return login(t2) == nil })
+	mqtttest.WaitFor(t, "k2 taken", func() bool { return login(t2) == nil })
 	if err := login(t1); err == nil {
 		t.Error("k1 still accepted after it left the set")
 	}
@@ -691,25 +692,23 @@ func TestJWTCore(t *testing.T) {
 				cp.UsernameFlag, cp.Username = true, []byte("alice")
 			}
 			start := time.Now()
-			p.send(cp)
-			if ack, ok := p.read().(*codec.Connack); !ok || ack.ReasonCode != codec.Success {
+			p.Send(cp)
+			if ack, ok := p.Next().(*codec.Connack); !ok || ack.ReasonCode != codec.Success {
 				t.Fatalf("CONNACK %+v", ack)
 			}
 			for i, tc := range []struct {
 				topic string
 				ok    bool
 			}{{"up/alice/dev1", true}, {"up/bob/dev1", false}} {
-				p.send(&codec.Publish{Topic: []byte(tc.topic), QoS: 1, PacketID: uint16(i + 1)})
-				ack, ok := p.read().(*codec.Ack)
+				p.Send(&codec.Publish{Topic: []byte(tc.topic), QoS: 1, PacketID: uint16(i + 1)})
+				ack, ok := p.Next().(*codec.Ack)
 				if !ok || v == codec.V5 && ack.ReasonCode.IsError() == tc.ok {
 					t.Errorf("PUBLISH %s: %+v, want allowed %v", tc.topic, ack, tc.ok)
 				}
 			}
 			if v == codec.V311 {
-				if _, err := p.r.ReadPacket(); err == nil {
-					t.Fatal("want the connection closed")
-				}
-			} else if d, ok := p.read().(*codec.Disconnect); !ok || d.ReasonCode != codec.MaximumConnectTime {
+				p.ExpectClosed()
+			} else if d, ok := p.Next().(*codec.Disconnect); !ok || d.ReasonCode != codec.MaximumConnectTime {
 				t.Fatalf("got %+v, want DISCONNECT Maximum connect time", d)
 			}
 			if d := time.Since(start); d > 3*time.Second {

@@ -5,10 +5,7 @@
 package e2e_test
 
 import (
-	"bufio"
 	"context"
-	"errors"
-	"io"
 	"net"
 	"testing"
 	"time"
@@ -17,6 +14,7 @@ import (
 
 	"github.com/xmq-io/xmq/codec"
 	"github.com/xmq-io/xmq/core"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
 // timeout bounds every wait in these tests.
@@ -40,23 +38,7 @@ func startBroker(t *testing.T, opts core.Options) string {
 	if err != nil {
 		t.Fatalf("core.New: %v", err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l, "tcp") }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-		if err := <-served; !errors.Is(err, core.ErrServerClosed) {
-			t.Errorf("Serve: %v, want ErrServerClosed", err)
-		}
-	})
-	return l.Addr().String()
+	return mqtttest.Serve(t, srv, mqtttest.Listen(t), "tcp", core.ErrServerClosed)
 }
 
 // ctx is a context bounded by timeout and cancelled when the test ends.
@@ -89,135 +71,27 @@ func nothing[T any](t *testing.T, ch <-chan T) {
 	}
 }
 
-// rawConn is a TCP connection spoken to byte by byte with the codec.
-type rawConn struct {
-	t    *testing.T
-	conn net.Conn
-	br   *bufio.Reader
-	v    byte
-}
-
-func dialRaw(t *testing.T, addr string, v byte) *rawConn {
+// dialRaw connects a TCP client spoken to packet by packet with the codec.
+func dialRaw(t *testing.T, addr string, v byte) *mqtttest.Conn {
 	t.Helper()
 	conn, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return &rawConn{t: t, conn: conn, br: bufio.NewReader(conn), v: v}
+	return mqtttest.NewConn(t, conn, v)
 }
 
-func (c *rawConn) send(p codec.Packet) {
-	c.t.Helper()
-	c.sendRaw(p.Append(nil, c.v))
-}
-
-func (c *rawConn) sendRaw(b []byte) {
-	c.t.Helper()
-	_ = c.conn.SetWriteDeadline(time.Now().Add(timeout))
-	if _, err := c.conn.Write(b); err != nil {
-		c.t.Fatalf("write: %v", err)
-	}
-}
-
-// readRaw reads one whole packet; the error is io.EOF (or a reset) once the
-// broker has closed the connection.
-func (c *rawConn) readRaw() ([]byte, error) {
-	_ = c.conn.SetReadDeadline(time.Now().Add(timeout))
-	first, err := c.br.ReadByte()
-	if err != nil {
-		return nil, err
-	}
-	hdr := []byte{first}
-	n, mul := 0, 1
-	for {
-		b, err := c.br.ReadByte()
-		if err != nil {
-			return nil, err
-		}
-		hdr = append(hdr, b)
-		n += int(b&0x7f) * mul
-		mul *= 128
-		if b&0x80 == 0 {
-			break
-		}
-	}
-	raw := make([]byte, len(hdr)+n)
-	copy(raw, hdr)
-	_, err = io.ReadFull(c.br, raw[len(hdr):])
-	return raw, err
-}
-
-// next reads and decodes the next packet.
-func (c *rawConn) next() codec.Packet {
-	c.t.Helper()
-	raw, err := c.readRaw()
-	if err != nil {
-		c.t.Fatalf("want a packet: %v", err)
-	}
-	p, _, err := codec.Decode(raw, c.v)
-	if err != nil {
-		c.t.Fatalf("decoding % x: %v", raw, err)
-	}
-	return p
-}
-
-func expect[T codec.Packet](c *rawConn) T {
-	c.t.Helper()
-	p := c.next()
-	q, ok := p.(T)
-	if !ok {
-		var want T
-		c.t.Fatalf("got %s %+v, want %T", p.Type(), p, want)
-	}
-	return q
-}
-
-func (c *rawConn) expectAck(kind codec.Type, id uint16) *codec.Ack {
-	c.t.Helper()
-	a := expect[*codec.Ack](c)
-	if a.Kind != kind || a.PacketID != id {
-		c.t.Fatalf("got %s id %d, want %s id %d", a.Kind, a.PacketID, kind, id)
-	}
-	return a
-}
-
-// expectClosed reads until the broker closes the connection, which must
-// happen without any further packet.
-func (c *rawConn) expectClosed() {
-	c.t.Helper()
-	raw, err := c.readRaw()
-	var ne net.Error
-	switch {
-	case err == nil:
-		c.t.Fatalf("got % x, want the connection closed", raw)
-	case errors.As(err, &ne) && ne.Timeout():
-		c.t.Fatalf("connection still open after %v", timeout)
-	}
-}
-
-// connect sends a clean CONNECT for id and requires a successful CONNACK.
-func (c *rawConn) connect(id string, clean bool, mods ...func(*codec.Connect)) *codec.Connack {
-	c.t.Helper()
-	p := &codec.Connect{ProtocolVersion: c.v, CleanStart: clean, ClientID: []byte(id)}
-	if !clean && c.v == codec.V5 {
+// connect sends a CONNECT for id (clean, or resuming a session that
+// outlives the connection) and requires a successful CONNACK.
+func connect(c *mqtttest.Conn, id string, clean bool, mods ...func(*codec.Connect)) *codec.Connack {
+	c.T.Helper()
+	p := mqtttest.ConnectPacket(c.V, id)
+	p.CleanStart = clean
+	if !clean && c.V == codec.V5 {
 		p.Props.SetNum(codec.PropSessionExpiry, 60)
 	}
 	for _, m := range mods {
 		m(p)
 	}
-	c.send(p)
-	ack := expect[*codec.Connack](c)
-	if ack.ReasonCode != codec.Success {
-		c.t.Fatalf("CONNACK %s", ack.ReasonCode)
-	}
-	return ack
-}
-
-func (c *rawConn) subscribe(id uint16, qos byte, filter string) {
-	c.t.Helper()
-	c.send(&codec.Subscribe{PacketID: id, Subscriptions: []codec.Subscription{{Filter: []byte(filter), QoS: qos}}})
-	if ack := expect[*codec.Suback](c); ack.PacketID != id || ack.ReasonCodes[0] != codec.ReasonCode(qos) {
-		c.t.Fatalf("SUBACK id %d codes %v, want id %d granted %d", ack.PacketID, ack.ReasonCodes, id, qos)
-	}
+	return c.Connect(p)
 }

@@ -7,7 +7,6 @@ package e2e_test
 // TLS and WebSocket, mosquitto_pub/mosquitto_sub over mqtts).
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -25,6 +24,7 @@ import (
 	"github.com/xmq-io/xmq/certs/certstest"
 	"github.com/xmq-io/xmq/codec"
 	"github.com/xmq-io/xmq/core"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 	"github.com/xmq-io/xmq/listeners"
 )
 
@@ -146,14 +146,13 @@ func startTransportBroker(t testing.TB) *transportBroker {
 }
 
 // dial opens a codec client over the endpoint's transport.
-func (e endpoint) dial(t *testing.T) *rawConn {
+func (e endpoint) dial(t *testing.T) *mqtttest.Conn {
 	t.Helper()
 	c, err := listeners.Dial(ctx(t), e.url, e.tls)
 	if err != nil {
 		t.Fatalf("Dial %s: %v", e.url, err)
 	}
-	t.Cleanup(func() { _ = c.Close() })
-	return &rawConn{t: t, conn: c, br: bufio.NewReader(c), v: codec.V5}
+	return mqtttest.NewConn(t, c, codec.V5)
 }
 
 // transportScenarios are the matrix's rows; each runs over every endpoint.
@@ -163,7 +162,7 @@ var transportScenarios = []struct {
 }{
 	{"connect", func(t *testing.T, b *transportBroker, e endpoint) {
 		c := e.dial(t)
-		c.connect("connect-"+e.name, true, func(p *codec.Connect) {
+		connect(c, "connect-"+e.name, true, func(p *codec.Connect) {
 			p.UsernameFlag, p.Username = true, []byte("claimed")
 		})
 		want := "claimed"
@@ -173,91 +172,91 @@ var transportScenarios = []struct {
 		if got := b.users.user("connect-" + e.name); got != want {
 			t.Errorf("broker saw username %q, want %q", got, want)
 		}
-		c.send(&codec.Pingreq{})
-		expect[*codec.Pingresp](c)
-		c.send(&codec.Disconnect{})
-		c.expectClosed()
+		c.Send(&codec.Pingreq{})
+		mqtttest.Expect[*codec.Pingresp](c)
+		c.Send(&codec.Disconnect{})
+		c.ExpectClosed()
 	}},
 	{"subscribe and publish QoS 0, 1, 2", func(t *testing.T, b *transportBroker, e endpoint) {
 		topic := "m/" + e.name
 		sub := e.dial(t)
-		sub.connect("sub-"+e.name, true)
-		sub.subscribe(1, 2, topic+"/#")
+		connect(sub, "sub-"+e.name, true)
+		sub.Subscribe(2, topic+"/#")
 		pub := e.dial(t)
-		pub.connect("pub-"+e.name, true)
+		connect(pub, "pub-"+e.name, true)
 		for qos := byte(0); qos <= 2; qos++ {
 			payload := bytes.Repeat([]byte{'a' + qos}, 100)
-			pub.send(&codec.Publish{QoS: qos, PacketID: uint16(qos), Topic: []byte(topic + "/q"), Payload: payload})
+			pub.Send(&codec.Publish{QoS: qos, PacketID: uint16(qos), Topic: []byte(topic + "/q"), Payload: payload})
 			switch qos {
 			case 1:
-				pub.expectAck(codec.PUBACK, 1)
+				pub.ExpectAck(codec.PUBACK, 1)
 			case 2:
-				pub.expectAck(codec.PUBREC, 2)
-				pub.send(&codec.Ack{Kind: codec.PUBREL, PacketID: 2})
-				pub.expectAck(codec.PUBCOMP, 2)
+				pub.ExpectAck(codec.PUBREC, 2)
+				pub.Send(&codec.Ack{Kind: codec.PUBREL, PacketID: 2})
+				pub.ExpectAck(codec.PUBCOMP, 2)
 			}
-			got := expect[*codec.Publish](sub)
+			got := mqtttest.Expect[*codec.Publish](sub)
 			if got.QoS != qos || !bytes.Equal(got.Payload, payload) || string(got.Topic) != topic+"/q" {
 				t.Fatalf("subscriber got QoS %d %q on %q, want QoS %d %q", got.QoS, got.Payload, got.Topic, qos, payload)
 			}
 			switch qos {
 			case 1:
-				sub.send(&codec.Ack{Kind: codec.PUBACK, PacketID: got.PacketID})
+				sub.Send(&codec.Ack{Kind: codec.PUBACK, PacketID: got.PacketID})
 			case 2:
-				sub.send(&codec.Ack{Kind: codec.PUBREC, PacketID: got.PacketID})
-				sub.expectAck(codec.PUBREL, got.PacketID)
-				sub.send(&codec.Ack{Kind: codec.PUBCOMP, PacketID: got.PacketID})
+				sub.Send(&codec.Ack{Kind: codec.PUBREC, PacketID: got.PacketID})
+				sub.ExpectAck(codec.PUBREL, got.PacketID)
+				sub.Send(&codec.Ack{Kind: codec.PUBCOMP, PacketID: got.PacketID})
 			}
 		}
 	}},
 	{"retained", func(t *testing.T, b *transportBroker, e endpoint) {
 		topic := "r/" + e.name
 		pub := e.dial(t)
-		pub.connect("rpub-"+e.name, true)
-		pub.send(&codec.Publish{QoS: 1, PacketID: 7, Retain: true, Topic: []byte(topic), Payload: []byte("kept")})
-		pub.expectAck(codec.PUBACK, 7)
+		connect(pub, "rpub-"+e.name, true)
+		pub.Send(&codec.Publish{QoS: 1, PacketID: 7, Retain: true, Topic: []byte(topic), Payload: []byte("kept")})
+		pub.ExpectAck(codec.PUBACK, 7)
 		sub := e.dial(t)
-		sub.connect("rsub-"+e.name, true)
-		sub.subscribe(1, 0, topic)
-		if got := expect[*codec.Publish](sub); !got.Retain || string(got.Payload) != "kept" {
+		connect(sub, "rsub-"+e.name, true)
+		sub.Subscribe(0, topic)
+		if got := mqtttest.Expect[*codec.Publish](sub); !got.Retain || string(got.Payload) != "kept" {
 			t.Fatalf("got retain=%v %q, want the retained message", got.Retain, got.Payload)
 		}
 	}},
 	{"will on abrupt close", func(t *testing.T, b *transportBroker, e endpoint) {
 		topic := "w/" + e.name
 		watcher := e.dial(t)
-		watcher.connect("watch-"+e.name, true)
-		watcher.subscribe(1, 0, topic)
+		connect(watcher, "watch-"+e.name, true)
+		watcher.Subscribe(0, topic)
 		dying := e.dial(t)
-		dying.connect("dying-"+e.name, true, func(p *codec.Connect) {
+		connect(dying, "dying-"+e.name, true, func(p *codec.Connect) {
 			p.WillFlag, p.WillTopic, p.WillPayload = true, []byte(topic), []byte("gone")
 		})
-		_ = dying.conn.Close() // no DISCONNECT
-		if got := expect[*codec.Publish](watcher); string(got.Payload) != "gone" {
+		_ = dying.NetConn.Close() // no DISCONNECT
+		if got := mqtttest.Expect[*codec.Publish](watcher); string(got.Payload) != "gone" {
 			t.Fatalf("got %q, want the will", got.Payload)
 		}
 	}},
 	{"keepalive expiry", func(t *testing.T, b *transportBroker, e endpoint) {
 		c := e.dial(t)
-		c.connect("idle-"+e.name, true, func(p *codec.Connect) { p.KeepAlive = 1 })
+		connect(c, "idle-"+e.name, true, func(p *codec.Connect) { p.KeepAlive = 1 })
 		start := time.Now()
 		// Silent for 1.5 × keepalive: the broker says why (MQTT 5) and closes.
-		if d := expect[*codec.Disconnect](c); d.ReasonCode != codec.KeepAliveTimeout {
+		if d := mqtttest.Expect[*codec.Disconnect](c); d.ReasonCode != codec.KeepAliveTimeout {
 			t.Fatalf("DISCONNECT %v, want Keep Alive timeout", d.ReasonCode)
 		}
-		c.expectClosed()
+		c.ExpectClosed()
 		if took := time.Since(start); took < time.Second {
 			t.Errorf("closed after %v, before the keepalive ran out", took)
 		}
 	}},
 	{"oversize packet refused", func(t *testing.T, b *transportBroker, e endpoint) {
 		c := e.dial(t)
-		c.connect("big-"+e.name, true)
-		c.send(&codec.Publish{Topic: []byte("big"), Payload: make([]byte, maxPacket+1)})
-		if d := expect[*codec.Disconnect](c); d.ReasonCode != codec.PacketTooLarge {
+		connect(c, "big-"+e.name, true)
+		c.Send(&codec.Publish{Topic: []byte("big"), Payload: make([]byte, maxPacket+1)})
+		if d := mqtttest.Expect[*codec.Disconnect](c); d.ReasonCode != codec.PacketTooLarge {
 			t.Fatalf("DISCONNECT %v, want Packet too large", d.ReasonCode)
 		}
-		c.expectClosed()
+		c.ExpectClosed()
 	}},
 }
 

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/xmq-io/xmq/codec"
 	"github.com/xmq-io/xmq/core"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
 // countingConn counts the bytes a test client writes and reads.
@@ -42,46 +42,14 @@ func (c countingConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// pipeClient is an MQTT client of a core.Server over net.Pipe.
-type pipeClient struct {
-	t       *testing.T
-	conn    net.Conn
-	r       *codec.Reader
-	version byte
-}
-
-// dial connects a client; it returns the CONNACK's reason code.
-func dial(t *testing.T, srv *core.Server, listener string, c codec.Connect, written, read *atomic.Int64) (*pipeClient, codec.ReasonCode) {
+// dial connects a client of srv over net.Pipe, its bytes counted in
+// written and read; it returns the CONNACK's reason code.
+func dial(t *testing.T, srv *core.Server, listener string, c codec.Connect, written, read *atomic.Int64) (*mqtttest.Conn, codec.ReasonCode) {
 	t.Helper()
 	client, server := net.Pipe()
 	srv.ServeConn(server, listener)
-	cc := countingConn{Conn: client, written: written, read: read}
-	t.Cleanup(func() { _ = client.Close() })
-	_ = client.SetDeadline(time.Now().Add(10 * time.Second))
-	pc := &pipeClient{t: t, conn: cc, r: codec.NewReader(bufio.NewReader(cc), 0), version: c.ProtocolVersion}
-	pc.r.Version = c.ProtocolVersion
-	pc.send(&c)
-	ack, ok := pc.next().(*codec.Connack)
-	if !ok {
-		t.Fatal("no CONNACK")
-	}
-	return pc, ack.ReasonCode
-}
-
-func (c *pipeClient) send(p interface{ Append([]byte, byte) []byte }) {
-	c.t.Helper()
-	if _, err := c.conn.Write(p.Append(nil, c.version)); err != nil {
-		c.t.Fatalf("write: %v", err)
-	}
-}
-
-func (c *pipeClient) next() codec.Packet {
-	c.t.Helper()
-	p, err := c.r.ReadPacket()
-	if err != nil {
-		c.t.Fatalf("read: %v", err)
-	}
-	return p
+	pc := mqtttest.NewConn(t, countingConn{Conn: client, written: written, read: read}, c.ProtocolVersion)
+	return pc, pc.ConnectRC(&c).ReasonCode
 }
 
 // refuse turns away the user name "intruder".
@@ -213,8 +181,8 @@ func TestMetricsMatchTraffic(t *testing.T) {
 	if rc != codec.Success {
 		t.Fatalf("sub CONNACK %v", rc)
 	}
-	sub.send(&codec.Subscribe{PacketID: 1, Subscriptions: []codec.Subscription{{Filter: []byte("t/#"), QoS: 1}}})
-	if _, ok := sub.next().(*codec.Suback); !ok {
+	sub.Send(&codec.Subscribe{PacketID: 1, Subscriptions: []codec.Subscription{{Filter: []byte("t/#"), QoS: 1}}})
+	if _, ok := sub.Next().(*codec.Suback); !ok {
 		t.Fatal("no SUBACK")
 	}
 	pub, rc := dial(t, srv, "ws", codec.Connect{ProtocolVersion: codec.V5, CleanStart: true, ClientID: []byte("pub")}, &written, &read)
@@ -226,23 +194,23 @@ func TestMetricsMatchTraffic(t *testing.T) {
 		t.Fatalf("intruder CONNACK %v", rc)
 	}
 
-	pub.send(&codec.Publish{Topic: []byte("t/a"), Payload: []byte("hello")})
-	pub.send(&codec.Publish{Topic: []byte("t/b"), QoS: 1, PacketID: 7, Payload: []byte("world")})
-	pub.send(&codec.Publish{Topic: []byte("nobody/listens"), Payload: []byte("void")})
-	if a, ok := pub.next().(*codec.Ack); !ok || a.PacketID != 7 {
+	pub.Send(&codec.Publish{Topic: []byte("t/a"), Payload: []byte("hello")})
+	pub.Send(&codec.Publish{Topic: []byte("t/b"), QoS: 1, PacketID: 7, Payload: []byte("world")})
+	pub.Send(&codec.Publish{Topic: []byte("nobody/listens"), Payload: []byte("void")})
+	if a, ok := pub.Next().(*codec.Ack); !ok || a.PacketID != 7 {
 		t.Fatal("no PUBACK")
 	}
 	for range 2 {
-		p, ok := sub.next().(*codec.Publish)
+		p, ok := sub.Next().(*codec.Publish)
 		if !ok {
 			t.Fatal("subscriber got no PUBLISH")
 		}
 		if p.QoS == 1 {
-			sub.send(&codec.Ack{Kind: codec.PUBACK, PacketID: p.PacketID})
+			sub.Send(&codec.Ack{Kind: codec.PUBACK, PacketID: p.PacketID})
 		}
 	}
-	pub.send(&codec.Disconnect{})
-	if _, err := pub.r.ReadPacket(); !errors.Is(err, io.EOF) {
+	pub.Send(&codec.Disconnect{})
+	if _, err := pub.NextRaw(pub.Timeout); !errors.Is(err, io.EOF) {
 		t.Fatalf("after DISCONNECT: %v, want EOF", err)
 	}
 	if err := srv.Publish("r/1", []byte("kept"), 0, true); err != nil {
@@ -332,12 +300,12 @@ func TestMetricsMatchTraffic(t *testing.T) {
 	if rc != codec.Success {
 		t.Fatalf("keeper CONNACK %v", rc)
 	}
-	keeper.send(&codec.Subscribe{PacketID: 1, Subscriptions: []codec.Subscription{{Filter: []byte("q/#"), QoS: 1}, {Filter: []byte("$share/g/s/#"), QoS: 0}}})
-	if _, ok := keeper.next().(*codec.Suback); !ok {
+	keeper.Send(&codec.Subscribe{PacketID: 1, Subscriptions: []codec.Subscription{{Filter: []byte("q/#"), QoS: 1}, {Filter: []byte("$share/g/s/#"), QoS: 0}}})
+	if _, ok := keeper.Next().(*codec.Suback); !ok {
 		t.Fatal("keeper: no SUBACK")
 	}
-	keeper.send(&codec.Disconnect{})
-	if _, err := keeper.r.ReadPacket(); !errors.Is(err, io.EOF) {
+	keeper.Send(&codec.Disconnect{})
+	if _, err := keeper.NextRaw(keeper.Timeout); !errors.Is(err, io.EOF) {
 		t.Fatalf("keeper after DISCONNECT: %v, want EOF", err)
 	}
 	// The broker detaches the session a moment after the client saw EOF;
@@ -352,13 +320,13 @@ func TestMetricsMatchTraffic(t *testing.T) {
 		t.Fatalf("pub2 CONNACK %v", rc)
 	}
 	for i, topic := range []string{"q/1", "q/2", "t/c"} {
-		pub2.send(&codec.Publish{Topic: []byte(topic), QoS: 1, PacketID: uint16(i + 1), Payload: []byte("m")})
-		if a, ok := pub2.next().(*codec.Ack); !ok || a.PacketID != uint16(i+1) {
+		pub2.Send(&codec.Publish{Topic: []byte(topic), QoS: 1, PacketID: uint16(i + 1), Payload: []byte("m")})
+		if a, ok := pub2.Next().(*codec.Ack); !ok || a.PacketID != uint16(i+1) {
 			t.Fatalf("pub2: no PUBACK for %s", topic)
 		}
 	}
-	pub2.send(&codec.Publish{Topic: []byte("q/0"), Payload: []byte("lost")})
-	if p, ok := sub.next().(*codec.Publish); !ok || string(p.Topic) != "t/c" {
+	pub2.Send(&codec.Publish{Topic: []byte("q/0"), Payload: []byte("lost")})
+	if p, ok := sub.Next().(*codec.Publish); !ok || string(p.Topic) != "t/c" {
 		t.Fatal("sub did not get t/c")
 	}
 	// The dashboard: one good login, one forged.

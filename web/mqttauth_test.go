@@ -14,6 +14,7 @@ import (
 
 	"github.com/xmq-io/xmq/codec"
 	"github.com/xmq-io/xmq/core"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
 func TestMQTTTokens(t *testing.T) {
@@ -221,29 +222,29 @@ func TestWrapThroughCore(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
 	var w, r atomic.Int64
-	connect := func(id, user, pass string) (*pipeClient, codec.ReasonCode) {
+	connect := func(id, user, pass string) (*mqtttest.Conn, codec.ReasonCode) {
 		t.Helper()
 		return dial(t, srv, "ws", codec.Connect{ProtocolVersion: codec.V5, CleanStart: true, ClientID: []byte(id),
 			UsernameFlag: user != "", Username: []byte(user), PasswordFlag: pass != "", Password: []byte(pass)}, &w, &r)
 	}
-	subscribe := func(c *pipeClient, id uint16, filter string) codec.ReasonCode {
+	subscribe := func(c *mqtttest.Conn, id uint16, filter string) codec.ReasonCode {
 		t.Helper()
-		c.send(&codec.Subscribe{PacketID: id, Subscriptions: []codec.Subscription{{Filter: []byte(filter), QoS: 1}}})
-		ack, ok := c.next().(*codec.Suback)
+		c.Send(&codec.Subscribe{PacketID: id, Subscriptions: []codec.Subscription{{Filter: []byte(filter), QoS: 1}}})
+		ack, ok := c.Next().(*codec.Suback)
 		if !ok || len(ack.ReasonCodes) != 1 {
 			t.Fatalf("SUBSCRIBE %s: no SUBACK", filter)
 		}
 		return ack.ReasonCodes[0]
 	}
-	publish := func(c *pipeClient, id uint16, topic string) codec.ReasonCode {
+	publish := func(c *mqtttest.Conn, id uint16, topic string) codec.ReasonCode {
 		t.Helper()
-		c.send(&codec.Publish{Topic: []byte(topic), QoS: 1, PacketID: id, Payload: []byte("x")})
+		c.Send(&codec.Publish{Topic: []byte(topic), QoS: 1, PacketID: id, Payload: []byte("x")})
 		for {
-			switch p := c.next().(type) {
+			switch p := c.Next().(type) {
 			case *codec.Ack:
 				return p.ReasonCode
 			case *codec.Publish: // its own subscription's copy
-				c.send(&codec.Ack{Kind: codec.PUBACK, PacketID: p.PacketID})
+				c.Send(&codec.Ack{Kind: codec.PUBACK, PacketID: p.PacketID})
 			default:
 				t.Fatalf("PUBLISH %s: got %T", topic, p)
 			}

@@ -23,7 +23,7 @@ func traceClient(t *testing.T, srv *core.Server, id string) net.Conn {
 	if rc != codec.Success {
 		t.Fatalf("CONNECT %s: %v", id, rc)
 	}
-	return pc.conn
+	return pc.NetConn
 }
 
 // TestTracesAPI: a trace started through the API follows its client's
