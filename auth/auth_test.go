@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
 // newAuth builds an Auth closed when the test ends. Unless the test says
@@ -430,7 +431,7 @@ func TestReload(t *testing.T) {
 
 	// A changed ACL file replaces the rules and the cached decisions.
 	write(aclFile, "user u\ntopic write b/#\n")
-	eventually(t, "acl change", func() bool { return a.CanPublish("c", "u", "b/1") })
+	mqtttest.WaitFor(t, "acl change", func() bool { return a.CanPublish("c", "u", "b/1") })
 	if a.CanPublish("c", "u", "a/1") {
 		t.Error("a cached decision of the old rules survived the reload")
 	}
@@ -442,7 +443,7 @@ func TestReload(t *testing.T) {
 	if err := SetPassword(pwFile, "u", []byte("new"), false, PasswordOptions{Cost: 4}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "password change", func() bool { return a.Authenticate("c", "u", []byte("new"), remote, "tcp", "") == nil })
+	mqtttest.WaitFor(t, "password change", func() bool { return a.Authenticate("c", "u", []byte("new"), remote, "tcp", "") == nil })
 	if a.Authenticate("c", "u", []byte("old"), remote, "tcp", "") == nil {
 		t.Error("old password still works")
 	}
@@ -626,17 +627,5 @@ func TestSetFiles(t *testing.T) {
 	}
 	if login("anything") != nil || !a.CanPublish("c", "u", "b/1") {
 		t.Error("without files every login and topic should pass (allow_anonymous true)")
-	}
-}
-
-// eventually waits up to 5 s for cond, failing the test with what.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 5s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

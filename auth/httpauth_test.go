@@ -23,6 +23,7 @@ import (
 
 	"github.com/xmq-io/xmq/certs/certstest"
 	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
 // bufferLog is a logger writing text lines to buf, for tests that read
@@ -332,7 +333,7 @@ func TestHTTPSlowServiceBrokerResponsive(t *testing.T) {
 			results <- a.Authenticate("s", "slow", []byte(fmt.Sprint(i)), tcpAddr(fmt.Sprintf("198.51.100.%d:1", i+1)), "tcp", "")
 		}()
 	}
-	waitUntil(t, "7 requests hang", func() bool { return svc.inflight.Load() == 7 })
+	mqtttest.WaitWithin(t, 10*time.Second, "7 requests hang", func() bool { return svc.inflight.Load() == 7 })
 	for _, l := range []struct {
 		name, user, pass string
 		remote           net.Addr
@@ -363,18 +364,6 @@ func TestHTTPSlowServiceBrokerResponsive(t *testing.T) {
 	}
 }
 
-// waitUntil polls cond for up to 10 s.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // TestHTTPBoundedPool: at most max_inflight requests reach the service;
 // the next login waits queue_wait for a slot, then gets Server Busy. One
 // source never holds more slots than the failures it has left: an
@@ -394,9 +383,9 @@ func TestHTTPBoundedPool(t *testing.T) {
 	for i := range 4 {
 		go login("203.0.113.66", i)
 	}
-	waitUntil(t, "the attacker's 2 requests", func() bool { return svc.inflight.Load() == 2 })
+	mqtttest.WaitWithin(t, 10*time.Second, "the attacker's 2 requests", func() bool { return svc.inflight.Load() == 2 })
 	go login("192.0.2.1", 10)
-	waitUntil(t, "another source's request", func() bool { return svc.inflight.Load() == 3 })
+	mqtttest.WaitWithin(t, 10*time.Second, "another source's request", func() bool { return svc.inflight.Load() == 3 })
 
 	// The pool is full: the next login waits, then is busy.
 	t0 := time.Now()

@@ -59,7 +59,7 @@ func inboundWedge(t *testing.T, log *zap.Logger, mod func(*bridge.Config)) (*bri
 	for i := range wedgeMessages {
 		rpub.Pub("in/x", fmt.Sprint("m", i), 2, false)
 	}
-	waitFor(t, "the PUBRELs of every slot to be held back", func() bool { return p.dropped.Load() == wedgeSlots })
+	mqtttest.WaitFor(t, "the PUBRELs of every slot to be held back", func() bool { return p.dropped.Load() == wedgeSlots })
 	return m, p, lsub
 }
 
@@ -193,7 +193,7 @@ func TestRemoteGoneShows(t *testing.T) {
 	p.stop()
 	closed := time.Now()
 	var st bridge.Status
-	waitFor(t, "the state to say the link is down", func() bool {
+	mqtttest.WaitFor(t, "the state to say the link is down", func() bool {
 		st, _ = m.Bridge("up")
 		return st.State != bridge.StateConnected
 	})

@@ -190,7 +190,7 @@ func TestPlainProtocolOriginTracking(t *testing.T) {
 		}
 		s.Nothing()
 	}
-	waitFor(t, "the echoes", func() bool { st, _ := m.Bridge("up"); return st.LoopsPrevented == 5 })
+	mqtttest.WaitFor(t, "the echoes", func() bool { st, _ := m.Bridge("up"); return st.LoopsPrevented == 5 })
 }
 
 // TestBothWaysNoLoop: two xmq brokers bridged both ways on #: one message

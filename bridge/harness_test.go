@@ -101,23 +101,11 @@ func fast(c bridge.Config) bridge.Config {
 func waitState(t *testing.T, m *bridge.Manager, name string, s bridge.State) bridge.Status {
 	t.Helper()
 	var st bridge.Status
-	waitFor(t, "bridge "+name+" "+string(s), func() bool {
+	mqtttest.WaitFor(t, "bridge "+name+" "+string(s), func() bool {
 		st, _ = m.Bridge(name)
 		return st.State == s
 	})
 	return st
-}
-
-// waitFor polls cond until it holds or waitTimeout passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // dialClient connects a test client to b through its listener.

@@ -20,6 +20,7 @@ import (
 	"github.com/xmq-io/xmq/codec"
 	"github.com/xmq-io/xmq/core"
 	"github.com/xmq-io/xmq/internal/bridgelocal"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 	"github.com/xmq-io/xmq/listeners"
 	"github.com/xmq-io/xmq/store"
 )
@@ -50,7 +51,7 @@ func TestQueueWhileRemoteDown(t *testing.T) {
 	rsub.Subscribe("q/#", 1)
 	rsub.Close()
 	remote.stop()
-	waitFor(t, "the link to go down", func() bool { st, _ := m.Bridge("up"); return st.State != bridge.StateConnected })
+	mqtttest.WaitFor(t, "the link to go down", func() bool { st, _ := m.Bridge("up"); return st.State != bridge.StateConnected })
 
 	lpub := dialClient(t, local, "lpub", codec.V5)
 	refused := 0
@@ -76,7 +77,7 @@ func TestQueueWhileRemoteDown(t *testing.T) {
 		t.Errorf("after the remote came back: %q, want %q", got, want)
 	}
 	rsub.Nothing()
-	waitFor(t, "an empty queue", func() bool { st, _ := m.Bridge("up"); return st.Queued == 0 && st.Inflight == 0 })
+	mqtttest.WaitFor(t, "an empty queue", func() bool { st, _ := m.Bridge("up"); return st.Queued == 0 && st.Inflight == 0 })
 }
 
 func seq(prefix string, n int) []string {
@@ -162,7 +163,7 @@ func TestApply(t *testing.T) {
 		t.Fatalf("changed rules: %+v %v", ch, err)
 	}
 	waitState(t, m, "up", bridge.StateConnected)
-	waitFor(t, "the new subscriptions", func() bool { return slices.Equal(filters(), []string{"y/#"}) })
+	mqtttest.WaitFor(t, "the new subscriptions", func() bool { return slices.Equal(filters(), []string{"y/#"}) })
 	lpub.Pub("x/2", "not any more", 1, false)
 	lpub.Pub("y/1", "y", 1, false)
 	if p := rsub.Expect(1)[0]; string(p.Payload) != "y" {
@@ -408,7 +409,7 @@ func TestBadRemotes(t *testing.T) {
 	if peak > 4*8 {
 		t.Errorf("the bridges' goroutines peaked at %d: failed attempts leave some behind", peak)
 	}
-	waitFor(t, "the bridges' goroutines to end", func() bool { return bridgeGoroutines() == 0 })
+	mqtttest.WaitFor(t, "the bridges' goroutines to end", func() bool { return bridgeGoroutines() == 0 })
 }
 
 // bridgeGoroutines counts the goroutines running the bridge package's
@@ -484,7 +485,7 @@ func TestQueueBeforeFirstLink(t *testing.T) {
 	local := tcpBroker(t, core.Options{}, core.Config{})
 	m := local.bridges(t, nil, fast(bridge.Config{Name: "up", Addresses: []string{"mqtt://" + addr},
 		Topics: []bridge.Rule{{Topic: "q/#", QoS: 1}}}))
-	waitFor(t, "the local subscriptions", func() bool {
+	mqtttest.WaitFor(t, "the local subscriptions", func() bool {
 		ci, _ := local.srv.Client(bridge.UserPrefix + "up")
 		return len(ci.Subscriptions) == 1
 	})

@@ -22,6 +22,7 @@ import (
 
 	"github.com/xmq-io/xmq/certs"
 	"github.com/xmq-io/xmq/certs/certstest"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
 // acmeDomain is the name certificates are requested for; the test's DNS
@@ -120,17 +121,6 @@ func answer(query []byte) ([]byte, error) {
 	return b.Finish()
 }
 
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // serveTLS runs handshakes with cfg on l until the test ends, as the TLS
 // listeners do (a TLS-ALPN-01 challenge is one such handshake).
 func serveTLS(t *testing.T, l net.Listener, cfg *tls.Config) {
@@ -176,9 +166,9 @@ func TestACMEWithPebble(t *testing.T) {
 			}
 			vaTLSPort := tlsLn.Addr().(*net.TCPAddr).Port
 			if !tt.tlsALPN {
-				vaTLSPort = freePort(t) // nothing there: TLS-ALPN-01 fails
+				vaTLSPort = mqtttest.FreePort(t) // nothing there: TLS-ALPN-01 fails
 			}
-			httpPort := freePort(t)
+			httpPort := mqtttest.FreePort(t)
 			p := startPebble(t, httpPort, vaTLSPort)
 			opts := certs.Options{ACME: certs.ACMEOptions{
 				Domains: []string{acmeDomain}, Email: "ops@xmq.test", CacheDir: t.TempDir(),

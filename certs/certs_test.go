@@ -13,6 +13,7 @@ import (
 
 	"github.com/xmq-io/xmq/certs"
 	"github.com/xmq-io/xmq/certs/certstest"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
 func containsStr(s, sub string) bool { return strings.Contains(s, sub) }
@@ -109,7 +110,7 @@ func TestFileReload(t *testing.T) {
 		t.Fatalf("serving %s, want one.example", got)
 	}
 	write("two.example")
-	waitFor(t, func() bool { return served() == "two.example" }, "the watcher to load the new files")
+	mqtttest.WaitFor(t, "the watcher to load the new files", func() bool { return served() == "two.example" })
 
 	// A broken pair keeps the previous certificate.
 	certstest.WriteFile(t, dir, "server.pem", []byte("not a certificate"))
@@ -138,17 +139,6 @@ func TestFileReload(t *testing.T) {
 	c, _ := src.GetCertificate(&tls.ClientHelloInfo{})
 	if got := src.NotAfter(); got.IsZero() || !got.Equal(c.Leaf.NotAfter) {
 		t.Errorf("NotAfter() = %v, want the served leaf's %v", got, c.Leaf.NotAfter)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

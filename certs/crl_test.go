@@ -18,6 +18,7 @@ import (
 
 	"github.com/xmq-io/xmq/certs"
 	"github.com/xmq-io/xmq/certs/certstest"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
 // writeCRL writes a PEM revocation list of ca revoking the given client
@@ -115,7 +116,7 @@ func TestClientCRL(t *testing.T) {
 
 	// The watcher sees a new list: bob is revoked, alice is back.
 	writeCRL(t, ca, crlFile, 2, bob)
-	waitFor(t, func() bool { return handshake(t, cfg, client(bob)) != nil }, "the new list to revoke bob")
+	mqtttest.WaitFor(t, "the new list to revoke bob", func() bool { return handshake(t, cfg, client(bob)) != nil })
 	if err := handshake(t, cfg, client(alice)); err != nil {
 		t.Errorf("alice after the new list: %v", err)
 	}

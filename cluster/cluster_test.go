@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"slices"
 	"strconv"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
 // delivered is one DeliverRemote call.
@@ -201,35 +201,18 @@ func nothingOn[T any](t *testing.T, ch <-chan T, wait time.Duration) {
 	}
 }
 
-// waitFor polls cond until it holds, failing after d.
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // next waits for the next delivery.
 func (f *fakeLocal) next(t *testing.T) delivered { t.Helper(); return receive(t, f.ch) }
 
 // none checks that nothing is delivered for a while.
 func (f *fakeLocal) none(t *testing.T, wait time.Duration) { t.Helper(); nothingOn(t, f.ch, wait) }
 
-// freePorts returns n loopback ports free a moment ago.
+// freePorts returns n loopback ports, free a moment ago and distinct.
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	ports := make([]int, n)
+	for i := range ports {
+		ports[i] = mqtttest.FreePort(t)
 	}
 	return ports
 }
@@ -395,7 +378,7 @@ func TestInterestOnOff(t *testing.T) {
 	b.local.none(t, 100*time.Millisecond)
 	b.Interest("", "h/#", false)
 	b.Interest("", "h/+", false)
-	waitFor(t, "interest withdrawn", 5*time.Second, func() bool { return b.Stats().Interest == 0 })
+	mqtttest.WaitWithin(t, 5*time.Second, "interest withdrawn", func() bool { return b.Stats().Interest == 0 })
 	time.Sleep(100 * time.Millisecond) // the unsubscription reaches a's server
 	a.Forward(codec.Message{Topic: "h/z", Payload: []byte("gone")}, nil)
 	b.local.none(t, 100*time.Millisecond)
@@ -501,7 +484,7 @@ func (n *testNode) claim(clientID string, clean bool) uint64 {
 func waitReady(t *testing.T, nodes ...*testNode) {
 	t.Helper()
 	for _, nd := range nodes {
-		waitFor(t, "node "+nd.Node()+": JetStream state ready", 30*time.Second, nd.Ready)
+		mqtttest.WaitWithin(t, 30*time.Second, "node "+nd.Node()+": JetStream state ready", nd.Ready)
 	}
 }
 
@@ -685,7 +668,7 @@ func TestRetainedReplicated(t *testing.T) {
 		// 30 s: a node's watch whose consumer was on the node that left
 		// resumes once the ordered consumer misses its heartbeats (5 s
 		// each), and only then gets what changed meanwhile.
-		waitFor(t, "node "+nd.Node()+" keeps "+fmt.Sprint(want), 30*time.Second,
+		mqtttest.WaitWithin(t, 30*time.Second, "node "+nd.Node()+" keeps "+fmt.Sprint(want),
 			func() bool { return maps.Equal(nd.local.retainedCopy(), want) })
 	}
 	for _, nd := range nodes {
@@ -719,7 +702,7 @@ func TestRetainedReplicated(t *testing.T) {
 	if !nd.retained.queueRetain(codec.Message{Topic: "r/1", Payload: []byte("late upload"), From: "before"}, true) {
 		t.Fatal("upload not queued")
 	}
-	waitFor(t, "the refused upload dropped", 5*time.Second, func() bool {
+	mqtttest.WaitWithin(t, 5*time.Second, "the refused upload dropped", func() bool {
 		nd.retained.mu.Lock()
 		defer nd.retained.mu.Unlock()
 		return len(nd.retained.order) == 0
@@ -860,11 +843,11 @@ func TestHealthyReflectsMembership(t *testing.T) {
 		t.Fatal("a node whose replicated state is not in use is healthy")
 	}
 	second.Start(newFakeLocal())
-	waitFor(t, "routed", 30*time.Second, func() bool { return first.Healthy() == nil && second.Healthy() == nil })
+	mqtttest.WaitWithin(t, 30*time.Second, "routed", func() bool { return first.Healthy() == nil && second.Healthy() == nil })
 	if err := second.Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "isolated again", 10*time.Second, func() bool { return first.Healthy() != nil })
+	mqtttest.WaitWithin(t, 10*time.Second, "isolated again", func() bool { return first.Healthy() != nil })
 	// A node without routes (a cluster of one) is healthy alone.
 	alone, err := New(Options{Node: "alone", Embedded: EmbeddedOptions{Listen: "127.0.0.1:0", ClientListen: "127.0.0.1:0"}}, zaptest.NewLogger(t))
 	if err != nil {
@@ -872,7 +855,7 @@ func TestHealthyReflectsMembership(t *testing.T) {
 	}
 	defer alone.Close()
 	alone.Start(newFakeLocal())
-	waitFor(t, "a node without routes healthy", 30*time.Second, func() bool { return alone.Healthy() == nil })
+	mqtttest.WaitWithin(t, 30*time.Second, "a node without routes healthy", func() bool { return alone.Healthy() == nil })
 }
 
 // TestClusterOfOne: a node with no routes (the default) is a cluster of
@@ -890,7 +873,7 @@ func TestClusterOfOne(t *testing.T) {
 		t.Error("claim failed")
 	}
 	nd.Retain(codec.Message{Topic: "solo/r", Payload: []byte("x")})
-	waitFor(t, "retained message applied", 5*time.Second, func() bool { return nd.local.retainedCopy()["solo/r"] == "x" })
+	mqtttest.WaitWithin(t, 5*time.Second, "retained message applied", func() bool { return nd.local.retainedCopy()["solo/r"] == "x" })
 }
 
 // TestRetainedClearedWhileDown: a node that was down while a retained
@@ -902,13 +885,13 @@ func TestRetainedClearedWhileDown(t *testing.T) {
 	a, c := nodes[0], nodes[2]
 	a.Retain(codec.Message{Topic: "gone/1", Payload: []byte("stale"), From: "p"})
 	a.Retain(codec.Message{Topic: "kept/1", Payload: []byte("kept"), From: "p"})
-	waitFor(t, "replicated", 10*time.Second, func() bool { return len(c.local.retainedCopy()) == 2 })
+	mqtttest.WaitWithin(t, 10*time.Second, "replicated", func() bool { return len(c.local.retainedCopy()) == 2 })
 	o := c.opts
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
 	a.Retain(codec.Message{Topic: "gone/1", From: "p"})
-	waitFor(t, "cleared on a", 30*time.Second, func() bool { return len(a.local.retainedCopy()) == 1 })
+	mqtttest.WaitWithin(t, 30*time.Second, "cleared on a", func() bool { return len(a.local.retainedCopy()) == 1 })
 	// c comes back with its data directory and its store's copy.
 	back, err := New(o, zaptest.NewLogger(t).Named("n3-back"))
 	if err != nil {
@@ -918,7 +901,7 @@ func TestRetainedClearedWhileDown(t *testing.T) {
 	local := newFakeLocal()
 	local.retained = map[string]string{"gone/1": "stale", "kept/1": "kept"}
 	back.Start(local)
-	waitFor(t, "stale copy cleared", 20*time.Second, func() bool {
+	mqtttest.WaitWithin(t, 20*time.Second, "stale copy cleared", func() bool {
 		return maps.Equal(local.retainedCopy(), map[string]string{"kept/1": "kept"})
 	})
 }
@@ -947,7 +930,7 @@ func TestSessionMoves(t *testing.T) {
 	a.local.mu.Unlock()
 	ca := a.claim("s1", false)
 	a.Release("s1", ca, true)
-	waitFor(t, "registry entry of the offline session", 5*time.Second, func() bool { return entry("s1") == "n1 s u" }) // owner "": anonymous
+	mqtttest.WaitWithin(t, 5*time.Second, "registry entry of the offline session", func() bool { return entry("s1") == "n1 s u" }) // owner "": anonymous
 	b.claim("s1", false)
 	if got := receive(t, b.local.imported); got != [2]string{"s1", "state of s1"} {
 		t.Fatalf("imported %q", got)
@@ -1002,7 +985,7 @@ func TestSessionMoves(t *testing.T) {
 	a.local.sessions["s3"] = "bad"
 	a.local.mu.Unlock()
 	a.Release("s3", a.claim("s3", false), true)
-	waitFor(t, "registry entry of s3", 5*time.Second, func() bool { return entry("s3") == "n1 s u" }) // owner "": anonymous
+	mqtttest.WaitWithin(t, 5*time.Second, "registry entry of s3", func() bool { return entry("s3") == "n1 s u" }) // owner "": anonymous
 	c.claim("s3", false)
 	if c.Stats().SessionsLost != 1 {
 		t.Errorf("lost %d, want 1", c.Stats().SessionsLost)
@@ -1013,7 +996,7 @@ func TestSessionMoves(t *testing.T) {
 	a.local.sessions["s5"] = "s5"
 	a.local.mu.Unlock()
 	a.Release("s5", a.claim("s5", false), true)
-	waitFor(t, "registry entry of s5", 5*time.Second, func() bool { return entry("s5") == "n1 s u" }) // owner "": anonymous
+	mqtttest.WaitWithin(t, 5*time.Second, "registry entry of s5", func() bool { return entry("s5") == "n1 s u" }) // owner "": anonymous
 	c.local.mu.Lock()
 	c.local.onPending = func(string) { // the session ends on a once c's pending import is in
 		a.local.mu.Lock()

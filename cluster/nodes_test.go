@@ -10,6 +10,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
 // TestNodeTableTransitions: a peer silent for three intervals becomes
@@ -119,7 +121,7 @@ func TestHeartbeatsAcrossNodes(t *testing.T) {
 			Load: func() Load { return Load{Clients: int64(i + 1), Subscriptions: 10, MessagesIn: 100} }})
 	}
 	for _, nd := range nodes {
-		waitFor(t, nd.Node()+" hears every node", 5*time.Second, func() bool {
+		mqtttest.WaitWithin(t, 5*time.Second, nd.Node()+" hears every node", func() bool {
 			tot := nd.Totals()
 			return tot.Reachable == 3 && tot.Clients == 6 && tot.Subscriptions == 30 && tot.MessagesIn == 300
 		})
@@ -131,7 +133,7 @@ func TestHeartbeatsAcrossNodes(t *testing.T) {
 	}
 	_ = nodes[2].Close()
 	for _, nd := range nodes[:2] {
-		waitFor(t, nd.Node()+" sees n3 leave", 5*time.Second, func() bool { return nd.Totals().Nodes == 2 })
+		mqtttest.WaitWithin(t, 5*time.Second, nd.Node()+" sees n3 leave", func() bool { return nd.Totals().Nodes == 2 })
 		if tot := nd.Totals(); tot.UnreachableTransitions != 0 {
 			t.Errorf("%s counted a node that left as unreachable: %+v", nd.Node(), tot)
 		}
@@ -150,7 +152,7 @@ func TestAskNodeAndHolder(t *testing.T) {
 	// n1's server learns n2's subscription from the route shortly after.
 	var got []byte
 	var err error
-	waitFor(t, "n2 answers", 5*time.Second, func() bool {
+	mqtttest.WaitWithin(t, 5*time.Second, "n2 answers", func() bool {
 		got, err = nodes[0].AskNode("n2", []byte("hi"), 2*time.Second)
 		return !errors.Is(err, ErrNoAPI)
 	})
@@ -169,12 +171,12 @@ func TestAskNodeAndHolder(t *testing.T) {
 	}
 	claim := nodes[1].claim("h1", true)
 	// A read may reach a replica that has not applied the claim yet.
-	waitFor(t, "h1 online on n2", 5*time.Second, func() bool {
+	mqtttest.WaitWithin(t, 5*time.Second, "h1 online on n2", func() bool {
 		node, offline, err := nodes[0].Holder("h1")
 		return node == "n2" && !offline && err == nil
 	})
 	nodes[1].Release("h1", claim, true)
-	waitFor(t, "h1's session offline on n2", 5*time.Second, func() bool {
+	mqtttest.WaitWithin(t, 5*time.Second, "h1's session offline on n2", func() bool {
 		node, offline, _ := nodes[0].Holder("h1")
 		return node == "n2" && offline
 	})

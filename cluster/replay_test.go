@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
 // PendSession takes the session record as the filters of the session's
@@ -71,7 +72,7 @@ func TestReplay(t *testing.T) {
 	}
 	st := n2.state.Load()
 	last := ringSeqs(n1)
-	waitFor(t, "n2's mark for n1", 5*time.Second, func() bool {
+	mqtttest.WaitWithin(t, 5*time.Second, "n2's mark for n1", func() bool {
 		marks, err := n2.rep.readMarks(st, "n2")
 		return err == nil && marks["n1"] == last[len(last)-1]
 	})
@@ -285,7 +286,7 @@ func TestReplayMarkAdvances(t *testing.T) {
 	if first != 3 {
 		t.Fatalf("first rebuild: %d replayed, want 3", first)
 	}
-	waitFor(t, "n2's mark for n1", 5*time.Second, func() bool {
+	mqtttest.WaitWithin(t, 5*time.Second, "n2's mark for n1", func() bool {
 		marks, err := n2.rep.readMarks(st, "n2")
 		return err == nil && marks["n1"] == seqs[len(seqs)-1]
 	})
@@ -328,7 +329,7 @@ func TestReplayRejoinMark(t *testing.T) {
 	if replayed != 3 {
 		t.Fatalf("rejoin replayed %d, want 3", replayed)
 	}
-	waitFor(t, "n2's saved mark for n1", 5*time.Second, func() bool {
+	mqtttest.WaitWithin(t, 5*time.Second, "n2's saved mark for n1", func() bool {
 		b, err := os.ReadFile(n2.opts.MarksFile)
 		var marks map[string]uint64
 		return err == nil && json.Unmarshal(b, &marks) == nil && marks["n1"] == seqs[len(seqs)-1]

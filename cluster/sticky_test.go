@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
 // TestStickySharedGroups: with a hash strategy, a shared group's messages
@@ -27,7 +28,7 @@ func TestStickySharedGroups(t *testing.T) {
 	}
 	b.Interest("g", "s/#", true)
 	c.Interest("g", "s/#", true)
-	waitFor(t, "the group's nodes in a's table", 5*time.Second, func() bool {
+	mqtttest.WaitWithin(t, 5*time.Second, "the group's nodes in a's table", func() bool {
 		tp := a.sticky.table.Load()
 		return tp != nil && len(*tp) == 1 && slices.Equal((*tp)[0].nodes, []string{"n2", "n3"})
 	})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/xmq-io/xmq/certs/certstest"
 	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
 const testSecret = "test-secret-0123456789"
@@ -126,7 +127,7 @@ func TestTrustEmbedded(t *testing.T) {
 		t.Fatal(err)
 	}
 	var m *nats.Msg
-	waitFor(t, "the application gets a forwarded message", 5*time.Second, func() bool {
+	mqtttest.WaitWithin(t, 5*time.Second, "the application gets a forwarded message", func() bool {
 		nodes[1].Forward(codec.Message{Topic: "app/x", Payload: []byte("to nats"), QoS: 1, From: "c1"}, nil)
 		m, _ = in.NextMsg(50 * time.Millisecond)
 		return m != nil
@@ -135,7 +136,7 @@ func TestTrustEmbedded(t *testing.T) {
 		t.Errorf("application got %s %q", m.Subject, m.Data)
 	}
 	nodes[1].Interest("", "app/#", true)
-	waitFor(t, "a node gets the application's message", 5*time.Second, func() bool {
+	mqtttest.WaitWithin(t, 5*time.Second, "a node gets the application's message", func() bool {
 		_ = nc.Publish("mqtt.app.y", []byte("from nats"))
 		select {
 		case d := <-nodes[1].local.ch:
@@ -263,7 +264,7 @@ func TestClaimOwnerAcrossNodes(t *testing.T) {
 	}
 	n1.local.noTakeOver(t, 300*time.Millisecond)
 	n1.Release("dev", c1, true) // her session stays on n1, offline
-	waitFor(t, "alice's session offline on n1", 5*time.Second, func() bool {
+	mqtttest.WaitWithin(t, 5*time.Second, "alice's session offline on n1", func() bool {
 		node, offline, _ := n2.Holder("dev")
 		return node == "n1" && offline
 	})
@@ -287,7 +288,7 @@ func TestClaimOwnerAcrossNodes(t *testing.T) {
 	delete(n1.local.owners, "dev") // her session ended on n1
 	n1.local.mu.Unlock()
 	n1.Release("dev", c3, true)
-	waitFor(t, "the id offline on n1", 5*time.Second, func() bool {
+	mqtttest.WaitWithin(t, 5*time.Second, "the id offline on n1", func() bool {
 		node, offline, _ := n2.Holder("dev")
 		return node == "n1" && offline
 	})

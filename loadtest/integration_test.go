@@ -3,7 +3,6 @@ package loadtest_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"net"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/xmq-io/xmq/core"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 	"github.com/xmq-io/xmq/listeners"
 	"github.com/xmq-io/xmq/loadtest"
 )
@@ -29,18 +29,7 @@ func startBroker(t *testing.T, l net.Listener, url string) *broker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(l, "test") }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("broker shutdown: %v", err)
-		}
-		if err := <-done; !errors.Is(err, core.ErrServerClosed) {
-			t.Errorf("Serve: %v", err)
-		}
-	})
+	mqtttest.Serve(t, srv, l, "test", core.ErrServerClosed)
 	return &broker{url: url, srv: srv}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/xmq-io/xmq/certs/certstest"
 	"github.com/xmq-io/xmq/core"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 	"github.com/xmq-io/xmq/listeners"
 	"github.com/xmq-io/xmq/loadtest"
 )
@@ -84,12 +85,7 @@ func TestRefusedPublishes311(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = srv.Serve(l, "test") }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	})
+	mqtttest.Serve(t, srv, l, "test", core.ErrServerClosed)
 	runVersion := func(version string) (*loadtest.Report, string) {
 		o := opts(loadtest.ModePubSub, func(o *loadtest.Options) {
 			o.Pubs, o.Subs, o.QoS, o.Rate, o.MQTT, o.Duration, o.Drain = 2, 1, 1, 50, version, 300*time.Millisecond, time.Second

@@ -20,6 +20,7 @@ import (
 
 	"github.com/xmq-io/xmq/auth"
 	"github.com/xmq-io/xmq/core"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 	"github.com/xmq-io/xmq/internal/testbrowser"
 	"github.com/xmq-io/xmq/listeners"
 	"github.com/xmq-io/xmq/web"
@@ -222,18 +223,6 @@ func screenshotDir(t *testing.T) string {
 		return d
 	}
 	return t.TempDir()
-}
-
-// closedAddr is a loopback address where nothing listens.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
 }
 
 // waitJS evaluates a JavaScript boolean expression until it is true.
@@ -699,7 +688,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	waitJS(t, ctx, "Connect disabled without a ws listener", `(() => { const b = document.querySelector('#mq-connect');
 		return b.disabled && b.title === 'no WebSocket listener: add a ws or wss listener to use this page' })()`)
 	shoot(t, ctx, shots, "mqtt-no-ws.png")
-	nobody := "ws://" + closedAddr(t) + "/mqtt"
+	nobody := "ws://" + mqtttest.FreeAddr(t) + "/mqtt"
 	if err := chromedp.Do(ctx, setValue("#mq-url", nobody), chromedp.Click(chromedp.CSS("#mq-connect"))); err != nil {
 		t.Fatal(err)
 	}

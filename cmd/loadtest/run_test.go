@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/xmq-io/xmq/core"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 	"github.com/xmq-io/xmq/listeners"
 	"github.com/xmq-io/xmq/loadtest"
 )
@@ -165,13 +166,7 @@ func startBroker(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = srv.Serve(l, "test") }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	})
-	return l.Addr().String()
+	return mqtttest.Serve(t, srv, l, "test", core.ErrServerClosed)
 }
 
 func TestRunWritesEveryReport(t *testing.T) {
@@ -239,18 +234,6 @@ func TestMissedObjectiveFails(t *testing.T) {
 	}
 }
 
-// freeAddr is a loopback address nothing listens on right now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
-}
-
 // serve runs a subcommand until the test ends and waits for its port.
 func serve(t *testing.T, args ...string) {
 	t.Helper()
@@ -275,7 +258,7 @@ func serve(t *testing.T, args ...string) {
 
 func TestAgentAndSinkSubcommands(t *testing.T) {
 	addr := startBroker(t)
-	agent := freeAddr(t)
+	agent := mqtttest.FreeAddr(t)
 	serve(t, "agent", "-listen", agent)
 	var stdout bytes.Buffer
 	if err := run(context.Background(), []string{"-addr", addr, "-agents", agent, "-mode", "pubsub", "-pubs", "2",
@@ -287,7 +270,7 @@ func TestAgentAndSinkSubcommands(t *testing.T) {
 		t.Errorf("controller output:\n%s", stdout.String())
 	}
 
-	sink := freeAddr(t)
+	sink := mqtttest.FreeAddr(t)
 	serve(t, "sink", "-listen", sink)
 	stdout.Reset()
 	if err := run(context.Background(), []string{"-addr", sink, "-mode", "pub", "-pubs", "1", "-qos", "1",
