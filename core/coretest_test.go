@@ -68,7 +68,7 @@ type tconn struct {
 }
 
 // dial connects a new client at protocol level v to srv over net.Pipe. It
-// sends nothing; see connect.
+// sends nothing; see Connect.
 func dial(t *testing.T, srv *core.Server, v byte) *tconn {
 	t.Helper()
 	return dialWrapped(t, srv, v, nil)

@@ -58,13 +58,9 @@ func (c *tconn) recvRetained(from, n int) {
 	c.T.Helper()
 	seen := make([]bool, n)
 	for got := from; got < n; got++ {
-		raw, err := c.NextRaw(10 * time.Second)
+		p, _, err := c.NextWithin(10 * time.Second)
 		if err != nil {
 			c.T.Fatalf("after %d of %d retained messages: %v", got, n, err)
-		}
-		p, _, err := codec.Decode(raw, c.V)
-		if err != nil {
-			c.T.Fatal(err)
 		}
 		pub, ok := p.(*codec.Publish)
 		if !ok {

@@ -16,16 +16,12 @@ func (c *tconn) collect() []*codec.Publish {
 	c.T.Helper()
 	var out []*codec.Publish
 	for {
-		raw, err := c.NextRaw(quiet)
+		p, _, err := c.NextWithin(quiet)
 		if errors.Is(err, errTimeout) {
 			return out
 		}
 		if err != nil {
 			c.T.Fatalf("collecting: %v", err)
-		}
-		p, _, err := codec.Decode(raw, c.V)
-		if err != nil {
-			c.T.Fatalf("decoding % x: %v", raw, err)
 		}
 		switch p := p.(type) {
 		case *codec.Publish:

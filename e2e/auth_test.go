@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"bytes"
-	"context"
 	"crypto/hmac"
 	"crypto/pbkdf2"
 	"crypto/rand"
@@ -25,6 +24,7 @@ import (
 	"github.com/xmq-io/xmq/auth"
 	"github.com/xmq-io/xmq/certs/certstest"
 	"github.com/xmq-io/xmq/core"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 	"github.com/xmq-io/xmq/listeners"
 )
 
@@ -87,18 +87,7 @@ func serveAuth(t *testing.T, opts auth.Options, l net.Listener, name string) *au
 	if err != nil {
 		t.Fatal(err)
 	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l, name) }()
-	t.Cleanup(func() {
-		c, cancel := context.WithTimeout(context.Background(), timeout)
-		defer cancel()
-		if err := srv.Shutdown(c); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-		if err := <-served; !errors.Is(err, core.ErrServerClosed) {
-			t.Errorf("Serve: %v", err)
-		}
-	})
+	mqtttest.Serve(t, srv, l, name, core.ErrServerClosed)
 	return a
 }
 

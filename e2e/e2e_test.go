@@ -6,7 +6,6 @@ package e2e_test
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
@@ -74,11 +73,7 @@ func nothing[T any](t *testing.T, ch <-chan T) {
 // dialRaw connects a TCP client spoken to packet by packet with the codec.
 func dialRaw(t *testing.T, addr string, v byte) *mqtttest.Conn {
 	t.Helper()
-	conn, err := net.DialTimeout("tcp", addr, timeout)
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	return mqtttest.NewConn(t, conn, v)
+	return mqtttest.DialConn(t, "mqtt://"+addr, nil, v)
 }
 
 // connect sends a CONNECT for id (clean, or resuming a session that

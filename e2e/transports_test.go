@@ -148,11 +148,7 @@ func startTransportBroker(t testing.TB) *transportBroker {
 // dial opens a codec client over the endpoint's transport.
 func (e endpoint) dial(t *testing.T) *mqtttest.Conn {
 	t.Helper()
-	c, err := listeners.Dial(ctx(t), e.url, e.tls)
-	if err != nil {
-		t.Fatalf("Dial %s: %v", e.url, err)
-	}
-	return mqtttest.NewConn(t, c, codec.V5)
+	return mqtttest.DialConn(t, e.url, e.tls, codec.V5)
 }
 
 // transportScenarios are the matrix's rows; each runs over every endpoint.

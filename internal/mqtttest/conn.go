@@ -239,20 +239,27 @@ func (c *Conn) NextID() uint16 {
 // fails the test after Timeout or when the server closed the connection.
 func (c *Conn) Next() codec.Packet {
 	c.T.Helper()
-	raw, err := c.NextRaw(c.Timeout)
+	p, _, err := c.NextWithin(c.Timeout)
 	if err != nil {
 		c.T.Fatalf("want a packet: %v", err)
 	}
-	return c.decode(raw)
+	return p
 }
 
-func (c *Conn) decode(raw []byte) codec.Packet {
+// NextWithin returns the next packet, decoded (the test fails if it does
+// not decode whole), and its bytes; ErrTimeout after d, or the reader's
+// error once the connection is closed and drained.
+func (c *Conn) NextWithin(d time.Duration) (codec.Packet, []byte, error) {
 	c.T.Helper()
+	raw, err := c.NextRaw(d)
+	if err != nil {
+		return nil, nil, err
+	}
 	p, n, err := codec.Decode(raw, c.V)
 	if err != nil || n != len(raw) {
 		c.T.Fatalf("decoding % x: %v (%d of %d bytes)", raw, err, n, len(raw))
 	}
-	return p
+	return p, raw, nil
 }
 
 // Expect returns the next packet, which must be a T.
@@ -380,13 +387,9 @@ func (c *Conn) SubscribePacket(s *codec.Subscribe) *codec.Suback {
 	var early [][]byte
 	var ack *codec.Suback
 	for ack == nil {
-		raw, err := c.NextRaw(c.Timeout)
+		p, raw, err := c.NextWithin(c.Timeout)
 		if err != nil {
 			c.T.Fatalf("want SUBACK: %v", err)
-		}
-		p, _, err := codec.Decode(raw, c.V)
-		if err != nil {
-			c.T.Fatalf("decoding % x: %v", raw, err)
 		}
 		switch p := p.(type) {
 		case *codec.Suback:

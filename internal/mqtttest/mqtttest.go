@@ -1,8 +1,8 @@
 // Package mqtttest is the project's MQTT test client, over the codec and
 // any transport listeners.Dial knows, or over a conn the test provides
 // (net.Pipe to a core.Server), with the helpers tests around a broker
-// share. Like net/http/httptest, it is for tests only, and it imports no
-// broker package (core reaches it through the Server interface).
+// share. Like net/http/httptest, it is for tests only. It imports no
+// broker package: Serve takes a *core.Server as its Server interface.
 //
 //   - Conn speaks packet by packet: the test sends what it wants and takes
 //     each packet the server sent (Next, Expect, ExpectAck, ExpectClosed,
