@@ -24,9 +24,6 @@ import (
 	"github.com/xmq-io/xmq/listeners"
 )
 
-// waitTimeout bounds every wait in these tests.
-const waitTimeout = 5 * time.Second
-
 // broker is an in-process xmq with one listener on loopback.
 type broker struct {
 	t    *testing.T

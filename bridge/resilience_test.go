@@ -231,23 +231,16 @@ func TestSweeps(t *testing.T) {
 func staleReceipt(t *testing.T, b *broker, clientID, user string) {
 	t.Helper()
 	ours, theirs := net.Pipe()
-	defer ours.Close()
 	b.srv.ServeConn(theirs, "pipe")
-	_ = ours.SetDeadline(time.Now().Add(waitTimeout))
-	cp := &codec.Connect{ProtocolVersion: codec.V5, ClientID: []byte(clientID)}
-	persistent(cp)
+	c := mqtttest.NewConn(t, ours, codec.V5)
+	defer c.Close()
+	cp := mqtttest.ConnectPacket(codec.V5, clientID, persistent)
 	if user != "" {
 		cp.UsernameFlag, cp.Username = true, []byte(user)
 	}
-	r := codec.NewReader(bufio.NewReader(ours), 0)
-	r.Version = codec.V5
 	for _, p := range []codec.Packet{cp, &codec.Publish{Topic: []byte("stale"), QoS: 2, PacketID: 1, Payload: []byte("old")}} {
-		if _, err := ours.Write(p.Append(nil, codec.V5)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := r.ReadPacket(); err != nil { // CONNACK, PUBREC
-			t.Fatal(err)
-		}
+		c.Send(p)
+		c.Next() // CONNACK, PUBREC
 	}
 }
 

@@ -1,7 +1,6 @@
 package core_test
 
 import (
-	"bufio"
 	"context"
 	"net"
 	"sync/atomic"
@@ -36,26 +35,9 @@ func (c *countedConn) Read(p []byte) (int, error) {
 func TestClientCounters(t *testing.T) {
 	srv := newServer(t, core.Options{}, core.Config{})
 	cli, srvSide := net.Pipe()
-	t.Cleanup(func() { _ = cli.Close() })
 	cc := &countedConn{Conn: cli}
-	srv.ServeConn(srvSide, "pipe")
-	r := codec.NewReader(bufio.NewReader(cc), 0)
-	r.Version = codec.V5
-	send := func(p codec.Packet) {
-		t.Helper()
-		if _, err := cc.Write(p.Append(nil, codec.V5)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	next := func() codec.Packet {
-		t.Helper()
-		_ = cli.SetReadDeadline(time.Now().Add(5 * time.Second))
-		p, err := r.ReadPacket()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	c := serveConn(t, srv, codec.V5, cc, srvSide, "pipe")
+	send, next := c.Send, c.Next
 	con := &codec.Connect{ProtocolVersion: codec.V5, CleanStart: true, ClientID: []byte("counted"), KeepAlive: 30,
 		WillFlag: true, WillTopic: []byte("wills/counted"), WillQoS: 1, WillPayload: []byte("gone")}
 	con.WillProps.SetNum(codec.PropWillDelay, 5)

@@ -64,16 +64,49 @@ func NewConn(t testing.TB, conn net.Conn, v byte) *Conn {
 // server's certificate is not checked) and returns the Conn, unconnected.
 func DialConn(t testing.TB, url string, conf *tls.Config, v byte) *Conn {
 	t.Helper()
+	conn, err := dial(url, conf)
+	if err != nil {
+		t.Fatalf("dial %s: %v", url, err)
+	}
+	return NewConn(t, conn, v)
+}
+
+// dial is listeners.Dial within Timeout; conf nil trusts any certificate.
+func dial(url string, conf *tls.Config) (net.Conn, error) {
 	if conf == nil {
 		conf = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // test servers' own CAs
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 	defer cancel()
-	conn, err := listeners.Dial(ctx, url, conf)
+	return listeners.Dial(ctx, url, conf)
+}
+
+// TryDial is DialConn and ConnectRC for a server that may be down,
+// crashing or restarting: a dial, write or read error, or a CONNACK that
+// refuses, is returned instead of failing the test. url and conf are as
+// DialConn's.
+func TryDial(t testing.TB, url string, conf *tls.Config, p *codec.Connect) (*Conn, *codec.Connack, error) {
+	t.Helper()
+	conn, err := dial(url, conf)
 	if err != nil {
-		t.Fatalf("dial %s: %v", url, err)
+		return nil, nil, err
 	}
-	return NewConn(t, conn, v)
+	c := NewConn(t, conn, p.ProtocolVersion)
+	if err := c.TrySend(p); err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	pk, _, err := c.NextWithin(c.Timeout)
+	if err != nil {
+		c.Close()
+		return nil, nil, fmt.Errorf("CONNECT %s: %w", p.ClientID, err)
+	}
+	ack, ok := pk.(*codec.Connack)
+	if !ok || ack.ReasonCode != codec.Success {
+		c.Close()
+		return nil, ack, fmt.Errorf("CONNECT %s: got %s %+v, want CONNACK Success", p.ClientID, pk.Type(), pk)
+	}
+	return c, ack, nil
 }
 
 // Close closes the conn (an abrupt disconnect, as far as the server
@@ -210,6 +243,12 @@ func (c *Conn) Write(b []byte) error {
 	_ = c.NetConn.SetWriteDeadline(time.Now().Add(c.Timeout))
 	_, err := c.NetConn.Write(b)
 	return err
+}
+
+// TrySend writes one packet and returns the error, for a server that may
+// be gone.
+func (c *Conn) TrySend(p codec.Packet) error {
+	return c.Write(p.Append(nil, c.V))
 }
 
 // SendRaw writes raw bytes and fails the test if it cannot.

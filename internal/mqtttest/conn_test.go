@@ -154,3 +154,43 @@ func TestNothingAndPause(t *testing.T) {
 	c.Resume()
 	Expect[*codec.Pingresp](c)
 }
+
+// TestTryDial: a refusing CONNACK, a server that closes and an address
+// nobody listens on are errors, not failures; an accepting server gives
+// a Conn.
+func TestTryDial(t *testing.T) {
+	l := Listen(t)
+	answers := []codec.Packet{&codec.Connack{ReasonCode: codec.NotAuthorized}, nil, &codec.Connack{}}
+	go func() {
+		for _, a := range answers {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			if _, err := ReadFrame(bufio.NewReader(c)); err == nil && a != nil {
+				_, _ = c.Write(a.Append(nil, codec.V5))
+			}
+			if a != nil && a.(*codec.Connack).ReasonCode == codec.Success {
+				t.Cleanup(func() { _ = c.Close() })
+				continue
+			}
+			_ = c.Close()
+		}
+	}()
+	url := "mqtt://" + l.Addr().String()
+	if _, ack, err := TryDial(t, url, nil, ConnectPacket(codec.V5, "refused")); err == nil || ack == nil || ack.ReasonCode != codec.NotAuthorized {
+		t.Fatalf("refused: CONNACK %+v, %v", ack, err)
+	}
+	if _, _, err := TryDial(t, url, nil, ConnectPacket(codec.V5, "dropped")); err == nil {
+		t.Fatal("dropped: no error")
+	}
+	c, ack, err := TryDial(t, url, nil, ConnectPacket(codec.V5, "accepted"))
+	if err != nil || ack.ReasonCode != codec.Success {
+		t.Fatalf("accepted: %+v, %v", ack, err)
+	}
+	c.Send(&codec.Pingreq{})
+	c.ExpectNothing(10 * time.Millisecond)
+	if _, _, err := TryDial(t, "mqtt://"+FreeAddr(t), nil, ConnectPacket(codec.V5, "nobody")); err == nil {
+		t.Fatal("nobody listening: no error")
+	}
+}
