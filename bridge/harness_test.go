@@ -52,8 +52,7 @@ func newBroker(t *testing.T, opts core.Options, cfg core.Config, lo listeners.Op
 	b := &broker{t: t, srv: srv, ln: ln, addr: ln.Addr().String()}
 	scheme := map[string]string{"": "mqtt", "tcp": "mqtt", "tls": "mqtts", "ws": "ws", "wss": "wss", "quic": "quic"}[lo.Transport]
 	b.url = scheme + "://" + b.addr
-	go func() { _ = srv.Serve(ln, "test") }()
-	t.Cleanup(b.stop)
+	mqtttest.Serve(t, srv, ln, "test", core.ErrServerClosed)
 	return b
 }
 
@@ -63,7 +62,8 @@ func tcpBroker(t *testing.T, opts core.Options, cfg core.Config) *broker {
 	return newBroker(t, opts, cfg, listeners.Options{})
 }
 
-// stop shuts the broker down (again: a no-op).
+// stop shuts the broker down (again: a no-op), as a crash of the remote
+// would; newBroker's cleanup does it when the test ends.
 func (b *broker) stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -78,8 +78,10 @@ type Server interface {
 
 // Serve has srv serve l as listener name until the test ends; then it shuts
 // srv down and fails the test if Shutdown fails or Serve returns an error
-// other than closed (core.ErrServerClosed). It returns l's address. The
-// cleanup runs after those the test registers later, such as its clients'.
+// other than closed (core.ErrServerClosed). The test may shut srv down
+// itself before (Shutdown's closed is no failure). It returns l's address.
+// The cleanup runs after those the test registers later, such as its
+// clients'.
 func Serve(t testing.TB, srv Server, l net.Listener, name string, closed error) string {
 	t.Helper()
 	served := make(chan error, 1)
@@ -87,7 +89,7 @@ func Serve(t testing.TB, srv Server, l net.Listener, name string, closed error) 
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
+		if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, closed) {
 			t.Errorf("Shutdown: %v", err)
 		}
 		if err := <-served; !errors.Is(err, closed) {
