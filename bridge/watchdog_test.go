@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
 // TestInflightClocks: a message out that waits behind the bridge's own
@@ -46,13 +47,7 @@ func TestInflightClocks(t *testing.T) {
 			t.Fatalf("gave up after %d ticks while the packet waited to be written: %v", n, err)
 		}
 		go func() { _, _ = io.Copy(io.Discard, theirs) }()
-		deadline := time.Now().Add(5 * time.Second)
-		for l.rs.written.Load() < l.rs.queued.Load() {
-			if time.Now().After(deadline) {
-				t.Fatal("the packet was not written")
-			}
-			time.Sleep(time.Millisecond)
-		}
+		mqtttest.WaitFor(t, "the packet to be written", func() bool { return l.rs.written.Load() >= l.rs.queued.Load() })
 		n, err := ticksToTimeout(l, 5*overdueTicks)
 		if n < inflightTicks || n > overdueTicks || err == nil || !strings.Contains(err.Error(), "PUBACK or PUBREC from the remote") {
 			t.Errorf("gave up %d ticks after the write (%v); want between %d and %d", n, err, inflightTicks, overdueTicks)

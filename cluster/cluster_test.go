@@ -519,17 +519,10 @@ func TestClaimTakesOver(t *testing.T) {
 	}
 	c.Release("dev/1 ü", cc, false)
 	// Released: the next claim creates the entry again, nobody is taken over.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		st := c.state.Load()
-		if _, err := st.clients.Get(t.Context(), key("dev/1 ü")); err != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("entry not deleted on release")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	mqtttest.WaitFor(t, "the entry deleted on release", func() bool {
+		_, err := c.state.Load().clients.Get(t.Context(), key("dev/1 ü"))
+		return err != nil
+	})
 	a.claim("dev/1 ü", false)
 	for _, nd := range nodes {
 		nd.local.noTakeOver(t, 50*time.Millisecond)

@@ -334,13 +334,7 @@ func TestAuthReloadWithoutDisconnect(t *testing.T) {
 	if err := os.Rename(tmp, acl); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for a.Stats().ACLGeneration < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("ACL change not picked up")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	mqtttest.WaitFor(t, "the ACL change to be picked up", func() bool { return a.Stats().ACLGeneration >= 2 })
 	if rc := alice.pubAck(t, "alice/x"); rc != 0x87 {
 		t.Errorf("after the reload: alice/x PUBACK %#x, want 0x87 (old decision cached?)", rc)
 	}
@@ -357,7 +351,7 @@ func TestAuthReloadWithoutDisconnect(t *testing.T) {
 	if err := auth.SetPassword(pw, "alice", []byte("looking-glass"), false, auth.PasswordOptions{Cost: 4, SCRAM: auth.PasswordSCRAMs}); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(5 * time.Second)
 	for {
 		if _, _, err := loginV5(t, addr, "alice-new", "alice", "looking-glass"); err == nil {
 			break
@@ -524,13 +518,7 @@ func TestAuthBanAndFlapping(t *testing.T) {
 			t.Fatalf("drop %d: client did not stop", i+1)
 		}
 	}
-	deadline := time.Now().Add(timeout)
-	for a.Stats().FlapBans == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no flapping ban")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	mqtttest.WaitWithin(t, timeout, "a flapping ban", func() bool { return a.Stats().FlapBans != 0 })
 	if _, ack, err := loginV5(t, addr, "flappy", "alice", "wonderland"); err == nil || ack == nil || ack.ReasonCode != 0x8A {
 		t.Errorf("flapping client id: %+v, %v; want 0x8A", ack, err)
 	}

@@ -30,7 +30,10 @@ var ErrTimeout = errors.New("mqtttest: timed out waiting for a packet")
 // The reader keeps draining the conn while the test writes, so a net.Pipe
 // server never blocks on a client that is busy writing; Pause stops it, to
 // play a client that never reads its socket. Methods are for one goroutine
-// (the test's); T may be swapped for a subtest's before it starts.
+// (the test's: they fail it with T), except that TrySend and Write, one
+// Write per packet, may run beside them as net.Conn's Write may, and
+// NextWithin may read in a goroutine of its own while the test writes. T
+// may be swapped for a subtest's before it starts.
 type Conn struct {
 	T       testing.TB
 	NetConn net.Conn
