@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/listeners"
 )
 
 // Mode is what a run measures.
@@ -29,17 +30,6 @@ const (
 
 // Modes lists the modes in the order the help shows them.
 var Modes = []Mode{ModeConn, ModePub, ModePubSub, ModeFanIn, ModeP2P}
-
-// Transports the generator dials, and the URL scheme each maps to.
-var transportSchemes = map[string]string{"tcp": "mqtt", "tls": "mqtts", "ws": "ws", "wss": "wss", "quic": "quic"}
-
-// schemeTransports maps URL schemes back to transports.
-var schemeTransports = map[string]string{
-	"mqtt": "tcp", "tcp": "tcp", "mqtts": "tls", "ssl": "tls", "tls": "tls", "ws": "ws", "wss": "wss", "quic": "quic",
-}
-
-// defaultPorts are the conventional ports of each transport.
-var defaultPorts = map[string]string{"tcp": "1883", "tls": "8883", "ws": "8083", "wss": "8084", "quic": "14567"}
 
 // Options is one load test. It travels to agents as JSON, so every field
 // is plain data; durations are nanoseconds in JSON.
@@ -184,54 +174,62 @@ func (o *Options) urlsOf(flag, list string) (rawURLs []string, transport string,
 	return rawURLs, transport, nil
 }
 
+// urlOf reads one address in listeners' URL grammar, the one the broker's
+// configuration and bridges read; a bare host or host:port is first given
+// the scheme of -transport (tcp when empty) and its default port.
 func (o *Options) urlOf(flag, addr string) (rawURL, transport string, err error) {
-	if strings.Contains(addr, "://") {
-		u, err := url.Parse(addr)
-		if err != nil {
-			return "", "", fmt.Errorf("loadtest: %s: %w", flag, err)
+	rawURL = addr
+	if !strings.Contains(addr, "://") {
+		if rawURL, err = o.bareURL(flag, addr); err != nil {
+			return "", "", err
 		}
-		t, ok := schemeTransports[strings.ToLower(u.Scheme)]
-		if !ok {
-			return "", "", fmt.Errorf("loadtest: %s %q: unknown scheme %q (mqtt, mqtts, ws, wss, quic)", flag, addr, u.Scheme)
-		}
-		if o.Transport != "" && o.Transport != t {
-			return "", "", fmt.Errorf("loadtest: -transport %s disagrees with %s %s", o.Transport, flag, addr)
-		}
-		if u.Hostname() == "" {
-			return "", "", fmt.Errorf("loadtest: %s %q has no host", flag, addr)
-		}
-		if (t == "ws" || t == "wss") && (u.Path == "" || u.Path == "/") && o.WSPath != "" {
-			u.Path = o.WSPath
-		}
-		return u.String(), t, nil
 	}
+	t, _, _, err := listeners.ParseURL(rawURL)
+	if err != nil {
+		return "", "", fmt.Errorf("loadtest: %s: %w", flag, err)
+	}
+	if o.Transport != "" && o.Transport != t {
+		return "", "", fmt.Errorf("loadtest: -transport %s disagrees with %s %s", o.Transport, flag, addr)
+	}
+	// -ws-path names the path of a ws or wss URL that gives none.
+	if (t == listeners.TransportWS || t == listeners.TransportWSS) && o.WSPath != "" {
+		if u, err := url.Parse(rawURL); err == nil && (u.Path == "" || u.Path == "/") {
+			u.Path = o.WSPath
+			rawURL = u.String()
+		}
+	}
+	return rawURL, t, nil
+}
+
+// bareURL turns a host or host:port into a URL of -transport.
+func (o *Options) bareURL(flag, addr string) (string, error) {
 	t := o.Transport
 	if t == "" {
-		t = "tcp"
+		t = listeners.TransportTCP
 	}
-	scheme, ok := transportSchemes[t]
-	if !ok {
-		return "", "", fmt.Errorf("loadtest: -transport %q: want tcp, tls, ws, wss or quic", t)
+	scheme := listeners.Scheme(t)
+	if scheme == "" {
+		return "", fmt.Errorf("loadtest: -transport %q: want tcp, tls, ws, wss or quic", t)
 	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil { // no port: the transport's default
-		host, port = strings.Trim(addr, "[]"), defaultPorts[t]
+		host, port = strings.Trim(addr, "[]"), listeners.DefaultPort(t)
 	}
 	if host == "" {
-		return "", "", fmt.Errorf("loadtest: %s %q has no host", flag, addr)
+		return "", fmt.Errorf("loadtest: %s %q has no host", flag, addr)
 	}
 	u := scheme + "://" + net.JoinHostPort(host, port)
-	if t == "ws" || t == "wss" {
+	if t == listeners.TransportWS || t == listeners.TransportWSS {
 		p := o.WSPath
 		if p == "" {
-			p = "/mqtt"
+			p = listeners.DefaultPath
 		}
 		if !strings.HasPrefix(p, "/") {
 			p = "/" + p
 		}
 		u += p
 	}
-	return u, t, nil
+	return u, nil
 }
 
 // TLSConfig builds the client TLS configuration from -insecure, -cafile,
