@@ -21,9 +21,9 @@ func TestInflightClocks(t *testing.T) {
 	newLink := func(t *testing.T) (*link, net.Conn) {
 		ours, theirs := net.Pipe()
 		l := &link{b: &Bridge{c: &counters{}}, cfg: &Config{InflightTimeout: time.Second}, log: zap.NewNop(),
-			in: newFlows(), out: newFlows(), tick: time.Second / inflightTicks}
-		l.rs = newSender(ours, codec.V5, nil)
-		t.Cleanup(func() { _ = ours.Close(); _ = theirs.Close(); l.rs.wait() })
+			in: newFlows(), out: newFlows(), wd: watchClock{tick: time.Second / inflightTicks}}
+		l.remote.s = newSender(ours, codec.V5, nil)
+		t.Cleanup(func() { _ = ours.Close(); _ = theirs.Close(); l.remote.s.wait() })
 		return l, theirs
 	}
 	// ticksToTimeout ticks the watchdog until it gives up (at most max).
@@ -39,7 +39,7 @@ func TestInflightClocks(t *testing.T) {
 	t.Run("remote", func(t *testing.T) {
 		l, theirs := newLink(t)
 		l.step(&l.out, 7, 0, 0, outAwaitAck)
-		if err := l.rs.publish(&codec.Publish{Topic: []byte("t"), QoS: 1, PacketID: 7}); err != nil {
+		if err := l.remote.s.publish(&codec.Publish{Topic: []byte("t"), QoS: 1, PacketID: 7}); err != nil {
 			t.Fatal(err)
 		}
 		if n, err := ticksToTimeout(l, 5*overdueTicks); err != nil {
@@ -47,7 +47,7 @@ func TestInflightClocks(t *testing.T) {
 		}
 		go func() { _, _ = io.Copy(io.Discard, theirs) }()
 		deadline := time.Now().Add(5 * time.Second)
-		for l.rs.written.Load() < l.rs.queued.Load() {
+		for l.remote.s.written.Load() < l.remote.s.queued.Load() {
 			if time.Now().After(deadline) {
 				t.Fatal("the packet was not written")
 			}
