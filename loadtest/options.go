@@ -32,33 +32,11 @@ const (
 var Modes = []Mode{ModeConn, ModePub, ModePubSub, ModeFanIn, ModeP2P}
 
 // Options is one load test. It travels to agents as JSON, so every field
-// is plain data; durations are nanoseconds in JSON.
+// is plain data; durations are nanoseconds in JSON. Target and Session are
+// embedded, so that the JSON stays one flat object, as agents read it.
 type Options struct {
-	// Target.
-	Addr string `json:"addr"` // host:port, or a URL whose scheme names the transport
-	// SubAddr is where subscribers connect when it is not Addr (same form,
-	// same transport): what reaches them goes through a bridge or a cluster.
-	SubAddr   string `json:"sub_addr,omitempty"`
-	Transport string `json:"transport"` // tcp, tls, ws, wss, quic; "" = from Addr, else tcp
-	WSPath    string `json:"ws_path"`   // path of ws/wss URLs built from host:port
-	Insecure  bool   `json:"insecure,omitempty"`
-	// TLSResume shares one TLS session cache between the connections, so
-	// that they resume sessions (TLS 1.3 tickets): a reconnect storm of
-	// devices that kept their tickets.
-	TLSResume bool     `json:"tls_resume,omitempty"`
-	CAFile    string   `json:"cafile,omitempty"`
-	CertFile  string   `json:"cert,omitempty"`
-	KeyFile   string   `json:"key,omitempty"`
-	SrcIPs    []string `json:"src_ips,omitempty"` // local addresses to spread connections over
-
-	// MQTT session.
-	User           string        `json:"user,omitempty"`
-	Pass           string        `json:"pass,omitempty"` // reports print it redacted
-	MQTT           string        `json:"mqtt"`           // "3.1", "3.1.1" or "5"
-	Clean          bool          `json:"clean"`
-	KeepAlive      time.Duration `json:"keepalive_ns"`
-	ConnectTimeout time.Duration `json:"connect_timeout_ns"`
-	IDPrefix       string        `json:"id_prefix,omitempty"` // client ids are IDPrefix-p0, -s0, -c0 …; "" = random
+	Target
+	Session
 
 	// Workload.
 	Mode            Mode          `json:"mode"`
@@ -88,13 +66,45 @@ type Options struct {
 	token string // the run's client id prefix (Job.Token), for the %c placeholder
 }
 
+// Target is the broker a load test dials and how: address, transport and
+// TLS, and the local addresses to dial from.
+type Target struct {
+	Addr string `json:"addr"` // host:port, or a URL whose scheme names the transport
+	// SubAddr is where subscribers connect when it is not Addr (same form,
+	// same transport): what reaches them goes through a bridge or a cluster.
+	SubAddr   string `json:"sub_addr,omitempty"`
+	Transport string `json:"transport"` // tcp, tls, ws, wss, quic; "" = from Addr, else tcp
+	WSPath    string `json:"ws_path"`   // path of ws/wss URLs built from host:port
+	Insecure  bool   `json:"insecure,omitempty"`
+	// TLSResume shares one TLS session cache between the connections, so
+	// that they resume sessions (TLS 1.3 tickets): a reconnect storm of
+	// devices that kept their tickets.
+	TLSResume bool     `json:"tls_resume,omitempty"`
+	CAFile    string   `json:"cafile,omitempty"`
+	CertFile  string   `json:"cert,omitempty"`
+	KeyFile   string   `json:"key,omitempty"`
+	SrcIPs    []string `json:"src_ips,omitempty"` // local addresses to spread connections over
+}
+
+// Session is the MQTT session of every connection.
+type Session struct {
+	User           string        `json:"user,omitempty"`
+	Pass           string        `json:"pass,omitempty"` // reports print it redacted
+	MQTT           string        `json:"mqtt"`           // "3.1", "3.1.1" or "5"
+	Clean          bool          `json:"clean"`
+	KeepAlive      time.Duration `json:"keepalive_ns"`
+	ConnectTimeout time.Duration `json:"connect_timeout_ns"`
+	IDPrefix       string        `json:"id_prefix,omitempty"` // client ids are IDPrefix-p0, -s0, -c0 …; "" = random
+}
+
 // DefaultOptions returns the defaults the command-line flags show.
 func DefaultOptions() Options {
 	return Options{
-		Addr: "127.0.0.1:1883", WSPath: "/mqtt", MQTT: "5", Clean: true, KeepAlive: 60 * time.Second,
-		ConnectTimeout: 10 * time.Second, Mode: ModePub, Levels: []int{1000}, Hold: 3 * time.Second,
-		DialConcurrency: 200, WakeIdle: 300 * time.Millisecond, Pubs: 10, Subs: 10, Payloads: []int{64}, Duration: 10 * time.Second,
-		Inflight: 64, Topic: "loadtest/%i", Drain: 5 * time.Second,
+		Target:  Target{Addr: "127.0.0.1:1883", WSPath: "/mqtt"},
+		Session: Session{MQTT: "5", Clean: true, KeepAlive: 60 * time.Second, ConnectTimeout: 10 * time.Second},
+		Mode:    ModePub, Levels: []int{1000}, Hold: 3 * time.Second, DialConcurrency: 200, WakeIdle: 300 * time.Millisecond,
+		Pubs: 10, Subs: 10, Payloads: []int{64}, Duration: 10 * time.Second, Inflight: 64, Topic: "loadtest/%i",
+		Drain: 5 * time.Second,
 	}
 }
 
