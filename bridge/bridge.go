@@ -241,7 +241,7 @@ func (b *Bridge) connectRound(stop <-chan struct{}) (time.Duration, error) {
 		b.log.Info("bridge connected", zap.String("address", addr), zap.String("protocol", b.cfg.Protocol),
 			zap.String("client_id", b.cfg.ClientID), zap.Bool("remote_session_present", l.remoteSession),
 			zap.Bool("local_session_present", l.localSession), zap.String("loop_prevention", l.loopPrevention()),
-			zap.Int("inflight_window", l.recvMax))
+			zap.Int("inflight_window", l.caps.recvMax))
 		err = l.serve(stop)
 		b.mu.Lock()
 		b.link = nil
@@ -330,9 +330,9 @@ func (b *Bridge) connect(addr string, stop <-chan struct{}) (*link, error) {
 		return nil, failure(failTLS, "%w", err)
 	}
 	l := &link{b: b, cfg: cfg, rules: newRules(cfg.Topics), addr: addr, log: b.log, rv: cfg.version(),
-		maxQoS: 2, retainOK: true, subIDs: cfg.version() == codec.V5, recvMax: cfg.MaxInflight,
-		in: newFlows(), out: newFlows(), tick: max(cfg.InflightTimeout/inflightTicks, time.Millisecond),
-		localReady: make(chan struct{}), closed: make(chan struct{})}
+		caps: remoteCaps{maxQoS: 2, retainOK: true, subIDs: cfg.version() == codec.V5, recvMax: cfg.MaxInflight},
+		in:   newFlows(), out: newFlows(), localReady: make(chan struct{}), closed: make(chan struct{}),
+		wd: watchClock{tick: max(cfg.InflightTimeout/inflightTicks, time.Millisecond)}}
 	b.mu.Lock()
 	useBit := l.rv == codec.V311 && !cfg.PlainProtocol && !b.noBit[addr]
 	b.mu.Unlock()
@@ -352,30 +352,30 @@ func (b *Bridge) connect(addr string, stop <-chan struct{}) (*link, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.bridgeBit = useBit
+	l.caps.bridgeBit = useBit
 	l.remoteSession = ack.SessionPresent
 	if l.rv == codec.V5 {
 		if q, ok := ack.Props.Num(codec.PropMaximumQoS); ok {
-			l.maxQoS = byte(q)
+			l.caps.maxQoS = byte(q)
 		}
 		if r, ok := ack.Props.Num(codec.PropRetainAvailable); ok && r == 0 {
-			l.retainOK = false
+			l.caps.retainOK = false
 		}
 		if ack.Props.MaximumPacketSize > 0 {
-			l.maxPacket = int(ack.Props.MaximumPacketSize)
+			l.caps.maxPacket = int(ack.Props.MaximumPacketSize)
 		}
 		if s, ok := ack.Props.Num(codec.PropSubIDAvailable); ok && s == 0 {
-			l.subIDs = false
+			l.caps.subIDs = false
 		}
-		if rm, ok := ack.Props.Num(codec.PropReceiveMaximum); ok && int(rm) < l.recvMax {
-			l.recvMax = int(rm)
+		if rm, ok := ack.Props.Num(codec.PropReceiveMaximum); ok && int(rm) < l.caps.recvMax {
+			l.caps.recvMax = int(rm)
 		}
 	}
 	if l.rv == codec.V311 && !useBit && l.rules.loopable() {
 		l.origin = newOriginTracker()
 	}
-	closeRemote := func() { _ = l.remote.Close(); l.rs.wait() }
-	l.rs = newSender(l.remote, l.rv, &b.c.bytesOut)
+	closeRemote := func() { _ = l.remote.conn.Close(); l.remote.s.wait() }
+	l.remote.s = newSender(l.remote.conn, l.rv, &b.c.bytesOut)
 	b.mu.Lock()
 	stale := b.stale
 	b.mu.Unlock()
@@ -397,7 +397,7 @@ func (b *Bridge) connect(addr string, stop <-chan struct{}) (*link, error) {
 // answering CONNECT, which is how some brokers refuse a protocol level.
 var errEOFBeforeConnack = errors.New("the remote closed the connection before CONNACK")
 
-// connectRemote dials addr and logs in; it leaves l.remote and l.rr set.
+// connectRemote dials addr and logs in; it leaves l.remote.conn and l.remote.r set.
 func (b *Bridge) connectRemote(ctx context.Context, l *link, addr string, tlsConf *tls.Config, deadline time.Time, useBit bool) (*codec.Connack, error) {
 	cfg := &b.cfg
 	nc, err := listeners.Dial(ctx, addr, tlsConf)
@@ -443,7 +443,7 @@ func (b *Bridge) connectRemote(ctx context.Context, l *link, addr string, tlsCon
 		return nil, failure(failProtocol, "%w", err)
 	}
 	_ = conn.SetDeadline(time.Time{})
-	l.remote, l.rr = conn, r
+	l.remote.conn, l.remote.r = conn, r
 	return ack, nil
 }
 
@@ -460,7 +460,7 @@ func (b *Bridge) connectLocal(l *link, deadline time.Time) error {
 		return failure(failLocal, "%w", err)
 	}
 	_ = ours.SetDeadline(time.Time{})
-	l.local, l.lr = ours, r
+	l.local.conn, l.local.r = ours, r
 	b.mu.Lock()
 	l.localSession = ack.SessionPresent && !b.localNew
 	b.mu.Unlock()
@@ -469,8 +469,8 @@ func (b *Bridge) connectLocal(l *link, deadline time.Time) error {
 		rm = int(v)
 	}
 	l.slots = make(chan struct{}, rm)
-	l.ls = newSender(ours, codec.V5, nil)
-	fail := func(err error) error { _ = ours.Close(); l.ls.wait(); return failure(failLocal, "%w", err) }
+	l.local.s = newSender(ours, codec.V5, nil)
+	fail := func(err error) error { _ = ours.Close(); l.local.s.wait(); return failure(failLocal, "%w", err) }
 	var session SessionInfo
 	if l.localSession {
 		session, _ = b.m.opts.Local.Session(b.localID)
@@ -480,17 +480,17 @@ func (b *Bridge) connectLocal(l *link, deadline time.Time) error {
 		// The remote forgot the QoS 2 messages in it had not released; the
 		// local broker still waits for their PUBREL, and would take new
 		// messages with their packet ids for redeliveries.
-		l.skipLocal = len(session.AwaitingRelease)
+		l.local.skip = len(session.AwaitingRelease)
 		for _, id := range session.AwaitingRelease {
-			if err := l.ls.ack(codec.PUBREL, id, codec.Success); err != nil {
+			if err := l.local.s.ack(codec.PUBREL, id, codec.Success); err != nil {
 				return fail(err)
 			}
 		}
 	case l.remoteSession && !l.localSession:
 		// The other way round; the remote tells nobody which ids it
 		// holds, so every one is released.
-		l.skipRemote = 65535
-		if err := sweep(l.rs); err != nil {
+		l.remote.skip = 65535
+		if err := sweep(l.remote.s); err != nil {
 			return fail(err)
 		}
 	}
@@ -520,7 +520,7 @@ func (b *Bridge) prepareLocal() error {
 		b.localNew = true
 		b.mu.Unlock()
 	}
-	l := &link{b: b, cfg: &b.cfg, rules: newRules(b.cfg.Topics), log: b.log, recvMax: b.cfg.MaxInflight,
+	l := &link{b: b, cfg: &b.cfg, rules: newRules(b.cfg.Topics), log: b.log, caps: remoteCaps{recvMax: b.cfg.MaxInflight},
 		localReady: make(chan struct{}), closed: make(chan struct{})}
 	ours, theirs := net.Pipe()
 	defer ours.Close()
@@ -530,8 +530,8 @@ func (b *Bridge) prepareLocal() error {
 	if err != nil {
 		return err
 	}
-	l.ls = newSender(ours, codec.V5, nil)
-	defer l.ls.wait()
+	l.local.s = newSender(ours, codec.V5, nil)
+	defer l.local.s.wait()
 	if err := l.subscribeLocal(sess.Filters); err != nil {
 		return err
 	}
@@ -547,8 +547,8 @@ func (b *Bridge) prepareLocal() error {
 			l.subscribed("local", p.PacketID, nil)
 		}
 	}
-	_ = l.ls.send(&codec.Disconnect{})
-	l.ls.finish(time.Second)
+	_ = l.local.s.send(&codec.Disconnect{})
+	l.local.s.finish(time.Second)
 	return nil
 }
 
@@ -557,10 +557,10 @@ func (b *Bridge) localConnect(l *link) *codec.Connect {
 	cp := &codec.Connect{ProtocolVersion: codec.V5, ClientID: []byte(b.localID),
 		UsernameFlag: true, Username: []byte(b.localID), PasswordFlag: true, Password: b.m.secret[:]}
 	cp.Props.SetNum(codec.PropSessionExpiry, 0xFFFFFFFF) // the queue while the remote is away: until the bridge is removed
-	cp.Props.SetNum(codec.PropReceiveMaximum, uint32(l.recvMax))
-	if l.maxPacket > 0 {
+	cp.Props.SetNum(codec.PropReceiveMaximum, uint32(l.caps.recvMax))
+	if l.caps.maxPacket > 0 {
 		// The local broker drops (and counts) what the remote would refuse.
-		cp.Props.SetNum(codec.PropMaximumPacketSize, uint32(l.maxPacket))
+		cp.Props.SetNum(codec.PropMaximumPacketSize, uint32(l.caps.maxPacket))
 	}
 	return cp
 }
@@ -582,7 +582,7 @@ func (l *link) loopPrevention() string {
 	switch {
 	case l.rv == codec.V5:
 		return "no_local"
-	case l.bridgeBit:
+	case l.caps.bridgeBit:
 		return "bridge_bit"
 	case l.origin != nil:
 		return "origin_tracking"

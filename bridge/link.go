@@ -119,21 +119,10 @@ type link struct {
 	addr  string
 	log   *zap.Logger
 
-	remote net.Conn
-	rr     *codec.Reader
-	rs     *sender
+	remote side
 	rv     byte // protocol level spoken to the remote
-	local  net.Conn
-	lr     *codec.Reader
-	ls     *sender
-
-	// What the remote accepts, from its CONNACK.
-	maxQoS    byte
-	retainOK  bool
-	maxPacket int  // 0: no limit
-	subIDs    bool // it sends the Subscription Identifiers of its deliveries
-	recvMax   int  // what it accepts unacknowledged
-	bridgeBit bool // a 3.1.1 remote took Mosquitto's bridge bit
+	local  side
+	caps   remoteCaps
 	// remoteSession and localSession are the CONNACKs' Session Present.
 	remoteSession, localSession bool
 	origin                      *originTracker // nil: the remote stops loops itself
@@ -145,27 +134,12 @@ type link struct {
 	mu  sync.Mutex
 	in  flows // messages in
 	out flows // messages out
-	// The watchdog's clocks, in ticks of inflight_timeout/inflightTicks
-	// (uint16: a step is given up long before one wraps). ticks counts
-	// every tick; remoteTicks only those at which the remote sender had
-	// written all that it held at the tick before (queuedAtTick), so the
-	// time a slow link takes to carry the bridge's own backlog is not
-	// held against the remote.
-	ticks, remoteTicks uint16
-	queuedAtTick       uint64
-	tick               time.Duration
+	wd  watchClock
 
 	held       []heldPacket  // read from the remote before the local side was ready
 	localReady chan struct{} // closed once the local subscriptions are acknowledged
 
-	// Reader-owned counters and buffers.
-	localAcks  int // local SUBACK and UNSUBACK still awaited (localLoop)
-	skipLocal  int // local PUBCOMPs answering a sweep (localLoop)
-	skipRemote int // remote PUBCOMPs answering a sweep (remoteLoop)
-	pubOut     codec.Publish
-	topicOut   []byte
-	pubIn      codec.Publish
-	topicIn    []byte
+	localAcks int // local SUBACK and UNSUBACK still awaited (localLoop)
 
 	reads   atomic.Uint64 // remote packets read, for the keepalive
 	waiting atomic.Bool   // remoteLoop waits for a slot, not reading the remote
@@ -173,6 +147,41 @@ type link struct {
 	once    sync.Once
 	err     error // why the link ended; set before closed is closed
 	wg      sync.WaitGroup
+}
+
+// side is one end of a link, the remote broker or the local one: the
+// connection, its reader (owned by that side's loop, remoteLoop or
+// localLoop), the sender that writes to it, and the loop's own buffers.
+type side struct {
+	conn net.Conn
+	r    *codec.Reader
+	s    *sender
+	// Owned by the side's loop.
+	pub   codec.Publish // a message read here, as it goes to the other side
+	topic []byte        // its topic when the rules map it
+	skip  int           // PUBCOMPs from this side answering a sweep
+}
+
+// remoteCaps is what the remote accepts, from its CONNACK.
+type remoteCaps struct {
+	maxQoS    byte
+	retainOK  bool
+	maxPacket int  // 0: no limit
+	subIDs    bool // it sends the Subscription Identifiers of its deliveries
+	recvMax   int  // what it accepts unacknowledged
+	bridgeBit bool // a 3.1.1 remote took Mosquitto's bridge bit
+}
+
+// watchClock is the watchdog's clocks, in ticks of
+// inflight_timeout/inflightTicks (uint16: a step is given up long before
+// one wraps), guarded by link.mu but for tick. ticks counts every tick;
+// remoteTicks only those at which the remote sender had written all that
+// it held at the tick before (queuedAtTick), so the time a slow link takes
+// to carry the bridge's own backlog is not held against the remote.
+type watchClock struct {
+	ticks, remoteTicks uint16
+	queuedAtTick       uint64
+	tick               time.Duration // the period, set once
 }
 
 // heldPacket is a PUBLISH or PUBREL from the remote kept, copied, until
@@ -191,25 +200,25 @@ func (l *link) serve(stop <-chan struct{}) error {
 	go func() { defer l.wg.Done(); l.watch() }()
 	select {
 	case <-l.closed:
-	case <-l.rs.done:
+	case <-l.remote.s.done:
 		// A write failed (a sender stops only so, until fail stops it):
 		// the link is broken even if neither reader has noticed, say one
 		// waiting for the local broker's window while the remote is gone.
-		l.fail(fmt.Errorf("writing to the remote: %w", l.rs.failure()))
-	case <-l.ls.done:
-		l.fail(fmt.Errorf("writing to the local broker: %w", l.ls.failure()))
+		l.fail(fmt.Errorf("writing to the remote: %w", l.remote.s.failure()))
+	case <-l.local.s.done:
+		l.fail(fmt.Errorf("writing to the local broker: %w", l.local.s.failure()))
 	case <-stop:
 		// A normal DISCONNECT on both sides: the sessions stay, and what
 		// is in flight is resent when the bridge comes back.
-		_ = l.rs.send(&codec.Disconnect{})
-		_ = l.ls.send(&codec.Disconnect{})
-		l.rs.finish(time.Second)
-		l.ls.finish(time.Second)
+		_ = l.remote.s.send(&codec.Disconnect{})
+		_ = l.local.s.send(&codec.Disconnect{})
+		l.remote.s.finish(time.Second)
+		l.local.s.finish(time.Second)
 		l.fail(errStopped)
 	}
 	l.wg.Wait()
-	l.rs.wait()
-	l.ls.wait()
+	l.remote.s.wait()
+	l.local.s.wait()
 	return l.err
 }
 
@@ -220,10 +229,10 @@ func (l *link) fail(err error) {
 	l.once.Do(func() {
 		l.err = err
 		close(l.closed)
-		_ = l.remote.Close()
-		_ = l.local.Close()
-		l.rs.stop(errClosed)
-		l.ls.stop(errClosed)
+		_ = l.remote.conn.Close()
+		_ = l.local.conn.Close()
+		l.remote.s.stop(errClosed)
+		l.local.s.stop(errClosed)
 	})
 }
 
@@ -252,9 +261,9 @@ func (l *link) step(f *flows, id uint16, set, clear, await uint8) uint8 {
 // clock is the watchdog's clock for a step that awaits await; l.mu is held.
 func (l *link) clock(await uint8) uint16 {
 	if awaitsRemote(await) {
-		return l.remoteTicks
+		return l.wd.remoteTicks
 	}
-	return l.ticks
+	return l.wd.ticks
 }
 
 // ---- remote → local ----
@@ -283,10 +292,10 @@ func (l *link) remoteLoop() error {
 	l.held = nil
 	ka := l.cfg.KeepAlive
 	for {
-		if ka > 0 && l.rr.Buffered() == 0 {
-			_ = l.remote.SetReadDeadline(time.Now().Add(ka + ka/2))
+		if ka > 0 && l.remote.r.Buffered() == 0 {
+			_ = l.remote.conn.SetReadDeadline(time.Now().Add(ka + ka/2))
 		}
-		p, err := l.rr.ReadPacket()
+		p, err := l.remote.r.ReadPacket()
 		if err != nil {
 			return remoteReadError(err)
 		}
@@ -314,8 +323,8 @@ func (l *link) remotePacket(p codec.Packet) error {
 		case codec.PUBREL:
 			return l.remotePubrel(p.PacketID)
 		case codec.PUBCOMP:
-			if l.skipRemote > 0 {
-				l.skipRemote--
+			if l.remote.skip > 0 {
+				l.remote.skip--
 				return nil
 			}
 		}
@@ -346,7 +355,7 @@ func (l *link) fromRemote(p *codec.Publish) error {
 		return errors.New("the remote used a topic alias, which the bridge does not accept")
 	}
 	var ids []uint32
-	if l.subIDs {
+	if l.caps.subIDs {
 		ids = p.Props.SubscriptionIDs
 	}
 	r, ok := l.rules.pickIn(p.Topic, ids)
@@ -358,11 +367,11 @@ func (l *link) fromRemote(p *codec.Publish) error {
 		l.b.c.loops.Add(1)
 		return l.ackRemote(p)
 	}
-	q := &l.pubIn
+	q := &l.remote.pub
 	*q = codec.Publish{Dup: p.Dup, QoS: p.QoS, Retain: p.Retain, Topic: p.Topic, PacketID: p.PacketID, Payload: p.Payload}
 	if !r.sameMapping() {
-		l.topicIn = r.localTopic(l.topicIn[:0], p.Topic)
-		q.Topic = l.topicIn
+		l.remote.topic = r.localTopic(l.remote.topic[:0], p.Topic)
+		q.Topic = l.remote.topic
 	}
 	if l.rv == codec.V5 {
 		forwardProps(&q.Props, &p.Props)
@@ -383,7 +392,7 @@ func (l *link) fromRemote(p *codec.Publish) error {
 		}
 		l.step(&l.in, q.PacketID, inHeld, inDropped, inAwaitAck)
 	}
-	if err := l.ls.publish(q); err != nil {
+	if err := l.local.s.publish(q); err != nil {
 		return err
 	}
 	l.b.c.msgsIn.Add(1)
@@ -402,7 +411,7 @@ func forwardProps(dst, src *codec.Properties) {
 
 // ackRemote acknowledges a message from the remote that is not forwarded.
 func (l *link) ackRemote(p *codec.Publish) error {
-	return l.ackHere(l.rs, &l.in, inDropped, inHeld, inAwaitRel, p)
+	return l.ackHere(l.remote.s, &l.in, inDropped, inHeld, inAwaitRel, p)
 }
 
 // ackHere acknowledges on s a message that goes no further: PUBACK, or
@@ -424,11 +433,11 @@ func (l *link) remotePubrel(id uint16) error {
 	if l.step(&l.in, id, 0, inDropped, inAwaitComp)&inDropped != 0 {
 		// Answered here (the rare case of a message not forwarded).
 		l.step(&l.in, id, 0, 0, awaitNone)
-		return l.rs.ack(codec.PUBCOMP, id, codec.Success)
+		return l.remote.s.ack(codec.PUBCOMP, id, codec.Success)
 	}
 	// Relayed, known or not: after a reconnection the local broker knows
 	// the flow from before, and answers PUBCOMP either way.
-	return l.ls.ack(codec.PUBREL, id, codec.Success)
+	return l.local.s.ack(codec.PUBREL, id, codec.Success)
 }
 
 // remoteAck relays the remote's acknowledgement of a message out to the
@@ -445,19 +454,19 @@ func (l *link) remoteAck(a *codec.Ack) error {
 			// A QoS 2 message the remote took at QoS 1: done there; the
 			// local flow goes on to PUBREL, answered by localAck.
 			l.step(&l.out, id, outLocalOnly, 0, outAwaitRel)
-			return l.ls.ack(codec.PUBREC, id, codec.Success)
+			return l.local.s.ack(codec.PUBREC, id, codec.Success)
 		}
-		return l.ls.ack(codec.PUBACK, id, a.ReasonCode)
+		return l.local.s.ack(codec.PUBACK, id, a.ReasonCode)
 	case codec.PUBREC:
 		if a.ReasonCode.IsError() {
 			l.step(&l.out, id, 0, 0, awaitNone)
 		} else {
 			l.step(&l.out, id, 0, 0, outAwaitRel)
 		}
-		return l.ls.ack(a.Kind, id, a.ReasonCode)
+		return l.local.s.ack(a.Kind, id, a.ReasonCode)
 	case codec.PUBCOMP:
 		l.step(&l.out, id, 0, 0, awaitNone)
-		return l.ls.ack(a.Kind, id, a.ReasonCode)
+		return l.local.s.ack(a.Kind, id, a.ReasonCode)
 	}
 	return nil
 }
@@ -468,7 +477,7 @@ func (l *link) remoteAck(a *codec.Ack) error {
 // acknowledgements of messages in.
 func (l *link) localLoop() error {
 	for {
-		p, err := l.lr.ReadPacket()
+		p, err := l.local.r.ReadPacket()
 		if err != nil {
 			return fmt.Errorf("reading the local broker: %w", err)
 		}
@@ -513,23 +522,23 @@ func (l *link) fromLocal(p *codec.Publish) error {
 		l.b.c.drops[dropNoRule].Add(1)
 		return l.ackLocal(p)
 	}
-	q := &l.pubOut
-	*q = codec.Publish{Dup: p.Dup, QoS: min(p.QoS, l.maxQoS), Retain: p.Retain && l.retainOK, Topic: p.Topic,
+	q := &l.local.pub
+	*q = codec.Publish{Dup: p.Dup, QoS: min(p.QoS, l.caps.maxQoS), Retain: p.Retain && l.caps.retainOK, Topic: p.Topic,
 		PacketID: p.PacketID, Payload: p.Payload}
 	if q.QoS == 0 {
 		q.PacketID, q.Dup = 0, false
 	}
 	if !r.sameMapping() {
-		l.topicOut = r.remoteTopic(l.topicOut[:0], p.Topic)
-		q.Topic = l.topicOut
+		l.local.topic = r.remoteTopic(l.local.topic[:0], p.Topic)
+		q.Topic = l.local.topic
 	}
 	if l.rv == codec.V5 {
 		forwardProps(&q.Props, &p.Props)
 	}
-	if l.maxPacket > 0 && q.Len(l.rv) > l.maxPacket {
+	if l.caps.maxPacket > 0 && q.Len(l.rv) > l.caps.maxPacket {
 		l.b.c.drops[dropTooLarge].Add(1)
 		l.b.warnRarely("a message is larger than the remote's Maximum Packet Size: dropped",
-			zap.ByteString("topic", q.Topic), zap.Int("maximum_packet_size", l.maxPacket))
+			zap.ByteString("topic", q.Topic), zap.Int("maximum_packet_size", l.caps.maxPacket))
 		return l.ackLocal(p)
 	}
 	if l.origin != nil && l.rules.echoes(q.Topic) {
@@ -540,7 +549,7 @@ func (l *link) fromLocal(p *codec.Publish) error {
 	case q.QoS == 0:
 		// Sent at most once, as the remote's Maximum QoS says: the local
 		// flow ends when it is on its way.
-		if err := l.rs.publish(q); err != nil {
+		if err := l.remote.s.publish(q); err != nil {
 			return err
 		}
 		l.b.c.msgsOut.Add(1)
@@ -550,7 +559,7 @@ func (l *link) fromLocal(p *codec.Publish) error {
 	default:
 		l.step(&l.out, p.PacketID, 0, outDowngraded|outLocalOnly, outAwaitAck)
 	}
-	if err := l.rs.publish(q); err != nil {
+	if err := l.remote.s.publish(q); err != nil {
 		return err
 	}
 	l.b.c.msgsOut.Add(1)
@@ -560,7 +569,7 @@ func (l *link) fromLocal(p *codec.Publish) error {
 // ackLocal acknowledges a message from the local broker that does not go
 // to the remote (or goes at QoS 0).
 func (l *link) ackLocal(p *codec.Publish) error {
-	return l.ackHere(l.ls, &l.out, outLocalOnly, outDowngraded, outAwaitRel, p)
+	return l.ackHere(l.local.s, &l.out, outLocalOnly, outDowngraded, outAwaitRel, p)
 }
 
 // localAck handles the local broker's acknowledgements of messages in
@@ -572,12 +581,12 @@ func (l *link) localAck(a *codec.Ack) error {
 		if l.step(&l.out, id, 0, outLocalOnly, outAwaitComp)&outLocalOnly != 0 {
 			// Answered here: the remote has nothing of it.
 			l.step(&l.out, id, 0, 0, awaitNone)
-			return l.ls.ack(codec.PUBCOMP, id, codec.Success)
+			return l.local.s.ack(codec.PUBCOMP, id, codec.Success)
 		}
-		return l.rs.ack(codec.PUBREL, id, codec.Success)
+		return l.remote.s.ack(codec.PUBREL, id, codec.Success)
 	case codec.PUBCOMP:
-		if l.skipLocal > 0 {
-			l.skipLocal--
+		if l.local.skip > 0 {
+			l.local.skip--
 			return nil
 		}
 	}
@@ -599,7 +608,7 @@ func (l *link) localAck(a *codec.Ack) error {
 	} else if a.Kind == codec.PUBREC {
 		l.step(&l.in, id, 0, 0, inAwaitRel)
 	}
-	return l.rs.ack(a.Kind, id, a.ReasonCode)
+	return l.remote.s.ack(a.Kind, id, a.ReasonCode)
 }
 
 // ---- keepalive and in-flight watchdog ----
@@ -620,9 +629,9 @@ func (l *link) watch() {
 		defer t.Stop()
 		ping = t.C
 	}
-	check := time.NewTicker(l.tick)
+	check := time.NewTicker(l.wd.tick)
 	defer check.Stop()
-	lastR, lastW := l.reads.Load(), l.rs.writes.Load()
+	lastR, lastW := l.reads.Load(), l.remote.s.writes.Load()
 	pings := 0 // ticks of ping
 	for {
 		select {
@@ -630,14 +639,14 @@ func (l *link) watch() {
 			pings++
 			due := l.waiting.Load()
 			if pings%2 == 0 { // every half keepalive
-				r, w := l.reads.Load(), l.rs.writes.Load()
+				r, w := l.reads.Load(), l.remote.s.writes.Load()
 				due = due || r == lastR || w == lastW
 				lastR, lastW = r, w
 			}
 			if !due {
 				continue
 			}
-			if err := l.rs.trySend(&codec.Pingreq{}); err != nil && !errors.Is(err, errFull) {
+			if err := l.remote.s.trySend(&codec.Pingreq{}); err != nil && !errors.Is(err, errFull) {
 				l.fail(fmt.Errorf("pinging the remote: %w", err))
 				return
 			}
@@ -667,11 +676,11 @@ func (l *link) checkInflight() error {
 	var worst overdue
 	n := 0
 	l.mu.Lock()
-	l.ticks++
-	if l.rs.written.Load() >= l.queuedAtTick {
-		l.remoteTicks++
+	l.wd.ticks++
+	if l.remote.s.written.Load() >= l.wd.queuedAtTick {
+		l.wd.remoteTicks++
 	}
-	l.queuedAtTick = l.rs.queued.Load()
+	l.wd.queuedAtTick = l.remote.s.queued.Load()
 	for _, dir := range []struct {
 		name string
 		f    *flows
@@ -705,7 +714,7 @@ func (l *link) checkInflight() error {
 	awaited := awaitNames[worst.await>>awaitShift]
 	l.log.Warn("bridge closes the link: a message in flight was not acknowledged within inflight_timeout; reconnecting, what is unfinished is sent again",
 		zap.String("address", l.addr), zap.Uint16("packet_id", worst.id), zap.String("direction", worst.dir),
-		zap.String("awaited", awaited), zap.Duration("waited", time.Duration(worst.waited)*l.tick),
+		zap.String("awaited", awaited), zap.Duration("waited", time.Duration(worst.waited)*l.wd.tick),
 		zap.Int("overdue", n), zap.Duration("inflight_timeout", l.cfg.InflightTimeout))
 	return fmt.Errorf("no %s for packet id %d (%s) within inflight_timeout %v", awaited, worst.id, worst.dir, l.cfg.InflightTimeout)
 }
@@ -730,7 +739,7 @@ func (l *link) subscribeRemote(stale []string, deadline time.Time) error {
 	if len(unsub) > 0 {
 		id++
 		awaited[id] = true
-		if err := l.rs.send(&codec.Unsubscribe{PacketID: id, Filters: unsub}); err != nil {
+		if err := l.remote.s.send(&codec.Unsubscribe{PacketID: id, Filters: unsub}); err != nil {
 			return err
 		}
 	}
@@ -742,10 +751,10 @@ func (l *link) subscribeRemote(stale []string, deadline time.Time) error {
 				awaited[id] = true
 				s := &codec.Subscribe{PacketID: id, Subscriptions: []codec.Subscription{{Filter: r.remote, QoS: r.QoS,
 					NoLocal: true, RetainAsPublished: true, RetainHandling: 1}}}
-				if l.subIDs {
+				if l.caps.subIDs {
 					s.Props.SubscriptionIDs = []uint32{r.subID}
 				}
-				if err := l.rs.send(s); err != nil {
+				if err := l.remote.s.send(s); err != nil {
 					return err
 				}
 			}
@@ -756,15 +765,15 @@ func (l *link) subscribeRemote(stale []string, deadline time.Time) error {
 			for _, r := range l.rules.in {
 				s.Subscriptions = append(s.Subscriptions, codec.Subscription{Filter: r.remote, QoS: r.QoS})
 			}
-			if err := l.rs.send(s); err != nil {
+			if err := l.remote.s.send(s); err != nil {
 				return err
 			}
 		}
 	}
-	_ = l.remote.SetReadDeadline(deadline)
-	defer func() { _ = l.remote.SetReadDeadline(time.Time{}) }()
+	_ = l.remote.conn.SetReadDeadline(deadline)
+	defer func() { _ = l.remote.conn.SetReadDeadline(time.Time{}) }()
 	for len(awaited) > 0 {
-		p, err := l.rr.ReadPacket()
+		p, err := l.remote.r.ReadPacket()
 		if err != nil {
 			return fmt.Errorf("subscribing at the remote: %w", err)
 		}
@@ -838,7 +847,7 @@ func (l *link) subscribeLocal(stale []string) error {
 	if len(unsub) > 0 {
 		id++
 		l.localAcks++
-		if err := l.ls.send(&codec.Unsubscribe{PacketID: id, Filters: unsub}); err != nil {
+		if err := l.local.s.send(&codec.Unsubscribe{PacketID: id, Filters: unsub}); err != nil {
 			return err
 		}
 	}
@@ -852,7 +861,7 @@ func (l *link) subscribeLocal(stale []string) error {
 		s := &codec.Subscribe{PacketID: id, Subscriptions: []codec.Subscription{{Filter: r.local, QoS: r.QoS,
 			NoLocal: true, RetainAsPublished: true, RetainHandling: 1}}}
 		s.Props.SubscriptionIDs = []uint32{r.subID}
-		if err := l.ls.send(s); err != nil {
+		if err := l.local.s.send(s); err != nil {
 			return err
 		}
 	}

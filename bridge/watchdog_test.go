@@ -22,9 +22,9 @@ func TestInflightClocks(t *testing.T) {
 	newLink := func(t *testing.T) (*link, net.Conn) {
 		ours, theirs := net.Pipe()
 		l := &link{b: &Bridge{c: &counters{}}, cfg: &Config{InflightTimeout: time.Second}, log: zap.NewNop(),
-			in: newFlows(), out: newFlows(), tick: time.Second / inflightTicks}
-		l.rs = newSender(ours, codec.V5, nil)
-		t.Cleanup(func() { _ = ours.Close(); _ = theirs.Close(); l.rs.wait() })
+			in: newFlows(), out: newFlows(), wd: watchClock{tick: time.Second / inflightTicks}}
+		l.remote.s = newSender(ours, codec.V5, nil)
+		t.Cleanup(func() { _ = ours.Close(); _ = theirs.Close(); l.remote.s.wait() })
 		return l, theirs
 	}
 	// ticksToTimeout ticks the watchdog until it gives up (at most max).
@@ -40,14 +40,14 @@ func TestInflightClocks(t *testing.T) {
 	t.Run("remote", func(t *testing.T) {
 		l, theirs := newLink(t)
 		l.step(&l.out, 7, 0, 0, outAwaitAck)
-		if err := l.rs.publish(&codec.Publish{Topic: []byte("t"), QoS: 1, PacketID: 7}); err != nil {
+		if err := l.remote.s.publish(&codec.Publish{Topic: []byte("t"), QoS: 1, PacketID: 7}); err != nil {
 			t.Fatal(err)
 		}
 		if n, err := ticksToTimeout(l, 5*overdueTicks); err != nil {
 			t.Fatalf("gave up after %d ticks while the packet waited to be written: %v", n, err)
 		}
 		go func() { _, _ = io.Copy(io.Discard, theirs) }()
-		mqtttest.WaitFor(t, "the packet to be written", func() bool { return l.rs.written.Load() >= l.rs.queued.Load() })
+		mqtttest.WaitFor(t, "the packet to be written", func() bool { return l.remote.s.written.Load() >= l.remote.s.queued.Load() })
 		n, err := ticksToTimeout(l, 5*overdueTicks)
 		if n < inflightTicks || n > overdueTicks || err == nil || !strings.Contains(err.Error(), "PUBACK or PUBREC from the remote") {
 			t.Errorf("gave up %d ticks after the write (%v); want between %d and %d", n, err, inflightTicks, overdueTicks)

@@ -139,6 +139,21 @@ var schemes = map[string]string{
 	"ws": TransportWS, "wss": TransportWSS, "quic": TransportQUIC,
 }
 
+// Scheme returns the canonical URL scheme of transport (mqtt, mqtts, ws,
+// wss, quic), or "" for an unknown transport: what a host:port given with a
+// transport becomes before ParseURL reads it.
+func Scheme(transport string) string {
+	switch transport {
+	case TransportTCP:
+		return "mqtt"
+	case TransportTLS:
+		return "mqtts"
+	case TransportWS, TransportWSS, TransportQUIC:
+		return transport
+	}
+	return ""
+}
+
 // ParseURL splits a dial URL, in the grammar Dial reads, into its
 // transport, host:port (the transport's default port filled in) and, for
 // ws and wss, the path; configuration checks it with ParseURL before

@@ -110,6 +110,18 @@ func TestParseURL(t *testing.T) {
 	}
 }
 
+// TestScheme checks that each transport's scheme reads back as it.
+func TestScheme(t *testing.T) {
+	for _, tr := range []string{TransportTCP, TransportTLS, TransportWS, TransportWSS, TransportQUIC} {
+		if got, _, _, err := ParseURL(Scheme(tr) + "://host"); got != tr || err != nil {
+			t.Errorf("ParseURL(Scheme(%q)+\"://host\") = %q, %v", tr, got, err)
+		}
+	}
+	if s := Scheme("udp"); s != "" {
+		t.Errorf("Scheme(udp) = %q, want \"\"", s)
+	}
+}
+
 func TestDial(t *testing.T) {
 	l := listenLocal(t)
 	go func() {

@@ -71,12 +71,13 @@ func TestEvaluate(t *testing.T) {
 		lat.Record(int64(time.Millisecond))
 	}
 	lat.Record(int64(20 * time.Millisecond))
-	flow := &CaseResult{Name: "64 B", Mode: ModePubSub, Published: 100, Expected: 1000, Unique: 990, Latency: lat}
+	flow := &CaseResult{Name: "64 B", Mode: ModePubSub, Traffic: Traffic{Published: 100, Expected: 1000, Unique: 990}, Latency: lat}
 	flow.Finish()
-	pub := &CaseResult{Name: "pub", Mode: ModePub, Published: 100}
+	pub := &CaseResult{Name: "pub", Mode: ModePub, Traffic: Traffic{Published: 100}}
 	pub.Finish()
-	conn := &CaseResult{Name: "1000 connections", Mode: ModeConn, Target: 1000, Established: 990,
-		Failures: map[string]int{FailRefused: 10}, Connect: lat, Wake: lat, WakeBusy: &Histogram{}}
+	conn := &CaseResult{Name: "1000 connections", Mode: ModeConn,
+		ConnCounts: ConnCounts{Target: 1000, Established: 990, Failures: map[string]int{FailRefused: 10}},
+		Connect:    lat, Wake: lat, WakeBusy: &Histogram{}}
 	conn.WakeBusy.Record(int64(time.Microsecond))
 	conn.Finish()
 	rep := &Report{Cases: []*CaseResult{flow}}

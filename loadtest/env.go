@@ -1,7 +1,6 @@
 package loadtest
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -13,6 +12,10 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // Env describes the machine a report was measured on.
@@ -31,46 +34,13 @@ type Env struct {
 	FileLimit  uint64 `json:"open_files_limit,omitempty"`
 }
 
-// CollectEnv reads the machine's description from the runtime and /proc.
+// CollectEnv reads the machine's description from the runtime and, on
+// Linux, /proc.
 func CollectEnv() Env {
 	e := Env{OS: runtime.GOOS, Arch: runtime.GOARCH, Cores: runtime.NumCPU(), Usable: runtime.NumCPU(),
 		GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version()}
-	if n := machineCPU().cpus; n > 0 {
-		e.Cores = n
-	}
 	e.Hostname, _ = os.Hostname()
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		e.Kernel = strings.TrimSpace(string(b))
-	}
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		f := strings.Fields(string(b))
-		if len(f) == 2 {
-			lo, _ := strconv.Atoi(f[0])
-			hi, _ := strconv.Atoi(f[1])
-			e.PortRange = fmt.Sprintf("%s-%s (%d)", f[0], f[1], hi-lo+1)
-		}
-	}
-	if f, err := os.Open("/proc/cpuinfo"); err == nil {
-		s := bufio.NewScanner(f)
-		for s.Scan() {
-			if k, v, ok := strings.Cut(s.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
-				e.CPUModel = strings.TrimSpace(v)
-				break
-			}
-		}
-		_ = f.Close()
-	}
-	if f, err := os.Open("/proc/meminfo"); err == nil {
-		s := bufio.NewScanner(f)
-		for s.Scan() {
-			if f := strings.Fields(s.Text()); len(f) >= 2 && f[0] == "MemTotal:" {
-				kb, _ := strconv.ParseUint(f[1], 10, 64)
-				e.MemTotal = kb << 10
-				break
-			}
-		}
-		_ = f.Close()
-	}
+	e.readProc()                   // env_linux.go: kernel, ports, CPU model, memory, cores
 	e.FileLimit = openFilesLimit() // rlimit_*.go
 	return e
 }
@@ -98,39 +68,10 @@ func (s cpuSample) Sub(earlier cpuSample) cpuSample {
 }
 
 // cpuTicks is the machine's CPU time from the first line of /proc/stat,
-// and how many CPUs it sums (the cpuN lines).
+// and how many CPUs it sums (the cpuN lines); see machineCPU.
 type cpuTicks struct {
 	busy, total float64
 	cpus        int
-}
-
-func machineCPU() cpuTicks {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return cpuTicks{}
-	}
-	lines := strings.Split(string(b), "\n")
-	f := strings.Fields(lines[0])
-	if len(f) < 5 || f[0] != "cpu" {
-		return cpuTicks{}
-	}
-	var t cpuTicks
-	for _, l := range lines[1:] {
-		if strings.HasPrefix(l, "cpu") {
-			t.cpus++
-		}
-	}
-	for i, v := range f[1:] {
-		n, _ := strconv.ParseFloat(v, 64)
-		if i >= 8 { // guest time is already in user
-			break
-		}
-		t.total += n
-		if i != 3 && i != 4 { // idle, iowait
-			t.busy += n
-		}
-	}
-	return t
 }
 
 func (t cpuTicks) sub(o cpuTicks) cpuTicks {
@@ -159,39 +100,6 @@ type brokerSample struct {
 // brokerProbe reads the broker's cumulative CPU seconds and RSS.
 type brokerProbe func(ctx context.Context) (cpu float64, rss uint64, err error)
 
-// pidProbe reads /proc/PID/stat (utime+stime, in clock ticks of 1/100 s,
-// the Linux USER_HZ) and /proc/PID/statm (resident pages).
-func pidProbe(pid int) brokerProbe {
-	return func(context.Context) (float64, uint64, error) {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return 0, 0, err
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')') // the command name may hold spaces
-		if i < 0 {
-			return 0, 0, fmt.Errorf("loadtest: /proc/%d/stat: unexpected format", pid)
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 13 {
-			return 0, 0, fmt.Errorf("loadtest: /proc/%d/stat: unexpected format", pid)
-		}
-		ut, _ := strconv.ParseUint(f[11], 10, 64) // field 14 of the whole line
-		st, _ := strconv.ParseUint(f[12], 10, 64)
-		m, err := os.ReadFile(fmt.Sprintf("/proc/%d/statm", pid))
-		if err != nil {
-			return 0, 0, err
-		}
-		mf := strings.Fields(string(m))
-		var rss uint64
-		if len(mf) >= 2 {
-			pages, _ := strconv.ParseUint(mf[1], 10, 64)
-			rss = pages * uint64(os.Getpagesize())
-		}
-		return float64(ut+st) / 100, rss, nil
-	}
-}
-
 // metricsProbe scrapes Prometheus text metrics for the standard process
 // collector's process_cpu_seconds_total and process_resident_memory_bytes.
 func metricsProbe(url string, client *http.Client) brokerProbe {
@@ -208,7 +116,10 @@ func metricsProbe(url string, client *http.Client) brokerProbe {
 		if resp.StatusCode != http.StatusOK {
 			return 0, 0, fmt.Errorf("loadtest: %s: %s", url, resp.Status)
 		}
-		cpu, rss, found := parseProcessMetrics(io.LimitReader(resp.Body, 16<<20))
+		cpu, rss, found, err := parseProcessMetrics(io.LimitReader(resp.Body, 16<<20))
+		if err != nil {
+			return 0, 0, fmt.Errorf("loadtest: %s: %w", url, err)
+		}
 		if !found {
 			return 0, 0, fmt.Errorf("loadtest: %s has no process_cpu_seconds_total", url)
 		}
@@ -217,30 +128,31 @@ func metricsProbe(url string, client *http.Client) brokerProbe {
 }
 
 // parseProcessMetrics picks the two process metrics out of Prometheus text.
-func parseProcessMetrics(r io.Reader) (cpu float64, rss uint64, found bool) {
-	s := bufio.NewScanner(r)
-	s.Buffer(make([]byte, 64<<10), 1<<20)
-	for s.Scan() {
-		line := s.Text()
-		name, val, ok := strings.Cut(line, " ")
-		if !ok || strings.HasPrefix(line, "#") {
-			continue
-		}
-		if i := strings.IndexByte(name, '{'); i >= 0 {
-			name = name[:i]
-		}
-		v, err := strconv.ParseFloat(strings.Fields(val)[0], 64)
-		if err != nil {
-			continue
-		}
-		switch name {
-		case "process_cpu_seconds_total":
-			cpu, found = v, true
-		case "process_resident_memory_bytes":
-			rss = uint64(v)
-		}
+func parseProcessMetrics(r io.Reader) (cpu float64, rss uint64, found bool, err error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		return 0, 0, false, err
 	}
-	return cpu, rss, found
+	if m := mfs["process_resident_memory_bytes"].GetMetric(); len(m) > 0 {
+		rss = uint64(metricValue(m[len(m)-1]))
+	}
+	m := mfs["process_cpu_seconds_total"].GetMetric()
+	if len(m) == 0 {
+		return 0, rss, false, nil
+	}
+	return metricValue(m[len(m)-1]), rss, true, nil
+}
+
+// metricValue is the value of a counter, gauge or untyped sample.
+func metricValue(m *dto.Metric) float64 {
+	switch {
+	case m.GetCounter() != nil:
+		return m.GetCounter().GetValue()
+	case m.GetGauge() != nil:
+		return m.GetGauge().GetValue()
+	}
+	return m.GetUntyped().GetValue()
 }
 
 // brokerSampler samples a probe once a second in the background.

@@ -20,12 +20,15 @@ xmq_messages_received_total{qos="0"} 7
 `
 
 func TestParseProcessMetrics(t *testing.T) {
-	cpu, rss, ok := parseProcessMetrics(strings.NewReader(promText))
-	if !ok || cpu != 12.5 || rss != 24117248 {
-		t.Errorf("parseProcessMetrics = %v, %d, %v; want 12.5, 24117248, true", cpu, rss, ok)
+	cpu, rss, ok, err := parseProcessMetrics(strings.NewReader(promText))
+	if !ok || cpu != 12.5 || rss != 24117248 || err != nil {
+		t.Errorf("parseProcessMetrics = %v, %d, %v, %v; want 12.5, 24117248, true", cpu, rss, ok, err)
 	}
-	if _, _, ok := parseProcessMetrics(strings.NewReader("go_goroutines 5\n")); ok {
-		t.Error("found CPU seconds in metrics without them")
+	if _, _, ok, err := parseProcessMetrics(strings.NewReader("go_goroutines 5\n")); ok || err != nil {
+		t.Errorf("found CPU seconds in metrics without them (%v)", err)
+	}
+	if _, _, _, err := parseProcessMetrics(strings.NewReader("process_cpu_seconds_total one\n")); err == nil {
+		t.Error("parsed a sample whose value is no number")
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/listeners"
 )
 
 // Mode is what a run measures.
@@ -30,45 +31,12 @@ const (
 // Modes lists the modes in the order the help shows them.
 var Modes = []Mode{ModeConn, ModePub, ModePubSub, ModeFanIn, ModeP2P}
 
-// Transports the generator dials, and the URL scheme each maps to.
-var transportSchemes = map[string]string{"tcp": "mqtt", "tls": "mqtts", "ws": "ws", "wss": "wss", "quic": "quic"}
-
-// schemeTransports maps URL schemes back to transports.
-var schemeTransports = map[string]string{
-	"mqtt": "tcp", "tcp": "tcp", "mqtts": "tls", "ssl": "tls", "tls": "tls", "ws": "ws", "wss": "wss", "quic": "quic",
-}
-
-// defaultPorts are the conventional ports of each transport.
-var defaultPorts = map[string]string{"tcp": "1883", "tls": "8883", "ws": "8083", "wss": "8084", "quic": "14567"}
-
 // Options is one load test. It travels to agents as JSON, so every field
-// is plain data; durations are nanoseconds in JSON.
+// is plain data; durations are nanoseconds in JSON. Target and Session are
+// embedded, so that the JSON stays one flat object, as agents read it.
 type Options struct {
-	// Target.
-	Addr string `json:"addr"` // host:port, or a URL whose scheme names the transport
-	// SubAddr is where subscribers connect when it is not Addr (same form,
-	// same transport): what reaches them goes through a bridge or a cluster.
-	SubAddr   string `json:"sub_addr,omitempty"`
-	Transport string `json:"transport"` // tcp, tls, ws, wss, quic; "" = from Addr, else tcp
-	WSPath    string `json:"ws_path"`   // path of ws/wss URLs built from host:port
-	Insecure  bool   `json:"insecure,omitempty"`
-	// TLSResume shares one TLS session cache between the connections, so
-	// that they resume sessions (TLS 1.3 tickets): a reconnect storm of
-	// devices that kept their tickets.
-	TLSResume bool     `json:"tls_resume,omitempty"`
-	CAFile    string   `json:"cafile,omitempty"`
-	CertFile  string   `json:"cert,omitempty"`
-	KeyFile   string   `json:"key,omitempty"`
-	SrcIPs    []string `json:"src_ips,omitempty"` // local addresses to spread connections over
-
-	// MQTT session.
-	User           string        `json:"user,omitempty"`
-	Pass           string        `json:"pass,omitempty"` // reports print it redacted
-	MQTT           string        `json:"mqtt"`           // "3.1", "3.1.1" or "5"
-	Clean          bool          `json:"clean"`
-	KeepAlive      time.Duration `json:"keepalive_ns"`
-	ConnectTimeout time.Duration `json:"connect_timeout_ns"`
-	IDPrefix       string        `json:"id_prefix,omitempty"` // client ids are IDPrefix-p0, -s0, -c0 …; "" = random
+	Target
+	Session
 
 	// Workload.
 	Mode            Mode          `json:"mode"`
@@ -98,13 +66,45 @@ type Options struct {
 	token string // the run's client id prefix (Job.Token), for the %c placeholder
 }
 
+// Target is the broker a load test dials and how: address, transport and
+// TLS, and the local addresses to dial from.
+type Target struct {
+	Addr string `json:"addr"` // host:port, or a URL whose scheme names the transport
+	// SubAddr is where subscribers connect when it is not Addr (same form,
+	// same transport): what reaches them goes through a bridge or a cluster.
+	SubAddr   string `json:"sub_addr,omitempty"`
+	Transport string `json:"transport"` // tcp, tls, ws, wss, quic; "" = from Addr, else tcp
+	WSPath    string `json:"ws_path"`   // path of ws/wss URLs built from host:port
+	Insecure  bool   `json:"insecure,omitempty"`
+	// TLSResume shares one TLS session cache between the connections, so
+	// that they resume sessions (TLS 1.3 tickets): a reconnect storm of
+	// devices that kept their tickets.
+	TLSResume bool     `json:"tls_resume,omitempty"`
+	CAFile    string   `json:"cafile,omitempty"`
+	CertFile  string   `json:"cert,omitempty"`
+	KeyFile   string   `json:"key,omitempty"`
+	SrcIPs    []string `json:"src_ips,omitempty"` // local addresses to spread connections over
+}
+
+// Session is the MQTT session of every connection.
+type Session struct {
+	User           string        `json:"user,omitempty"`
+	Pass           string        `json:"pass,omitempty"` // reports print it redacted
+	MQTT           string        `json:"mqtt"`           // "3.1", "3.1.1" or "5"
+	Clean          bool          `json:"clean"`
+	KeepAlive      time.Duration `json:"keepalive_ns"`
+	ConnectTimeout time.Duration `json:"connect_timeout_ns"`
+	IDPrefix       string        `json:"id_prefix,omitempty"` // client ids are IDPrefix-p0, -s0, -c0 …; "" = random
+}
+
 // DefaultOptions returns the defaults the command-line flags show.
 func DefaultOptions() Options {
 	return Options{
-		Addr: "127.0.0.1:1883", WSPath: "/mqtt", MQTT: "5", Clean: true, KeepAlive: 60 * time.Second,
-		ConnectTimeout: 10 * time.Second, Mode: ModePub, Levels: []int{1000}, Hold: 3 * time.Second,
-		DialConcurrency: 200, WakeIdle: 300 * time.Millisecond, Pubs: 10, Subs: 10, Payloads: []int{64}, Duration: 10 * time.Second,
-		Inflight: 64, Topic: "loadtest/%i", Drain: 5 * time.Second,
+		Target:  Target{Addr: "127.0.0.1:1883", WSPath: "/mqtt"},
+		Session: Session{MQTT: "5", Clean: true, KeepAlive: 60 * time.Second, ConnectTimeout: 10 * time.Second},
+		Mode:    ModePub, Levels: []int{1000}, Hold: 3 * time.Second, DialConcurrency: 200, WakeIdle: 300 * time.Millisecond,
+		Pubs: 10, Subs: 10, Payloads: []int{64}, Duration: 10 * time.Second, Inflight: 64, Topic: "loadtest/%i",
+		Drain: 5 * time.Second,
 	}
 }
 
@@ -184,54 +184,62 @@ func (o *Options) urlsOf(flag, list string) (rawURLs []string, transport string,
 	return rawURLs, transport, nil
 }
 
+// urlOf reads one address in listeners' URL grammar, the one the broker's
+// configuration and bridges read; a bare host or host:port is first given
+// the scheme of -transport (tcp when empty) and its default port.
 func (o *Options) urlOf(flag, addr string) (rawURL, transport string, err error) {
-	if strings.Contains(addr, "://") {
-		u, err := url.Parse(addr)
-		if err != nil {
-			return "", "", fmt.Errorf("loadtest: %s: %w", flag, err)
+	rawURL = addr
+	if !strings.Contains(addr, "://") {
+		if rawURL, err = o.bareURL(flag, addr); err != nil {
+			return "", "", err
 		}
-		t, ok := schemeTransports[strings.ToLower(u.Scheme)]
-		if !ok {
-			return "", "", fmt.Errorf("loadtest: %s %q: unknown scheme %q (mqtt, mqtts, ws, wss, quic)", flag, addr, u.Scheme)
-		}
-		if o.Transport != "" && o.Transport != t {
-			return "", "", fmt.Errorf("loadtest: -transport %s disagrees with %s %s", o.Transport, flag, addr)
-		}
-		if u.Hostname() == "" {
-			return "", "", fmt.Errorf("loadtest: %s %q has no host", flag, addr)
-		}
-		if (t == "ws" || t == "wss") && (u.Path == "" || u.Path == "/") && o.WSPath != "" {
-			u.Path = o.WSPath
-		}
-		return u.String(), t, nil
 	}
+	t, _, _, err := listeners.ParseURL(rawURL)
+	if err != nil {
+		return "", "", fmt.Errorf("loadtest: %s: %w", flag, err)
+	}
+	if o.Transport != "" && o.Transport != t {
+		return "", "", fmt.Errorf("loadtest: -transport %s disagrees with %s %s", o.Transport, flag, addr)
+	}
+	// -ws-path names the path of a ws or wss URL that gives none.
+	if (t == listeners.TransportWS || t == listeners.TransportWSS) && o.WSPath != "" {
+		if u, err := url.Parse(rawURL); err == nil && (u.Path == "" || u.Path == "/") {
+			u.Path = o.WSPath
+			rawURL = u.String()
+		}
+	}
+	return rawURL, t, nil
+}
+
+// bareURL turns a host or host:port into a URL of -transport.
+func (o *Options) bareURL(flag, addr string) (string, error) {
 	t := o.Transport
 	if t == "" {
-		t = "tcp"
+		t = listeners.TransportTCP
 	}
-	scheme, ok := transportSchemes[t]
-	if !ok {
-		return "", "", fmt.Errorf("loadtest: -transport %q: want tcp, tls, ws, wss or quic", t)
+	scheme := listeners.Scheme(t)
+	if scheme == "" {
+		return "", fmt.Errorf("loadtest: -transport %q: want tcp, tls, ws, wss or quic", t)
 	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil { // no port: the transport's default
-		host, port = strings.Trim(addr, "[]"), defaultPorts[t]
+		host, port = strings.Trim(addr, "[]"), listeners.DefaultPort(t)
 	}
 	if host == "" {
-		return "", "", fmt.Errorf("loadtest: %s %q has no host", flag, addr)
+		return "", fmt.Errorf("loadtest: %s %q has no host", flag, addr)
 	}
 	u := scheme + "://" + net.JoinHostPort(host, port)
-	if t == "ws" || t == "wss" {
+	if t == listeners.TransportWS || t == listeners.TransportWSS {
 		p := o.WSPath
 		if p == "" {
-			p = "/mqtt"
+			p = listeners.DefaultPath
 		}
 		if !strings.HasPrefix(p, "/") {
 			p = "/" + p
 		}
 		u += p
 	}
-	return u, t, nil
+	return u, nil
 }
 
 // TLSConfig builds the client TLS configuration from -insecure, -cafile,

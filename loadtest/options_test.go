@@ -24,7 +24,13 @@ func TestOptionsURL(t *testing.T) {
 		{addr: "wss://b:8084/custom", url: "wss://b:8084/custom", got: "wss"},
 		{addr: "mqtts://b:8883", transport: "tls", url: "mqtts://b:8883", got: "tls"},
 		{addr: "mqtts://b:8883", transport: "ws", err: "disagrees"},
+		{addr: "tcp://b", url: "tcp://b", got: "tcp"},
+		{addr: "ssl://b:8883", url: "ssl://b:8883", got: "tls"},
+		{addr: "tls://[::1]", transport: "tls", url: "tls://[::1]", got: "tls"},
+		{addr: "ws://b:8083/", wsPath: "/x", url: "ws://b:8083/x", got: "ws"},
+		{addr: "quic://b", url: "quic://b", got: "quic"},
 		{addr: "http://b:80", err: "unknown scheme"},
+		{addr: "mqtt://b:port:1", err: "bad host"},
 		{addr: "b:1883", transport: "udp", err: "-transport"},
 		{addr: ":1883", err: "no host"},
 		// A list spreads connections over brokers; URL is its first.

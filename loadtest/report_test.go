@@ -19,14 +19,17 @@ func sampleReport(t *testing.T) *Report {
 	for i := range 1000 {
 		lat.Record(int64(50_000 + i*100))
 	}
-	conn := &CaseResult{Name: "1000 connections", Mode: ModeConn, Target: 1000, Established: 990, Alive: 990,
-		Failures: map[string]int{FailRefused: 8, "CONNACK bad user name or password": 2}, RampNs: int64(time.Second),
+	conn := &CaseResult{Name: "1000 connections", Mode: ModeConn,
+		ConnCounts: ConnCounts{Target: 1000, Established: 990, Alive: 990,
+			Failures: map[string]int{FailRefused: 8, "CONNACK bad user name or password": 2}, RampNs: int64(time.Second)},
 		Connect: lat, Series: []Point{{T: 1, Connected: 500}, {T: 2, Connected: 990, Errors: 10}}}
-	pub := &CaseResult{Name: "64 B", Mode: ModePub, Pubs: 10, QoS: 1, Payload: 64, Published: 1_850_120, Acked: 1_850_120,
-		SendNs: int64(10 * time.Second), PubNs: int64(10 * time.Second), AckLatency: lat,
-		Broker: &BrokerStats{Source: "/proc/1", Samples: 11, CPUAvg: 95, CPUMax: 100, RSSMax: 24 << 20, RSSEnd: 20 << 20}}
-	flow := &CaseResult{Name: "64 B", Mode: ModePubSub, Pubs: 10, Subs: 10, Rate: 100, Payload: 64, Published: 9870,
-		Expected: 98700, Unique: 98700, Received: 98700, SendNs: int64(10 * time.Second), DeliverNs: int64(10 * time.Second),
+	pub := &CaseResult{Name: "64 B", Mode: ModePub, Pubs: 10, QoS: 1, Payload: 64,
+		Traffic:    Traffic{Published: 1_850_120, Acked: 1_850_120, SendNs: int64(10 * time.Second), PubNs: int64(10 * time.Second)},
+		AckLatency: lat,
+		Broker:     &BrokerStats{Source: "/proc/1", Samples: 11, CPUAvg: 95, CPUMax: 100, RSSMax: 24 << 20, RSSEnd: 20 << 20}}
+	flow := &CaseResult{Name: "64 B", Mode: ModePubSub, Pubs: 10, Subs: 10, Rate: 100, Payload: 64,
+		Traffic: Traffic{Published: 9870, Expected: 98700, Unique: 98700, Received: 98700,
+			SendNs: int64(10 * time.Second), DeliverNs: int64(10 * time.Second)},
 		Latency: lat, Errors: map[string]uint64{"disconnected: <reset> & \"odd\"": 1},
 		ErrorSamples: []string{"a | b <c>"},
 		Series:       []Point{{T: 1, Published: 987, Delivered: 9870, Lat: sparseOf(lat)}, {T: 2, Published: 987, Delivered: 9870}}}

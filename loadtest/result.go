@@ -7,7 +7,8 @@ import (
 
 // CaseResult is everything measured in one case (one connection level, or
 // one payload size). Workers fill the raw counts; Merge adds workers'
-// results up (histograms bucket by bucket); Finish derives the rates.
+// results up (histograms bucket by bucket); Finish derives the rates. Its
+// groups are embedded, so the JSON report stays one flat object per case.
 type CaseResult struct {
 	Name    string  `json:"name"`
 	Mode    Mode    `json:"mode"`
@@ -17,30 +18,8 @@ type CaseResult struct {
 	Subs    int     `json:"subscribers"`
 	Rate    float64 `json:"rate_per_publisher"`
 
-	// conn mode
-	Target      int            `json:"target,omitempty"`
-	Established int            `json:"established"`
-	Failed      int            `json:"failed"`
-	Alive       int            `json:"alive,omitempty"`    // answered PINGREQ after the hold
-	Failures    map[string]int `json:"failures,omitempty"` // connect failures by reason
-	Lost        map[string]int `json:"lost_during_hold,omitempty"`
-	RampNs      int64          `json:"ramp_ns,omitempty"`
-
-	// traffic
-	Published  uint64 `json:"published"`
-	Acked      uint64 `json:"acked"`
-	Expected   uint64 `json:"expected"` // deliveries the publishers should cause
-	Received   uint64 `json:"received"` // every copy with our header
-	Unique     uint64 `json:"delivered"`
-	Duplicates uint64 `json:"duplicates"`
-	Reordered  uint64 `json:"reordered"`
-	Stale      uint64 `json:"stale"`   // sent before the run: a persistent session's leftovers
-	Foreign    uint64 `json:"foreign"` // not ours
-	Skew       uint64 `json:"clock_skew"`
-	Reconnects uint64 `json:"reconnects"`
-	SendNs     int64  `json:"send_ns"`    // start → publishers told to stop
-	PubNs      int64  `json:"pub_ns"`     // start → broker acknowledged the last message
-	DeliverNs  int64  `json:"deliver_ns"` // start → last delivery
+	ConnCounts // conn mode
+	Traffic
 
 	Latency    *Histogram `json:"latency"`     // end to end, send → receive
 	AckLatency *Histogram `json:"ack_latency"` // PUBLISH → PUBACK / PUBCOMP
@@ -67,7 +46,43 @@ type CaseResult struct {
 	Broker       *BrokerStats      `json:"broker,omitempty"`
 	Machine      *MachineStats     `json:"machine,omitempty"`
 
-	// Derived by Finish.
+	Derived // by Finish
+}
+
+// ConnCounts is what conn mode counts: the connections it set up, kept
+// and lost.
+type ConnCounts struct {
+	Target      int            `json:"target,omitempty"`
+	Established int            `json:"established"`
+	Failed      int            `json:"failed"`
+	Alive       int            `json:"alive,omitempty"`    // answered PINGREQ after the hold
+	Failures    map[string]int `json:"failures,omitempty"` // connect failures by reason
+	Lost        map[string]int `json:"lost_during_hold,omitempty"`
+	RampNs      int64          `json:"ramp_ns,omitempty"`
+}
+
+// Traffic is what the publishers sent and the subscribers received, and
+// when each phase ended.
+type Traffic struct {
+	Published  uint64 `json:"published"`
+	Acked      uint64 `json:"acked"`
+	Expected   uint64 `json:"expected"` // deliveries the publishers should cause
+	Received   uint64 `json:"received"` // every copy with our header
+	Unique     uint64 `json:"delivered"`
+	Duplicates uint64 `json:"duplicates"`
+	Reordered  uint64 `json:"reordered"`
+	Stale      uint64 `json:"stale"`   // sent before the run: a persistent session's leftovers
+	Foreign    uint64 `json:"foreign"` // not ours
+	Skew       uint64 `json:"clock_skew"`
+	Reconnects uint64 `json:"reconnects"`
+	SendNs     int64  `json:"send_ns"`    // start → publishers told to stop
+	PubNs      int64  `json:"pub_ns"`     // start → broker acknowledged the last message
+	DeliverNs  int64  `json:"deliver_ns"` // start → last delivery
+}
+
+// Derived is what Finish works out from the counts: rates, loss and
+// latency summaries.
+type Derived struct {
 	LostMessages    uint64   `json:"lost"`
 	PublishedPerSec float64  `json:"published_per_s"`
 	DeliveredPerSec float64  `json:"delivered_per_s"`
@@ -149,27 +164,8 @@ type MachineStats struct {
 
 // Merge adds o, another worker's result for the same case, into r.
 func (r *CaseResult) Merge(o *CaseResult) {
-	r.Target += o.Target
-	r.Established += o.Established
-	r.Failed += o.Failed
-	r.Alive += o.Alive
-	r.Failures = addCounts(r.Failures, o.Failures)
-	r.Lost = addCounts(r.Lost, o.Lost)
-	r.RampNs = max(r.RampNs, o.RampNs)
-	r.Published += o.Published
-	r.Acked += o.Acked
-	r.Expected += o.Expected
-	r.Received += o.Received
-	r.Unique += o.Unique
-	r.Duplicates += o.Duplicates
-	r.Reordered += o.Reordered
-	r.Stale += o.Stale
-	r.Foreign += o.Foreign
-	r.Skew += o.Skew
-	r.Reconnects += o.Reconnects
-	r.SendNs = max(r.SendNs, o.SendNs)
-	r.PubNs = max(r.PubNs, o.PubNs)
-	r.DeliverNs = max(r.DeliverNs, o.DeliverNs)
+	r.ConnCounts.merge(&o.ConnCounts)
+	r.Traffic.merge(&o.Traffic)
 	for _, h := range []struct{ dst, src **Histogram }{{&r.Latency, &o.Latency}, {&r.AckLatency, &o.AckLatency}, {&r.Connect, &o.Connect}} {
 		if *h.dst == nil {
 			*h.dst = &Histogram{}
@@ -207,6 +203,33 @@ func (r *CaseResult) Merge(o *CaseResult) {
 	g.MaxRSS = max(g.MaxRSS, o.Generator.MaxRSS)
 	g.Processes += o.Generator.Processes
 	g.GOMAXPROCS += o.Generator.GOMAXPROCS
+}
+
+func (c *ConnCounts) merge(o *ConnCounts) {
+	c.Target += o.Target
+	c.Established += o.Established
+	c.Failed += o.Failed
+	c.Alive += o.Alive
+	c.Failures = addCounts(c.Failures, o.Failures)
+	c.Lost = addCounts(c.Lost, o.Lost)
+	c.RampNs = max(c.RampNs, o.RampNs)
+}
+
+func (t *Traffic) merge(o *Traffic) {
+	t.Published += o.Published
+	t.Acked += o.Acked
+	t.Expected += o.Expected
+	t.Received += o.Received
+	t.Unique += o.Unique
+	t.Duplicates += o.Duplicates
+	t.Reordered += o.Reordered
+	t.Stale += o.Stale
+	t.Foreign += o.Foreign
+	t.Skew += o.Skew
+	t.Reconnects += o.Reconnects
+	t.SendNs = max(t.SendNs, o.SendNs)
+	t.PubNs = max(t.PubNs, o.PubNs)
+	t.DeliverNs = max(t.DeliverNs, o.DeliverNs)
 }
 
 func addCounts(dst, src map[string]int) map[string]int {

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/listeners"
 )
 
 // Config is what Run needs besides the Options: where to print progress,
@@ -219,11 +219,11 @@ func deliveryNotes(o *Options, cases []*CaseResult) []string {
 
 // isLoopback reports whether a URL's host is a loopback address or localhost.
 func isLoopback(rawURL string) bool {
-	u, err := url.Parse(rawURL)
+	_, addr, _, err := listeners.ParseURL(rawURL)
 	if err != nil {
 		return false
 	}
-	h := u.Hostname()
+	h, _, _ := net.SplitHostPort(addr)
 	if ip := net.ParseIP(h); ip != nil {
 		return ip.IsLoopback()
 	}

@@ -87,8 +87,16 @@ const (
 	closeWait = 2 * time.Second
 )
 
-// faults is the store's fault state.
+// faults is the store's fault state and what acts on it: marking the store
+// down and up, failing it, retrying the engine's writes, the reserve. It is
+// given the few things it needs from the Store (set by Open).
 type faults struct {
+	dir      string
+	log      *zap.Logger
+	opts     *Options        // OnFatal, StallTimeout, ReserveBytes, MinFreeBytes
+	stop     <-chan struct{} // closed by Close: retries give up
+	slowWarn atomic.Int64    // the last disk-slow warning (rarely)
+
 	down     atomic.Bool  // unavailable or failed: refuse writes and Syncs
 	retrying atomic.Int64 // writes inside the engine waiting to be retried
 	slowAt   atomic.Int64 // Unix nanoseconds of the last disk-slow report
@@ -104,92 +112,84 @@ type faults struct {
 }
 
 // downSignal is closed once the store goes down (a new one while it is up).
-func (s *Store) downSignal() <-chan struct{} {
-	s.f.mu.Lock()
-	defer s.f.mu.Unlock()
-	return s.f.downCh
+func (f *faults) downSignal() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.downCh
 }
 
 // downErr is the error of a refused write, nil while the store is up.
-func (s *Store) downErr() error {
-	if !s.f.down.Load() {
+func (f *faults) downErr() error {
+	if !f.down.Load() {
 		return nil
 	}
-	s.f.mu.Lock()
-	defer s.f.mu.Unlock()
-	if isSpace(s.f.cause) {
-		return fmt.Errorf("%w (%s): %s: %w", ErrUnavailable, s.f.state, s.f.reason, syscall.ENOSPC)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if isSpace(f.cause) {
+		return fmt.Errorf("%w (%s): %s: %w", ErrUnavailable, f.state, f.reason, syscall.ENOSPC)
 	}
-	return fmt.Errorf("%w (%s): %s", ErrUnavailable, s.f.state, s.f.reason)
+	return fmt.Errorf("%w (%s): %s", ErrUnavailable, f.state, f.reason)
 }
 
 // setDown marks the store unavailable because what failed with err; a full
 // disk releases the reserve so that the writes already inside the engine
 // can finish.
-func (s *Store) setDown(what string, err error) {
-	s.f.mu.Lock()
-	if s.f.down.Load() {
-		s.f.mu.Unlock()
+func (f *faults) setDown(what string, err error) {
+	f.mu.Lock()
+	if f.down.Load() {
+		f.mu.Unlock()
 		return
 	}
-	s.f.state, s.f.cause, s.f.since = StateUnavailable, err, time.Now()
-	s.f.reason = fmt.Sprintf("%s: %v", what, err)
-	s.f.down.Store(true)
-	close(s.f.downCh)
-	s.f.mu.Unlock()
-	s.log.Error("store unavailable: refusing writes until the disk takes them again",
-		zap.String("dir", s.dir), zap.String("op", what), zap.Error(err))
+	f.state, f.cause, f.since = StateUnavailable, err, time.Now()
+	f.reason = fmt.Sprintf("%s: %v", what, err)
+	f.down.Store(true)
+	close(f.downCh)
+	f.mu.Unlock()
+	f.log.Error("store unavailable: refusing writes until the disk takes them again",
+		zap.String("dir", f.dir), zap.String("op", what), zap.Error(err))
 	if isSpace(err) {
-		s.releaseReserve()
+		f.releaseReserve()
 	}
 }
 
 // setUp ends StateUnavailable (never StateFailed).
-func (s *Store) setUp() {
-	s.f.mu.Lock()
-	if !s.f.down.Load() || s.f.state == StateFailed {
-		s.f.mu.Unlock()
+func (f *faults) setUp() {
+	f.mu.Lock()
+	if !f.down.Load() || f.state == StateFailed {
+		f.mu.Unlock()
 		return
 	}
-	took := time.Since(s.f.since)
-	s.f.state, s.f.reason, s.f.cause = "", "", nil
-	s.f.downCh = make(chan struct{})
-	s.f.down.Store(false)
-	s.f.mu.Unlock()
-	s.log.Info("store available again: accepting writes", zap.String("dir", s.dir),
+	took := time.Since(f.since)
+	f.state, f.reason, f.cause = "", "", nil
+	f.downCh = make(chan struct{})
+	f.down.Store(false)
+	f.mu.Unlock()
+	f.log.Info("store available again: accepting writes", zap.String("dir", f.dir),
 		zap.Duration("unavailable_for", took.Round(time.Millisecond)))
 }
 
 // fail marks the store failed for good and calls OnFatal once.
-func (s *Store) fail(err error) {
-	s.f.fatalOnce.Do(func() {
-		s.f.mu.Lock()
-		s.f.state, s.f.cause, s.f.reason = StateFailed, err, err.Error()
-		if !s.f.down.Load() {
-			s.f.since = time.Now()
-			s.f.down.Store(true)
-			close(s.f.downCh)
+func (f *faults) fail(err error) {
+	f.fatalOnce.Do(func() {
+		f.mu.Lock()
+		f.state, f.cause, f.reason = StateFailed, err, err.Error()
+		if !f.down.Load() {
+			f.since = time.Now()
+			f.down.Store(true)
+			close(f.downCh)
 		}
-		s.f.mu.Unlock()
-		s.log.Error("store failed: the broker cannot keep its promises and must be restarted", zap.String("dir", s.dir), zap.Error(err))
-		if s.opts.OnFatal != nil {
-			s.opts.OnFatal(err)
+		f.mu.Unlock()
+		f.log.Error("store failed: the broker cannot keep its promises and must be restarted", zap.String("dir", f.dir), zap.Error(err))
+		if f.opts.OnFatal != nil {
+			f.opts.OnFatal(err)
 		}
 	})
 }
 
 // Health reports the store's state, worst first.
 func (s *Store) Health() Health {
-	s.f.mu.Lock()
-	if s.f.down.Load() {
-		h := Health{State: s.f.state, Reason: s.f.reason, Since: s.f.since}
-		s.f.mu.Unlock()
+	if h, ok := s.f.health(); ok {
 		return h
-	}
-	slow := s.f.slowWhat
-	s.f.mu.Unlock()
-	if at := s.f.slowAt.Load(); at != 0 && time.Since(time.Unix(0, at)) < slowRecent {
-		return Health{State: StateStalled, Reason: slow, Since: time.Unix(0, at)}
 	}
 	if s.full.Load() {
 		return Health{State: StateFull, Reason: s.fullError().Error(), Since: time.Unix(0, s.fullSince.Load())}
@@ -197,19 +197,36 @@ func (s *Store) Health() Health {
 	return Health{State: StateOK}
 }
 
+// health is the fault state's part of Health: down or stalled, ok false
+// when neither.
+func (f *faults) health() (Health, bool) {
+	f.mu.Lock()
+	if f.down.Load() {
+		h := Health{State: f.state, Reason: f.reason, Since: f.since}
+		f.mu.Unlock()
+		return h, true
+	}
+	slow := f.slowWhat
+	f.mu.Unlock()
+	if at := f.slowAt.Load(); at != 0 && time.Since(time.Unix(0, at)) < slowRecent {
+		return Health{State: StateStalled, Reason: slow, Since: time.Unix(0, at)}, true
+	}
+	return Health{}, false
+}
+
 // diskSlow is the engine's disk health checker reporting an operation
 // under way for info.Duration. It must not block or do I/O.
-func (s *Store) diskSlow(info vfs.DiskSlowInfo) {
-	s.f.slowAt.Store(time.Now().UnixNano())
-	s.f.mu.Lock()
-	s.f.slowWhat = info.String()
-	s.f.mu.Unlock()
-	if rarely(&s.slowWarn) {
-		s.log.Warn("store: disk slow", zap.String("dir", s.dir), zap.String("what", info.String()))
+func (f *faults) diskSlow(info vfs.DiskSlowInfo) {
+	f.slowAt.Store(time.Now().UnixNano())
+	f.mu.Lock()
+	f.slowWhat = info.String()
+	f.mu.Unlock()
+	if rarely(&f.slowWarn) {
+		f.log.Warn("store: disk slow", zap.String("dir", f.dir), zap.String("what", info.String()))
 	}
-	if info.Duration >= s.opts.StallTimeout {
-		go s.fail(fmt.Errorf("store: disk stalled for %v (store.stall_timeout %v): %s",
-			info.Duration.Round(time.Second), s.opts.StallTimeout, info))
+	if info.Duration >= f.opts.StallTimeout {
+		go f.fail(fmt.Errorf("store: disk stalled for %v (store.stall_timeout %v): %s",
+			info.Duration.Round(time.Second), f.opts.StallTimeout, info))
 	}
 }
 
@@ -229,25 +246,25 @@ func isSpace(err error) bool {
 // again every retryInterval. A full disk is waited out however long it
 // lasts; any other error that persists for StallTimeout fails the store.
 // Once the store is closed the error is returned to the engine.
-func (s *Store) retry(what string, op func() error) error {
+func (f *faults) retry(what string, op func() error) error {
 	err := op()
 	if err == nil {
 		return nil
 	}
-	s.f.retrying.Add(1)
-	defer s.f.retrying.Add(-1)
-	s.setDown(what, err)
+	f.retrying.Add(1)
+	defer f.retrying.Add(-1)
+	f.setDown(what, err)
 	start := time.Now()
 	t := time.NewTicker(retryInterval)
 	defer t.Stop()
 	for {
-		if !isSpace(err) && time.Since(start) >= s.opts.StallTimeout {
-			s.fail(fmt.Errorf("store: %s failing for %v: %w", what, s.opts.StallTimeout, err))
+		if !isSpace(err) && time.Since(start) >= f.opts.StallTimeout {
+			f.fail(fmt.Errorf("store: %s failing for %v: %w", what, f.opts.StallTimeout, err))
 			return err
 		}
 		select {
 		case <-t.C:
-		case <-s.stop:
+		case <-f.stop:
 			return err
 		}
 		if err = op(); err == nil {
@@ -261,19 +278,19 @@ func (s *Store) retry(what string, op func() error) error {
 // sees it and fails.
 type faultFS struct {
 	vfs.FS
-	s *Store
+	faults *faults
 }
 
 func (f faultFS) wrap(file vfs.File, err error) (vfs.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return faultFile{File: file, s: f.s}, nil
+	return faultFile{File: file, faults: f.faults}, nil
 }
 
 func (f faultFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
 	var file vfs.File
-	err := f.s.retry("create "+filepath.Base(name), func() (err error) {
+	err := f.faults.retry("create "+filepath.Base(name), func() (err error) {
 		file, err = f.FS.Create(name, c)
 		return err
 	})
@@ -289,15 +306,15 @@ func (f faultFS) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory)
 }
 
 func (f faultFS) Link(oldname, newname string) error {
-	return f.s.retry("link "+filepath.Base(newname), func() error { return f.FS.Link(oldname, newname) })
+	return f.faults.retry("link "+filepath.Base(newname), func() error { return f.FS.Link(oldname, newname) })
 }
 
 func (f faultFS) Rename(oldname, newname string) error {
-	return f.s.retry("rename "+filepath.Base(newname), func() error { return f.FS.Rename(oldname, newname) })
+	return f.faults.retry("rename "+filepath.Base(newname), func() error { return f.FS.Rename(oldname, newname) })
 }
 
 func (f faultFS) MkdirAll(dir string, perm os.FileMode) error {
-	return f.s.retry("mkdir "+filepath.Base(dir), func() error { return f.FS.MkdirAll(dir, perm) })
+	return f.faults.retry("mkdir "+filepath.Base(dir), func() error { return f.FS.MkdirAll(dir, perm) })
 }
 
 func (f faultFS) Unwrap() vfs.FS { return f.FS }
@@ -305,12 +322,12 @@ func (f faultFS) Unwrap() vfs.FS { return f.FS }
 // faultFile retries writes from where the failed one stopped.
 type faultFile struct {
 	vfs.File
-	s *Store
+	faults *faults
 }
 
 func (f faultFile) Write(p []byte) (int, error) {
 	done := 0
-	err := f.s.retry("write", func() error {
+	err := f.faults.retry("write", func() error {
 		n, err := f.File.Write(p[done:])
 		done += n
 		return err
@@ -320,7 +337,7 @@ func (f faultFile) Write(p []byte) (int, error) {
 
 func (f faultFile) WriteAt(p []byte, off int64) (int, error) {
 	done := 0
-	err := f.s.retry("write", func() error {
+	err := f.faults.retry("write", func() error {
 		n, err := f.File.WriteAt(p[done:], off+int64(done))
 		done += n
 		return err
@@ -343,18 +360,18 @@ func (f faultFile) Preallocate(off, n int64) error {
 func (s *Store) FreeBytes() int64 { return s.free.Load() }
 
 // reservePath is the reserve's path.
-func (s *Store) reservePath() string { return filepath.Join(s.dir, ReserveFile) }
+func (f *faults) reservePath() string { return filepath.Join(f.dir, ReserveFile) }
 
 // makeReserve creates the reserve, or completes it, when the file system
 // has room for it above MinFreeBytes; a reserve that would itself fill the
 // disk is left out and reported. It writes zeros rather than extending the
 // file, since a sparse file reserves nothing.
-func (s *Store) makeReserve() error {
-	size := s.opts.ReserveBytes
+func (f *faults) makeReserve() error {
+	size := f.opts.ReserveBytes
 	if size <= 0 {
 		return nil
 	}
-	path := s.reservePath()
+	path := f.reservePath()
 	var have int64
 	if fi, err := os.Stat(path); err == nil {
 		have = fi.Size()
@@ -362,21 +379,21 @@ func (s *Store) makeReserve() error {
 	if have >= size {
 		return nil
 	}
-	if free, err := freeBytes(s.dir); err == nil && free-(size-have) < max(s.opts.MinFreeBytes, 0) {
+	if free, err := freeBytes(f.dir); err == nil && free-(size-have) < max(f.opts.MinFreeBytes, 0) {
 		return fmt.Errorf("store: no room for the %d-byte emergency reserve (%d bytes free)", size, free)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o600)
+	file, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o600)
 	if err != nil {
 		return err
 	}
 	zeros := make([]byte, 1<<20)
 	for off := have; off < size && err == nil; off += int64(len(zeros)) {
-		_, err = f.WriteAt(zeros[:min(int64(len(zeros)), size-off)], off)
+		_, err = file.WriteAt(zeros[:min(int64(len(zeros)), size-off)], off)
 	}
 	if err == nil {
-		err = f.Sync()
+		err = file.Sync()
 	}
-	if cerr := f.Close(); err == nil {
+	if cerr := file.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
@@ -387,31 +404,31 @@ func (s *Store) makeReserve() error {
 }
 
 // releaseReserve deletes the reserve, giving its space to the engine.
-func (s *Store) releaseReserve() {
-	if err := os.Remove(s.reservePath()); err == nil {
-		s.log.Warn("store: emergency reserve released to let the engine finish its writes",
-			zap.String("dir", s.dir), zap.Int64("bytes", s.opts.ReserveBytes))
+func (f *faults) releaseReserve() {
+	if err := os.Remove(f.reservePath()); err == nil {
+		f.log.Warn("store: emergency reserve released to let the engine finish its writes",
+			zap.String("dir", f.dir), zap.Int64("bytes", f.opts.ReserveBytes))
 	}
 }
 
 // tryRecover ends StateUnavailable once no write is waiting to be retried
 // and the file system has room for MinFreeBytes and the reserve again; the
 // sampler calls it.
-func (s *Store) tryRecover() {
-	if !s.f.down.Load() || s.f.retrying.Load() > 0 {
+func (f *faults) tryRecover() {
+	if !f.down.Load() || f.retrying.Load() > 0 {
 		return
 	}
-	s.f.mu.Lock()
-	failed := s.f.state == StateFailed
-	s.f.mu.Unlock()
+	f.mu.Lock()
+	failed := f.state == StateFailed
+	f.mu.Unlock()
 	if failed {
 		return
 	}
-	if err := s.makeReserve(); err != nil {
+	if err := f.makeReserve(); err != nil {
 		return // not yet room for it: stay unavailable rather than meet a full disk again
 	}
-	if free, err := freeBytes(s.dir); err == nil && s.opts.MinFreeBytes > 0 && free < s.opts.MinFreeBytes {
+	if free, err := freeBytes(f.dir); err == nil && f.opts.MinFreeBytes > 0 && free < f.opts.MinFreeBytes {
 		return
 	}
-	s.setUp()
+	f.setUp()
 }

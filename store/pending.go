@@ -100,7 +100,7 @@ func (s *Store) awaitSettle() {
 	select {
 	case <-ch:
 	case <-t.C:
-	case <-s.downSignal():
+	case <-s.f.downSignal():
 	}
 	t.Stop()
 	p.mu.Lock()
@@ -252,7 +252,7 @@ func (s *Store) commitPending(sync bool) (err error) {
 			// What the engine does with a failed fsync it waited for
 			// itself (pebbleLogger.Fatalf): the store fails; the log may
 			// have lost what it held.
-			s.fail(fmt.Errorf("store: syncing %s: %w", s.dir, err))
+			s.f.fail(fmt.Errorf("store: syncing %s: %w", s.dir, err))
 		}
 	}
 	if err != nil {

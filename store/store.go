@@ -190,9 +190,8 @@ type Store struct {
 	free      atomic.Int64 // the file system's free bytes when last measured
 	sinceFree atomic.Int64 // bytes admitted since
 
-	f        faults
-	slowWarn atomic.Int64
-	health   io.Closer // the engine's disk health checker
+	f      faults
+	health io.Closer // the engine's disk health checker
 
 	closed  atomic.Bool
 	stop    chan struct{}
@@ -234,7 +233,7 @@ func Open(dir string, opts Options) (st *Store, err error) {
 		}
 	}()
 	s := &Store{dir: dir, opts: opts, log: opts.Log, stop: make(chan struct{}), release: release}
-	s.f.downCh = make(chan struct{})
+	s.f.dir, s.f.log, s.f.opts, s.f.stop, s.f.downCh = dir, s.log, &s.opts, s.stop, make(chan struct{})
 	po := &pebble.Options{
 		Logger:             pebbleLogger{opts.Log.Sugar(), s},
 		MemTableSize:       memTableSize,
@@ -256,9 +255,9 @@ func Open(dir string, opts Options) (st *Store, err error) {
 		// Outermost, faultFS: a write it retries is many short operations
 		// to the health checker, not one that stalls.
 		var hfs vfs.FS
-		hfs, s.health = vfs.WithDiskHealthChecks(opts.fs, opts.slowThreshold(), nil, s.diskSlow)
-		po.FS = faultFS{FS: hfs, s: s}
-		if err := s.makeReserve(); err != nil {
+		hfs, s.health = vfs.WithDiskHealthChecks(opts.fs, opts.slowThreshold(), nil, s.f.diskSlow)
+		po.FS = faultFS{FS: hfs, faults: &s.f}
+		if err := s.f.makeReserve(); err != nil {
 			opts.Log.Warn("store: starting without its emergency reserve", zap.String("dir", dir), zap.Error(err))
 		}
 	}
@@ -395,7 +394,7 @@ func (s *Store) writable() error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	return s.downErr()
+	return s.f.downErr()
 }
 
 // write runs one write to the engine. The engine panics (through its
@@ -407,7 +406,7 @@ func (s *Store) write(w func() error) (err error) {
 	}
 	defer func() {
 		if v := recover(); v != nil {
-			err = s.downErr()
+			err = s.f.downErr()
 			if err == nil {
 				err = fmt.Errorf("%w: %v", ErrUnavailable, v)
 			}
@@ -598,7 +597,7 @@ type syncRound struct {
 // that every caller can stop waiting when the store goes down: an fsync
 // held up by a full disk must not hold up a CONNECT.
 func (s *Store) syncTo(target uint64) error {
-	down := s.downSignal()
+	down := s.f.downSignal()
 	s.awaitSettle()
 	s.syncMu.Lock()
 	for s.synced < target {
@@ -627,7 +626,7 @@ func (s *Store) syncTo(target uint64) error {
 		select {
 		case <-r.done:
 		case <-down:
-			return s.downErr()
+			return s.f.downErr()
 		}
 		if r.err != nil {
 			return r.err
@@ -684,7 +683,7 @@ func (s *Store) sampleLoop() {
 		select {
 		case <-t.C:
 			s.sample()
-			s.tryRecover()
+			s.f.tryRecover()
 			s.flushPending()
 			if full := s.full.Load(); full != wasFull {
 				wasFull = full
@@ -770,9 +769,9 @@ func (s *Store) awaitUp() error {
 	}
 	for deadline := time.Now().Add(closeWait); s.f.down.Load() && s.Health().State != StateFailed && time.Now().Before(deadline); {
 		time.Sleep(retryInterval)
-		s.tryRecover()
+		s.f.tryRecover()
 	}
-	return s.downErr()
+	return s.f.downErr()
 }
 
 // pebbleLogger sends the engine's messages to zap.
@@ -790,7 +789,7 @@ func (p pebbleLogger) Errorf(format string, args ...any) { p.l.Errorf("pebble: "
 func (p pebbleLogger) Fatalf(format string, args ...any) {
 	msg := fmt.Sprintf("pebble: "+format, args...)
 	if p.s != nil {
-		p.s.fail(errors.New(msg))
+		p.s.f.fail(errors.New(msg))
 	} else {
 		p.l.Error(msg)
 	}

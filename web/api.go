@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"go.uber.org/zap"
 
@@ -42,6 +41,12 @@ type apiRouter struct {
 
 func (s *Server) apiRoutes() *apiRouter {
 	p := func(path string) string { return apiPrefix + path }
+	// The pages whose handlers need only a few of the server's parts.
+	retained := retainedAPI{broker: s.broker, log: s.log}
+	bans := banAPI{bans: s.opts.Bans, log: s.log}
+	bridges := bridgeAPI{bridges: s.opts.Bridges, reloadFn: s.opts.Reload, log: s.log}
+	traces := traceAPI{traces: s.traces, log: s.log}
+	topics := topicMetricAPI{broker: s.broker, rates: &s.topicRates, log: s.log}
 	return &apiRouter{s: s, routes: []route{
 		{"POST", p("/auth/login"), "", s.login},
 		{"POST", p("/auth/logout"), RoleViewer, s.logout},
@@ -63,26 +68,26 @@ func (s *Server) apiRoutes() *apiRouter {
 		{"POST", p("/clients/"), RoleAdmin, s.clientAction},
 		{"DELETE", p("/clients/"), RoleAdmin, s.removeSession},
 		{"GET", p("/subscriptions"), RoleViewer, s.listSubscriptions},
-		{"GET", p("/retained"), RoleViewer, s.listRetained},
-		{"GET", p("/retained/"), RoleViewer, s.getRetained},
-		{"DELETE", p("/retained/"), RoleAdmin, s.deleteRetained},
-		{"GET", p("/banned"), RoleViewer, s.listBans},
-		{"POST", p("/banned"), RoleAdmin, s.addBan},
-		{"DELETE", p("/banned/"), RoleAdmin, s.removeBan},
+		{"GET", p("/retained"), RoleViewer, retained.listRetained},
+		{"GET", p("/retained/"), RoleViewer, retained.getRetained},
+		{"DELETE", p("/retained/"), RoleAdmin, retained.deleteRetained},
+		{"GET", p("/banned"), RoleViewer, bans.listBans},
+		{"POST", p("/banned"), RoleAdmin, bans.addBan},
+		{"DELETE", p("/banned/"), RoleAdmin, bans.removeBan},
 		{"POST", p("/publish"), RoleAdmin, s.publish},
-		{"GET", p("/bridges"), RoleViewer, s.listBridges},
-		{"GET", p("/bridges/"), RoleViewer, s.getBridge},
-		{"POST", p("/bridges/"), RoleAdmin, s.bridgeAction},
-		{"POST", p("/reload"), RoleAdmin, s.reload},
-		{"GET", p("/traces"), RoleViewer, s.listTraces},
-		{"POST", p("/traces"), RoleAdmin, s.startTrace},
-		{"GET", p("/traces/"), RoleViewer, s.getTrace},
-		{"POST", p("/traces/"), RoleAdmin, s.traceAction},
-		{"DELETE", p("/traces/"), RoleAdmin, s.deleteTrace},
+		{"GET", p("/bridges"), RoleViewer, bridges.listBridges},
+		{"GET", p("/bridges/"), RoleViewer, bridges.getBridge},
+		{"POST", p("/bridges/"), RoleAdmin, bridges.bridgeAction},
+		{"POST", p("/reload"), RoleAdmin, bridges.reload},
+		{"GET", p("/traces"), RoleViewer, traces.listTraces},
+		{"POST", p("/traces"), RoleAdmin, traces.startTrace},
+		{"GET", p("/traces/"), RoleViewer, traces.getTrace},
+		{"POST", p("/traces/"), RoleAdmin, traces.traceAction},
+		{"DELETE", p("/traces/"), RoleAdmin, traces.deleteTrace},
 		{"GET", p("/audit"), RoleAdmin, s.listAudit},
-		{"GET", p("/topic-metrics"), RoleViewer, s.listTopicMetrics},
-		{"POST", p("/topic-metrics"), RoleAdmin, s.addTopicMetric},
-		{"DELETE", p("/topic-metrics/"), RoleAdmin, s.removeTopicMetric},
+		{"GET", p("/topic-metrics"), RoleViewer, topics.listTopicMetrics},
+		{"POST", p("/topic-metrics"), RoleAdmin, topics.addTopicMetric},
+		{"DELETE", p("/topic-metrics/"), RoleAdmin, topics.removeTopicMetric},
 	}}
 }
 
@@ -175,7 +180,7 @@ const (
 // fields. A larger body is a 413, one not sent within the server's
 // ReadTimeout a 408; both close the connection (http.MaxBytesReader, and
 // net/http after a read error), so the rest is not read.
-func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+func decodeBody(log *zap.Logger, w http.ResponseWriter, r *http.Request, limit int64, v any) error {
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if mt != "application/json" {
 		return errorf(http.StatusUnsupportedMediaType, "unsupported_media_type", "send the body as Content-Type: application/json")
@@ -188,11 +193,11 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, limit int64,
 	case err == nil:
 		return nil
 	case errors.As(err, &tooLarge):
-		s.log.Info("request body refused", zap.String("reason", "too large"), zap.Int64("limit", limit),
+		log.Info("request body refused", zap.String("reason", "too large"), zap.Int64("limit", limit),
 			zap.String("path", r.URL.Path), zap.String("remote", r.RemoteAddr))
 		return errorf(http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the body exceeds %d bytes", limit))
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		s.log.Info("request body refused", zap.String("reason", "too slow"),
+		log.Info("request body refused", zap.String("reason", "too slow"),
 			zap.String("path", r.URL.Path), zap.String("remote", r.RemoteAddr))
 		w.Header().Set("Connection", "close")
 		return errorf(http.StatusRequestTimeout, "timeout", "the body did not arrive in time")
@@ -217,7 +222,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, _ principal, _ st
 		Password string `json:"password"`
 		APIKey   string `json:"api_key"`
 	}
-	if err := s.decodeBody(w, r, maxLoginBody, &body); err != nil {
+	if err := decodeBody(s.log, w, r, maxLoginBody, &body); err != nil {
 		return err
 	}
 	if o := r.Header.Get("Origin"); o != "" && !sameOrigin(o, r) {
@@ -286,7 +291,7 @@ func (s *Server) issueToken(w http.ResponseWriter, r *http.Request, p principal,
 		Role Role   `json:"role"`
 		TTL  string `json:"ttl"`
 	}
-	if err := s.decodeBody(w, r, maxBody, &body); err != nil {
+	if err := decodeBody(s.log, w, r, maxBody, &body); err != nil {
 		return err
 	}
 	role := body.Role
@@ -816,221 +821,6 @@ func (s *Server) nodeSubscriptions(w http.ResponseWriter, r *http.Request, p pri
 	return nil
 }
 
-// ---- retained ----
-
-type retainedJSON struct {
-	Topic         string    `json:"topic"`
-	QoS           byte      `json:"qos"`
-	Size          int       `json:"size"`
-	Payload       *string   `json:"payload,omitempty"` // the payload as text, when it is UTF-8
-	PayloadBase64 string    `json:"payload_base64,omitempty"`
-	ContentType   string    `json:"content_type,omitempty"`
-	Expires       time.Time `json:"expires_at,omitzero"`
-	Stored        time.Time `json:"stored_at,omitzero"` // absent: stored before xmq kept the time
-	From          string    `json:"from,omitempty"`     // the publisher's client id; "" the broker
-	// The MQTT 5 properties forwarded to subscribers (detail only).
-	PayloadFormat   *byte          `json:"payload_format,omitempty"` // 1: UTF-8 text
-	ResponseTopic   string         `json:"response_topic,omitempty"`
-	CorrelationData string         `json:"correlation_data_base64,omitempty"`
-	UserProperties  []userProperty `json:"user_properties,omitempty"`
-}
-
-type userProperty struct {
-	Key   string `json:"key"`
-	Value string `json:"value"`
-}
-
-const previewLen = 120
-
-func retainedOf(m *core.Message, stored time.Time, full bool) retainedJSON {
-	j := retainedJSON{Topic: m.Topic, QoS: m.QoS, Size: len(m.Payload), Expires: m.Expires, Stored: stored, From: m.From}
-	if p := m.Props; p != nil {
-		j.ContentType = string(p.ContentType)
-		if full {
-			if p.Has(codec.PropPayloadFormat) {
-				f := p.PayloadFormat
-				j.PayloadFormat = &f
-			}
-			j.ResponseTopic = string(p.ResponseTopic)
-			if len(p.CorrelationData) > 0 {
-				j.CorrelationData = base64.StdEncoding.EncodeToString(p.CorrelationData)
-			}
-			for _, u := range p.User {
-				j.UserProperties = append(j.UserProperties, userProperty{string(u.Key), string(u.Value)})
-			}
-		}
-	}
-	if utf8.Valid(m.Payload) {
-		text := string(m.Payload)
-		if !full && len(text) > previewLen {
-			cut := previewLen
-			for cut > 0 && !utf8.RuneStart(text[cut]) {
-				cut--
-			}
-			text = text[:cut] + "…"
-		}
-		j.Payload = &text
-	}
-	if full {
-		j.PayloadBase64 = base64.StdEncoding.EncodeToString(m.Payload)
-	}
-	return j
-}
-
-func (s *Server) listRetained(w http.ResponseWriter, r *http.Request, _ principal, _ string) error {
-	limit, after, err := parseCursor(r, 'r', 1)
-	if err != nil {
-		return err
-	}
-	q := r.URL.Query()
-	if q.Has("q") {
-		return badRequest("q: searching text anywhere in the topics would read every one; use prefix= (topics starting with) or filter= (an MQTT filter)")
-	}
-	filter, prefix := q.Get("filter"), q.Get("prefix")
-	if filter != "" {
-		if err := codec.ValidFilter([]byte(filter)); err != nil {
-			return badRequest(fmt.Sprintf("filter %q: %v", filter, err))
-		}
-	}
-	if filter == "" && prefix == "" {
-		// Clients' messages: # matches no $ topic, so the broker's $SYS
-		// topics are left out unless asked for (prefix=$SYS/).
-		filter = "#"
-	}
-	p := s.broker.RetainedPage(core.RetainedQuery{Filter: filter, Prefix: prefix, After: after[0], Limit: limit})
-	items := make([]retainedJSON, len(p.Messages))
-	for i, m := range p.Messages {
-		var stored time.Time
-		if i < len(p.Stored) {
-			stored = p.Stored[i]
-		}
-		items[i] = retainedOf(m, stored, false)
-	}
-	out := newCursorPage(p.Total, limit, items)
-	if p.More {
-		out.Next = encodeCursor('r', p.Next)
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
-}
-
-func (s *Server) getRetained(w http.ResponseWriter, r *http.Request, _ principal, topic string) error {
-	m, stored, ok := s.broker.RetainedMessage(topic)
-	if !ok {
-		return notFound(fmt.Sprintf("no retained message on %q", topic))
-	}
-	writeJSON(w, http.StatusOK, retainedOf(m, stored, true))
-	return nil
-}
-
-func (s *Server) deleteRetained(w http.ResponseWriter, r *http.Request, p principal, topic string) error {
-	if !s.broker.DeleteRetained(topic) {
-		return notFound(fmt.Sprintf("no retained message on %q", topic))
-	}
-	s.log.Info("retained message deleted by operator", zap.String("topic", topic), zap.String("by", p.User))
-	writeJSON(w, http.StatusOK, map[string]any{"topic": topic, "deleted": true})
-	return nil
-}
-
-// ---- banned list ----
-
-var errNoBans = errorf(http.StatusNotImplemented, "not_implemented",
-	"the banned list needs the auth module, which this broker was built without")
-
-// banKinds are the kinds an operator sets; flapBanKinds are set by the
-// broker's flap detection (a client id with one user name or address) and
-// listed and lifted like the others.
-var (
-	banKinds     = []string{"client_id", "username", "ip"}
-	flapBanKinds = []string{"client_id+username", "client_id+ip"}
-)
-
-func (s *Server) listBans(w http.ResponseWriter, r *http.Request, _ principal, _ string) error {
-	if s.opts.Bans == nil {
-		return errNoBans
-	}
-	pg, err := parsePage(r)
-	if err != nil {
-		return err
-	}
-	bans := s.opts.Bans.Bans()
-	slices.SortFunc(bans, func(a, b Ban) int {
-		if c := strings.Compare(a.Kind, b.Kind); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Value, b.Value)
-	})
-	writeJSON(w, http.StatusOK, pageOf(bans, pg))
-	return nil
-}
-
-func (s *Server) addBan(w http.ResponseWriter, r *http.Request, p principal, _ string) error {
-	if s.opts.Bans == nil {
-		return errNoBans
-	}
-	var body struct {
-		Kind     string    `json:"kind"`
-		Value    string    `json:"value"`
-		Reason   string    `json:"reason"`
-		Duration string    `json:"duration"` // e.g. "1h"; "" with no until: until removed
-		Until    time.Time `json:"until"`
-	}
-	if err := s.decodeBody(w, r, maxBody, &body); err != nil {
-		return err
-	}
-	noteAudit(r, func(n *auditNote) { n.target = body.Kind + "/" + body.Value })
-	if !slices.Contains(banKinds, body.Kind) {
-		return badRequest(fmt.Sprintf("kind %q: want one of %s", body.Kind, strings.Join(banKinds, ", ")))
-	}
-	if body.Value == "" {
-		return badRequest("value is empty")
-	}
-	if body.Kind == "ip" && net.ParseIP(body.Value) == nil {
-		if _, _, err := net.ParseCIDR(body.Value); err != nil {
-			return badRequest(fmt.Sprintf("ip %q: want an IP address or a CIDR prefix", body.Value))
-		}
-	}
-	until := body.Until
-	if body.Duration != "" {
-		if !until.IsZero() {
-			return badRequest("give duration or until, not both")
-		}
-		d, err := time.ParseDuration(body.Duration)
-		if err != nil || d <= 0 {
-			return badRequest(fmt.Sprintf("duration %q: want a positive duration such as 30m or 24h", body.Duration))
-		}
-		until = time.Now().Add(d)
-	}
-	if err := s.opts.Bans.Ban(body.Kind, body.Value, body.Reason, until); err != nil {
-		return badRequest(err.Error())
-	}
-	s.log.Info("banned", zap.String("kind", body.Kind), zap.String("value", body.Value), zap.String("by", p.User))
-	writeJSON(w, http.StatusCreated, Ban{Kind: body.Kind, Value: body.Value, Reason: body.Reason, Until: until, Created: time.Now()})
-	return nil
-}
-
-// removeBan serves DELETE /banned/{kind}/{value}.
-func (s *Server) removeBan(w http.ResponseWriter, r *http.Request, p principal, rest string) error {
-	if s.opts.Bans == nil {
-		return errNoBans
-	}
-	kind, value, ok := strings.Cut(rest, "/")
-	if !ok || value == "" || !slices.Contains(banKinds, kind) && !slices.Contains(flapBanKinds, kind) {
-		return notFound("DELETE " + apiPrefix + "/banned/{kind}/{value}, kind one of " +
-			strings.Join(slices.Concat(banKinds, flapBanKinds), ", "))
-	}
-	removed, err := s.opts.Bans.Unban(kind, value)
-	if err != nil {
-		return badRequest(err.Error())
-	}
-	if !removed {
-		return notFound(fmt.Sprintf("%s %q is not banned", kind, value))
-	}
-	s.log.Info("unbanned", zap.String("kind", kind), zap.String("value", value), zap.String("by", p.User))
-	writeJSON(w, http.StatusOK, map[string]any{"kind": kind, "value": value, "removed": true})
-	return nil
-}
-
 // ---- publish ----
 
 func (s *Server) publish(w http.ResponseWriter, r *http.Request, p principal, _ string) error {
@@ -1041,7 +831,7 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request, p principal, _ 
 		QoS           byte    `json:"qos"`
 		Retain        bool    `json:"retain"`
 	}
-	if err := s.decodeBody(w, r, maxPublishBody, &body); err != nil {
+	if err := decodeBody(s.log, w, r, maxPublishBody, &body); err != nil {
 		return err
 	}
 	noteAudit(r, func(n *auditNote) { n.target = body.Topic }) // the topic, never the payload

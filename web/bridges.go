@@ -85,25 +85,32 @@ var (
 	errNoReload  = errorf(http.StatusNotImplemented, "not_implemented", "this broker cannot reload its configuration")
 )
 
+// bridgeAPI serves /api/v1/bridges and /api/v1/reload.
+type bridgeAPI struct {
+	bridges  Bridges                  // nil: 501
+	reloadFn func() (Reloaded, error) // nil: 501
+	log      *zap.Logger
+}
+
 // listBridges serves GET /bridges.
-func (s *Server) listBridges(w http.ResponseWriter, r *http.Request, _ principal, _ string) error {
-	if s.opts.Bridges == nil {
+func (a bridgeAPI) listBridges(w http.ResponseWriter, r *http.Request, _ principal, _ string) error {
+	if a.bridges == nil {
 		return errNoBridges
 	}
 	pg, err := parsePage(r)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, pageOf(s.opts.Bridges.Bridges(), pg))
+	writeJSON(w, http.StatusOK, pageOf(a.bridges.Bridges(), pg))
 	return nil
 }
 
 // getBridge serves GET /bridges/{name}.
-func (s *Server) getBridge(w http.ResponseWriter, _ *http.Request, _ principal, name string) error {
-	if s.opts.Bridges == nil {
+func (a bridgeAPI) getBridge(w http.ResponseWriter, _ *http.Request, _ principal, name string) error {
+	if a.bridges == nil {
 		return errNoBridges
 	}
-	all := s.opts.Bridges.Bridges()
+	all := a.bridges.Bridges()
 	i := slices.IndexFunc(all, func(b Bridge) bool { return b.Name == name })
 	if i < 0 {
 		return notFound("no bridge " + name)
@@ -113,17 +120,17 @@ func (s *Server) getBridge(w http.ResponseWriter, _ *http.Request, _ principal, 
 }
 
 // bridgeAction serves POST /bridges/{name}/start and /stop.
-func (s *Server) bridgeAction(w http.ResponseWriter, r *http.Request, p principal, rest string) error {
-	if s.opts.Bridges == nil {
+func (a bridgeAPI) bridgeAction(w http.ResponseWriter, r *http.Request, p principal, rest string) error {
+	if a.bridges == nil {
 		return errNoBridges
 	}
 	name, action, _ := strings.Cut(rest, "/")
 	var do func(string) (bool, error)
 	switch action {
 	case "start":
-		do = s.opts.Bridges.StartBridge
+		do = a.bridges.StartBridge
 	case "stop":
-		do = s.opts.Bridges.StopBridge
+		do = a.bridges.StopBridge
 	default:
 		return notFound("no API endpoint " + r.URL.Path + " (POST " + apiPrefix + "/bridges/{name}/start or /stop)")
 	}
@@ -134,17 +141,17 @@ func (s *Server) bridgeAction(w http.ResponseWriter, r *http.Request, p principa
 	case err != nil:
 		return badRequest(err.Error())
 	}
-	s.log.Info("bridge "+action, zap.String("bridge", name), zap.String("by", p.User))
+	a.log.Info("bridge "+action, zap.String("bridge", name), zap.String("by", p.User))
 	writeJSON(w, http.StatusOK, map[string]string{"name": name, "action": action})
 	return nil
 }
 
 // reload serves POST /reload: what SIGHUP does.
-func (s *Server) reload(w http.ResponseWriter, _ *http.Request, p principal, _ string) error {
-	if s.opts.Reload == nil {
+func (a bridgeAPI) reload(w http.ResponseWriter, _ *http.Request, p principal, _ string) error {
+	if a.reloadFn == nil {
 		return errNoReload
 	}
-	res, err := s.opts.Reload()
+	res, err := a.reloadFn()
 	if err != nil {
 		return badRequest("reload: " + err.Error())
 	}
@@ -153,7 +160,7 @@ func (s *Server) reload(w http.ResponseWriter, _ *http.Request, p principal, _ s
 			*l = []string{}
 		}
 	}
-	s.log.Info("configuration reloaded", zap.String("by", p.User))
+	a.log.Info("configuration reloaded", zap.String("by", p.User))
 	writeJSON(w, http.StatusOK, map[string]any{"bridges": res, "changed": res.Keys, "needs_restart": res.NeedsRestart})
 	return nil
 }

@@ -70,10 +70,18 @@ func (tr *topicRateTracker) rates(ms []core.TopicMetric, now time.Time) []topicR
 	return out
 }
 
+// topicMetricAPI serves /api/v1/topic-metrics.
+type topicMetricAPI struct {
+	broker Broker
+	// rates turns topic metrics' counters into rates between listings.
+	rates *topicRateTracker
+	log   *zap.Logger
+}
+
 // listTopicMetrics answers GET /api/v1/topic-metrics.
-func (s *Server) listTopicMetrics(w http.ResponseWriter, _ *http.Request, _ principal, _ string) error {
-	ms := s.broker.TopicMetrics()
-	rates := s.topicRates.rates(ms, time.Now())
+func (a topicMetricAPI) listTopicMetrics(w http.ResponseWriter, _ *http.Request, _ principal, _ string) error {
+	ms := a.broker.TopicMetrics()
+	rates := a.rates.rates(ms, time.Now())
 	out := make([]topicMetricJSON, len(ms))
 	for i, m := range ms {
 		out[i] = topicMetricJSON{Topic: m.Topic, MessagesIn: m.MessagesIn, MessagesOut: m.MessagesOut,
@@ -85,14 +93,14 @@ func (s *Server) listTopicMetrics(w http.ResponseWriter, _ *http.Request, _ prin
 }
 
 // addTopicMetric answers POST /api/v1/topic-metrics {"topic": "..."}.
-func (s *Server) addTopicMetric(w http.ResponseWriter, r *http.Request, p principal, _ string) error {
+func (a topicMetricAPI) addTopicMetric(w http.ResponseWriter, r *http.Request, p principal, _ string) error {
 	var body struct {
 		Topic string `json:"topic"`
 	}
-	if err := s.decodeBody(w, r, 4096, &body); err != nil {
+	if err := decodeBody(a.log, w, r, 4096, &body); err != nil {
 		return err
 	}
-	switch err := s.broker.AddTopicMetric(body.Topic); {
+	switch err := a.broker.AddTopicMetric(body.Topic); {
 	case errors.Is(err, core.ErrTopicMetricExists):
 		return errorf(http.StatusConflict, "exists", err.Error())
 	case errors.Is(err, core.ErrTopicMetricsFull):
@@ -100,17 +108,17 @@ func (s *Server) addTopicMetric(w http.ResponseWriter, r *http.Request, p princi
 	case err != nil:
 		return badRequest(err.Error())
 	}
-	s.log.Info("topic metric added by operator", zap.String("topic", body.Topic), zap.String("by", p.User))
+	a.log.Info("topic metric added by operator", zap.String("topic", body.Topic), zap.String("by", p.User))
 	writeJSON(w, http.StatusCreated, map[string]any{"topic": body.Topic, "created": true})
 	return nil
 }
 
 // removeTopicMetric answers DELETE /api/v1/topic-metrics/{topic}.
-func (s *Server) removeTopicMetric(w http.ResponseWriter, _ *http.Request, p principal, topic string) error {
-	if !s.broker.RemoveTopicMetric(topic) {
+func (a topicMetricAPI) removeTopicMetric(w http.ResponseWriter, _ *http.Request, p principal, topic string) error {
+	if !a.broker.RemoveTopicMetric(topic) {
 		return notFound("no topic metric " + topic)
 	}
-	s.log.Info("topic metric removed by operator", zap.String("topic", topic), zap.String("by", p.User))
+	a.log.Info("topic metric removed by operator", zap.String("topic", topic), zap.String("by", p.User))
 	writeJSON(w, http.StatusOK, map[string]any{"topic": topic, "deleted": true})
 	return nil
 }

@@ -336,30 +336,37 @@ func (m *traceManager) close() {
 	}
 }
 
+// traceAPI serves /api/v1/traces: the traces an operator starts, reads,
+// stops and deletes.
+type traceAPI struct {
+	traces *traceManager // nil: no trace directory
+	log    *zap.Logger
+}
+
 // ---- handlers ----
 
-func (s *Server) listTraces(w http.ResponseWriter, r *http.Request, _ principal, _ string) error {
-	if s.traces == nil {
+func (a traceAPI) listTraces(w http.ResponseWriter, r *http.Request, _ principal, _ string) error {
+	if a.traces == nil {
 		return errNoTraces
 	}
 	pg, err := parsePage(r)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, pageOf(s.traces.list(), pg))
+	writeJSON(w, http.StatusOK, pageOf(a.traces.list(), pg))
 	return nil
 }
 
-func (s *Server) startTrace(w http.ResponseWriter, r *http.Request, p principal, _ string) error {
-	if s.traces == nil {
+func (a traceAPI) startTrace(w http.ResponseWriter, r *http.Request, p principal, _ string) error {
+	if a.traces == nil {
 		return errNoTraces
 	}
 	var body startTraceBody
-	if err := s.decodeBody(w, r, maxBody, &body); err != nil {
+	if err := decodeBody(a.log, w, r, maxBody, &body); err != nil {
 		return err
 	}
 	noteAudit(r, func(n *auditNote) { n.target = body.Name })
-	info, err := s.traces.start(body, p.User)
+	info, err := a.traces.start(body, p.User)
 	if err != nil {
 		return err
 	}
@@ -369,12 +376,12 @@ func (s *Server) startTrace(w http.ResponseWriter, r *http.Request, p principal,
 }
 
 // getTrace serves GET /traces/{name} and /traces/{name}/download.
-func (s *Server) getTrace(w http.ResponseWriter, r *http.Request, _ principal, rest string) error {
-	if s.traces == nil {
+func (a traceAPI) getTrace(w http.ResponseWriter, r *http.Request, _ principal, rest string) error {
+	if a.traces == nil {
 		return errNoTraces
 	}
 	name, sub, _ := strings.Cut(rest, "/")
-	info, ok := s.traces.get(name)
+	info, ok := a.traces.get(name)
 	switch {
 	case !ok:
 		return notFound("no trace " + name)
@@ -384,7 +391,7 @@ func (s *Server) getTrace(w http.ResponseWriter, r *http.Request, _ principal, r
 	case sub != "download":
 		return notFound("no API endpoint " + r.URL.Path + " (GET " + apiPrefix + "/traces/{name} or /traces/{name}/download)")
 	}
-	f, err := os.Open(s.traces.logPath(name))
+	f, err := os.Open(a.traces.logPath(name))
 	if errors.Is(err, os.ErrNotExist) {
 		return notFound("trace " + name + " has no file")
 	}
@@ -404,33 +411,33 @@ func (s *Server) getTrace(w http.ResponseWriter, r *http.Request, _ principal, r
 }
 
 // traceAction serves POST /traces/{name}/stop.
-func (s *Server) traceAction(w http.ResponseWriter, r *http.Request, p principal, rest string) error {
-	if s.traces == nil {
+func (a traceAPI) traceAction(w http.ResponseWriter, r *http.Request, p principal, rest string) error {
+	if a.traces == nil {
 		return errNoTraces
 	}
 	name, action, _ := strings.Cut(rest, "/")
 	if action != "stop" {
 		return notFound("no API endpoint " + r.URL.Path + " (POST " + apiPrefix + "/traces/{name}/stop)")
 	}
-	if _, ok := s.traces.get(name); !ok {
+	if _, ok := a.traces.get(name); !ok {
 		return notFound("no trace " + name)
 	}
-	s.traces.stop(name)
-	info, _ := s.traces.get(name)
-	s.log.Info("trace stopped by an operator", zap.String("trace", name), zap.String("by", p.User))
+	a.traces.stop(name)
+	info, _ := a.traces.get(name)
+	a.log.Info("trace stopped by an operator", zap.String("trace", name), zap.String("by", p.User))
 	writeJSON(w, http.StatusOK, info)
 	return nil
 }
 
 // deleteTrace serves DELETE /traces/{name}.
-func (s *Server) deleteTrace(w http.ResponseWriter, _ *http.Request, p principal, name string) error {
-	if s.traces == nil {
+func (a traceAPI) deleteTrace(w http.ResponseWriter, _ *http.Request, p principal, name string) error {
+	if a.traces == nil {
 		return errNoTraces
 	}
-	if !s.traces.remove(name) {
+	if !a.traces.remove(name) {
 		return notFound("no trace " + name)
 	}
-	s.log.Info("trace deleted", zap.String("trace", name), zap.String("by", p.User))
+	a.log.Info("trace deleted", zap.String("trace", name), zap.String("by", p.User))
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

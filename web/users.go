@@ -382,7 +382,7 @@ func (s *Server) createUser(w http.ResponseWriter, r *http.Request, p principal,
 		Password    string `json:"password"`
 		Description string `json:"description"`
 	}
-	if err := s.decodeBody(w, r, maxLoginBody, &body); err != nil {
+	if err := decodeBody(s.log, w, r, maxLoginBody, &body); err != nil {
 		return err
 	}
 	noteAudit(r, func(n *auditNote) { n.target = body.Name })
@@ -419,7 +419,7 @@ func (s *Server) updateUser(w http.ResponseWriter, r *http.Request, p principal,
 		Password    *string `json:"password"`
 		Description *string `json:"description"`
 	}
-	if err := s.decodeBody(w, r, maxLoginBody, &body); err != nil {
+	if err := decodeBody(s.log, w, r, maxLoginBody, &body); err != nil {
 		return err
 	}
 	var hash string
@@ -479,7 +479,7 @@ func (s *Server) changePassword(w http.ResponseWriter, r *http.Request, p princi
 		Old string `json:"old_password"`
 		New string `json:"new_password"`
 	}
-	if err := s.decodeBody(w, r, maxLoginBody, &body); err != nil {
+	if err := decodeBody(s.log, w, r, maxLoginBody, &body); err != nil {
 		return err
 	}
 	if !p.isUser() {

@@ -77,10 +77,12 @@ func TestEveryFlagParses(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := v.o
-	want := loadtest.Options{Addr: "wss://b:8084/mqtt", Transport: "wss", WSPath: "/x", Insecure: true, TLSResume: true, CAFile: "ca.pem",
-		CertFile: "c.pem", KeyFile: "k.pem", SrcIPs: []string{"127.0.0.2", "127.0.0.3"}, MQTT: "5", Clean: false,
-		KeepAlive: 30 * time.Second, ConnectTimeout: 3 * time.Second, IDPrefix: "run1", Mode: loadtest.ModeP2P,
-		Levels: []int{5}, Hold: time.Second, WakeIdle: 100 * time.Millisecond, DialConcurrency: 9, ConnRate: 100, Pubs: 7, Subs: 3, QoS: 2,
+	want := loadtest.Options{
+		Target: loadtest.Target{Addr: "wss://b:8084/mqtt", Transport: "wss", WSPath: "/x", Insecure: true, TLSResume: true,
+			CAFile: "ca.pem", CertFile: "c.pem", KeyFile: "k.pem", SrcIPs: []string{"127.0.0.2", "127.0.0.3"}},
+		Session: loadtest.Session{MQTT: "5", Clean: false, KeepAlive: 30 * time.Second, ConnectTimeout: 3 * time.Second, IDPrefix: "run1"},
+		Mode:    loadtest.ModeP2P,
+		Levels:  []int{5}, Hold: time.Second, WakeIdle: 100 * time.Millisecond, DialConcurrency: 9, ConnRate: 100, Pubs: 7, Subs: 3, QoS: 2,
 		Payloads: []int{16, 256}, Duration: 2 * time.Second, Rate: 0.5, Inflight: 8, Topic: "a/%i/b", SubTopic: "a/%i/b",
 		Loop: true, Churn: 5 * time.Second, Drain: time.Second}
 	if !reflect.DeepEqual(o, want) {
