@@ -13,6 +13,7 @@ import (
 
 	"github.com/xmq-io/xmq/auth"
 	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/internal/config"
 )
 
 // Mosquitto's dynamic security plugin keeps clients, groups and roles in
@@ -475,7 +476,7 @@ func verifyDynsec(m *dynsecModel, ids []dynsecIdentity, acl []byte) ([]string, e
 // runImportDynsec is `xmq import -dynsec FILE -passwd P -acl A`.
 func runImportDynsec(src, passwdOut, aclOut string, stderr io.Writer) error {
 	if passwdOut == "" || aclOut == "" {
-		return usageError{errors.New("import: -dynsec needs -passwd FILE and -acl FILE to write")}
+		return config.UsageError{Err: errors.New("import: -dynsec needs -passwd FILE and -acl FILE to write")}
 	}
 	d, err := readDynsec(src)
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/xmq-io/xmq/auth"
 	"github.com/xmq-io/xmq/certs"
+	"github.com/xmq-io/xmq/internal/config"
 	"github.com/xmq-io/xmq/listeners"
 )
 
@@ -39,16 +40,16 @@ func runImport(args []string, stdout, stderr io.Writer) error {
 			printImportUsage(stdout)
 			return nil
 		}
-		return usageError{fmt.Errorf("import: %w (xmq import -h)", err)}
+		return config.UsageError{Err: fmt.Errorf("import: %w (xmq import -h)", err)}
 	}
 	if *dynsec != "" {
 		if fs.NArg() != 0 {
-			return usageError{errors.New("import: -dynsec takes no Mosquitto configuration file")}
+			return config.UsageError{Err: errors.New("import: -dynsec takes no Mosquitto configuration file")}
 		}
 		return runImportDynsec(*dynsec, *passwdOut, *aclOut, stderr)
 	}
 	if fs.NArg() != 1 {
-		return usageError{errors.New("import: want one Mosquitto configuration file (xmq import mosquitto.conf > xmq.yaml)")}
+		return config.UsageError{Err: errors.New("import: want one Mosquitto configuration file (xmq import mosquitto.conf > xmq.yaml)")}
 	}
 	mc, err := readMosquittoConf(fs.Arg(0))
 	if err != nil {
@@ -124,7 +125,7 @@ Flags:
 // importer builds an xmq configuration from a Mosquitto one.
 type importer struct {
 	src string // the Mosquitto file, for the header
-	cfg config
+	cfg config.Config
 	// lineComments and headComments hold the comments of the YAML keys at
 	// a path such as "broker.max_queued" or "listeners[1].tls.verify";
 	// every such key is kept in the output even when it equals xmq's
@@ -145,7 +146,7 @@ type importer struct {
 // importMosquitto converts mc. It never fails: what it cannot carry over
 // becomes a comment.
 func importMosquitto(mc *mosqConf, src string) *importer {
-	im := &importer{src: src, cfg: defaultConfig(), lineComments: map[string][]string{}, headComments: map[string][]string{},
+	im := &importer{src: src, cfg: config.Default(), lineComments: map[string][]string{}, headComments: map[string][]string{},
 		fromListener: map[*mosqListenerConf]int{}, bridgeNames: map[string]int{}}
 	im.cfg.Listeners = nil
 	for _, l := range mc.unknown {
@@ -478,7 +479,7 @@ func (im *importer) listeners(mc *mosqConf) {
 		im.listener(mc, ml, names)
 	}
 	if len(all) == 0 && mc.localOnly {
-		im.cfg.Listeners = append(im.cfg.Listeners, listenerConfig{Name: "tcp", Transport: listeners.TransportTCP,
+		im.cfg.Listeners = append(im.cfg.Listeners, config.Listener{Name: "tcp", Transport: listeners.TransportTCP,
 			Address: "127.0.0.1:1883"})
 		im.headComments["listeners[0]"] = []string{"Mosquitto 2 with no listener configured listens on the loopback interface only (127.0.0.1 and ::1, port 1883) and lets anonymous clients in"}
 		im.cfg.Auth.AllowAnonymous = auth.AnonymousAllow
@@ -487,7 +488,7 @@ func (im *importer) listeners(mc *mosqConf) {
 	if len(im.cfg.Listeners) == 0 {
 		// Nothing Mosquitto would serve converts: keep a loopback TCP
 		// listener so that the file still loads, and say so.
-		im.cfg.Listeners = []listenerConfig{{Name: "tcp", Transport: listeners.TransportTCP, Address: "127.0.0.1:1883"}}
+		im.cfg.Listeners = []config.Listener{{Name: "tcp", Transport: listeners.TransportTCP, Address: "127.0.0.1:1883"}}
 		im.headComments["listeners[0]"] = []string{"none of Mosquitto's listeners converts (see the list at the top): a loopback TCP listener so that this file loads"}
 	}
 }
@@ -581,7 +582,7 @@ func (im *importer) listener(mc *mosqConf, ml *mosqListenerConf, names map[strin
 	if names[name]++; names[name] > 1 {
 		name += "-" + strconv.Itoa(names[name])
 	}
-	lc := listenerConfig{Name: name, Transport: transport}
+	lc := config.Listener{Name: name, Transport: transport}
 	if proto == "websockets" {
 		// Mosquitto answers MQTT over WebSocket on every path; its
 		// clients dial "/", "/mqtt" or anything else.
@@ -658,7 +659,7 @@ func (im *importer) listener(mc *mosqConf, ml *mosqListenerConf, names map[strin
 }
 
 // listenerTLS converts a TLS option of a listener that has certfile.
-func (im *importer) listenerTLS(path string, l *listenerConfig, ml *mosqListenerConf, line mosqLine) {
+func (im *importer) listenerTLS(path string, l *config.Listener, ml *mosqListenerConf, line mosqLine) {
 	t := &l.TLS
 	switch line.key {
 	case "cafile":
@@ -958,7 +959,7 @@ func (im *importer) render(w io.Writer) error { return im.renderParts(w, yamlChu
 // renderParts is render with at most chunk list items per part.
 func (im *importer) renderParts(w io.Writer, chunk int) error {
 	var def yaml.Node
-	if err := def.Encode(defaultConfig()); err != nil {
+	if err := def.Encode(config.Default()); err != nil {
 		return err
 	}
 	// The files in the order they were read, then the lines.

@@ -25,6 +25,7 @@ import (
 	"github.com/xmq-io/xmq/auth"
 	"github.com/xmq-io/xmq/bridge"
 	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/internal/config"
 	"github.com/xmq-io/xmq/listeners"
 )
 
@@ -47,14 +48,14 @@ func importFile(t *testing.T, path string) (string, *importer) {
 // roundTrip loads the output through the configuration loader, as
 // `xmq -c` would, and checks it gives exactly the configuration the
 // importer built: the YAML cannot drift from what -c accepts.
-func roundTrip(t *testing.T, out string, im *importer) config {
+func roundTrip(t *testing.T, out string, im *importer) config.Config {
 	t.Helper()
 	got, err := loadConfig([]string{"-c", writeFile(t, out)})
 	if err != nil {
 		t.Fatalf("the imported configuration does not load: %v\n%s", err, out)
 	}
 	want := im.cfg
-	want.setDefaults()
+	want.SetDefaults()
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("loaded configuration differs from the imported one:\n got %+v\nwant %+v\n%s", got, want, out)
 	}
@@ -123,11 +124,11 @@ func TestImportRealistic(t *testing.T) {
 	tests := []struct {
 		file  string
 		files []string // the files read
-		check func(t *testing.T, c config, out string)
+		check func(t *testing.T, c config.Config, out string)
 	}{
 		{"debian.conf", []string{"debian.conf", "conf.d/10-listeners.conf", "conf.d/20-security.conf", "conf.d/30-limits.conf"},
-			func(t *testing.T, c config, out string) {
-				want := []listenerConfig{
+			func(t *testing.T, c config.Config, out string) {
+				want := []config.Listener{
 					{Name: "tcp-1883", Transport: listeners.TransportTCP, Address: ":1883"},
 					{Name: "tls-8883", Transport: listeners.TransportTLS, Address: ":8883"},
 					{Name: "ws-9001", Transport: listeners.TransportWS, Address: ":9001"},
@@ -161,7 +162,7 @@ func TestImportRealistic(t *testing.T) {
 					}
 				}
 			}},
-		{"per-listener.conf", []string{"per-listener.conf"}, func(t *testing.T, c config, out string) {
+		{"per-listener.conf", []string{"per-listener.conf"}, func(t *testing.T, c config.Config, out string) {
 			if len(c.Listeners) != 2 {
 				t.Fatalf("%d listeners, want 2 (the PSK one is not carried over): %+v", len(c.Listeners), c.Listeners)
 			}
@@ -188,7 +189,7 @@ func TestImportRealistic(t *testing.T) {
 				t.Errorf("broker: %+v", c.Broker)
 			}
 		}},
-		{"bridge.conf", []string{"bridge.conf"}, func(t *testing.T, c config, out string) {
+		{"bridge.conf", []string{"bridge.conf"}, func(t *testing.T, c config.Config, out string) {
 			// The password is the bridge's setting, as in mosquitto.conf;
 			// no comment repeats it, nor a plugin option's value.
 			if strings.Count(out, "s3cret-do-not-leak") != 1 || strings.Contains(out, "dynamic-security.json") {
@@ -203,7 +204,7 @@ func TestImportRealistic(t *testing.T) {
 				Username: "site-42", Password: "s3cret-do-not-leak", TLS: bridge.TLS{CAFile: "/etc/mosquitto/certs/cloud-ca.pem"},
 				Topics: []bridge.Rule{{Topic: "telemetry/#", Direction: bridge.Out, QoS: 1, RemotePrefix: "site-42/"},
 					{Topic: "commands/#", Direction: bridge.In, QoS: 1, RemotePrefix: "site-42/"}}}}
-			if got := c.bridgeConfigs(); !reflect.DeepEqual(got, want) {
+			if got := c.BridgeConfigs(); !reflect.DeepEqual(got, want) {
 				t.Errorf("bridges\n  %+v\nwant\n  %+v", got, want)
 			}
 		}},
@@ -339,7 +340,7 @@ func TestImportCommand(t *testing.T) {
 	for _, args := range [][]string{{"import"}, {"import", "a.conf", "b.conf"}, {"import", "-x", "a.conf"}} {
 		if err := run(context.Background(), args, &stdout, &stderr); err == nil {
 			t.Errorf("xmq %q succeeded", args)
-		} else if _, ok := err.(usageError); !ok {
+		} else if _, ok := err.(config.UsageError); !ok {
 			t.Errorf("xmq %q: %v is not a usage error", args, err)
 		}
 	}
@@ -449,9 +450,9 @@ address nowhere.example.com
 	c := roundTrip(t, out, im)
 	accountedFor(t, out, path)
 	f := false
-	want := []bridgeConfig{{Name: "site-a-b", Enabled: &f, Addresses: []string{"mqtt://broker.example.com:1883", "mqtt://other.example.com:1884"},
+	want := []config.Bridge{{Name: "site-a-b", Enabled: &f, Addresses: []string{"mqtt://broker.example.com:1883", "mqtt://other.example.com:1884"},
 		Protocol: "3.1.1", KeepAlive: 30 * time.Second, TryPrivate: &f, BackoffMin: 5 * time.Second, BackoffMax: time.Minute,
-		Topics: []bridgeTopicRule{{Topic: "#", Direction: "both", QoS: 2}}}}
+		Topics: []config.BridgeTopicRule{{Topic: "#", Direction: "both", QoS: 2}}}}
 	if !reflect.DeepEqual(c.Bridges, want) {
 		t.Errorf("bridges\n  %+v\nwant\n  %+v", c.Bridges, want)
 	}

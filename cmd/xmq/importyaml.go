@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/xmq-io/xmq/internal/config"
 )
 
 // yamlChunk is the most list items (listeners, bridges, a bridge's
@@ -70,11 +72,11 @@ func (y *yamlWriter) section(v reflect.Value, def *yaml.Node, path, indent strin
 	light := reflect.New(v.Type()).Elem()
 	light.Set(v)
 	heavy := map[string]reflect.Value{}
-	for _, f := range yamlFields(v.Type()) {
-		if fv := v.Field(f.index); yamlWeight(fv, y.chunk) > y.chunk {
-			heavy[f.key] = fv
-			light.Field(f.index).SetZero()
-			y.keep[joinPath(path, f.key)] = true // its placeholder would go as empty
+	for _, f := range config.YAMLFields(v.Type()) {
+		if fv := v.Field(f.Index); yamlWeight(fv, y.chunk) > y.chunk {
+			heavy[f.Key] = fv
+			light.Field(f.Index).SetZero()
+			y.keep[joinPath(path, f.Key)] = true // its placeholder would go as empty
 		}
 	}
 	var n yaml.Node

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/xmq-io/xmq/core"
+	"github.com/xmq-io/xmq/internal/config"
 	"github.com/xmq-io/xmq/listeners"
 	"github.com/xmq-io/xmq/store"
 	"github.com/xmq-io/xmq/web"
@@ -51,7 +52,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 		switch args[0] {
 		case "version", "-version", "--version":
 			if len(args) > 1 {
-				return usageError{fmt.Errorf("version takes no arguments, got %q", args[1:])}
+				return config.UsageError{Err: fmt.Errorf("version takes no arguments, got %q", args[1:])}
 			}
 			printVersion(stdout)
 			return nil
@@ -78,16 +79,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	}
 	cfg, err := loadConfig(args)
 	switch {
-	case errors.Is(err, errHelp):
+	case errors.Is(err, config.ErrHelp):
 		printUsage(stdout)
 		return nil
-	case errors.Is(err, errVersion):
+	case errors.Is(err, config.ErrVersion):
 		printVersion(stdout)
 		return nil
 	case err != nil:
 		return err
 	}
-	cfg.file = configFileArg(args)
+	cfg.File = config.FileArg(args)
 
 	lg, err := newLogger(stderr, cfg.Log)
 	if err != nil {
@@ -95,8 +96,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	}
 	defer lg.close()
 	log := lg.Logger
-	if cfg.pprof != "" {
-		stop, err := startPprof(cfg.pprof, log.Named("pprof"))
+	if cfg.Pprof != "" {
+		stop, err := startPprof(cfg.Pprof, log.Named("pprof"))
 		if err != nil {
 			return err
 		}
@@ -174,7 +175,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 		ccfg.Store = cl.ReplicateStore(st)
 	}
 	applyMemoryLimit(cfg.Broker.MemoryLimit, log)
-	bopts := cfg.Broker.options()
+	bopts := cfg.Broker.Options()
 	bopts.Version = build().Version
 	srv, err := core.New(bopts, ccfg)
 	if err != nil {
@@ -266,7 +267,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 			return err
 		}
 	}
-	if _, err := bridges.Apply(cfg.bridgeConfigs()); err != nil {
+	if _, err := bridges.Apply(cfg.BridgeConfigs()); err != nil {
 		wr.stop(ctx)
 		_ = stopBroker(lns)
 		serving.Wait()
@@ -347,7 +348,7 @@ type readiness struct {
 
 // newReadiness marks every configured listener as accepting: run calls it
 // once they are all bound, as their accept loops start.
-func newReadiness(cfg *config, srv interface{ StoreHealthy() error }) *readiness {
+func newReadiness(cfg *config.Config, srv interface{ StoreHealthy() error }) *readiness {
 	r := &readiness{accepting: make([]atomic.Bool, len(cfg.Listeners)), srv: srv}
 	for i, lc := range cfg.Listeners {
 		r.names = append(r.names, lc.Name)
@@ -380,7 +381,7 @@ func (r *readiness) check() error {
 
 // listen binds every configured listener, or none: on an error the ones
 // already bound are closed.
-func listen(cfg *config, ts *tlsSetup, trustedOrigins []string, log *zap.Logger) ([]listeners.Listener, error) {
+func listen(cfg *config.Config, ts *tlsSetup, trustedOrigins []string, log *zap.Logger) ([]listeners.Listener, error) {
 	lns := make([]listeners.Listener, 0, len(cfg.Listeners))
 	for _, lc := range cfg.Listeners {
 		l, err := listenOne(lc, cfg, ts, trustedOrigins, log)
@@ -399,7 +400,7 @@ func listen(cfg *config, ts *tlsSetup, trustedOrigins []string, log *zap.Logger)
 	return lns, nil
 }
 
-func listenOne(lc listenerConfig, cfg *config, ts *tlsSetup, trustedOrigins []string, log *zap.Logger) (listeners.Listener, error) {
+func listenOne(lc config.Listener, cfg *config.Config, ts *tlsSetup, trustedOrigins []string, log *zap.Logger) (listeners.Listener, error) {
 	tlsConf, err := ts.serverConfig(lc)
 	if err != nil {
 		return nil, err
