@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -11,6 +9,7 @@ import (
 	"github.com/xmq-io/xmq/cluster"
 	"github.com/xmq-io/xmq/core"
 	"github.com/xmq-io/xmq/internal/config"
+	"github.com/xmq-io/xmq/internal/config/configtest"
 )
 
 const examplePath = "../../xmq.example.yaml"
@@ -32,14 +31,7 @@ func coreDefaults(t *testing.T) core.Options {
 }
 
 // writeFile writes a configuration file in a temporary directory.
-func writeFile(t *testing.T, body string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "xmq.yaml")
-	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
+var writeFile = configtest.WriteFile
 
 func mustLoad(t *testing.T, args ...string) config.Config {
 	t.Helper()

@@ -2,7 +2,6 @@ package config
 
 import (
 	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -14,19 +13,10 @@ import (
 
 	"github.com/xmq-io/xmq/bridge"
 	"github.com/xmq-io/xmq/core"
+	"github.com/xmq-io/xmq/internal/config/configtest"
 )
 
 const examplePath = "../../xmq.example.yaml"
-
-// writeFile writes a configuration file in a temporary directory.
-func writeFile(t *testing.T, body string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "xmq.yaml")
-	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
 
 // load is cmd/xmq's loadConfig without the web and cluster checks, which
 // live there.
@@ -188,7 +178,7 @@ func TestSessionOwnerCheckKey(t *testing.T) {
 }
 
 func TestFlagsOverrideFile(t *testing.T) {
-	file := writeFile(t, `
+	file := configtest.WriteFile(t, `
 listeners:
   - name: lan
     address: "10.0.0.1:1883"
@@ -275,7 +265,7 @@ broker:
 }
 
 func TestEmptyFileIsDefault(t *testing.T) {
-	got := mustLoad(t, "-c", writeFile(t, "# nothing set\n"))
+	got := mustLoad(t, "-c", configtest.WriteFile(t, "# nothing set\n"))
 	if want := mustLoad(t); !reflect.DeepEqual(got, want) {
 		t.Errorf("empty file gives %+v, want %+v", got, want)
 	}
@@ -321,7 +311,7 @@ func TestConfigErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			args := tt.args
 			if tt.file != "" {
-				args = append([]string{"-c", writeFile(t, tt.file)}, args...)
+				args = append([]string{"-c", configtest.WriteFile(t, tt.file)}, args...)
 			}
 			_, err := load(args)
 			if err == nil || !strings.Contains(err.Error(), tt.err) {
@@ -334,7 +324,7 @@ func TestConfigErrors(t *testing.T) {
 // TestBridgesConfig: the bridges section in Mosquitto's terms, as YAML,
 // and what it gives bridge.
 func TestBridgesConfig(t *testing.T) {
-	cfg := mustLoad(t, "-c", writeFile(t, `
+	cfg := mustLoad(t, "-c", configtest.WriteFile(t, `
 bridges:
   - name: cloud
     addresses: [mqtts://a.example:8883, "wss://b.example"]
@@ -358,7 +348,7 @@ bridges:
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("bridges\n  %+v\nwant\n  %+v", got, want)
 	}
-	if p := mustLoad(t, "-c", writeFile(t, "bridges:\n  - {name: b, addresses: [h:1], protocol: 5, topics: [{topic: a}]}\n")); p.BridgeConfigs()[0].Protocol != "5" {
+	if p := mustLoad(t, "-c", configtest.WriteFile(t, "bridges:\n  - {name: b, addresses: [h:1], protocol: 5, topics: [{topic: a}]}\n")); p.BridgeConfigs()[0].Protocol != "5" {
 		t.Errorf("protocol: 5 gives %q", p.BridgeConfigs()[0].Protocol)
 	}
 }
@@ -409,7 +399,7 @@ func TestConfigErrorsNameKeyAndFix(t *testing.T) {
 			var args []string
 			file := ""
 			if tt.file != "" {
-				file = writeFile(t, tt.file)
+				file = configtest.WriteFile(t, tt.file)
 				args = []string{"-c", file}
 			}
 			_, _, err := LoadEnv(args, tt.env, Checks{})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/xmq-io/xmq/auth"
+	"github.com/xmq-io/xmq/internal/config/configtest"
 )
 
 // loadEnv loads the configuration from args and env (KEY=VALUE strings).
@@ -17,7 +18,7 @@ func loadEnv(t *testing.T, env []string, args ...string) (Config, Sources, error
 }
 
 func TestEnvSetsKeys(t *testing.T) {
-	oneListener := writeFile(t, "listeners:\n  - name: lan\n    address: 10.0.0.1:1883\nbroker:\n  max_queued: 10\n")
+	oneListener := configtest.WriteFile(t, "listeners:\n  - name: lan\n    address: 10.0.0.1:1883\nbroker:\n  max_queued: 10\n")
 	sum := strings.Repeat("ab", 32)
 	tests := []struct {
 		name  string

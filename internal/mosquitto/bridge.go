@@ -1,4 +1,4 @@
-package main
+package mosquitto
 
 import (
 	"fmt"
@@ -14,7 +14,7 @@ import (
 // bridges converts the `connection` sections into bridges, each line to
 // its key or to why it has none. A bridge that would not run (no address,
 // no topic) is not carried over, and says why.
-func (im *importer) bridges(bs []*mosqBridgeConf) {
+func (im *Import) bridges(bs []*mosqBridgeConf) {
 	for _, b := range bs {
 		im.bridge(b)
 	}
@@ -29,7 +29,7 @@ type bridgeLine struct {
 	why  string
 }
 
-func (im *importer) bridge(b *mosqBridgeConf) {
+func (im *Import) bridge(b *mosqBridgeConf) {
 	name := bridgeName(b.name.value)
 	bc := config.Bridge{Name: name, Protocol: bridge.ProtocolV311} // Mosquitto's default version
 	var done []bridgeLine

@@ -1,4 +1,4 @@
-package main
+package mosquitto
 
 import (
 	"bufio"
@@ -32,8 +32,8 @@ type yamlWriter struct {
 	w     *bufio.Writer
 	chunk int
 	keep  map[string]bool     // paths written even when equal to their default
-	line  map[string][]string // importer.lineComments
-	head  map[string][]string // importer.headComments
+	line  map[string][]string // Import.lineComments
+	head  map[string][]string // Import.headComments
 	used  map[string]bool     // the paths of line and head that were found
 	// first is the prefix of the next line instead of the indentation:
 	// "- " where a list item is written in parts.
