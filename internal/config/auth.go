@@ -109,8 +109,8 @@ func (c *Config) AuthOptions() auth.Options {
 // validateAuth checks the auth section and the listeners' allow_anonymous.
 func (c *Config) validateAuth(ps *Problems) {
 	ap := Path("auth")
-	OneOf(ps, ap.With("allow_anonymous"), c.Auth.AllowAnonymous, "an anonymous policy", "", auth.AnonymousAllow, auth.AnonymousDeny, auth.AnonymousLoopback)
-	OneOf(ps, ap.With("http", "cache_key"), c.Auth.HTTP.CacheKey, "a cache key", "", auth.HTTPCacheClient, auth.HTTPCacheCredentials)
+	oneOf(ps, ap.With("allow_anonymous"), c.Auth.AllowAnonymous, "an anonymous policy", "", auth.AnonymousAllow, auth.AnonymousDeny, auth.AnonymousLoopback)
+	oneOf(ps, ap.With("http", "cache_key"), c.Auth.HTTP.CacheKey, "a cache key", "", auth.HTTPCacheClient, auth.HTTPCacheCredentials)
 	o := c.AuthOptions()
 	o.SetDefaults()
 	o.AllowAnonymous, o.ListenerAnonymous = auth.AnonymousLoopback, nil // checked with their keys

@@ -15,7 +15,7 @@ import (
 // number is bytes.
 type ByteSize int64
 
-var ByteSizeType = reflect.TypeFor[ByteSize]()
+var byteSizeType = reflect.TypeFor[ByteSize]()
 
 // sizeUnits are GOMEMLIMIT's units, the largest first for printing.
 var sizeUnits = []struct {
@@ -23,7 +23,7 @@ var sizeUnits = []struct {
 	shift uint
 }{{"TiB", 40}, {"GiB", 30}, {"MiB", 20}, {"KiB", 10}, {"B", 0}}
 
-func ParseByteSize(s string) (ByteSize, error) {
+func parseByteSize(s string) (ByteSize, error) {
 	num, shift := strings.TrimSpace(s), uint(0)
 	for _, u := range sizeUnits {
 		if n, ok := strings.CutSuffix(num, u.name); ok {
@@ -39,7 +39,7 @@ func ParseByteSize(s string) (ByteSize, error) {
 }
 
 func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
-	v, err := ParseByteSize(n.Value)
+	v, err := parseByteSize(n.Value)
 	if err != nil {
 		return err
 	}

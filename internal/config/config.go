@@ -215,7 +215,7 @@ func Default() Config {
 		},
 		TLS:     TLS{ReloadInterval: defaultReloadInterval, HandshakeTimeout: defaultHandshakeTimeout},
 		DataDir: DefaultDataDir,
-		Log:     Log{Level: "info", Format: "auto", MaxSizeMB: DefaultLogMaxSizeMB, MaxBackups: DefaultLogMaxBackups},
+		Log:     Log{Level: "info", Format: "auto", MaxSizeMB: defaultLogMaxSizeMB, MaxBackups: defaultLogMaxBackups},
 		Web:     defaultWebConfig(),
 	}
 }
@@ -375,7 +375,7 @@ func (c *Config) validateListener(l Listener, lp KeyPath, names map[string]int, 
 	} else {
 		names[l.Name] = i
 	}
-	if !OneOf(ps, lp.With("transport"), l.Transport, "a transport", listeners.TransportTCP, listeners.TransportTLS,
+	if !oneOf(ps, lp.With("transport"), l.Transport, "a transport", listeners.TransportTCP, listeners.TransportTLS,
 		listeners.TransportWS, listeners.TransportWSS, listeners.TransportQUIC) {
 		return
 	}
@@ -392,8 +392,8 @@ func (c *Config) validateListener(l Listener, lp KeyPath, names map[string]int, 
 	if (l.TLS.CertFile == "") != (l.TLS.KeyFile == "") {
 		ps.Add(lp.With("tls", missingOf(l.TLS.CertFile, "cert_file", "key_file")), "cert_file and key_file go together: set both or neither")
 	}
-	OneOf(ps, lp.With("tls", "verify"), certs.Verify(l.TLS.Verify), "a client-certificate policy", "", certs.VerifyNone, certs.VerifyOptional, certs.VerifyRequired)
-	OneOf(ps, lp.With("tls", "identity_as_username"), l.TLS.IdentityAsUsername, "an identity", "", listeners.IdentityCN, listeners.IdentitySAN)
+	oneOf(ps, lp.With("tls", "verify"), certs.Verify(l.TLS.Verify), "a client-certificate policy", "", certs.VerifyNone, certs.VerifyOptional, certs.VerifyRequired)
+	oneOf(ps, lp.With("tls", "identity_as_username"), l.TLS.IdentityAsUsername, "an identity", "", listeners.IdentityCN, listeners.IdentitySAN)
 	if l.TLS.IdentityAsUsername != "" && certs.Verify(l.TLS.Verify) == certs.VerifyNone {
 		ps.Add(lp.With("tls", "identity_as_username"), "needs tls.verify optional or required (a client certificate to take the identity from)")
 	}
@@ -401,7 +401,7 @@ func (c *Config) validateListener(l Listener, lp KeyPath, names map[string]int, 
 		ps.Add(lp.With("max_connections"), "%d must not be negative (0 is no limit)", l.MaxConnections)
 	}
 	if l.AllowAnonymous != "" {
-		OneOf(ps, lp.With("allow_anonymous"), l.AllowAnonymous, "an anonymous policy", "", auth.AnonymousAllow, auth.AnonymousDeny, auth.AnonymousLoopback)
+		oneOf(ps, lp.With("allow_anonymous"), l.AllowAnonymous, "an anonymous policy", "", auth.AnonymousAllow, auth.AnonymousDeny, auth.AnonymousLoopback)
 	}
 }
 
@@ -435,8 +435,8 @@ func (c *Config) ListenerOptions(l Listener, tlsConf *tls.Config) listeners.Opti
 
 // validateLog checks the log section.
 func (c *Config) validateLog(ps *Problems) {
-	OneOf(ps, Path("log", "level"), c.Log.Level, "a log level", "debug", "info", "warn", "error")
-	OneOf(ps, Path("log", "format"), c.Log.Format, "a log format", "auto", "console", "json")
+	oneOf(ps, Path("log", "level"), c.Log.Level, "a log level", "debug", "info", "warn", "error")
+	oneOf(ps, Path("log", "format"), c.Log.Format, "a log format", "auto", "console", "json")
 	c.validateLogOutputs(ps)
 }
 
@@ -444,8 +444,8 @@ func (c *Config) validateLog(ps *Problems) {
 // under its key.
 func (c *Config) validateBroker(ps *Problems) {
 	bp := Path("broker")
-	OneOf(ps, bp.With("shared_strategy"), c.Broker.SharedStrategy, "a shared subscription strategy", append([]core.SharedStrategy{""}, core.SharedStrategies...)...)
-	OneOf(ps, bp.With("queue_overflow"), c.Broker.QueueOverflow, "an overflow policy", append([]core.OverflowPolicy{""}, core.OverflowPolicies...)...)
+	oneOf(ps, bp.With("shared_strategy"), c.Broker.SharedStrategy, "a shared subscription strategy", append([]core.SharedStrategy{""}, core.SharedStrategies...)...)
+	oneOf(ps, bp.With("queue_overflow"), c.Broker.QueueOverflow, "an overflow policy", append([]core.OverflowPolicy{""}, core.OverflowPolicies...)...)
 	for _, d := range []struct {
 		key string
 		v   time.Duration
@@ -598,8 +598,8 @@ func newFlagSet(f *flags) *flag.FlagSet {
 // ("broker.max_queued", "listeners.0.address") to the variable or flag.
 type Sources map[string]string
 
-// FlagKeys names the key each configuration flag overrides.
-var FlagKeys = map[string]string{
+// flagKeys names the key each configuration flag overrides.
+var flagKeys = map[string]string{
 	"listen": "listeners", "data": "data_dir", "log-level": "log.level", "log-format": "log.format",
 	"password-file": "auth.password_file", "acl-file": "auth.acl_file", "web": "web.address",
 }
@@ -664,7 +664,7 @@ func LoadOrigin(args, env []string, checks Checks) (Config, Origin, error) {
 		src[s.Key()] = s.name
 	}
 	for name := range set {
-		if key, ok := FlagKeys[name]; ok {
+		if key, ok := flagKeys[name]; ok {
 			maps.DeleteFunc(src, func(k, _ string) bool { return strings.HasPrefix(k, key+".") })
 			src[key] = "-" + name
 		}

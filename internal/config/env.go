@@ -38,8 +38,8 @@ import (
 //     error naming the closest key. Other XMQ_ variables are not
 //     configuration (XMQ_ADMIN_PASSWORD) and are left alone.
 
-// EnvPrefix starts every configuration variable.
-const EnvPrefix = "XMQ_"
+// envPrefix starts every configuration variable.
+const envPrefix = "XMQ_"
 
 // envNotKeys are the XMQ_ variables that are not configuration keys.
 var envNotKeys = []string{AdminPasswordEnv}
@@ -63,10 +63,10 @@ func applyEnv(cfg *Config, env []string) ([]envSetting, error) {
 	var errs Errors
 	for _, kv := range env {
 		name, value, ok := strings.Cut(kv, "=")
-		if !ok || !strings.HasPrefix(name, EnvPrefix) || slices.Contains(envNotKeys, name) {
+		if !ok || !strings.HasPrefix(name, envPrefix) || slices.Contains(envNotKeys, name) {
 			continue
 		}
-		path, ok := ResolveEnv(root, strings.TrimPrefix(name, EnvPrefix))
+		path, ok := resolveEnv(root, strings.TrimPrefix(name, envPrefix))
 		if !ok {
 			if hint, looks := closestEnv(name); looks {
 				errs = append(errs, &Problem{where: "environment",
@@ -149,9 +149,9 @@ func entries(t reflect.Type) bool {
 // maxEnvIndex bounds a list entry's number in a variable name.
 const maxEnvIndex = 9999
 
-// ResolveEnv finds the key path a variable name (without XMQ_) names in a
+// resolveEnv finds the key path a variable name (without XMQ_) names in a
 // value of type t.
-func ResolveEnv(t reflect.Type, rest string) ([]string, bool) {
+func resolveEnv(t reflect.Type, rest string) ([]string, bool) {
 	switch {
 	case section(t):
 		for _, f := range YAMLFields(t) {
@@ -160,7 +160,7 @@ func ResolveEnv(t reflect.Type, rest string) ([]string, bool) {
 				return []string{f.Key}, true
 			}
 			if sub, ok := strings.CutPrefix(rest, up+"_"); ok {
-				if p, ok := ResolveEnv(f.Type, sub); ok {
+				if p, ok := resolveEnv(f.Type, sub); ok {
 					return append([]string{f.Key}, p...), true
 				}
 			}
@@ -174,7 +174,7 @@ func ResolveEnv(t reflect.Type, rest string) ([]string, bool) {
 		if !more {
 			return []string{idx}, true
 		}
-		if p, ok := ResolveEnv(t.Elem(), sub); ok {
+		if p, ok := resolveEnv(t.Elem(), sub); ok {
 			return append([]string{idx}, p...), true
 		}
 	case entries(t):
@@ -296,30 +296,30 @@ func setScalar(v reflect.Value, value string, p KeyPath, ps *Problems) bool {
 	return true
 }
 
-// EnvTemplate is one configuration variable as `xmq config env` lists it,
+// envTemplate is one configuration variable as `xmq config env` lists it,
 // with <N> for a list entry's number and <NAME> for a map entry's name.
-type EnvTemplate struct {
+type envTemplate struct {
 	Name, Key string       // XMQ_LISTENERS_<N>_ADDRESS, listeners.<N>.address
 	Type      reflect.Type // the key's type
 }
 
-// EnvTemplates lists the variable of every key below t, depth first.
-func EnvTemplates(t reflect.Type, name, key string) []EnvTemplate {
-	var out []EnvTemplate
+// envTemplates lists the variable of every key below t, depth first.
+func envTemplates(t reflect.Type, name, key string) []envTemplate {
+	var out []envTemplate
 	for _, f := range YAMLFields(t) {
 		n, k := name+strings.ToUpper(f.Key), strings.TrimPrefix(key+"."+f.Key, ".")
-		out = append(out, EnvTemplate{n, k, f.Type})
+		out = append(out, envTemplate{n, k, f.Type})
 		switch {
 		case section(f.Type):
-			out = append(out, EnvTemplates(f.Type, n+"_", k)...)
+			out = append(out, envTemplates(f.Type, n+"_", k)...)
 		case entries(f.Type) && f.Type.Kind() == reflect.Slice:
-			out = append(out, EnvTemplates(f.Type.Elem(), n+"_<N>_", k+".<N>")...)
+			out = append(out, envTemplates(f.Type.Elem(), n+"_<N>_", k+".<N>")...)
 		case entries(f.Type):
-			out = append(out, EnvTemplates(f.Type.Elem(), n+"_<NAME>_", k+".<NAME>")...)
+			out = append(out, envTemplates(f.Type.Elem(), n+"_<NAME>_", k+".<NAME>")...)
 		}
 	}
 	// YAMLFields sorts by length for resolving; list in key order.
-	slices.SortStableFunc(out, func(a, b EnvTemplate) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortStableFunc(out, func(a, b envTemplate) int { return strings.Compare(a.Key, b.Key) })
 	return out
 }
 
@@ -340,7 +340,7 @@ func closestEnv(name string) (string, bool) {
 	norm := strings.Join(parts, "_")
 	best, dist := "", -1
 	looks := false
-	for _, tpl := range EnvTemplates(reflect.TypeFor[Config](), EnvPrefix, "") {
+	for _, tpl := range envTemplates(reflect.TypeFor[Config](), envPrefix, "") {
 		if !strings.Contains(tpl.Key, ".") && (norm == tpl.Name || strings.HasPrefix(norm, tpl.Name+"_")) {
 			looks = true
 		}

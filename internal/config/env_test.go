@@ -151,7 +151,7 @@ func TestEnvErrors(t *testing.T) {
 // key (xmq config env's list) back to its key, so a key added to the
 // config struct is settable from the environment with no more code.
 func TestEveryKeyHasAVariable(t *testing.T) {
-	tpls := EnvTemplates(reflect.TypeFor[Config](), EnvPrefix, "")
+	tpls := envTemplates(reflect.TypeFor[Config](), envPrefix, "")
 	if len(tpls) < 60 {
 		t.Fatalf("only %d variables", len(tpls))
 	}
@@ -159,7 +159,7 @@ func TestEveryKeyHasAVariable(t *testing.T) {
 	for _, tpl := range tpls {
 		name := strings.NewReplacer("<N>", "3", "<NAME>", "GRAFANA").Replace(tpl.Name)
 		key := strings.NewReplacer("<N>", "3", "<NAME>", "grafana").Replace(tpl.Key)
-		path, ok := ResolveEnv(reflect.TypeFor[Config](), strings.TrimPrefix(name, EnvPrefix))
+		path, ok := resolveEnv(reflect.TypeFor[Config](), strings.TrimPrefix(name, envPrefix))
 		if !ok || strings.Join(path, ".") != key {
 			t.Errorf("%s resolves to %q, %v; want %s", name, path, ok, key)
 		}
@@ -200,7 +200,7 @@ func TestEnvSources(t *testing.T) {
 // overrides, as config print marks it.
 func TestFlagKeys(t *testing.T) {
 	keys := map[string]bool{}
-	for _, tpl := range EnvTemplates(reflect.TypeFor[Config](), EnvPrefix, "") {
+	for _, tpl := range envTemplates(reflect.TypeFor[Config](), envPrefix, "") {
 		keys[tpl.Key] = true
 	}
 	Flags().VisitAll(func(f *flag.Flag) {
@@ -208,8 +208,8 @@ func TestFlagKeys(t *testing.T) {
 		case "c", "config", "pprof", "version":
 			return // not configuration keys
 		}
-		if k, ok := FlagKeys[f.Name]; !ok || !keys[k] {
-			t.Errorf("-%s: FlagKeys has %q, not a configuration key", f.Name, k)
+		if k, ok := flagKeys[f.Name]; !ok || !keys[k] {
+			t.Errorf("-%s: flagKeys has %q, not a configuration key", f.Name, k)
 		}
 	})
 }

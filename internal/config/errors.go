@@ -302,8 +302,8 @@ func scalarProblem(t reflect.Type, value string) string {
 			return fmt.Sprintf("%s is not a duration (write %ss)", value, value)
 		}
 		return fmt.Sprintf("%q is not a duration (write it with a unit: 500ms, 10s, 1m30s, 24h)", value)
-	case t == ByteSizeType:
-		_, err := ParseByteSize(value)
+	case t == byteSizeType:
+		_, err := parseByteSize(value)
 		return err.Error()
 	case t.Kind() == reflect.Bool:
 		return fmt.Sprintf("%q is not true or false", value)
@@ -356,11 +356,11 @@ func closest(name string, candidates []string) (string, bool) {
 	return best, dist >= 0 && dist <= max(2, len(name)/2)
 }
 
-// OneOf checks that v is one of valid (given in the order the message
+// oneOf checks that v is one of valid (given in the order the message
 // lists them; "" among them accepts the default) and, if not, adds the
 // problem naming them all: what kind of value v should be, and the valid
 // values.
-func OneOf[T ~string](ps *Problems, p KeyPath, v T, what string, valid ...T) bool {
+func oneOf[T ~string](ps *Problems, p KeyPath, v T, what string, valid ...T) bool {
 	if slices.Contains(valid, v) {
 		return true
 	}

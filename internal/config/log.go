@@ -27,8 +27,8 @@ type Log struct {
 
 // Log defaults that are not zero.
 const (
-	DefaultLogMaxSizeMB  = 100
-	DefaultLogMaxBackups = 10
+	defaultLogMaxSizeMB  = 100
+	defaultLogMaxBackups = 10
 )
 
 // validateLogOutputs checks the outputs' settings.

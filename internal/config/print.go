@@ -135,7 +135,7 @@ func annotate(n *yaml.Node, path string, src Sources) {
 func PrintEnv(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "VARIABLE\tKEY\tVALUE")
-	for _, t := range EnvTemplates(reflect.TypeFor[Config](), EnvPrefix, "") {
+	for _, t := range envTemplates(reflect.TypeFor[Config](), envPrefix, "") {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", t.Name, t.Key, envKind(t.Type))
 	}
 	_ = tw.Flush()
@@ -148,7 +148,7 @@ func envKind(t reflect.Type) string {
 	switch {
 	case t == durationType:
 		return "duration (10s, 1m30s)"
-	case t == ByteSizeType:
+	case t == byteSizeType:
 		return "size (268435456, 256MiB)"
 	case t == reflect.TypeFor[auth.Anonymous]():
 		return "true, false or loopback"

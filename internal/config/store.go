@@ -47,7 +47,7 @@ func (s Store) Options() store.Options {
 func (c *Config) validateStore(ps *Problems) {
 	sp := Path("store")
 	if c.Store.Durability != "" &&
-		!OneOf(ps, sp.With("durability"), c.Store.Durability, "a durability", store.DurabilitySync, store.DurabilityInterval, store.DurabilityNone) {
+		!oneOf(ps, sp.With("durability"), c.Store.Durability, "a durability", store.DurabilitySync, store.DurabilityInterval, store.DurabilityNone) {
 		return
 	}
 	opts := c.Store.Options()

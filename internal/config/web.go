@@ -41,13 +41,13 @@ const AdminPasswordEnv = "XMQ_ADMIN_PASSWORD"
 // and DefaultSessionTTL, restated because config does not import web (it
 // links the dashboard server); cmd/xmq's TestExampleWebIsDefault keeps them equal.
 const (
-	DefaultWebAddress    = "127.0.0.1:18083"
-	DefaultWebAdminUser  = "admin"
-	DefaultWebSessionTTL = 12 * time.Hour
+	defaultWebAddress    = "127.0.0.1:18083"
+	defaultWebAdminUser  = "admin"
+	defaultWebSessionTTL = 12 * time.Hour
 )
 
 func defaultWebConfig() Web {
-	return Web{Address: DefaultWebAddress, AdminUser: DefaultWebAdminUser, SessionTTL: DefaultWebSessionTTL}
+	return Web{Address: defaultWebAddress, AdminUser: defaultWebAdminUser, SessionTTL: defaultWebSessionTTL}
 }
 
 // setDefaults normalizes what YAML may leave empty.

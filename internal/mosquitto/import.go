@@ -22,7 +22,8 @@ import (
 	"github.com/xmq-io/xmq/listeners"
 )
 
-// importer builds an xmq configuration from a Mosquitto one.
+// Import is an xmq configuration built from a Mosquitto one, with the
+// comments that say where each key came from and what was left out.
 type Import struct {
 	src     string // the Mosquitto file, for the header
 	version string // xmq's, for the header
@@ -849,7 +850,7 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// render writes the configuration as YAML to w: the config struct
+// Render writes the configuration as YAML to w: the config struct
 // encoded, the keys equal to xmq's defaults left out unless a Mosquitto
 // option names them, a line comment on each key saying where it came from
 // and a header listing what was not carried over. It writes a bounded part

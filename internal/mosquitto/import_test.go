@@ -101,7 +101,7 @@ func TestImportMosquittoExample(t *testing.T) {
 	n := 0
 	for _, m := range documented.FindAllStringSubmatch(string(data), -1) {
 		if _, ok := mosqKindOf(m[1]); !ok {
-			t.Errorf("the example documents %s, which the Import does not know", m[1])
+			t.Errorf("the example documents %s, which the importer does not know", m[1])
 		}
 		n++
 	}
