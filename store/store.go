@@ -88,7 +88,9 @@ type Options struct {
 	fs vfs.FS // the file system under the engine; tests inject faults here
 }
 
-func (o *Options) setDefaults() {
+// SetDefaults fills in the defaults of the zero fields; Open calls it, and
+// the configuration asks it to print the store section in effect.
+func (o *Options) SetDefaults() {
 	if o.Durability == "" {
 		o.Durability = DurabilitySync
 	}
@@ -207,7 +209,7 @@ func Open(dir string, opts Options) (st *Store, err error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	opts.setDefaults()
+	opts.SetDefaults()
 	defer func() {
 		if v := recover(); v != nil {
 			st, err = nil, fmt.Errorf("%w: %s: opening: %v", ErrDamaged, dir, v)

@@ -15,13 +15,14 @@ import (
 
 	"github.com/xmq-io/xmq/auth"
 	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/internal/config"
 )
 
 // TestExampleAuthIsDefault: the auth section of xmq.example.yaml spells
 // out auth's defaults.
 func TestExampleAuthIsDefault(t *testing.T) {
 	example, bare := mustLoad(t, "-c", examplePath), mustLoad(t)
-	got, def := example.authOptions(), bare.authOptions()
+	got, def := example.AuthOptions(), bare.AuthOptions()
 	got.SetDefaults()
 	def.SetDefaults()
 	if got.PasswordFile != def.PasswordFile || got.ACLFile != def.ACLFile || got.AllowAnonymous != def.AllowAnonymous ||
@@ -60,7 +61,7 @@ auth:
     tls: {ca_file: /etc/xmq/auth-ca.pem, cert_file: /etc/xmq/broker.pem, key_file: /etc/xmq/broker-key.pem, server_name: auth.internal}
 `)
 	cfg := mustLoad(t, "-c", file)
-	o := cfg.authOptions()
+	o := cfg.AuthOptions()
 	if want := (auth.HTTPOptions{URL: "https://auth.example/mqtt/auth", ACLURL: "https://auth.example/mqtt/acl",
 		Timeout: 2 * time.Second, QueueWait: 500 * time.Millisecond, CacheTTL: 30 * time.Second, CacheKey: auth.HTTPCacheCredentials,
 		MaxInflight: 16, FailOpen: true, CAFile: "/etc/xmq/auth-ca.pem", CertFile: "/etc/xmq/broker.pem",
@@ -108,7 +109,7 @@ func TestRunPasswd(t *testing.T) {
 	if err != nil || !strings.HasPrefix(string(data), "alice:$2a$04$") || !strings.Contains(string(data), ":$scram-sha-256$") {
 		t.Errorf("password file %q, %v", data, err)
 	}
-	var ue usageError
+	var ue config.UsageError
 	if err := run(context.Background(), []string{"passwd", file}, &out, &errOut); !errors.As(err, &ue) {
 		t.Errorf("xmq passwd with a missing argument: %v, want a usage error", err)
 	}

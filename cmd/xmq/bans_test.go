@@ -9,6 +9,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/internal/config"
 	"github.com/xmq-io/xmq/web"
 )
 
@@ -18,7 +19,7 @@ import (
 func TestRunBansSurviveRestart(t *testing.T) {
 	// An admin API key and a cheap admin hash: no slow bcrypt per start or
 	// request under the race detector.
-	t.Setenv(adminPasswordEnv, "")
+	t.Setenv(config.AdminPasswordEnv, "")
 	key, sum := web.NewAPIKey()
 	hash, err := bcrypt.GenerateFromPassword([]byte("unused"), bcrypt.MinCost)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/xmq-io/xmq/auth"
 	"github.com/xmq-io/xmq/codec"
 	"github.com/xmq-io/xmq/core"
+	"github.com/xmq-io/xmq/internal/config"
 	"github.com/xmq-io/xmq/web"
 )
 
@@ -37,7 +38,7 @@ func postJSON(t *testing.T, url, user, pass string) (int, map[string]any) {
 // lists, stops and starts it, /metrics shows it, and POST /api/v1/reload
 // applies an edited bridges section (a removed bridge's session goes).
 func TestRunBridge(t *testing.T) {
-	t.Setenv(adminPasswordEnv, "pw")
+	t.Setenv(config.AdminPasswordEnv, "pw")
 	remote := startRun(t, "-listen", "127.0.0.1:0", "-data", "", "-web", "")
 	raddr := remote.addrs[0].String()
 	cfgPath := writeFile(t, webRunConfig+fmt.Sprintf(bridgeYAML, raddr))

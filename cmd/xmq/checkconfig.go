@@ -14,6 +14,7 @@ import (
 
 	"github.com/xmq-io/xmq/auth"
 	"github.com/xmq-io/xmq/certs"
+	"github.com/xmq-io/xmq/internal/config"
 	"github.com/xmq-io/xmq/listeners"
 )
 
@@ -30,14 +31,14 @@ func runCheckConfig(args, env []string, stdout io.Writer) error {
 		}
 	}
 	cfg, o, err := loadConfigOrigin(args, env)
-	var all configErrors
-	switch ce, ok := asConfigErrors(err); {
+	var all config.Errors
+	switch ce, ok := config.AsErrors(err); {
 	case ok:
 		all = append(all, ce...)
-	case errors.Is(err, errHelp):
+	case errors.Is(err, config.ErrHelp):
 		printCheckConfigUsage(stdout)
 		return nil
-	case errors.Is(err, errVersion):
+	case errors.Is(err, config.ErrVersion):
 		printVersion(stdout)
 		return nil
 	case err != nil:
@@ -45,10 +46,10 @@ func runCheckConfig(args, env []string, stdout io.Writer) error {
 	}
 	ps := checkFiles(&cfg)
 	ps = append(ps, checkPorts(&cfg)...)
-	o.locate(ps)
+	o.Locate(ps)
 	all = append(all, ps...)
-	sortProblems(all)
-	name := cfg.file
+	config.SortProblems(all)
+	name := cfg.File
 	if name == "" {
 		name = "the configuration (no file: defaults, XMQ_ environment, flags)"
 	}
@@ -56,11 +57,11 @@ func runCheckConfig(args, env []string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "%s: ok (%d listeners, data_dir %q)\n", name, len(cfg.Listeners), cfg.DataDir)
 		return nil
 	}
-	fmt.Fprintf(stdout, "%s: %s\n", name, countProblems(len(all)))
+	fmt.Fprintf(stdout, "%s: %s\n", name, config.CountProblems(len(all)))
 	for _, p := range all {
 		fmt.Fprintln(stdout, "  "+p.Error())
 	}
-	return fmt.Errorf("check-config: %s in %s", countProblems(len(all)), name)
+	return fmt.Errorf("check-config: %s in %s", config.CountProblems(len(all)), name)
 }
 
 func printCheckConfigUsage(w io.Writer) {
@@ -84,68 +85,68 @@ is any, 0 when the configuration is good.
 
 // checkFiles reports the files of cfg that cannot be read or used, and a
 // data directory that cannot be written.
-func checkFiles(cfg *config) configErrors {
-	var ps problems
-	pair := func(p keyPath, certFile, keyFile string) {
+func checkFiles(cfg *config.Config) config.Errors {
+	var ps config.Problems
+	pair := func(p config.KeyPath, certFile, keyFile string) {
 		if certFile == "" || keyFile == "" {
 			return // validate has said what is missing
 		}
 		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
 		if err != nil {
-			ps.add(p.with("cert_file"), "%s", pairProblem(certFile, keyFile, err))
+			ps.Add(p.With("cert_file"), "%s", pairProblem(certFile, keyFile, err))
 			return
 		}
 		now := time.Now()
 		switch leaf := pair.Leaf; {
 		case leaf == nil:
 		case now.After(leaf.NotAfter):
-			ps.add(p.with("cert_file"), "the certificate in %s expired on %s: renew it", certFile, leaf.NotAfter.Format(time.DateOnly))
+			ps.Add(p.With("cert_file"), "the certificate in %s expired on %s: renew it", certFile, leaf.NotAfter.Format(time.DateOnly))
 		case now.Before(leaf.NotBefore):
-			ps.add(p.with("cert_file"), "the certificate in %s is not valid before %s (is this machine's clock right?)", certFile, leaf.NotBefore.Format(time.DateTime))
+			ps.Add(p.With("cert_file"), "the certificate in %s is not valid before %s (is this machine's clock right?)", certFile, leaf.NotBefore.Format(time.DateTime))
 		}
 	}
-	pool := func(p keyPath, file string) {
+	pool := func(p config.KeyPath, file string) {
 		if file != "" {
 			if _, err := certs.LoadPool(file); err != nil {
-				ps.addErr(p, err)
+				ps.AddErr(p, err)
 			}
 		}
 	}
-	pair(path("tls"), cfg.TLS.CertFile, cfg.TLS.KeyFile)
-	pool(path("acme", "ca_file"), cfg.ACME.CAFile)
+	pair(config.Path("tls"), cfg.TLS.CertFile, cfg.TLS.KeyFile)
+	pool(config.Path("acme", "ca_file"), cfg.ACME.CAFile)
 	for i, l := range cfg.Listeners {
-		lp := path("listeners", i, "tls")
+		lp := config.Path("listeners", i, "tls")
 		pair(lp, l.TLS.CertFile, l.TLS.KeyFile)
-		pool(lp.with("client_ca_file"), l.TLS.ClientCAFile)
+		pool(lp.With("client_ca_file"), l.TLS.ClientCAFile)
 		if l.TLS.ClientCRLFile != "" {
 			if err := certs.CheckCRLFile(l.TLS.ClientCRLFile); err != nil {
-				ps.addErr(lp.with("client_crl_file"), err)
+				ps.AddErr(lp.With("client_crl_file"), err)
 			}
 		}
 	}
 	for i, b := range cfg.Bridges {
-		bp := path("bridges", i, "tls")
+		bp := config.Path("bridges", i, "tls")
 		pair(bp, b.TLS.CertFile, b.TLS.KeyFile)
-		pool(bp.with("ca_file"), b.TLS.CAFile)
+		pool(bp.With("ca_file"), b.TLS.CAFile)
 	}
-	hp := path("auth", "http", "tls")
+	hp := config.Path("auth", "http", "tls")
 	pair(hp, cfg.Auth.HTTP.TLS.CertFile, cfg.Auth.HTTP.TLS.KeyFile)
-	pool(hp.with("ca_file"), cfg.Auth.HTTP.TLS.CAFile)
+	pool(hp.With("ca_file"), cfg.Auth.HTTP.TLS.CAFile)
 	if cfg.Auth.PasswordFile != "" {
-		ps.addErr(path("auth", "password_file"), auth.CheckFiles(cfg.Auth.PasswordFile, ""))
+		ps.AddErr(config.Path("auth", "password_file"), auth.CheckFiles(cfg.Auth.PasswordFile, ""))
 	}
 	if cfg.Auth.ACLFile != "" {
-		ps.addErr(path("auth", "acl_file"), auth.CheckFiles("", cfg.Auth.ACLFile))
+		ps.AddErr(config.Path("auth", "acl_file"), auth.CheckFiles("", cfg.Auth.ACLFile))
 	}
-	if jo := cfg.Auth.JWT.options(); jo.Enabled() {
-		ps.addErr(path("auth", "jwt"), auth.CheckJWT(jo))
+	if jo := cfg.Auth.JWT.Options(); jo.Enabled() {
+		ps.AddErr(config.Path("auth", "jwt"), auth.CheckJWT(jo))
 	}
 	if cfg.DataDir != "" {
 		if err := checkWritableDir(cfg.DataDir); err != nil {
-			ps.add(path("data_dir"), "%v", err)
+			ps.Add(config.Path("data_dir"), "%v", err)
 		}
 	}
-	return ps.list
+	return ps.List
 }
 
 // pairProblem words a certificate/key pair that does not load.
@@ -206,15 +207,15 @@ func checkWritableDir(dir string) error {
 // once, so that two of them on one port conflict as they would in xmq,
 // then closes them. A port in use, or one this user may not bind, is a
 // problem.
-func checkPorts(cfg *config) configErrors {
-	var ps problems
+func checkPorts(cfg *config.Config) config.Errors {
+	var ps config.Problems
 	var closers []io.Closer
 	defer func() {
 		for _, c := range closers {
 			_ = c.Close()
 		}
 	}()
-	bind := func(p keyPath, network, addr string) {
+	bind := func(p config.KeyPath, network, addr string) {
 		if _, port, err := net.SplitHostPort(addr); err != nil || port == "0" {
 			return // validate has said what is wrong; port 0 is always free
 		}
@@ -226,7 +227,7 @@ func checkPorts(cfg *config) configErrors {
 			c, err = net.Listen("tcp", addr)
 		}
 		if err != nil {
-			ps.add(p, "%s", bindProblem(network, addr, err))
+			ps.Add(p, "%s", bindProblem(network, addr, err))
 			return
 		}
 		closers = append(closers, c)
@@ -239,15 +240,15 @@ func checkPorts(cfg *config) configErrors {
 		if l.Transport == listeners.TransportQUIC {
 			network = "udp"
 		}
-		bind(path("listeners", i, "address"), network, l.Address)
+		bind(config.Path("listeners", i, "address"), network, l.Address)
 	}
 	if cfg.Web.Address != "" {
-		bind(path("web", "address"), "tcp", cfg.Web.Address)
+		bind(config.Path("web", "address"), "tcp", cfg.Web.Address)
 	}
 	if len(cfg.ACME.Domains) > 0 && cfg.ACME.HTTPAddress != "" {
-		bind(path("acme", "http_address"), "tcp", cfg.ACME.HTTPAddress)
+		bind(config.Path("acme", "http_address"), "tcp", cfg.ACME.HTTPAddress)
 	}
-	return ps.list
+	return ps.List
 }
 
 // bindProblem says why addr cannot be bound, and what to do.

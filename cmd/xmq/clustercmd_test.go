@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/xmq-io/xmq/internal/config"
 )
 
 // TestClusterSecretCommand: xmq cluster secret prints a new secret each
@@ -26,7 +28,7 @@ func TestClusterSecretCommand(t *testing.T) {
 	if len(a) < 40 || a == b || strings.ContainsAny(a, " \n") {
 		t.Fatalf("secrets %q and %q", a, b)
 	}
-	var ue usageError
+	var ue config.UsageError
 	if err := run(context.Background(), []string{"cluster", "nope"}, &bytes.Buffer{}, &bytes.Buffer{}); !errors.As(err, &ue) {
 		t.Fatalf("xmq cluster nope: %v, want a usage error", err)
 	}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/xmq-io/xmq/internal/config"
 )
 
 // Shell completion: `xmq completion bash|zsh|fish` writes a script made
@@ -77,7 +79,7 @@ func compFlags(fs *flag.FlagSet) []compFlag {
 
 // xmqCommands is the command tree of xmq.
 func xmqCommands() compCmd {
-	serve := compFlags(newFlagSet(&flags{}))
+	serve := compFlags(config.Flags())
 	return compCmd{name: "xmq", flags: serve, sub: []compCmd{
 		{name: "version", help: "print the version and exit"},
 		{name: "certs", help: "print or make the development CA", flags: compFlags(newCertsFlagSet(&certsFlags{}))},
@@ -111,7 +113,7 @@ func runCompletion(args []string, stdout io.Writer) error {
 		return nil
 	}
 	if len(args) != 1 {
-		return usageError{errors.New("usage: xmq completion bash|zsh|fish")}
+		return config.UsageError{Err: errors.New("usage: xmq completion bash|zsh|fish")}
 	}
 	root := xmqCommands()
 	switch args[0] {
@@ -122,7 +124,7 @@ func runCompletion(args []string, stdout io.Writer) error {
 	case "fish":
 		writeFish(stdout, root)
 	default:
-		return usageError{fmt.Errorf("completion: no script for shell %q: bash, zsh or fish", args[0])}
+		return config.UsageError{Err: fmt.Errorf("completion: no script for shell %q: bash, zsh or fish", args[0])}
 	}
 	return nil
 }

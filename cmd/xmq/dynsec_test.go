@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/internal/mosquitto"
 	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
@@ -64,11 +65,11 @@ func testDynsec(t *testing.T) string {
 		"groups": []any{map[string]any{"groupname": "readers", "roles": []any{map[string]any{"rolename": "reader"}},
 			"clients": []any{map[string]any{"username": "bob"}}}},
 		"roles": []any{
-			map[string]any{"rolename": "sensor", "acls": []any{acl(dsPublish, "sensors/#", 0, true), acl(dsSubPattern, "cmd/#", 0, true)}},
-			map[string]any{"rolename": "reader", "acls": []any{acl(dsReceive, "sensors/secret", 5, false), acl(dsSubPattern, "sensors/#", 0, true)}},
-			map[string]any{"rolename": "admin", "acls": []any{acl(dsPublish, "#", 0, true), acl(dsSubPattern, "#", 0, true)}},
-			map[string]any{"rolename": "conflict", "acls": []any{acl(dsPublish, "a/b", 5, true), acl(dsPublish, "a/#", 1, false),
-				acl(dsPublish, "c/#", 0, true)}},
+			map[string]any{"rolename": "sensor", "acls": []any{acl(mosquitto.DynsecPublish, "sensors/#", 0, true), acl(mosquitto.DynsecSubPattern, "cmd/#", 0, true)}},
+			map[string]any{"rolename": "reader", "acls": []any{acl(mosquitto.DynsecReceive, "sensors/secret", 5, false), acl(mosquitto.DynsecSubPattern, "sensors/#", 0, true)}},
+			map[string]any{"rolename": "admin", "acls": []any{acl(mosquitto.DynsecPublish, "#", 0, true), acl(mosquitto.DynsecSubPattern, "#", 0, true)}},
+			map[string]any{"rolename": "conflict", "acls": []any{acl(mosquitto.DynsecPublish, "a/b", 5, true), acl(mosquitto.DynsecPublish, "a/#", 1, false),
+				acl(mosquitto.DynsecPublish, "c/#", 0, true)}},
 		},
 	}
 	b, err := json.MarshalIndent(d, "", "  ")

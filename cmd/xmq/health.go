@@ -13,6 +13,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/xmq-io/xmq/internal/config"
 )
 
 // runHealth is `xmq health`: it asks a running broker's web server for
@@ -129,7 +131,7 @@ func newHealthFlagSet(f *healthFlags) *flag.FlagSet {
 
 // healthURL is /healthz on the web server's address, asked on loopback
 // when the server listens on every interface.
-func healthURL(w webConfig) (string, error) {
+func healthURL(w config.Web) (string, error) {
 	if w.Address == "" {
 		return "", errors.New(`health: the web server is off (web.address ""), so there is no /healthz to ask`)
 	}
@@ -176,17 +178,17 @@ Flags:
 
 // parseSubcommand parses the flags of `xmq name`, which takes no other
 // arguments. With -h it prints the usage and reports helped; a bad flag or
-// an argument is a usageError that says where the flags are listed.
+// an argument is a config.UsageError that says where the flags are listed.
 func parseSubcommand(name string, fs *flag.FlagSet, args []string, usage func(io.Writer), stdout io.Writer) (helped bool, err error) {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			usage(stdout)
 			return true, nil
 		}
-		return false, usageError{fmt.Errorf("%s: %w (xmq %s -h lists the flags)", name, err, name)}
+		return false, config.UsageError{Err: fmt.Errorf("%s: %w (xmq %s -h lists the flags)", name, err, name)}
 	}
 	if fs.NArg() > 0 {
-		return false, usageError{fmt.Errorf("%s: unexpected argument %q (xmq %s -h lists the flags)", name, fs.Arg(0), name)}
+		return false, config.UsageError{Err: fmt.Errorf("%s: unexpected argument %q (xmq %s -h lists the flags)", name, fs.Arg(0), name)}
 	}
 	return false, nil
 }

@@ -9,19 +9,21 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/xmq-io/xmq/internal/config"
 )
 
 func TestHealthURL(t *testing.T) {
 	for _, tt := range []struct {
-		web  webConfig
+		web  config.Web
 		want string
 	}{
-		{webConfig{Address: ":18083"}, "http://127.0.0.1:18083/healthz"},
-		{webConfig{Address: "0.0.0.0:18083"}, "http://127.0.0.1:18083/healthz"},
-		{webConfig{Address: "[::]:18083", TLS: true}, "https://[::1]:18083/healthz"},
-		{webConfig{Address: "10.1.2.3:80"}, "http://10.1.2.3:80/healthz"},
-		{webConfig{Address: ""}, "error: health: the web server is off"},
-		{webConfig{Address: "18083"}, "error: health: web.address"},
+		{config.Web{Address: ":18083"}, "http://127.0.0.1:18083/healthz"},
+		{config.Web{Address: "0.0.0.0:18083"}, "http://127.0.0.1:18083/healthz"},
+		{config.Web{Address: "[::]:18083", TLS: true}, "https://[::1]:18083/healthz"},
+		{config.Web{Address: "10.1.2.3:80"}, "http://10.1.2.3:80/healthz"},
+		{config.Web{Address: ""}, "error: health: the web server is off"},
+		{config.Web{Address: "18083"}, "error: health: web.address"},
 	} {
 		got, err := healthURL(tt.web)
 		if err != nil {

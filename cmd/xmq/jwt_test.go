@@ -212,7 +212,7 @@ auth:
     issuer: https://idp.example
     audience: xmq
 `))
-	o := cfg.authOptions().JWT
+	o := cfg.AuthOptions().JWT
 	if o.JWKSURL != "https://idp.example/.well-known/jwks.json" || o.JWKSRefresh != time.Minute ||
 		o.UsernameClaim != "preferred_username" || o.ACLClaim != "mqtt_acl" || o.Issuer != "https://idp.example" || o.Audience != "xmq" {
 		t.Errorf("options %+v", o)

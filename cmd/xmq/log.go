@@ -11,32 +11,8 @@ import (
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/term"
 	"gopkg.in/natefinch/lumberjack.v2"
-)
 
-// logConfig configures the logger.
-type logConfig struct {
-	Level  string `yaml:"level"`  // debug, info, warn, error
-	Format string `yaml:"format"` // auto, console, json
-	// File writes the log to this file instead of standard error, rotated
-	// when it reaches MaxSizeMB; MaxBackups rotated files are kept (0: all),
-	// none older than MaxAgeDays (0: any age), gzipped with Compress.
-	File       string `yaml:"file"`
-	MaxSizeMB  int    `yaml:"max_size_mb"`
-	MaxBackups int    `yaml:"max_backups"`
-	MaxAgeDays int    `yaml:"max_age_days"`
-	Compress   bool   `yaml:"compress"`
-	// Syslog sends the log to syslog: "local" (this machine's daemon),
-	// udp://host:port, tcp://host:port or unix:///path; "" off. Unix only.
-	Syslog string `yaml:"syslog"`
-	// Journald sends the log to the systemd journal in its native
-	// protocol, every field a journal field. Linux only.
-	Journald bool `yaml:"journald"`
-}
-
-// Log defaults that are not zero.
-const (
-	defaultLogMaxSizeMB  = 100
-	defaultLogMaxBackups = 10
+	"github.com/xmq-io/xmq/internal/config"
 )
 
 // journalSocket is where journald takes native-protocol datagrams; tests
@@ -68,7 +44,7 @@ const logFileMode = 0o640
 // then. Format "auto" picks console output when w is a terminal and JSON
 // otherwise (a file gets JSON); console output writes the broker's events
 // as sentences (sentenceEncoder).
-func newLogger(w io.Writer, c logConfig) (*logger, error) {
+func newLogger(w io.Writer, c config.Log) (*logger, error) {
 	level, err := zap.ParseAtomicLevel(c.Level)
 	if err != nil {
 		return nil, fmt.Errorf("log level: %w", err)
@@ -183,24 +159,6 @@ func messageEncoder(format string, withName bool) zapcore.Encoder {
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
-}
-
-// validateLogOutputs checks the outputs' settings.
-func (c *config) validateLogOutputs(ps *problems) {
-	lp := path("log")
-	if c.Log.File != "" {
-		if c.Log.MaxSizeMB < 1 {
-			ps.add(lp.with("max_size_mb"), "%d: a file is rotated at 1 MB or more", c.Log.MaxSizeMB)
-		}
-		if c.Log.MaxBackups < 0 || c.Log.MaxAgeDays < 0 {
-			ps.add(lp, "max_backups and max_age_days must not be negative (0 keeps every file, of any age)")
-		}
-	}
-	if c.Log.Syslog != "" {
-		if _, _, err := syslogTarget(c.Log.Syslog); err != nil {
-			ps.add(lp.with("syslog"), "%v", err)
-		}
-	}
 }
 
 // errNotSupported is the error of an output this platform does not have.

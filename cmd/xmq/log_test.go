@@ -10,6 +10,8 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/xmq-io/xmq/internal/config"
 )
 
 // consoleLine logs one entry through the console encoder (no terminal)
@@ -17,7 +19,7 @@ import (
 func consoleLine(t *testing.T, msg string, fields ...zap.Field) string {
 	t.Helper()
 	var buf bytes.Buffer
-	lg, err := newLogger(&buf, logConfig{Level: "debug", Format: "console"})
+	lg, err := newLogger(&buf, config.Log{Level: "debug", Format: "console"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +87,7 @@ func (s stringer) String() string { return string(s) }
 // fields: the sentences are only for people.
 func TestLogJSONUnchanged(t *testing.T) {
 	var buf bytes.Buffer
-	lg, err := newLogger(&buf, logConfig{Level: "info", Format: "auto"})
+	lg, err := newLogger(&buf, config.Log{Level: "info", Format: "auto"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +119,7 @@ func TestRunLogsSentences(t *testing.T) {
 // max_backups old files.
 func TestLogFileRotation(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "xmq.log")
-	lg, err := newLogger(&bytes.Buffer{}, logConfig{Level: "info", Format: "auto", File: file, MaxSizeMB: 1, MaxBackups: 2})
+	lg, err := newLogger(&bytes.Buffer{}, config.Log{Level: "info", Format: "auto", File: file, MaxSizeMB: 1, MaxBackups: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,27 +162,9 @@ func TestLogFileUnwritable(t *testing.T) {
 	if err := os.WriteFile(blocker, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err := newLogger(&bytes.Buffer{}, logConfig{Level: "info", Format: "auto", File: filepath.Join(blocker, "xmq.log"), MaxSizeMB: 1})
+	_, err := newLogger(&bytes.Buffer{}, config.Log{Level: "info", Format: "auto", File: filepath.Join(blocker, "xmq.log"), MaxSizeMB: 1})
 	if err == nil || !strings.Contains(err.Error(), "log.file") {
 		t.Errorf("log file under a file: %v", err)
-	}
-}
-
-// TestSyslogTarget: log.syslog's forms, and the errors that name the fix.
-func TestSyslogTarget(t *testing.T) {
-	for _, tt := range []struct{ in, network, addr, err string }{
-		{"local", "", "", ""},
-		{"udp://logs.example:514", "udp", "logs.example:514", ""},
-		{"tcp://10.0.0.1:514", "tcp", "10.0.0.1:514", ""},
-		{"unix:///dev/log", "unixgram", "/dev/log", ""},
-		{"udp://logs.example", "", "", "want udp://host:port"},
-		{"logs.example:514", "", "", "want local, udp://"},
-		{"http://x:1", "", "", "scheme http"},
-	} {
-		n, a, err := syslogTarget(tt.in)
-		if n != tt.network || a != tt.addr || (err == nil) != (tt.err == "") || err != nil && !strings.Contains(err.Error(), tt.err) {
-			t.Errorf("syslogTarget(%q) = %q, %q, %v; want %q, %q, %q", tt.in, n, a, err, tt.network, tt.addr, tt.err)
-		}
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/xmq-io/xmq/internal/buildinfo"
+	"github.com/xmq-io/xmq/internal/config"
 )
 
 // version, commit and date are stamped by make from git (-ldflags
@@ -35,7 +36,7 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "xmq:", err)
-		var ue usageError
+		var ue config.UsageError
 		if errors.As(err, &ue) {
 			os.Exit(2)
 		}

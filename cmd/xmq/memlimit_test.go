@@ -7,13 +7,15 @@ import (
 	"testing"
 
 	"go.uber.org/zap"
+
+	"github.com/xmq-io/xmq/internal/config"
 )
 
 // TestMemoryLimitKey: broker.memory_limit takes GOMEMLIMIT's sizes from the
 // file and the environment, names a bad one, and config print shows it as
 // written.
 func TestMemoryLimitKey(t *testing.T) {
-	for in, want := range map[string]byteSize{"0": 0, "1048576": 1 << 20, "256MiB": 256 << 20, "2GiB": 2 << 30, "64KiB": 64 << 10, "100B": 100} {
+	for in, want := range map[string]config.ByteSize{"0": 0, "1048576": 1 << 20, "256MiB": 256 << 20, "2GiB": 2 << 30, "64KiB": 64 << 10, "100B": 100} {
 		if got := mustLoad(t, "-c", writeFile(t, "broker:\n  memory_limit: "+in+"\n")).Broker.MemoryLimit; got != want {
 			t.Errorf("memory_limit %s: %d, want %d", in, got, want)
 		}
@@ -29,7 +31,7 @@ func TestMemoryLimitKey(t *testing.T) {
 		}
 	}
 	var out strings.Builder
-	if err := printConfig(&out, mustLoad(t, "-c", writeFile(t, "broker:\n  memory_limit: 256MiB\n")), configSources{}, false); err != nil {
+	if err := config.Print(&out, mustLoad(t, "-c", writeFile(t, "broker:\n  memory_limit: 256MiB\n")), config.Sources{}, false); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "memory_limit: 256MiB") {

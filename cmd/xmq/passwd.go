@@ -14,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/xmq-io/xmq/auth"
+	"github.com/xmq-io/xmq/internal/config"
 )
 
 // errPasswdUsage is wrapped by passwdMain's errors about its command line,
@@ -49,7 +50,7 @@ without echo, or once from standard input when that is not a terminal.
 func runPasswd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	err := passwdMain(args, stdin, stdout, stderr)
 	if errors.Is(err, errPasswdUsage) {
-		return usageError{err}
+		return config.UsageError{Err: err}
 	}
 	return err
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/xmq-io/xmq/auth"
+	"github.com/xmq-io/xmq/internal/config"
 )
 
 // passwdCLI runs passwdMain and returns its stdout.
@@ -176,7 +177,7 @@ func TestPasswdCLIErrors(t *testing.T) {
 			if errors.Is(err, errPasswdUsage) != tt.usage {
 				t.Errorf("a usage error: %v, want %v", !tt.usage, tt.usage)
 			}
-			var ue usageError
+			var ue config.UsageError
 			if err := run(context.Background(), append([]string{"passwd"}, tt.args...), &bytes.Buffer{}, &bytes.Buffer{}); errors.As(err, &ue) != tt.usage {
 				t.Errorf("xmq passwd: %v, a usage error: %v, want %v", err, !tt.usage, tt.usage)
 			}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/xmq-io/xmq/internal/config"
 )
 
 // startPprof serves net/http/pprof on addr, which must be a loopback
@@ -18,10 +20,10 @@ import (
 func startPprof(addr string, log *zap.Logger) (func(), error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return nil, usageError{fmt.Errorf("-pprof %q: %w", addr, err)}
+		return nil, config.UsageError{Err: fmt.Errorf("-pprof %q: %w", addr, err)}
 	}
 	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return nil, usageError{fmt.Errorf("-pprof %q: only a loopback address (127.0.0.1, ::1, localhost)", addr)}
+		return nil, config.UsageError{Err: fmt.Errorf("-pprof %q: only a loopback address (127.0.0.1, ::1, localhost)", addr)}
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"cmp"
 	"errors"
 	"reflect"
-	"slices"
-	"strconv"
 	"sync"
 
 	"go.uber.org/zap"
@@ -14,6 +11,7 @@ import (
 	"github.com/xmq-io/xmq/auth"
 	"github.com/xmq-io/xmq/bridge"
 	"github.com/xmq-io/xmq/core"
+	"github.com/xmq-io/xmq/internal/config"
 )
 
 // reloader applies the configuration file (and the environment and flags
@@ -27,7 +25,7 @@ import (
 type reloader struct {
 	mu      sync.Mutex // one reload at a time; guards cur
 	args    []string
-	cur     config // what runs: the start's configuration and what reloads applied
+	cur     config.Config // what runs: the start's configuration and what reloads applied
 	lg      *logger
 	srv     *core.Server
 	authn   *auth.Auth
@@ -62,11 +60,11 @@ func (r *reloader) reload(by string) (reloadResult, error) {
 		r.log.Error("reload: the configuration is not valid; nothing in it changed", zap.Error(err))
 		return res, err
 	}
-	var applied []keyPath
+	var applied []config.KeyPath
 	var errs []error
 
 	// The broker's limits, compared with their defaults filled in.
-	curOpts, nextOpts := r.cur.Broker.options(), next.Broker.options()
+	curOpts, nextOpts := r.cur.Broker.Options(), next.Broker.Options()
 	curOpts.SetDefaults()
 	nextOpts.SetDefaults()
 	if curOpts.Limits() != nextOpts.Limits() {
@@ -74,34 +72,34 @@ func (r *reloader) reload(by string) (reloadResult, error) {
 			errs = append(errs, err)
 		} else {
 			for f := range reflect.TypeFor[core.Limits]().Fields() {
-				applied = append(applied, path("broker", brokerKey(f.Name)))
+				applied = append(applied, config.Path("broker", config.BrokerKey(f.Name)))
 			}
 		}
 	}
 	if next.Broker.MemoryLimit != r.cur.Broker.MemoryLimit {
 		applyMemoryLimit(next.Broker.MemoryLimit, r.log)
-		applied = append(applied, path("broker", "memory_limit"))
+		applied = append(applied, config.Path("broker", "memory_limit"))
 	}
 	if next.Log.Level != r.cur.Log.Level {
 		var l zapcore.Level
 		if err := l.UnmarshalText([]byte(next.Log.Level)); err == nil {
 			r.lg.level.SetLevel(l)
-			applied = append(applied, path("log", "level"))
+			applied = append(applied, config.Path("log", "level"))
 		}
 	}
 	if next.Auth.PasswordFile != r.cur.Auth.PasswordFile || next.Auth.ACLFile != r.cur.Auth.ACLFile {
 		if err := r.authn.SetFiles(next.Auth.PasswordFile, next.Auth.ACLFile); err != nil {
 			errs = append(errs, err)
 		} else {
-			applied = append(applied, path("auth", "password_file"), path("auth", "acl_file"))
+			applied = append(applied, config.Path("auth", "password_file"), config.Path("auth", "acl_file"))
 		}
 	}
 	tlsKeys, err := r.ts.applyFiles(&r.cur, &next)
 	applied = append(applied, tlsKeys...)
 	errs = append(errs, err)
-	ch, err := r.bridges.Apply(next.bridgeConfigs())
+	ch, err := r.bridges.Apply(next.BridgeConfigs())
 	if err == nil {
-		applied = append(applied, path("bridges"))
+		applied = append(applied, config.Path("bridges"))
 		res.bridges = ch
 	}
 	errs = append(errs, err)
@@ -109,13 +107,13 @@ func (r *reloader) reload(by string) (reloadResult, error) {
 	// What changed of the applied keys is in force now; whatever else
 	// differs from what runs needs a restart.
 	for _, p := range applied {
-		if !reflect.DeepEqual(valueAt(&r.cur, p), valueAt(&next, p)) {
+		if !reflect.DeepEqual(config.ValueAt(&r.cur, p), config.ValueAt(&next, p)) {
 			res.changed = append(res.changed, p.String())
 		}
-		copyKey(&r.cur, &next, p)
+		config.CopyKey(&r.cur, &next, p)
 	}
-	var restart []keyPath
-	diffKeys(reflect.ValueOf(r.cur), reflect.ValueOf(next), nil, &restart)
+	var restart []config.KeyPath
+	config.DiffKeys(reflect.ValueOf(r.cur), reflect.ValueOf(next), nil, &restart)
 	for _, p := range restart {
 		res.needsRestart = append(res.needsRestart, p.String())
 		r.log.Warn(p.String()+" changed in the configuration: needs a restart (the running value stays until then)",
@@ -128,76 +126,4 @@ func (r *reloader) reload(by string) (reloadResult, error) {
 	r.log.Info("configuration reloaded", zap.Strings("changed", res.changed), zap.Strings("needs_restart", res.needsRestart),
 		zap.Strings("bridges_added", ch.Added), zap.Strings("bridges_changed", ch.Changed), zap.Strings("bridges_removed", ch.Removed))
 	return res, err
-}
-
-// valueAt is the value of key p in cfg; the zero Value when p is not there.
-func valueAt(cfg *config, p keyPath) any {
-	v := fieldAt(reflect.ValueOf(cfg).Elem(), p)
-	if !v.IsValid() {
-		return nil
-	}
-	return v.Interface()
-}
-
-// fieldAt walks p below v: sections by key, lists by number.
-func fieldAt(v reflect.Value, p keyPath) reflect.Value {
-	for _, k := range p {
-		switch v.Kind() {
-		case reflect.Struct:
-			found := false
-			for _, f := range yamlFields(v.Type()) {
-				if f.key == k {
-					v, found = v.Field(f.index), true
-					break
-				}
-			}
-			if !found {
-				return reflect.Value{}
-			}
-		case reflect.Slice:
-			i, err := strconv.Atoi(k)
-			if err != nil || i >= v.Len() {
-				return reflect.Value{}
-			}
-			v = v.Index(i)
-		default:
-			return reflect.Value{}
-		}
-	}
-	return v
-}
-
-// copyKey sets key p of dst to its value in src.
-func copyKey(dst, src *config, p keyPath) {
-	d, s := fieldAt(reflect.ValueOf(dst).Elem(), p), fieldAt(reflect.ValueOf(src).Elem(), p)
-	if d.IsValid() && s.IsValid() && d.CanSet() {
-		d.Set(s)
-	}
-}
-
-// diffKeys lists the keys whose values differ between a and b: the
-// deepest key of a section, a list whose length changed, a map as a whole.
-func diffKeys(a, b reflect.Value, p keyPath, out *[]keyPath) {
-	switch a.Kind() {
-	case reflect.Struct:
-		fs := yamlFields(a.Type())
-		slices.SortFunc(fs, func(x, y yamlField) int { return cmp.Compare(x.index, y.index) }) // the file's order
-		for _, f := range fs {
-			diffKeys(a.Field(f.index), b.Field(f.index), p.with(f.key), out)
-		}
-	case reflect.Slice:
-		if a.Len() != b.Len() || !section(a.Type().Elem()) {
-			if !reflect.DeepEqual(a.Interface(), b.Interface()) && !(a.Len() == 0 && b.Len() == 0) {
-				*out = append(*out, p)
-			}
-			return
-		}
-		for i := range a.Len() {
-			diffKeys(a.Index(i), b.Index(i), p.with(strconv.Itoa(i)), out)
-		}
-	default:
-		if !reflect.DeepEqual(a.Interface(), b.Interface()) {
-			*out = append(*out, p)
-		}
-	}
 }

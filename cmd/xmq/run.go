@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/xmq-io/xmq/core"
+	"github.com/xmq-io/xmq/internal/config"
 	"github.com/xmq-io/xmq/listeners"
 	"github.com/xmq-io/xmq/store"
 	"github.com/xmq-io/xmq/web"
@@ -51,7 +52,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 		switch args[0] {
 		case "version", "-version", "--version":
 			if len(args) > 1 {
-				return usageError{fmt.Errorf("version takes no arguments, got %q", args[1:])}
+				return config.UsageError{Err: fmt.Errorf("version takes no arguments, got %q", args[1:])}
 			}
 			printVersion(stdout)
 			return nil
@@ -78,29 +79,33 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	}
 	cfg, err := loadConfig(args)
 	switch {
-	case errors.Is(err, errHelp):
+	case errors.Is(err, config.ErrHelp):
 		printUsage(stdout)
 		return nil
-	case errors.Is(err, errVersion):
+	case errors.Is(err, config.ErrVersion):
 		printVersion(stdout)
 		return nil
 	case err != nil:
 		return err
 	}
-	cfg.file = configFileArg(args)
+	cfg.File = config.FileArg(args)
 
+	// Each part started pushes what undoes it; a return unwinds them, the
+	// last started first.
+	var down cleanups
+	defer down.unwind()
 	lg, err := newLogger(stderr, cfg.Log)
 	if err != nil {
 		return err
 	}
-	defer lg.close()
+	down.push(lg.close)
 	log := lg.Logger
-	if cfg.pprof != "" {
-		stop, err := startPprof(cfg.pprof, log.Named("pprof"))
+	if cfg.Pprof != "" {
+		stop, err := startPprof(cfg.Pprof, log.Named("pprof"))
 		if err != nil {
 			return err
 		}
-		defer stop()
+		down.push(stop)
 	}
 
 	// The ports are bound before anything else starts, so that a port in
@@ -111,38 +116,39 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	if err != nil {
 		return err
 	}
-	defer ts.close()
+	down.push(ts.close)
+	// Below this mark, what the running broker takes over: the web server
+	// and listeners, the store, auth and the cluster (see stopBroker).
+	started := down.mark()
 	// The dashboard's port is bound first: the ws and wss listeners trust its origin.
 	wr, err := bindWeb(&cfg)
 	if err != nil {
 		return err
 	}
+	down.push(func() { wr.stop(ctx) })
 	lns, err := listen(&cfg, ts, wr.trustedOrigins(), log.Named("listeners"))
 	if err != nil {
-		wr.stop(ctx)
 		return err
 	}
-	unbind := func() {
+	down.push(func() {
 		for _, l := range lns {
 			_ = l.Close()
 		}
-		wr.stop(ctx)
-	}
+	})
 
-	// The store is closed by srv.Shutdown, or here if there is no srv.
+	// The store is closed by srv.Shutdown, or by the cleanups if there is
+	// no srv.
 	st, bans, err := openStore(&cfg, log)
 	if err != nil {
-		unbind()
 		return err
 	}
+	down.push(func() { _ = st.Close() })
 
 	authn, err := newAuth(&cfg, bans, log)
 	if err != nil {
-		_ = st.Close()
-		unbind()
 		return err
 	}
-	defer authn.Close()
+	down.push(func() { _ = authn.Close() }) // before the store closes: auth sweeps expired bans out of it
 
 	// The bridges' local sessions are checked in front of auth
 	// (bridgeAuth); with the dashboard on, its sessions' MQTT passwords in
@@ -160,10 +166,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	// the sessions whose subscriptions it hears of; it routes from Start.
 	cl, err := startCluster(&cfg, log)
 	if err != nil {
-		_ = authn.Close()
-		_ = st.Close()
-		unbind()
 		return err
+	}
+	if cl != nil {
+		down.push(func() { _ = cl.Close() })
 	}
 	ccfg := core.Config{Log: log.Named("core"), Authenticator: mqttAuthn, Authorizer: mqttAuthz, Store: st}
 	if cl != nil {
@@ -174,18 +180,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 		ccfg.Store = cl.ReplicateStore(st)
 	}
 	applyMemoryLimit(cfg.Broker.MemoryLimit, log)
-	bopts := cfg.Broker.options()
+	bopts := cfg.Broker.Options()
 	bopts.Version = build().Version
 	srv, err := core.New(bopts, ccfg)
 	if err != nil {
-		if cl != nil {
-			_ = cl.Close()
-		}
-		_ = authn.Close() // before the store closes: auth sweeps expired bans out of it
-		_ = st.Close()
-		unbind()
 		return restoreHint(err, cfg.DataDir)
 	}
+	// From here the broker owns the store and the listeners: stopBroker,
+	// pushed below, stops it and what it holds, in its own order.
+	down.release(started)
 	if cl != nil {
 		cl.Start(srv)
 		startHeartbeats(cl, srv, lns)
@@ -218,12 +221,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 		return shutdown(ctx, srv, lns, log)
 	}
 	// SIGHUP (or POST /api/v1/reload) applies the configuration again
-	// (reload.go).
+	// (reload.go). It is caught until the very end: the default action of
+	// SIGHUP would end the process in the middle of the shutdown.
 	rl := &reloader{args: args, cur: cfg, lg: lg, srv: srv, authn: authn, ts: ts, bridges: bridges, log: log}
 	reload := rl.reload
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
-	defer func() { signal.Stop(hup); close(hup) }()
+	down.push(func() { signal.Stop(hup); close(hup) })
 	go func() {
 		for range hup {
 			_, _ = reload("SIGHUP")
@@ -257,19 +261,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 			}
 		})
 	}
+	// The web server stops first, so that no API request reaches a broker
+	// that stops; the accept loops end with the broker.
+	down.pushErr(func() error {
+		wr.stop(ctx)
+		err := stopBroker(lns)
+		serving.Wait()
+		return err
+	})
 	if wr != nil {
 		ops := webOps{bridges: bridges, reload: func() (reloadResult, error) { return reload("API") }, cluster: cl}
 		if err := wr.start(&cfg, srv, st, lns, ts, webAuth{authn: authn, tokens: tokens}, ops, rd.check, log, serveErr); err != nil {
-			wr.stop(ctx)
-			_ = stopBroker(lns)
-			serving.Wait()
 			return err
 		}
 	}
-	if _, err := bridges.Apply(cfg.bridgeConfigs()); err != nil {
-		wr.stop(ctx)
-		_ = stopBroker(lns)
-		serving.Wait()
+	if _, err := bridges.Apply(cfg.BridgeConfigs()); err != nil {
 		return err
 	}
 	log.Info("xmq started", zap.String("version", build().Version), zap.Int("listeners", len(lns)),
@@ -305,10 +311,35 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	if err := sdNotify(os.Getenv("NOTIFY_SOCKET"), "STOPPING=1"); err != nil {
 		log.Warn("cannot notify systemd of the shutdown", zap.Error(err))
 	}
-	wr.stop(ctx)
-	err = stopBroker(lns)
-	serving.Wait()
-	return errors.Join(failed, err)
+	return errors.Join(failed, down.unwind())
+}
+
+// cleanups is run's teardown, a stack: each part started pushes what
+// undoes it, and unwind runs them the last pushed first, once.
+type cleanups []func() error
+
+// push adds f, which cannot fail.
+func (c *cleanups) push(f func()) { c.pushErr(func() error { f(); return nil }) }
+
+// pushErr adds f; unwind returns its error.
+func (c *cleanups) pushErr(f func() error) { *c = append(*c, f) }
+
+// mark is the height of the stack, for release.
+func (c *cleanups) mark() int { return len(*c) }
+
+// release drops, without running them, the cleanups pushed since mark:
+// something else (the running broker) undoes those parts now.
+func (c *cleanups) release(mark int) { *c = (*c)[:mark] }
+
+// unwind runs the cleanups, the last pushed first, and empties the stack;
+// it returns their errors joined.
+func (c *cleanups) unwind() error {
+	var errs []error
+	for i := len(*c) - 1; i >= 0; i-- {
+		errs = append(errs, (*c)[i]())
+	}
+	*c = nil
+	return errors.Join(errs...)
 }
 
 // handoffWait bounds how long a stopping cluster node waits for the
@@ -347,7 +378,7 @@ type readiness struct {
 
 // newReadiness marks every configured listener as accepting: run calls it
 // once they are all bound, as their accept loops start.
-func newReadiness(cfg *config, srv interface{ StoreHealthy() error }) *readiness {
+func newReadiness(cfg *config.Config, srv interface{ StoreHealthy() error }) *readiness {
 	r := &readiness{accepting: make([]atomic.Bool, len(cfg.Listeners)), srv: srv}
 	for i, lc := range cfg.Listeners {
 		r.names = append(r.names, lc.Name)
@@ -380,7 +411,7 @@ func (r *readiness) check() error {
 
 // listen binds every configured listener, or none: on an error the ones
 // already bound are closed.
-func listen(cfg *config, ts *tlsSetup, trustedOrigins []string, log *zap.Logger) ([]listeners.Listener, error) {
+func listen(cfg *config.Config, ts *tlsSetup, trustedOrigins []string, log *zap.Logger) ([]listeners.Listener, error) {
 	lns := make([]listeners.Listener, 0, len(cfg.Listeners))
 	for _, lc := range cfg.Listeners {
 		l, err := listenOne(lc, cfg, ts, trustedOrigins, log)
@@ -399,7 +430,7 @@ func listen(cfg *config, ts *tlsSetup, trustedOrigins []string, log *zap.Logger)
 	return lns, nil
 }
 
-func listenOne(lc listenerConfig, cfg *config, ts *tlsSetup, trustedOrigins []string, log *zap.Logger) (listeners.Listener, error) {
+func listenOne(lc config.Listener, cfg *config.Config, ts *tlsSetup, trustedOrigins []string, log *zap.Logger) (listeners.Listener, error) {
 	tlsConf, err := ts.serverConfig(lc)
 	if err != nil {
 		return nil, err

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/internal/config"
 )
 
 // syncBuffer is a bytes.Buffer that run's logger and the test may share.
@@ -217,7 +218,7 @@ func TestRunErrors(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.err) {
 				t.Fatalf("run(%q) = %v, want an error containing %q", tt.args, err, tt.err)
 			}
-			var ue usageError
+			var ue config.UsageError
 			if errors.As(err, &ue) != tt.usage {
 				t.Errorf("run(%q) = %v: usage error %v, want %v", tt.args, err, !tt.usage, tt.usage)
 			}
@@ -245,8 +246,7 @@ func TestRunVersion(t *testing.T) {
 }
 
 func TestRunHelp(t *testing.T) {
-	var f flags
-	fs := newFlagSet(&f)
+	fs := config.Flags()
 	for _, arg := range []string{"-h", "--help", "-help"} {
 		t.Run(arg, func(t *testing.T) {
 			var out, errOut bytes.Buffer

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 
@@ -209,32 +208,6 @@ func roundDuration(f zapcore.Field) string {
 		return d.Round(time.Second).String()
 	}
 	return d.Round(time.Millisecond).String()
-}
-
-// syslogTarget turns log.syslog into log/syslog's network and address:
-// "local" is this machine's daemon ("", ""); udp://, tcp:// and unix://
-// name a daemon.
-func syslogTarget(s string) (network, addr string, err error) {
-	if s == "local" {
-		return "", "", nil
-	}
-	u, err := url.Parse(s)
-	if err != nil || u.Scheme == "" {
-		return "", "", fmt.Errorf("%q: want local, udp://host:port, tcp://host:port or unix:///path", s)
-	}
-	switch u.Scheme {
-	case "udp", "tcp":
-		if u.Host == "" || u.Port() == "" {
-			return "", "", fmt.Errorf("%q: want %s://host:port (syslog's port is usually 514)", s, u.Scheme)
-		}
-		return u.Scheme, u.Host, nil
-	case "unix":
-		if u.Path == "" {
-			return "", "", fmt.Errorf("%q: want unix:///path/of/the/socket (e.g. unix:///dev/log)", s)
-		}
-		return "unixgram", u.Path, nil
-	}
-	return "", "", fmt.Errorf("%q: scheme %s: want local, udp://, tcp:// or unix://", s, u.Scheme)
 }
 
 // sinkCore is a zap core that hands each entry, encoded without time and

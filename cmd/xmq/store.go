@@ -8,65 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/xmq-io/xmq/auth"
 	"github.com/xmq-io/xmq/core"
+	"github.com/xmq-io/xmq/internal/config"
 	"github.com/xmq-io/xmq/store"
 )
-
-// storeConfig is the store section (store.Options with YAML names). Zero
-// values mean the store's defaults, so the defaults live in one place.
-type storeConfig struct {
-	// Durability: sync (default), interval or none.
-	Durability store.Durability `yaml:"durability"`
-	// FlushInterval: interval mode's flush period (default 100ms).
-	FlushInterval time.Duration `yaml:"flush_interval"`
-	// MaxDiskBytes: the disk budget; 0 = none.
-	MaxDiskBytes int64 `yaml:"max_disk_bytes"`
-	// MinFreeBytes: the free space the store leaves on its file system
-	// (default 64 MiB; negative: no check).
-	MinFreeBytes int64 `yaml:"min_free_bytes"`
-	// ReserveBytes: the emergency reserve file (default 32 MiB; negative:
-	// none).
-	ReserveBytes int64 `yaml:"emergency_reserve_bytes"`
-	// StallTimeout: how long a disk operation may hang before the broker
-	// exits for its supervisor to restart it (default 30s).
-	StallTimeout time.Duration `yaml:"stall_timeout"`
-}
-
-// Store defaults, as store.Options fills them in.
-const (
-	defaultDurability    = store.DurabilitySync
-	defaultFlushInterval = 100 * time.Millisecond
-)
-
-// withDefaults spells out the defaults (for comparing configurations).
-func (s storeConfig) withDefaults() storeConfig {
-	if s.Durability == "" {
-		s.Durability = defaultDurability
-	}
-	if s.FlushInterval == 0 {
-		s.FlushInterval = defaultFlushInterval
-	}
-	if s.MinFreeBytes == 0 {
-		s.MinFreeBytes = store.DefaultMinFreeBytes
-	}
-	if s.ReserveBytes == 0 {
-		s.ReserveBytes = store.DefaultReserveBytes
-	}
-	if s.StallTimeout == 0 {
-		s.StallTimeout = store.DefaultStallTimeout
-	}
-	return s
-}
-
-func (s storeConfig) options(log *zap.Logger) store.Options {
-	return store.Options{Durability: s.Durability, FlushInterval: s.FlushInterval, MaxDiskBytes: s.MaxDiskBytes,
-		MinFreeBytes: s.MinFreeBytes, ReserveBytes: s.ReserveBytes, StallTimeout: s.StallTimeout, Log: log}
-}
 
 // exitProcess ends the broker when its store fails (a variable for tests).
 var exitProcess = os.Exit
@@ -83,17 +32,6 @@ func storeFailed(log *zap.Logger) func(error) {
 	}
 }
 
-// validateStore checks the store section.
-func (c *config) validateStore(ps *problems) {
-	sp := path("store")
-	if c.Store.Durability != "" &&
-		!oneOf(ps, sp.with("durability"), c.Store.Durability, "a durability", store.DurabilitySync, store.DurabilityInterval, store.DurabilityNone) {
-		return
-	}
-	opts := c.Store.options(nil)
-	ps.addErr(sp, opts.Validate())
-}
-
 // storeDir is where the store lives in a data directory.
 func storeDir(dataDir string) string { return filepath.Join(dataDir, "store") }
 
@@ -101,19 +39,20 @@ func storeDir(dataDir string) string { return filepath.Join(dataDir, "store") }
 // data_dir "". The on-disk store also keeps auth's bans (bans is nil for
 // the memory store: bans then live in auth's memory only). Its errors say
 // what to do.
-func openStore(cfg *config, log *zap.Logger) (st core.Store, bans auth.BanStore, err error) {
+func openStore(cfg *config.Config, log *zap.Logger) (st core.Store, bans auth.BanStore, err error) {
 	if cfg.DataDir == "" {
 		log.Info("data directory is empty: state lives in memory and is lost on exit")
 		return core.NewMemStore(), nil, nil
 	}
 	dir := storeDir(cfg.DataDir)
-	opts := cfg.Store.options(log.Named("store"))
+	opts := cfg.Store.Options()
+	opts.Log = log.Named("store")
 	opts.OnFatal = storeFailed(log)
 	ps, err := store.Open(dir, opts)
 	if err != nil {
 		return nil, nil, storeHint(err, cfg.DataDir)
 	}
-	sc := cfg.Store.withDefaults()
+	sc := cfg.Store.WithDefaults()
 	if sc.Durability == store.DurabilitySync && runtime.GOMAXPROCS(0) < 2 {
 		// An fsync blocks its thread and, until the runtime notices (up to
 		// 10ms), the only P with it: every connection would stall behind
@@ -158,7 +97,7 @@ func restoreHint(err error, dataDir string) error {
 // every key and decodes every record, and reports what it found.
 func runStore(args []string, stdout io.Writer) error {
 	if len(args) == 0 || args[0] != "check" {
-		return usageError{errors.New("usage: xmq store check [DATA_DIR] (default ./data)")}
+		return config.UsageError{Err: errors.New("usage: xmq store check [DATA_DIR] (default ./data)")}
 	}
 	fs := flag.NewFlagSet("xmq store check", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -167,12 +106,12 @@ func runStore(args []string, stdout io.Writer) error {
 			fmt.Fprintln(stdout, "usage: xmq store check [DATA_DIR]\n\nOpens the store in DATA_DIR/store read-only (DATA_DIR may also be the store\ndirectory itself), reads every key and decodes every record. Exit status 1\nwhen anything is damaged.")
 			return nil
 		}
-		return usageError{err}
+		return config.UsageError{Err: err}
 	}
 	if fs.NArg() > 1 {
-		return usageError{fmt.Errorf("store check takes one directory, got %q", fs.Args())}
+		return config.UsageError{Err: fmt.Errorf("store check takes one directory, got %q", fs.Args())}
 	}
-	dir := defaultDataDir
+	dir := config.DefaultDataDir
 	if fs.NArg() == 1 {
 		dir = fs.Arg(0)
 	}

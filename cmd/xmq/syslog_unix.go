@@ -13,13 +13,15 @@ import (
 	"strings"
 
 	"go.uber.org/zap/zapcore"
+
+	"github.com/xmq-io/xmq/internal/config"
 )
 
-// newSyslogCore logs to the syslog daemon target names (syslogTarget),
+// newSyslogCore logs to the syslog daemon target names (config.SyslogTarget),
 // each entry one message at the priority of its level, facility daemon,
 // tag xmq. The message is the entry's sentence (messageEncoder).
 func newSyslogCore(target, format string, level zapcore.LevelEnabler) (zapcore.Core, io.Closer, error) {
-	network, addr, err := syslogTarget(target)
+	network, addr, err := config.SyslogTarget(target)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/xmq-io/xmq/internal/config"
 )
 
 // fakeDatagramSocket listens on a unix datagram socket, as syslog's
@@ -61,7 +63,7 @@ func receive(t *testing.T, got <-chan []byte) []byte {
 // priority (daemon facility: warning is <28>), tag xmq and the sentence.
 func TestSyslogOutput(t *testing.T) {
 	path, got := fakeDatagramSocket(t)
-	lg, err := newLogger(&bytes.Buffer{}, logConfig{Level: "info", Format: "auto", Syslog: "unix://" + path})
+	lg, err := newLogger(&bytes.Buffer{}, config.Log{Level: "info", Format: "auto", Syslog: "unix://" + path})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +89,7 @@ func TestJournalOutput(t *testing.T) {
 	old := journalSocket
 	journalSocket = path
 	t.Cleanup(func() { journalSocket = old })
-	lg, err := newLogger(&bytes.Buffer{}, logConfig{Level: "info", Format: "auto", Journald: true})
+	lg, err := newLogger(&bytes.Buffer{}, config.Log{Level: "info", Format: "auto", Journald: true})
 	if err != nil {
 		t.Fatal(err)
 	}

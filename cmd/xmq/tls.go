@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/xmq-io/xmq/certs"
+	"github.com/xmq-io/xmq/internal/config"
 	"github.com/xmq-io/xmq/listeners"
 )
 
@@ -52,12 +53,12 @@ func (c *certSlot) notAfter() time.Time { return c.p.Load().NotAfter() }
 
 // newTLSSetup builds the sources the listeners need; none when no listener
 // serves TLS.
-func newTLSSetup(cfg *config, log *zap.Logger) (*tlsSetup, error) {
+func newTLSSetup(cfg *config.Config, log *zap.Logger) (*tlsSetup, error) {
 	ts := &tlsSetup{byFiles: map[[2]string]*certs.Source{}, slots: map[string]*certSlot{}, log: log.Named("certs")}
-	if !cfg.needsTLS() {
+	if !cfg.NeedsTLS() {
 		return ts, nil
 	}
-	if cfg.TLS.CertFile == "" && len(cfg.ACME.Domains) == 0 && !cfg.needsDefaultCert() {
+	if cfg.TLS.CertFile == "" && len(cfg.ACME.Domains) == 0 && !cfg.NeedsDefaultCert() {
 		// Every TLS listener has files of its own (an imported Mosquitto
 		// configuration): no development CA to make, nor to advertise.
 		return ts, ts.loadListenerFiles(cfg, log.Named("certs"))
@@ -118,7 +119,7 @@ func newTLSSetup(cfg *config, log *zap.Logger) (*tlsSetup, error) {
 
 // loadListenerFiles loads the certificate files of the listeners that have
 // their own; on an error everything is closed.
-func (ts *tlsSetup) loadListenerFiles(cfg *config, clog *zap.Logger) error {
+func (ts *tlsSetup) loadListenerFiles(cfg *config.Config, clog *zap.Logger) error {
 	for _, lc := range cfg.Listeners {
 		key := [2]string{lc.TLS.CertFile, lc.TLS.KeyFile}
 		if lc.TLS.CertFile == "" || ts.byFiles[key] != nil {
@@ -139,24 +140,24 @@ func (ts *tlsSetup) loadListenerFiles(cfg *config, clog *zap.Logger) error {
 // `xmq` is a development run and says nothing; a file is what production
 // runs from, and there a device that does not trust ca.pem fails with
 // nothing more than "a TLS error occurred".
-func warnDevCA(cfg *config, dev *certs.Dev, log *zap.Logger) {
-	if cfg.file == "" || cfg.TLS.DevCA {
+func warnDevCA(cfg *config.Config, dev *certs.Dev, log *zap.Logger) {
+	if cfg.File == "" || cfg.TLS.DevCA {
 		return // a bare xmq is a development run
 	}
 	for i, lc := range cfg.Listeners {
-		if !isTLS(lc.Transport) || lc.TLS.CertFile != "" {
+		if !config.IsTLS(lc.Transport) || lc.TLS.CertFile != "" {
 			continue
 		}
 		log.Warn(fmt.Sprintf("listener %s (%s on %s) has no certificate in %s: it serves the development CA's, "+
 			"which only clients given %s trust. For production set tls.cert_file and tls.key_file (every TLS listener), "+
 			"listeners[%d].tls.cert_file and key_file (this one) or acme.domains; for a development setup set "+
 			"tls.dev_ca: true to keep the development CA without this warning",
-			lc.Name, lc.Transport, lc.Address, cfg.file, dev.CAFile, i),
-			zap.String("listener", lc.Name), zap.String("config", cfg.file))
+			lc.Name, lc.Transport, lc.Address, cfg.File, dev.CAFile, i),
+			zap.String("listener", lc.Name), zap.String("config", cfg.File))
 	}
 	if cfg.Web.TLS && cfg.Web.Address != "" {
-		log.Warn(fmt.Sprintf("web.tls serves the development CA's certificate (no tls.cert_file in %s); set tls.dev_ca: true if that is meant", cfg.file),
-			zap.String("config", cfg.file))
+		log.Warn(fmt.Sprintf("web.tls serves the development CA's certificate (no tls.cert_file in %s); set tls.dev_ca: true if that is meant", cfg.File),
+			zap.String("config", cfg.File))
 	}
 }
 
@@ -164,7 +165,7 @@ func warnDevCA(cfg *config, dev *certs.Dev, log *zap.Logger) {
 // default certificate (no cert_file of its own), "" for none: a hint
 // naming the development CA must not point at a port serving the
 // operator's certificate.
-func tlsPort(cfg *config, transport string) string {
+func tlsPort(cfg *config.Config, transport string) string {
 	for _, lc := range cfg.Listeners {
 		if lc.Transport == transport && lc.TLS.CertFile == "" {
 			if _, port, err := net.SplitHostPort(lc.Address); err == nil && port != "0" {
@@ -178,7 +179,7 @@ func tlsPort(cfg *config, transport string) string {
 
 // mosquittoSubHint is a command that tries the development CA against the
 // configured TLS listener's real port.
-func mosquittoSubHint(caFile string, cfg *config) string {
+func mosquittoSubHint(caFile string, cfg *config.Config) string {
 	port := tlsPort(cfg, listeners.TransportTLS)
 	if port == "" {
 		return "mosquitto_sub --cafile " + caFile + " -h localhost -p <TLS port>"
@@ -189,7 +190,7 @@ func mosquittoSubHint(caFile string, cfg *config) string {
 // serverConfig is the TLS configuration of one listener; nil for the
 // transports without TLS. Its certificate comes from the listener's slot,
 // which a reload may point at other files.
-func (ts *tlsSetup) serverConfig(lc listenerConfig) (*tls.Config, error) {
+func (ts *tlsSetup) serverConfig(lc config.Listener) (*tls.Config, error) {
 	src := ts.source(lc)
 	if src == nil {
 		return nil, nil
@@ -230,7 +231,7 @@ func (ts *tlsSetup) slot(name string, src *certs.Source) *certSlot {
 
 // certNotAfter is when the certificate listener name serves ends; nil
 // for a listener without TLS.
-func (ts *tlsSetup) certNotAfter(lc listenerConfig) func() time.Time {
+func (ts *tlsSetup) certNotAfter(lc config.Listener) func() time.Time {
 	ts.mu.Lock()
 	sl := ts.slots[lc.Name]
 	ts.mu.Unlock()
@@ -245,8 +246,8 @@ func (ts *tlsSetup) certNotAfter(lc listenerConfig) func() time.Time {
 
 // source is the certificate source of one listener: its own files, or the
 // default one; nil for the transports without TLS.
-func (ts *tlsSetup) source(lc listenerConfig) *certs.Source {
-	if !isTLS(lc.Transport) {
+func (ts *tlsSetup) source(lc config.Listener) *certs.Source {
+	if !config.IsTLS(lc.Transport) {
 		return nil
 	}
 	ts.mu.Lock()
@@ -263,10 +264,10 @@ func (ts *tlsSetup) source(lc listenerConfig) *certs.Source {
 // the development CA (a change to or from ACME needs a restart). It
 // returns the keys it changed; a pair that does not load changes nothing
 // and is an error.
-func (ts *tlsSetup) applyFiles(cur, next *config) ([]keyPath, error) {
+func (ts *tlsSetup) applyFiles(cur, next *config.Config) ([]config.KeyPath, error) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	var applied []keyPath
+	var applied []config.KeyPath
 	var errs []error
 	load := func(cert, key string) (*certs.Source, error) {
 		if s := ts.byFiles[[2]string{cert, key}]; s != nil {
@@ -291,7 +292,7 @@ func (ts *tlsSetup) applyFiles(cur, next *config) ([]keyPath, error) {
 					sl.p.Store(src)
 				}
 			}
-			applied = append(applied, path("tls", "cert_file"), path("tls", "key_file"))
+			applied = append(applied, config.Path("tls", "cert_file"), config.Path("tls", "key_file"))
 			ts.retired = append(ts.retired, old) // closed with the others: a handshake may still be reading it
 		}
 	}
@@ -317,7 +318,7 @@ func (ts *tlsSetup) applyFiles(cur, next *config) ([]keyPath, error) {
 			}
 		}
 		sl.p.Store(src)
-		applied = append(applied, path("listeners", i, "tls", "cert_file"), path("listeners", i, "tls", "key_file"))
+		applied = append(applied, config.Path("listeners", i, "tls", "cert_file"), config.Path("listeners", i, "tls", "key_file"))
 	}
 	// Sources no slot serves any more stop watching their files.
 	for key, s := range ts.byFiles {
@@ -335,7 +336,7 @@ func (ts *tlsSetup) applyFiles(cur, next *config) ([]keyPath, error) {
 
 // listenerUsesDefault reports whether listener name has no files of its
 // own in cfg.
-func (ts *tlsSetup) listenerUsesDefault(cfg *config, name string) bool {
+func (ts *tlsSetup) listenerUsesDefault(cfg *config.Config, name string) bool {
 	for _, lc := range cfg.Listeners {
 		if lc.Name == name {
 			return lc.TLS.CertFile == ""
@@ -377,7 +378,7 @@ func (ts *tlsSetup) close() {
 }
 
 // listenerOptions turns a listener's configuration into listeners.Options.
-func listenerOptions(lc listenerConfig, tlsConf *tls.Config, cfg *config, log *zap.Logger) listeners.Options {
+func listenerOptions(lc config.Listener, tlsConf *tls.Config, cfg *config.Config, log *zap.Logger) listeners.Options {
 	return listeners.Options{
 		Name: lc.Name, Transport: lc.Transport, Address: lc.Address, Path: lc.Path, TLS: tlsConf,
 		IdentityAsUsername: lc.TLS.IdentityAsUsername, AllowedOrigins: lc.AllowedOrigins,
@@ -396,23 +397,23 @@ func runCerts(args []string, stdout io.Writer) error {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-	cfg := defaultConfig()
+	cfg := config.Default()
 	if f.configFile != "" {
-		if err := readConfigFile(f.configFile, &cfg); err != nil {
+		if err := config.ReadFile(f.configFile, &cfg); err != nil {
 			return err
 		}
 	}
 	if set["data"] {
 		cfg.DataDir = f.data
 	}
-	cfg.setDefaults()
+	cfg.SetDefaults()
 	if cfg.DataDir == "" {
-		return usageError{errors.New("certs: the development CA lives in the data directory; -data \"\" has none")}
+		return config.UsageError{Err: errors.New("certs: the development CA lives in the data directory; -data \"\" has none")}
 	}
 	dir := filepath.Join(cfg.DataDir, devCertsDir)
 	if len(f.hosts) > 0 {
 		if _, err := certs.AddExtraHosts(dir, f.hosts); err != nil {
-			return usageError{fmt.Errorf("certs: -host: %w", err)}
+			return config.UsageError{Err: fmt.Errorf("certs: -host: %w", err)}
 		}
 	}
 	dev, err := certs.EnsureDev(dir, f.regen)
@@ -489,7 +490,7 @@ func writeIssued(dir, prefix, name string, certPEM, keyPEM []byte) (certFile, ke
 }
 
 // wssPath is the path of the first wss listener.
-func wssPath(cfg *config) string {
+func wssPath(cfg *config.Config) string {
 	for _, lc := range cfg.Listeners {
 		if lc.Transport == listeners.TransportWSS {
 			if lc.Path == "" {
@@ -504,7 +505,7 @@ func wssPath(cfg *config) string {
 // certsFlags are the flags of `xmq certs`.
 type certsFlags struct {
 	configFile, data, client, node string
-	hosts                          listFlag
+	hosts                          config.ListFlag
 	regen                          bool
 }
 

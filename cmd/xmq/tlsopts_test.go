@@ -18,6 +18,7 @@ import (
 
 	"github.com/xmq-io/xmq/certs"
 	"github.com/xmq-io/xmq/certs/certstest"
+	"github.com/xmq-io/xmq/internal/config"
 )
 
 // TestListenerTLSOptionErrors: min_version, cipher_suites and
@@ -148,7 +149,7 @@ func TestDevCAWarning(t *testing.T) {
 		t.Errorf("tls.dev_ca: true still warns:\n%s", log)
 	}
 
-	cfg := defaultConfig()
+	cfg := config.Default()
 	cfg.Listeners[1].Address = "0.0.0.0:9883"
 	if got := mosquittoSubHint("ca.pem", &cfg); !strings.HasSuffix(got, "-p 9883") {
 		t.Errorf("hint %q does not name the tls listener's port 9883", got)
@@ -175,7 +176,7 @@ func TestNoDevCAForOwnCertificates(t *testing.T) {
 		t.Errorf("development CA made in %s: %v", data, err)
 	}
 
-	cfg := defaultConfig()
+	cfg := config.Default()
 	cfg.Listeners[1].Address = "0.0.0.0:9883"
 	cfg.Listeners[1].TLS.CertFile, cfg.Listeners[1].TLS.KeyFile = certFile, keyFile
 	if got := mosquittoSubHint("ca.pem", &cfg); strings.Contains(got, "9883") {

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/xmq-io/xmq/internal/config"
 )
 
 // TestBinaryMappings: only the executable's private mappings that are not
@@ -48,7 +50,7 @@ func TestTrimBinaryPages(t *testing.T) {
 	// Code and read-only data used after the trim: a configuration
 	// loaded and printed.
 	var out strings.Builder
-	if err := printConfig(&out, mustLoad(t, "-c", writeFile(t, "broker:\n  memory_limit: 1GiB\n")), configSources{}, false); err != nil {
+	if err := config.Print(&out, mustLoad(t, "-c", writeFile(t, "broker:\n  memory_limit: 1GiB\n")), config.Sources{}, false); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "memory_limit: 1GiB") {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -19,56 +18,14 @@ import (
 	"github.com/xmq-io/xmq/certs"
 	"github.com/xmq-io/xmq/cluster"
 	"github.com/xmq-io/xmq/core"
+	"github.com/xmq-io/xmq/internal/config"
 	"github.com/xmq-io/xmq/listeners"
 	"github.com/xmq-io/xmq/store"
 	"github.com/xmq-io/xmq/web"
 )
 
-// webConfig is the web section: the dashboard, admin API and metrics
-// server (web.Options with YAML names).
-type webConfig struct {
-	// Address is host:port of the HTTP(S) server; "" turns it off. The
-	// default, 127.0.0.1:18083, keeps the admin API off the network.
-	Address string `yaml:"address"`
-	// TLS serves HTTPS with the broker's certificate (tls files, acme or
-	// the development CA).
-	TLS bool `yaml:"tls"`
-	// AdminUser is the dashboard's admin login.
-	AdminUser string `yaml:"admin_user"`
-	// AdminPasswordHash is the admin's bcrypt hash. XMQ_ADMIN_PASSWORD
-	// wins over it; with neither, xmq generates a password at first start.
-	AdminPasswordHash string `yaml:"admin_password_hash" secret:"true"`
-	// APIKeys maps a key's name to its SHA-256 and role.
-	APIKeys map[string]apiKeyConfig `yaml:"api_keys"`
-	// AllowAnonymousLoopback lets requests from this machine in without
-	// credentials, as admin.
-	AllowAnonymousLoopback bool `yaml:"allow_anonymous_loopback"`
-	// SessionTTL is how long a dashboard login lasts.
-	SessionTTL time.Duration `yaml:"session_ttl"`
-}
-
-// apiKeyConfig is one API key: only its hash is configured.
-type apiKeyConfig struct {
-	SHA256 string `yaml:"sha256" secret:"true"` // hex SHA-256 of the key
-	Role   string `yaml:"role"`                 // viewer or admin
-}
-
-// adminPasswordEnv names the environment variable with the admin password.
-const adminPasswordEnv = "XMQ_ADMIN_PASSWORD"
-
-func defaultWebConfig() webConfig {
-	return webConfig{Address: web.DefaultAddress, AdminUser: web.DefaultAdminUser, SessionTTL: web.DefaultSessionTTL}
-}
-
-// setDefaults normalizes what YAML may leave empty.
-func (w *webConfig) setDefaults() {
-	if len(w.APIKeys) == 0 {
-		w.APIKeys = nil
-	}
-}
-
-// apiKeys converts the configured keys.
-func (w *webConfig) apiKeys() ([]web.APIKey, error) {
+// apiKeys converts the web section's keys.
+func apiKeys(w *config.Web) ([]web.APIKey, error) {
 	var keys []web.APIKey
 	for _, name := range sortedNames(w.APIKeys) {
 		k := w.APIKeys[name]
@@ -91,41 +48,28 @@ func sortedNames[V any](m map[string]V) []string {
 }
 
 // validateWeb checks the web section.
-func (c *config) validateWeb(ps *problems) {
+func validateWeb(c *config.Config, ps *config.Problems) {
 	w := &c.Web
-	wp := path("web")
+	wp := config.Path("web")
 	if w.Address == "" {
 		return
 	}
 	if _, _, err := net.SplitHostPort(w.Address); err != nil {
-		ps.add(wp.with("address"), "%q is not host:port (127.0.0.1:18083 for this machine only, :18083 for every interface, \"\" for no web server)", w.Address)
+		ps.Add(wp.With("address"), "%q is not host:port (127.0.0.1:18083 for this machine only, :18083 for every interface, \"\" for no web server)", w.Address)
 	}
 	if w.AdminUser == "" {
-		ps.add(wp.with("admin_user"), "must not be empty")
+		ps.Add(wp.With("admin_user"), "must not be empty")
 	}
-	keys, err := w.apiKeys()
+	keys, err := apiKeys(w)
 	if err != nil {
-		ps.addErr(nil, err) // names web.api_keys.NAME itself
+		ps.AddErr(nil, err) // names web.api_keys.NAME itself
 		return
 	}
 	o := web.Options{SessionTTL: w.SessionTTL, APIKeys: keys}
 	if w.AdminPasswordHash != "" {
 		o.AdminPasswordHash = []byte(w.AdminPasswordHash)
 	}
-	ps.addErr(wp, o.Validate())
-}
-
-// webFlags are the command-line flags of the web section.
-type webFlags struct{ address string }
-
-func addWebFlags(fs *flag.FlagSet, f *webFlags) {
-	fs.StringVar(&f.address, "web", "", `dashboard, admin API and metrics address; "" turns them off`)
-}
-
-func (f *webFlags) apply(cfg *config, set map[string]bool) {
-	if set["web"] {
-		cfg.Web.Address = f.address
-	}
+	ps.AddErr(wp, o.Validate())
 }
 
 // webUsage documents the web flag in printUsage.
@@ -151,7 +95,7 @@ type webRun struct {
 
 // bindWeb binds the web address, if any, and works out the dashboard's
 // origins, which the ws and wss listeners trust (trustedOrigins).
-func bindWeb(cfg *config) (*webRun, error) {
+func bindWeb(cfg *config.Config) (*webRun, error) {
 	if cfg.Web.Address == "" {
 		return nil, nil
 	}
@@ -222,14 +166,14 @@ type webAuth struct {
 // unexpected end of serving is sent on failed, if there is room. ready
 // says whether the broker serves (listeners, store); /readyz also fails
 // once stop has begun.
-func (w *webRun) start(cfg *config, srv *core.Server, st core.Store, lns []listeners.Listener, ts *tlsSetup, wa webAuth, ops webOps,
+func (w *webRun) start(cfg *config.Config, srv *core.Server, st core.Store, lns []listeners.Listener, ts *tlsSetup, wa webAuth, ops webOps,
 	ready func() error, log *zap.Logger, failed chan<- error) error {
 	wlog := log.Named("web")
-	hash, source, err := web.AdminPassword(os.Getenv(adminPasswordEnv), cfg.Web.AdminPasswordHash, cfg.DataDir, wlog)
+	hash, source, err := web.AdminPassword(os.Getenv(config.AdminPasswordEnv), cfg.Web.AdminPasswordHash, cfg.DataDir, wlog)
 	if err != nil {
 		return err
 	}
-	keys, err := cfg.Web.apiKeys()
+	keys, err := apiKeys(&cfg.Web)
 	if err != nil {
 		return err
 	}

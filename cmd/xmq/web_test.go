@@ -21,12 +21,19 @@ import (
 
 	"github.com/xmq-io/xmq/auth"
 	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/internal/config"
 	"github.com/xmq-io/xmq/web"
 )
 
+// TestExampleWebIsDefault: the example's web section, and the defaults
+// internal/config restates (it does not import web), are web's defaults.
 func TestExampleWebIsDefault(t *testing.T) {
+	want := config.Web{Address: web.DefaultAddress, AdminUser: web.DefaultAdminUser, SessionTTL: web.DefaultSessionTTL}
+	if got := config.Default().Web; !reflect.DeepEqual(got, want) {
+		t.Errorf("config's web defaults\n  %+v\nwant web's\n  %+v", got, want)
+	}
 	got := mustLoad(t, "-c", examplePath)
-	if want := defaultWebConfig(); !reflect.DeepEqual(got.Web, want) {
+	if !reflect.DeepEqual(got.Web, want) {
 		t.Errorf("example web section gives\n  %+v\nwant the defaults\n  %+v", got.Web, want)
 	}
 }
@@ -79,7 +86,7 @@ func TestWebConfig(t *testing.T) {
 	if cfg.Web.Address != "127.0.0.1:9999" {
 		t.Errorf("-web did not override the file: %q", cfg.Web.Address)
 	}
-	keys, err := cfg.Web.apiKeys()
+	keys, err := apiKeys(&cfg.Web)
 	if err != nil || len(keys) != 1 || keys[0].Name != "grafana" || keys[0].Role != web.RoleViewer {
 		t.Errorf("api keys %+v, %v", keys, err)
 	}
@@ -177,7 +184,7 @@ func sendJSON(t *testing.T, method, url, user, pass, body string) (int, map[stri
 }
 
 func TestRunServesWeb(t *testing.T) {
-	t.Setenv(adminPasswordEnv, "s3cret-from-env")
+	t.Setenv(config.AdminPasswordEnv, "s3cret-from-env")
 	b, base := startWebRun(t, "-data", "")
 
 	if code, _ := getJSON(t, base+"/healthz", "", ""); code != 200 {
@@ -250,7 +257,7 @@ func TestRunServesWeb(t *testing.T) {
 }
 
 func TestRunGeneratesAdminPassword(t *testing.T) {
-	t.Setenv(adminPasswordEnv, "")
+	t.Setenv(config.AdminPasswordEnv, "")
 	dir := t.TempDir()
 	b, _ := startWebRun(t, "-data", dir)
 	if err := b.stop(t); err != nil {
@@ -282,7 +289,7 @@ func TestRunGeneratesAdminPassword(t *testing.T) {
 // restart, in files of mode 0600; an admin password from the environment
 // is not the API's to change.
 func TestRunDashboardUsers(t *testing.T) {
-	t.Setenv(adminPasswordEnv, "")
+	t.Setenv(config.AdminPasswordEnv, "")
 	dir := t.TempDir()
 	b, base := startWebRun(t, "-data", dir)
 	log := b.stderr.String()
@@ -324,7 +331,7 @@ func TestRunDashboardUsers(t *testing.T) {
 		t.Fatalf("run: %v", err)
 	}
 
-	t.Setenv(adminPasswordEnv, "from-the-environment")
+	t.Setenv(config.AdminPasswordEnv, "from-the-environment")
 	_, base = startWebRun(t, "-data", dir)
 	if code, m := sendJSON(t, "PUT", base+"/api/v1/users/admin", "admin", "from-the-environment", `{"password":"not-this-one"}`); code != 409 {
 		t.Errorf("changing a password from XMQ_ADMIN_PASSWORD: %d %v, want 409", code, m)
@@ -332,7 +339,7 @@ func TestRunDashboardUsers(t *testing.T) {
 }
 
 func TestRunServesWebOverTLS(t *testing.T) {
-	t.Setenv(adminPasswordEnv, "pw")
+	t.Setenv(config.AdminPasswordEnv, "pw")
 	_, base := startWebRun(t, "-data", "", "-c", writeFile(t, "listeners:\n  - address: 127.0.0.1:0\nweb:\n  tls: true\n"))
 	base = strings.Replace(base, "http://", "https://", 1)
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // the development CA
@@ -357,7 +364,7 @@ func TestRunServesWebOverTLS(t *testing.T) {
 // user name and password from /api/v1/auth/mqtt log in to the broker, the
 // password is never logged, and /metrics counts it all.
 func TestRunDashboardMQTT(t *testing.T) {
-	t.Setenv(adminPasswordEnv, "pw")
+	t.Setenv(config.AdminPasswordEnv, "pw")
 	b, base := startWebRun(t, "-data", "", "-c", writeFile(t, webRunConfig+"auth:\n  allow_anonymous: false\n"))
 	addr := b.addrs[0].String()
 	if rc := connack(t, addr, "", ""); rc != codec.NotAuthorized {
@@ -447,7 +454,7 @@ func TestReadiness(t *testing.T) {
 // listener's handshake failures, the store's disk use against its budget,
 // and the connection limit.
 func TestRunExportsOperatorMetrics(t *testing.T) {
-	t.Setenv(adminPasswordEnv, "pw")
+	t.Setenv(config.AdminPasswordEnv, "pw")
 	cfg := `
 listeners:
   - name: plain
@@ -519,7 +526,7 @@ broker:
 // TestRunTraces: a run keeps its traces in <data_dir>/traces: a trace
 // started through the API follows a client over TCP into its file there.
 func TestRunTraces(t *testing.T) {
-	t.Setenv(adminPasswordEnv, "s3cret-from-env")
+	t.Setenv(config.AdminPasswordEnv, "s3cret-from-env")
 	data := t.TempDir()
 	b, base := startWebRun(t, "-data", data)
 	req, _ := http.NewRequest("POST", base+"/api/v1/traces", strings.NewReader(`{"name":"ip","ip":"127.0.0.1","duration":"1m"}`))

@@ -73,12 +73,23 @@ var table = []row{
 	{pkgs: []string{x("loadtest")}, may: []string{x("codec"), x("listeners")}, never: []string{x("core")}},
 	{pkgs: []string{x("internal/mqtttest"), x("internal/testbrowser")}, may: []string{x("codec"), x("listeners")},
 		never: []string{x("core")}},
-	// internal/config's "never" is "starting anything", which is no import
-	// rule: it imports the option types of the packages it configures, so
-	// any module package is allowed and its tests keep it data only.
-	{pkgs: []string{x("internal/config")}, any: true, target: true},
-	{pkgs: []string{x("internal/mosquitto")}, may: []string{x("internal/config"), x("auth")},
-		never: []string{x("core")}, target: true},
+	// internal/config imports the option types (and their checks) of the
+	// packages it configures; never web or cluster, which link a server
+	// (their sections' rules come from cmd/xmq as config.Checks), nor what
+	// builds on it. "Starting nothing" is no import rule: its tests keep it
+	// data only.
+	{pkgs: []string{x("internal/config")},
+		may: []string{x("core"), x("auth"), x("store"), x("bridge"), x("listeners"), x("certs")},
+		never: []string{x("cmd"), x("web"), x("cluster"), x("internal/mosquitto"), x("internal/bridgelocal"),
+			"github.com/nats-io"}},
+	// internal/mosquitto writes the configuration document; besides the
+	// file formats (auth), it names the constants of what it configures
+	// (listeners' transports, bridge's protocols, certs' cipher suites).
+	// What config links (core, through the option types) it links too:
+	// "never core" is held to its own imports.
+	{pkgs: []string{x("internal/mosquitto")},
+		may:   []string{x("internal/config"), x("auth"), x("bridge"), x("certs"), x("codec"), x("listeners")},
+		never: []string{x("cmd"), x("web"), x("cluster"), "github.com/nats-io"}, neverDirect: []string{x("core")}},
 	{pkgs: []string{x("cmd/xmq"), x("cmd/loadtest")}, any: true},
 }
 
@@ -93,6 +104,9 @@ var helpers = []string{
 var unlisted = []row{
 	// A standard-library leaf (see helpers): it must stay one.
 	{pkgs: []string{x("internal/atomicfile")}, stdOnly: true},
+	// Test fixtures of the configuration (a file in a temporary
+	// directory), imported by tests only.
+	{pkgs: []string{x("internal/config/configtest")}, stdOnly: true},
 	// Test-only directories: no non-test code, so nothing to import.
 	{pkgs: []string{x("e2e"), x("deploy"), x("internal/importrules")}, never: []string{x("")}},
 	// Release tooling run by make (archives, the man page), not part of the

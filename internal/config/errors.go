@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"cmp"
@@ -14,18 +14,18 @@ import (
 )
 
 // Configuration errors name the key and the fix, never a Go type: a
-// mistake is a configProblem with the key's path (listeners[0].address),
+// mistake is a Problem with the key's path (listeners[0].address),
 // where the value came from (xmq.yaml:12, an XMQ_ variable or a flag) and
 // what is wrong with it. The file is checked node by node against the
 // config struct before it is decoded, so every mistake of a file is
 // reported at once, each with its line; the environment's values go
 // through the same checks, and validate's findings get the same shape.
 
-// keyPath is a configuration key's path: "listeners", "0", "address".
-type keyPath []string
+// KeyPath is a configuration key's path: "listeners", "0", "address".
+type KeyPath []string
 
 // String writes the path as errors show it: listeners[0].tls.verify.
-func (p keyPath) String() string {
+func (p KeyPath) String() string {
 	var b strings.Builder
 	for _, s := range p {
 		if _, err := strconv.Atoi(s); err == nil {
@@ -40,31 +40,31 @@ func (p keyPath) String() string {
 	return b.String()
 }
 
-// key is the dotted form configSources and the file's line index use:
+// Key is the dotted form Sources and the file's line index use:
 // listeners.0.address.
-func (p keyPath) key() string { return strings.Join(p, ".") }
+func (p KeyPath) Key() string { return strings.Join(p, ".") }
 
-// with returns p extended by more, never sharing p's array.
-func (p keyPath) with(more ...string) keyPath { return append(slices.Clip(p), more...) }
+// With returns p extended by more, never sharing p's array.
+func (p KeyPath) With(more ...string) KeyPath { return append(slices.Clip(p), more...) }
 
-// path builds a keyPath from its parts; numbers are list entries.
-func path(parts ...any) keyPath {
-	p := make(keyPath, 0, len(parts))
+// Path builds a KeyPath from its parts; numbers are list entries.
+func Path(parts ...any) KeyPath {
+	p := make(KeyPath, 0, len(parts))
 	for _, x := range parts {
 		p = append(p, fmt.Sprint(x))
 	}
 	return p
 }
 
-// configProblem is one mistake in the configuration.
-type configProblem struct {
-	path  keyPath
+// Problem is one mistake in the configuration.
+type Problem struct {
+	path  KeyPath
 	where string // "xmq.yaml:12", "environment XMQ_…", "flag -…"; "" for a default
 	line  int    // the file's line, when path cannot say it (a YAML syntax error)
 	msg   string // what is wrong, and the fix
 }
 
-func (p *configProblem) Error() string {
+func (p *Problem) Error() string {
 	s := p.msg
 	if len(p.path) > 0 {
 		s = p.path.String() + ": " + s
@@ -75,67 +75,67 @@ func (p *configProblem) Error() string {
 	return s
 }
 
-// configErrors are all the mistakes found in a configuration.
-type configErrors []*configProblem
+// Errors are all the mistakes found in a configuration.
+type Errors []*Problem
 
-func (e configErrors) Error() string {
+func (e Errors) Error() string {
 	if len(e) == 1 {
 		return e[0].Error()
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s in the configuration:", countProblems(len(e)))
+	fmt.Fprintf(&b, "%s in the configuration:", CountProblems(len(e)))
 	for _, p := range e {
 		b.WriteString("\n  " + p.Error())
 	}
 	return b.String()
 }
 
-// problems collects configProblems.
-type problems struct{ list configErrors }
+// Problems collects configProblems.
+type Problems struct{ List Errors }
 
-func (ps *problems) add(p keyPath, format string, a ...any) {
-	ps.list = append(ps.list, &configProblem{path: p, msg: fmt.Sprintf(format, a...)})
+func (ps *Problems) Add(p KeyPath, format string, a ...any) {
+	ps.List = append(ps.List, &Problem{path: p, msg: fmt.Sprintf(format, a...)})
 }
 
-// addErr adds err under p, dropping a package prefix ("auth: ") that would
+// AddErr adds err under p, dropping a package prefix ("auth: ") that would
 // only repeat the section.
-func (ps *problems) addErr(p keyPath, err error) {
-	for _, e := range unjoin(err) {
+func (ps *Problems) AddErr(p KeyPath, err error) {
+	for _, e := range Unjoin(err) {
 		msg := e.Error()
 		for _, pre := range []string{"core: ", "auth: ", "store: ", "web: ", "bridge: ", "certs: ", "listeners: "} {
 			msg = strings.TrimPrefix(msg, pre)
 		}
-		ps.add(p, "%s", msg)
+		ps.Add(p, "%s", msg)
 	}
 }
 
-// unjoin splits an errors.Join into its parts.
-func unjoin(err error) []error {
+// Unjoin splits an errors.Join into its parts.
+func Unjoin(err error) []error {
 	if err == nil {
 		return nil
 	}
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		var out []error
 		for _, e := range j.Unwrap() {
-			out = append(out, unjoin(e)...)
+			out = append(out, Unjoin(e)...)
 		}
 		return out
 	}
 	return []error{err}
 }
 
-// origin says where each key of a configuration came from, to point at it
+// Origin says where each key of a configuration came from, to point at it
 // in errors: the file's lines, and the variables and flags that set keys.
-type origin struct {
+type Origin struct {
 	file  string
 	lines map[string]int // key → line in file
-	src   configSources  // key → XMQ_ variable or flag
+	src   Sources        // key → XMQ_ variable or flag
 }
 
-// locate fills in where each problem's value came from: the variable or
+// Locate fills in where each problem's value came from: the variable or
 // flag that set the key or a section above it, else the file's line for
 // the key or the nearest section above it that the file has.
-func (o *origin) locate(ps configErrors) {
+func (o *Origin) Locate(ps Errors) {
 	for _, p := range ps {
 		if p.where != "" {
 			continue
@@ -145,7 +145,7 @@ func (o *origin) locate(ps configErrors) {
 			continue
 		}
 		for n := len(p.path); n >= 0; n-- {
-			k := p.path[:n].key()
+			k := p.path[:n].Key()
 			if s, ok := o.src[k]; ok {
 				if strings.HasPrefix(s, "-") {
 					p.where = "flag " + s
@@ -170,11 +170,11 @@ func (o *origin) locate(ps configErrors) {
 // key and malformed value at once, each with its path (and lines gets the
 // line of every key), and decodes what it can even then, so that the
 // checks after it see the rest of the file.
-func decodeFile(data []byte, cfg *config, lines map[string]int) configErrors {
+func decodeFile(data []byte, cfg *Config, lines map[string]int) Errors {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		msg := strings.TrimPrefix(err.Error(), "yaml: ")
-		p := &configProblem{msg: "not valid YAML: " + msg}
+		p := &Problem{msg: "not valid YAML: " + msg}
 		if rest, ok := strings.CutPrefix(msg, "line "); ok {
 			if n, after, ok := strings.Cut(rest, ": "); ok {
 				if p.line, err = strconv.Atoi(n); err == nil {
@@ -182,31 +182,31 @@ func decodeFile(data []byte, cfg *config, lines map[string]int) configErrors {
 				}
 			}
 		}
-		return configErrors{p}
+		return Errors{p}
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return nil // an empty file
 	}
-	var ps problems
-	checkNode(doc.Content[0], reflect.TypeFor[config](), nil, lines, &ps)
-	if err := doc.Content[0].Decode(cfg); err != nil && len(ps.list) == 0 {
+	var ps Problems
+	checkNode(doc.Content[0], reflect.TypeFor[Config](), nil, lines, &ps)
+	if err := doc.Content[0].Decode(cfg); err != nil && len(ps.List) == 0 {
 		// checkNode lets nothing through that yaml refuses; should it
 		// miss something, yaml's words are better than none.
-		ps.add(nil, "%s", strings.TrimPrefix(err.Error(), "yaml: "))
+		ps.Add(nil, "%s", strings.TrimPrefix(err.Error(), "yaml: "))
 	}
-	return ps.list
+	return ps.List
 }
 
 // checkNode reports the mistakes of n as a value of type t at path p:
 // unknown and repeated keys, and values of the wrong kind. lines (may be
 // nil) gets each key's line.
-func checkNode(n *yaml.Node, t reflect.Type, p keyPath, lines map[string]int, ps *problems) {
+func checkNode(n *yaml.Node, t reflect.Type, p KeyPath, lines map[string]int, ps *Problems) {
 	for n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
 	}
 	if lines != nil && len(p) > 0 {
-		if _, ok := lines[p.key()]; !ok {
-			lines[p.key()] = n.Line
+		if _, ok := lines[p.Key()]; !ok {
+			lines[p.Key()] = n.Line
 		}
 	}
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
@@ -222,13 +222,13 @@ func checkNode(n *yaml.Node, t reflect.Type, p keyPath, lines map[string]int, ps
 				// The whole file is one value: it is no configuration
 				// (a token, a password given by mistake), so it is not
 				// quoted.
-				ps.add(p, "want a section of keys, not a single value: is it an xmq configuration?")
+				ps.Add(p, "want a section of keys, not a single value: is it an xmq configuration?")
 				return
 			}
-			ps.add(p, "want a section of keys, not %s", describeNode(n))
+			ps.Add(p, "want a section of keys, not %s", describeNode(n))
 			return
 		}
-		known := yamlFields(t)
+		known := YAMLFields(t)
 		seen := map[string]int{}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
@@ -236,49 +236,49 @@ func checkNode(n *yaml.Node, t reflect.Type, p keyPath, lines map[string]int, ps
 				checkNode(v, t, p, lines, ps)
 				continue
 			}
-			kp := p.with(k.Value)
+			kp := p.With(k.Value)
 			if lines != nil {
-				lines[kp.key()] = k.Line
+				lines[kp.Key()] = k.Line
 			}
 			if first, dup := seen[k.Value]; dup {
-				ps.add(kp, "set twice (first on line %d)", first)
+				ps.Add(kp, "set twice (first on line %d)", first)
 				continue
 			}
 			seen[k.Value] = k.Line
-			i := slices.IndexFunc(known, func(f yamlField) bool { return f.key == k.Value })
+			i := slices.IndexFunc(known, func(f YAMLField) bool { return f.Key == k.Value })
 			if i < 0 {
-				ps.add(kp, "unknown key%s", suggestKey(k.Value, known))
+				ps.Add(kp, "unknown key%s", suggestKey(k.Value, known))
 				continue
 			}
-			checkNode(v, known[i].typ, kp, lines, ps)
+			checkNode(v, known[i].Type, kp, lines, ps)
 		}
 	case t.Kind() == reflect.Map:
 		if n.Kind != yaml.MappingNode {
-			ps.add(p, "want a map of names to sections, not %s", describeNode(n))
+			ps.Add(p, "want a map of names to sections, not %s", describeNode(n))
 			return
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			kp := p.with(n.Content[i].Value)
+			kp := p.With(n.Content[i].Value)
 			if lines != nil {
-				lines[kp.key()] = n.Content[i].Line
+				lines[kp.Key()] = n.Content[i].Line
 			}
 			checkNode(n.Content[i+1], t.Elem(), kp, lines, ps)
 		}
 	case t.Kind() == reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
-			ps.add(p, "want a list, not %s", describeNode(n))
+			ps.Add(p, "want a list, not %s", describeNode(n))
 			return
 		}
 		for i, c := range n.Content {
-			checkNode(c, t.Elem(), p.with(strconv.Itoa(i)), lines, ps)
+			checkNode(c, t.Elem(), p.With(strconv.Itoa(i)), lines, ps)
 		}
 	default:
 		if n.Kind != yaml.ScalarNode {
-			ps.add(p, "want a single value, not %s", describeNode(n))
+			ps.Add(p, "want a single value, not %s", describeNode(n))
 			return
 		}
 		if err := n.Decode(reflect.New(t).Interface()); err != nil {
-			ps.add(p, "%s", scalarProblem(t, n.Value))
+			ps.Add(p, "%s", scalarProblem(t, n.Value))
 		}
 	}
 }
@@ -327,10 +327,10 @@ func scalarProblem(t reflect.Type, value string) string {
 
 // suggestKey is " (did you mean "x"?)" for the known key closest to an
 // unknown one, or the list of the section's keys when none is close.
-func suggestKey(name string, known []yamlField) string {
+func suggestKey(name string, known []YAMLField) string {
 	keys := make([]string, len(known))
 	for i, f := range known {
-		keys[i] = f.key
+		keys[i] = f.Key
 	}
 	slices.Sort(keys)
 	if best, ok := closest(name, keys); ok {
@@ -360,7 +360,7 @@ func closest(name string, candidates []string) (string, bool) {
 // lists them; "" among them accepts the default) and, if not, adds the
 // problem naming them all: what kind of value v should be, and the valid
 // values.
-func oneOf[T ~string](ps *problems, p keyPath, v T, what string, valid ...T) bool {
+func oneOf[T ~string](ps *Problems, p KeyPath, v T, what string, valid ...T) bool {
 	if slices.Contains(valid, v) {
 		return true
 	}
@@ -374,7 +374,7 @@ func oneOf[T ~string](ps *problems, p keyPath, v T, what string, valid ...T) boo
 	if best, ok := closest(string(v), names); ok {
 		hint = fmt.Sprintf(" (did you mean %s?)", best)
 	}
-	ps.add(p, "%q is not %s: want %s%s", string(v), what, orList(names), hint)
+	ps.Add(p, "%q is not %s: want %s%s", string(v), what, orList(names), hint)
 	return false
 }
 
@@ -389,10 +389,10 @@ func orList(names []string) string {
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
-// sortProblems orders problems by where they are, so a file's come in line
+// SortProblems orders problems by where they are, so a file's come in line
 // order.
-func sortProblems(ps configErrors) {
-	line := func(p *configProblem) (string, int) {
+func SortProblems(ps Errors) {
+	line := func(p *Problem) (string, int) {
 		file, l, ok := strings.Cut(p.where, ":")
 		if !ok {
 			return p.where, 0
@@ -400,22 +400,22 @@ func sortProblems(ps configErrors) {
 		n, _ := strconv.Atoi(l)
 		return file, n
 	}
-	slices.SortStableFunc(ps, func(a, b *configProblem) int {
+	slices.SortStableFunc(ps, func(a, b *Problem) int {
 		fa, la := line(a)
 		fb, lb := line(b)
 		return cmp.Or(cmp.Compare(fa, fb), cmp.Compare(la, lb))
 	})
 }
 
-// asConfigErrors returns err's problems when it is configErrors.
-func asConfigErrors(err error) (configErrors, bool) {
-	var ce configErrors
+// AsErrors returns err's problems when it is Errors.
+func AsErrors(err error) (Errors, bool) {
+	var ce Errors
 	ok := errors.As(err, &ce)
 	return ce, ok
 }
 
-// countProblems is "1 problem" or "N problems".
-func countProblems(n int) string {
+// CountProblems is "1 problem" or "N problems".
+func CountProblems(n int) string {
 	if n == 1 {
 		return "1 problem"
 	}

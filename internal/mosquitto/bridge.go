@@ -1,4 +1,4 @@
-package main
+package mosquitto
 
 import (
 	"fmt"
@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/xmq-io/xmq/bridge"
+	"github.com/xmq-io/xmq/internal/config"
 )
 
 // bridges converts the `connection` sections into bridges, each line to
 // its key or to why it has none. A bridge that would not run (no address,
 // no topic) is not carried over, and says why.
-func (im *importer) bridges(bs []*mosqBridgeConf) {
+func (im *Import) bridges(bs []*mosqBridgeConf) {
 	for _, b := range bs {
 		im.bridge(b)
 	}
@@ -28,9 +29,9 @@ type bridgeLine struct {
 	why  string
 }
 
-func (im *importer) bridge(b *mosqBridgeConf) {
+func (im *Import) bridge(b *mosqBridgeConf) {
 	name := bridgeName(b.name.value)
-	bc := bridgeConfig{Name: name, Protocol: bridge.ProtocolV311} // Mosquitto's default version
+	bc := config.Bridge{Name: name, Protocol: bridge.ProtocolV311} // Mosquitto's default version
 	var done []bridgeLine
 	mapped := func(l mosqLine, key, why string) { done = append(done, bridgeLine{l: l, key: key, why: why}) }
 	skip := func(l mosqLine, why string) { done = append(done, bridgeLine{l: l, why: why}) }
@@ -187,11 +188,11 @@ func (im *importer) bridge(b *mosqBridgeConf) {
 	// The bridges carried over so far are valid and their names distinct:
 	// checking this one alone, with the earlier one of its name if any,
 	// is what checking them all would say, in time linear in the file.
-	check := []bridgeConfig{bc}
+	check := []config.Bridge{bc}
 	if j, dup := im.bridgeNames[name]; dup {
-		check = []bridgeConfig{im.cfg.Bridges[j], bc}
+		check = []config.Bridge{im.cfg.Bridges[j], bc}
 	}
-	if err := bridge.ValidateAll((&config{Bridges: check}).bridgeConfigs()); err != nil {
+	if err := bridge.ValidateAll((&config.Config{Bridges: check}).BridgeConfigs()); err != nil {
 		im.skip(b.name, "this bridge is not carried over: "+err.Error())
 		for _, d := range done[1:] {
 			im.skip(d.l, "an option of bridge "+b.name.value+", which is not carried over")
@@ -232,14 +233,14 @@ func bridgeName(n string) string {
 
 // mosqTopicRule parses the value of a bridge `topic` line: PATTERN
 // [out|in|both [QOS [LOCAL_PREFIX REMOTE_PREFIX]]], where "" is empty.
-func mosqTopicRule(v string) (bridgeTopicRule, error) {
+func mosqTopicRule(v string) (config.BridgeTopicRule, error) {
 	f := strings.Fields(v)
 	for i := range f {
 		if f[i] == `""` {
 			f[i] = ""
 		}
 	}
-	r := bridgeTopicRule{Direction: string(bridge.Out)}
+	r := config.BridgeTopicRule{Direction: string(bridge.Out)}
 	switch {
 	case len(f) == 0:
 		return r, fmt.Errorf("no topic pattern: Mosquitto refuses this line")

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"cmp"
@@ -42,7 +42,7 @@ import (
 const envPrefix = "XMQ_"
 
 // envNotKeys are the XMQ_ variables that are not configuration keys.
-var envNotKeys = []string{adminPasswordEnv}
+var envNotKeys = []string{AdminPasswordEnv}
 
 // envSetting is one configuration variable that was applied.
 type envSetting struct {
@@ -50,17 +50,17 @@ type envSetting struct {
 	path        []string // the key's path: "listeners", "0", "address"
 }
 
-// key is the dotted key path, as config print and xmq.yaml(5) show it.
-func (s envSetting) key() string { return strings.Join(s.path, ".") }
+// Key is the dotted key path, as config print and xmq.yaml(5) show it.
+func (s envSetting) Key() string { return strings.Join(s.path, ".") }
 
 // applyEnv sets the keys named by the XMQ_ variables of env (os.Environ's
 // form) over cfg. It returns what it applied, in order, and every mistake
-// at once (configErrors): malformed values, each under its key and
+// at once (Errors): malformed values, each under its key and
 // variable, and unknown variables that look like keys.
-func applyEnv(cfg *config, env []string) ([]envSetting, error) {
-	root := reflect.TypeFor[config]()
+func applyEnv(cfg *Config, env []string) ([]envSetting, error) {
+	root := reflect.TypeFor[Config]()
 	var sets []envSetting
-	var errs configErrors
+	var errs Errors
 	for _, kv := range env {
 		name, value, ok := strings.Cut(kv, "=")
 		if !ok || !strings.HasPrefix(name, envPrefix) || slices.Contains(envNotKeys, name) {
@@ -69,7 +69,7 @@ func applyEnv(cfg *config, env []string) ([]envSetting, error) {
 		path, ok := resolveEnv(root, strings.TrimPrefix(name, envPrefix))
 		if !ok {
 			if hint, looks := closestEnv(name); looks {
-				errs = append(errs, &configProblem{where: "environment",
+				errs = append(errs, &Problem{where: "environment",
 					msg: fmt.Sprintf("%s is not a configuration variable; closest: %s (xmq config env lists them)", name, hint)})
 			}
 			continue
@@ -97,12 +97,12 @@ func applyEnv(cfg *config, env []string) ([]envSetting, error) {
 		return 0
 	})
 	for _, s := range sets {
-		var ps problems
-		setPath(reflect.ValueOf(cfg).Elem(), s.path, keyPath(s.path), s.value, &ps)
-		for _, p := range ps.list {
+		var ps Problems
+		setPath(reflect.ValueOf(cfg).Elem(), s.path, KeyPath(s.path), s.value, &ps)
+		for _, p := range ps.List {
 			p.where = "environment " + s.name
 		}
-		errs = append(errs, ps.list...)
+		errs = append(errs, ps.List...)
 	}
 	if len(errs) > 0 {
 		return sets, errs
@@ -110,26 +110,26 @@ func applyEnv(cfg *config, env []string) ([]envSetting, error) {
 	return sets, nil
 }
 
-// yamlField is one configuration key of a struct.
-type yamlField struct {
-	key   string
-	index int
-	typ   reflect.Type
+// YAMLField is one configuration key of a struct.
+type YAMLField struct {
+	Key   string       // the YAML name
+	Index int          // the field's index in its struct
+	Type  reflect.Type // the field's type
 }
 
-// yamlFields lists t's keys, the longest first, so that max_queued_bytes
+// YAMLFields lists t's keys, the longest first, so that max_queued_bytes
 // is tried before max_queued when a variable name is resolved.
-func yamlFields(t reflect.Type) []yamlField {
-	var fs []yamlField
+func YAMLFields(t reflect.Type) []YAMLField {
+	var fs []YAMLField
 	for i := range t.NumField() {
 		f := t.Field(i)
 		key, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
 		if !f.IsExported() || key == "" || key == "-" {
 			continue
 		}
-		fs = append(fs, yamlField{key: key, index: i, typ: f.Type})
+		fs = append(fs, YAMLField{Key: key, Index: i, Type: f.Type})
 	}
-	slices.SortStableFunc(fs, func(a, b yamlField) int { return cmp.Compare(len(b.key), len(a.key)) })
+	slices.SortStableFunc(fs, func(a, b YAMLField) int { return cmp.Compare(len(b.Key), len(a.Key)) })
 	return fs
 }
 
@@ -154,14 +154,14 @@ const maxEnvIndex = 9999
 func resolveEnv(t reflect.Type, rest string) ([]string, bool) {
 	switch {
 	case section(t):
-		for _, f := range yamlFields(t) {
-			up := strings.ToUpper(f.key)
+		for _, f := range YAMLFields(t) {
+			up := strings.ToUpper(f.Key)
 			if rest == up {
-				return []string{f.key}, true
+				return []string{f.Key}, true
 			}
 			if sub, ok := strings.CutPrefix(rest, up+"_"); ok {
-				if p, ok := resolveEnv(f.typ, sub); ok {
-					return append([]string{f.key}, p...), true
+				if p, ok := resolveEnv(f.Type, sub); ok {
+					return append([]string{f.Key}, p...), true
 				}
 			}
 		}
@@ -178,9 +178,9 @@ func resolveEnv(t reflect.Type, rest string) ([]string, bool) {
 			return append([]string{idx}, p...), true
 		}
 	case entries(t):
-		for _, f := range yamlFields(t.Elem()) {
-			if name, ok := strings.CutSuffix(rest, "_"+strings.ToUpper(f.key)); ok && name != "" && !section(f.typ) {
-				return []string{strings.ToLower(name), f.key}, true
+		for _, f := range YAMLFields(t.Elem()) {
+			if name, ok := strings.CutSuffix(rest, "_"+strings.ToUpper(f.Key)); ok && name != "" && !section(f.Type) {
+				return []string{strings.ToLower(name), f.Key}, true
 			}
 		}
 		if rest != "" {
@@ -192,23 +192,23 @@ func resolveEnv(t reflect.Type, rest string) ([]string, bool) {
 
 // setPath sets the key at path below v (addressable) from a variable's
 // value; full is the whole key's path, for the problems it adds to ps.
-func setPath(v reflect.Value, path []string, full keyPath, value string, ps *problems) {
+func setPath(v reflect.Value, path []string, full KeyPath, value string, ps *Problems) {
 	if len(path) == 0 {
 		setValue(v, value, full, ps)
 		return
 	}
 	switch v.Kind() {
 	case reflect.Struct:
-		for _, f := range yamlFields(v.Type()) {
-			if f.key == path[0] {
-				setPath(v.Field(f.index), path[1:], full, value, ps)
+		for _, f := range YAMLFields(v.Type()) {
+			if f.Key == path[0] {
+				setPath(v.Field(f.Index), path[1:], full, value, ps)
 				return
 			}
 		}
 	case reflect.Slice:
 		n, _ := strconv.Atoi(path[0])
 		if n > v.Len() {
-			ps.add(full, "entry %d of a list of %d: number the entries without gaps", n, v.Len())
+			ps.Add(full, "entry %d of a list of %d: number the entries without gaps", n, v.Len())
 			return
 		}
 		if n == v.Len() {
@@ -230,12 +230,12 @@ func setPath(v reflect.Value, path []string, full keyPath, value string, ps *pro
 		v.SetMapIndex(k, e)
 		return
 	}
-	ps.add(full, "no key %q", path[0])
+	ps.Add(full, "no key %q", path[0])
 }
 
 // setValue decodes one variable's value into v as YAML would, with the
 // same checks as the file's values (checkNode).
-func setValue(v reflect.Value, value string, p keyPath, ps *problems) {
+func setValue(v reflect.Value, value string, p KeyPath, ps *Problems) {
 	flow := strings.HasPrefix(strings.TrimSpace(value), "[") || strings.HasPrefix(strings.TrimSpace(value), "{")
 	switch {
 	case value == "":
@@ -248,7 +248,7 @@ func setValue(v reflect.Value, value string, p keyPath, ps *problems) {
 				continue
 			}
 			e := reflect.New(v.Type().Elem()).Elem()
-			if !setScalar(e, part, p.with(strconv.Itoa(out.Len())), ps) {
+			if !setScalar(e, part, p.With(strconv.Itoa(out.Len())), ps) {
 				return
 			}
 			out = reflect.Append(out, e)
@@ -258,23 +258,23 @@ func setValue(v reflect.Value, value string, p keyPath, ps *problems) {
 	case v.Kind() == reflect.Struct || v.Kind() == reflect.Slice || v.Kind() == reflect.Map:
 		var doc yaml.Node
 		if err := yaml.Unmarshal([]byte(value), &doc); err != nil {
-			ps.add(p, "not valid YAML flow style: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+			ps.Add(p, "not valid YAML flow style: %s", strings.TrimPrefix(err.Error(), "yaml: "))
 			return
 		}
 		if doc.Kind == 0 || len(doc.Content) == 0 {
 			v.SetZero()
 			return
 		}
-		n := len(ps.list)
+		n := len(ps.List)
 		checkNode(doc.Content[0], v.Type(), p, nil, ps)
-		if len(ps.list) > n {
+		if len(ps.List) > n {
 			return
 		}
 		if v.Kind() != reflect.Struct {
 			v.SetZero() // a list or map given whole replaces the file's
 		}
 		if err := doc.Content[0].Decode(v.Addr().Interface()); err != nil {
-			ps.add(p, "%s", strings.TrimPrefix(err.Error(), "yaml: "))
+			ps.Add(p, "%s", strings.TrimPrefix(err.Error(), "yaml: "))
 		}
 		return
 	}
@@ -284,13 +284,13 @@ func setValue(v reflect.Value, value string, p keyPath, ps *problems) {
 // setScalar decodes a plain value: strings are taken as they are (yes,
 // null or 010 stay text), everything else is resolved as YAML resolves an
 // unquoted value. It reports whether the value was good.
-func setScalar(v reflect.Value, value string, p keyPath, ps *problems) bool {
+func setScalar(v reflect.Value, value string, p KeyPath, ps *Problems) bool {
 	n := yaml.Node{Kind: yaml.ScalarNode, Value: value}
 	if v.Kind() == reflect.String {
 		n.Tag = "!!str"
 	}
 	if err := n.Decode(v.Addr().Interface()); err != nil {
-		ps.add(p, "%s", scalarProblem(v.Type(), value))
+		ps.Add(p, "%s", scalarProblem(v.Type(), value))
 		return false
 	}
 	return true
@@ -299,27 +299,27 @@ func setScalar(v reflect.Value, value string, p keyPath, ps *problems) bool {
 // envTemplate is one configuration variable as `xmq config env` lists it,
 // with <N> for a list entry's number and <NAME> for a map entry's name.
 type envTemplate struct {
-	name, key string
-	typ       reflect.Type
+	Name, Key string       // XMQ_LISTENERS_<N>_ADDRESS, listeners.<N>.address
+	Type      reflect.Type // the key's type
 }
 
 // envTemplates lists the variable of every key below t, depth first.
 func envTemplates(t reflect.Type, name, key string) []envTemplate {
 	var out []envTemplate
-	for _, f := range yamlFields(t) {
-		n, k := name+strings.ToUpper(f.key), strings.TrimPrefix(key+"."+f.key, ".")
-		out = append(out, envTemplate{n, k, f.typ})
+	for _, f := range YAMLFields(t) {
+		n, k := name+strings.ToUpper(f.Key), strings.TrimPrefix(key+"."+f.Key, ".")
+		out = append(out, envTemplate{n, k, f.Type})
 		switch {
-		case section(f.typ):
-			out = append(out, envTemplates(f.typ, n+"_", k)...)
-		case entries(f.typ) && f.typ.Kind() == reflect.Slice:
-			out = append(out, envTemplates(f.typ.Elem(), n+"_<N>_", k+".<N>")...)
-		case entries(f.typ):
-			out = append(out, envTemplates(f.typ.Elem(), n+"_<NAME>_", k+".<NAME>")...)
+		case section(f.Type):
+			out = append(out, envTemplates(f.Type, n+"_", k)...)
+		case entries(f.Type) && f.Type.Kind() == reflect.Slice:
+			out = append(out, envTemplates(f.Type.Elem(), n+"_<N>_", k+".<N>")...)
+		case entries(f.Type):
+			out = append(out, envTemplates(f.Type.Elem(), n+"_<NAME>_", k+".<NAME>")...)
 		}
 	}
-	// yamlFields sorts by length for resolving; list in key order.
-	slices.SortStableFunc(out, func(a, b envTemplate) int { return strings.Compare(a.key, b.key) })
+	// YAMLFields sorts by length for resolving; list in key order.
+	slices.SortStableFunc(out, func(a, b envTemplate) int { return strings.Compare(a.Key, b.Key) })
 	return out
 }
 
@@ -340,12 +340,12 @@ func closestEnv(name string) (string, bool) {
 	norm := strings.Join(parts, "_")
 	best, dist := "", -1
 	looks := false
-	for _, tpl := range envTemplates(reflect.TypeFor[config](), envPrefix, "") {
-		if !strings.Contains(tpl.key, ".") && (norm == tpl.name || strings.HasPrefix(norm, tpl.name+"_")) {
+	for _, tpl := range envTemplates(reflect.TypeFor[Config](), envPrefix, "") {
+		if !strings.Contains(tpl.Key, ".") && (norm == tpl.Name || strings.HasPrefix(norm, tpl.Name+"_")) {
 			looks = true
 		}
-		if d := editDistance(norm, tpl.name); dist < 0 || d < dist {
-			best, dist = tpl.name, d
+		if d := editDistance(norm, tpl.Name); dist < 0 || d < dist {
+			best, dist = tpl.Name, d
 		}
 	}
 	for _, n := range nums {

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"flag"
@@ -8,101 +8,102 @@ import (
 	"time"
 
 	"github.com/xmq-io/xmq/auth"
+	"github.com/xmq-io/xmq/internal/config/configtest"
 )
 
 // loadEnv loads the configuration from args and env (KEY=VALUE strings).
-func loadEnv(t *testing.T, env []string, args ...string) (config, configSources, error) {
+func loadEnv(t *testing.T, env []string, args ...string) (Config, Sources, error) {
 	t.Helper()
-	return loadConfigEnv(args, env)
+	return LoadEnv(args, env, Checks{})
 }
 
 func TestEnvSetsKeys(t *testing.T) {
-	oneListener := writeFile(t, "listeners:\n  - name: lan\n    address: 10.0.0.1:1883\nbroker:\n  max_queued: 10\n")
+	oneListener := configtest.WriteFile(t, "listeners:\n  - name: lan\n    address: 10.0.0.1:1883\nbroker:\n  max_queued: 10\n")
 	sum := strings.Repeat("ab", 32)
 	tests := []struct {
 		name  string
 		env   []string
 		args  []string
-		check func(t *testing.T, c config)
+		check func(t *testing.T, c Config)
 	}{
-		{"number", []string{"XMQ_BROKER_MAX_QUEUED=5000"}, nil, func(t *testing.T, c config) {
+		{"number", []string{"XMQ_BROKER_MAX_QUEUED=5000"}, nil, func(t *testing.T, c Config) {
 			if c.Broker.MaxQueued != 5000 {
 				t.Errorf("max_queued %d", c.Broker.MaxQueued)
 			}
 		}},
-		{"longest key first", []string{"XMQ_BROKER_MAX_QUEUED_BYTES=100"}, nil, func(t *testing.T, c config) {
+		{"longest key first", []string{"XMQ_BROKER_MAX_QUEUED_BYTES=100"}, nil, func(t *testing.T, c Config) {
 			if c.Broker.MaxQueuedBytes != 100 || c.Broker.MaxQueued != 0 {
 				t.Errorf("max_queued_bytes %d, max_queued %d", c.Broker.MaxQueuedBytes, c.Broker.MaxQueued)
 			}
 		}},
-		{"duration", []string{"XMQ_BROKER_WRITE_TIMEOUT=1m30s"}, nil, func(t *testing.T, c config) {
+		{"duration", []string{"XMQ_BROKER_WRITE_TIMEOUT=1m30s"}, nil, func(t *testing.T, c Config) {
 			if c.Broker.WriteTimeout != 90*time.Second {
 				t.Errorf("write_timeout %v", c.Broker.WriteTimeout)
 			}
 		}},
-		{"text stays text", []string{"XMQ_DATA_DIR=null", "XMQ_LOG_LEVEL=warn"}, nil, func(t *testing.T, c config) {
+		{"text stays text", []string{"XMQ_DATA_DIR=null", "XMQ_LOG_LEVEL=warn"}, nil, func(t *testing.T, c Config) {
 			if c.DataDir != "null" || c.Log.Level != "warn" {
 				t.Errorf("data_dir %q, log.level %q", c.DataDir, c.Log.Level)
 			}
 		}},
-		{"empty is the zero value", []string{"XMQ_DATA_DIR="}, nil, func(t *testing.T, c config) {
+		{"empty is the zero value", []string{"XMQ_DATA_DIR="}, nil, func(t *testing.T, c Config) {
 			if c.DataDir != "" {
 				t.Errorf("data_dir %q", c.DataDir)
 			}
 		}},
-		{"bool and named string", []string{"XMQ_WEB_ALLOW_ANONYMOUS_LOOPBACK=true", "XMQ_AUTH_ALLOW_ANONYMOUS=true"}, nil, func(t *testing.T, c config) {
+		{"bool and named string", []string{"XMQ_WEB_ALLOW_ANONYMOUS_LOOPBACK=true", "XMQ_AUTH_ALLOW_ANONYMOUS=true"}, nil, func(t *testing.T, c Config) {
 			if !c.Web.AllowAnonymousLoopback || c.Auth.AllowAnonymous != auth.Anonymous("true") {
 				t.Errorf("web.allow_anonymous_loopback %v, auth.allow_anonymous %q", c.Web.AllowAnonymousLoopback, c.Auth.AllowAnonymous)
 			}
 		}},
-		{"comma list", []string{"XMQ_LISTENERS_2_ALLOWED_ORIGINS=https://a.example, https://b.example,"}, nil, func(t *testing.T, c config) {
+		{"comma list", []string{"XMQ_LISTENERS_2_ALLOWED_ORIGINS=https://a.example, https://b.example,"}, nil, func(t *testing.T, c Config) {
 			if got := c.Listeners[2].AllowedOrigins; !reflect.DeepEqual(got, []string{"https://a.example", "https://b.example"}) {
 				t.Errorf("allowed_origins %q", got)
 			}
 		}},
-		{"flow list", []string{"XMQ_LISTENERS_2_TRUSTED_PROXIES=[10.0.0.0/8, '192.168.0.1']"}, nil, func(t *testing.T, c config) {
+		{"flow list", []string{"XMQ_LISTENERS_2_TRUSTED_PROXIES=[10.0.0.0/8, '192.168.0.1']"}, nil, func(t *testing.T, c Config) {
 			if got := c.Listeners[2].TrustedProxies; !reflect.DeepEqual(got, []string{"10.0.0.0/8", "192.168.0.1"}) {
 				t.Errorf("trusted_proxies %q", got)
 			}
 		}},
-		{"list entry over the defaults", []string{"XMQ_LISTENERS_0_ADDRESS=127.0.0.1:1884", "XMQ_LISTENERS_1_TLS_VERIFY=required"}, nil, func(t *testing.T, c config) {
+		{"list entry over the defaults", []string{"XMQ_LISTENERS_0_ADDRESS=127.0.0.1:1884", "XMQ_LISTENERS_1_TLS_VERIFY=required"}, nil, func(t *testing.T, c Config) {
 			if len(c.Listeners) != 5 || c.Listeners[0].Address != "127.0.0.1:1884" || c.Listeners[0].Name != "tcp" ||
 				c.Listeners[1].TLS.Verify != "required" || c.Listeners[2].Address != ":8083" {
 				t.Errorf("listeners %+v", c.Listeners)
 			}
 		}},
-		{"list entry added after the file's", []string{"XMQ_LISTENERS_1_TRANSPORT=ws"}, []string{"-c", oneListener}, func(t *testing.T, c config) {
-			want := []listenerConfig{{Name: "lan", Transport: "tcp", Address: "10.0.0.1:1883"}, {Name: "ws", Transport: "ws", Address: ":8083", Path: "/mqtt"}}
+		{"list entry added after the file's", []string{"XMQ_LISTENERS_1_TRANSPORT=ws"}, []string{"-c", oneListener}, func(t *testing.T, c Config) {
+			want := []Listener{{Name: "lan", Transport: "tcp", Address: "10.0.0.1:1883"}, {Name: "ws", Transport: "ws", Address: ":8083", Path: "/mqtt"}}
 			if !reflect.DeepEqual(c.Listeners, want) {
 				t.Errorf("listeners %+v, want %+v", c.Listeners, want)
 			}
 		}},
-		{"whole list, then its entries", []string{"XMQ_LISTENERS_0_NAME=main", `XMQ_LISTENERS=[{transport: tcp, address: "127.0.0.1:1"}, {transport: quic}]`}, nil, func(t *testing.T, c config) {
+		{"whole list, then its entries", []string{"XMQ_LISTENERS_0_NAME=main", `XMQ_LISTENERS=[{transport: tcp, address: "127.0.0.1:1"}, {transport: quic}]`}, nil, func(t *testing.T, c Config) {
 			if len(c.Listeners) != 2 || c.Listeners[0].Name != "main" || c.Listeners[0].Address != "127.0.0.1:1" || c.Listeners[1].Transport != "quic" {
 				t.Errorf("listeners %+v", c.Listeners)
 			}
 		}},
-		{"map entries", []string{"XMQ_WEB_API_KEYS_CI_ROLE=viewer", "XMQ_WEB_API_KEYS_CI_SHA256=" + sum}, nil, func(t *testing.T, c config) {
-			if want := (map[string]apiKeyConfig{"ci": {SHA256: sum, Role: "viewer"}}); !reflect.DeepEqual(c.Web.APIKeys, want) {
+		{"map entries", []string{"XMQ_WEB_API_KEYS_CI_ROLE=viewer", "XMQ_WEB_API_KEYS_CI_SHA256=" + sum}, nil, func(t *testing.T, c Config) {
+			if want := (map[string]APIKey{"ci": {SHA256: sum, Role: "viewer"}}); !reflect.DeepEqual(c.Web.APIKeys, want) {
 				t.Errorf("api_keys %+v", c.Web.APIKeys)
 			}
 		}},
-		{"section in flow style", []string{"XMQ_BROKER={max_queued: 7, retain_disabled: true}"}, []string{"-c", oneListener}, func(t *testing.T, c config) {
+		{"section in flow style", []string{"XMQ_BROKER={max_queued: 7, retain_disabled: true}"}, []string{"-c", oneListener}, func(t *testing.T, c Config) {
 			if c.Broker.MaxQueued != 7 || !c.Broker.RetainDisabled {
 				t.Errorf("broker %+v", c.Broker)
 			}
 		}},
-		{"environment over file", []string{"XMQ_BROKER_MAX_QUEUED=20"}, []string{"-c", oneListener}, func(t *testing.T, c config) {
+		{"environment over file", []string{"XMQ_BROKER_MAX_QUEUED=20"}, []string{"-c", oneListener}, func(t *testing.T, c Config) {
 			if c.Broker.MaxQueued != 20 {
 				t.Errorf("max_queued %d, want the environment's 20 over the file's 10", c.Broker.MaxQueued)
 			}
 		}},
-		{"flags over environment", []string{"XMQ_DATA_DIR=/from/env", "XMQ_LOG_FORMAT=json"}, []string{"-data", "/from/flag"}, func(t *testing.T, c config) {
+		{"flags over environment", []string{"XMQ_DATA_DIR=/from/env", "XMQ_LOG_FORMAT=json"}, []string{"-data", "/from/flag"}, func(t *testing.T, c Config) {
 			if c.DataDir != "/from/flag" || c.Log.Format != "json" {
 				t.Errorf("data_dir %q, log.format %q", c.DataDir, c.Log.Format)
 			}
 		}},
-		{"other variables are left alone", []string{"XMQ_ADMIN_PASSWORD=x", "XMQ_CORE_TCP=1", "XMQ_SCREENSHOT_DIR=/tmp", "PATH=/bin", "xmq_broker_max_queued=3"}, nil, func(t *testing.T, c config) {
+		{"other variables are left alone", []string{"XMQ_ADMIN_PASSWORD=x", "XMQ_CORE_TCP=1", "XMQ_SCREENSHOT_DIR=/tmp", "PATH=/bin", "xmq_broker_max_queued=3"}, nil, func(t *testing.T, c Config) {
 			if want := mustLoad(t); !reflect.DeepEqual(c, want) {
 				t.Errorf("configuration %+v, want the defaults", c)
 			}
@@ -150,15 +151,15 @@ func TestEnvErrors(t *testing.T) {
 // key (xmq config env's list) back to its key, so a key added to the
 // config struct is settable from the environment with no more code.
 func TestEveryKeyHasAVariable(t *testing.T) {
-	tpls := envTemplates(reflect.TypeFor[config](), envPrefix, "")
+	tpls := envTemplates(reflect.TypeFor[Config](), envPrefix, "")
 	if len(tpls) < 60 {
 		t.Fatalf("only %d variables", len(tpls))
 	}
 	seen := map[string]bool{}
 	for _, tpl := range tpls {
-		name := strings.NewReplacer("<N>", "3", "<NAME>", "GRAFANA").Replace(tpl.name)
-		key := strings.NewReplacer("<N>", "3", "<NAME>", "grafana").Replace(tpl.key)
-		path, ok := resolveEnv(reflect.TypeFor[config](), strings.TrimPrefix(name, envPrefix))
+		name := strings.NewReplacer("<N>", "3", "<NAME>", "GRAFANA").Replace(tpl.Name)
+		key := strings.NewReplacer("<N>", "3", "<NAME>", "grafana").Replace(tpl.Key)
+		path, ok := resolveEnv(reflect.TypeFor[Config](), strings.TrimPrefix(name, envPrefix))
 		if !ok || strings.Join(path, ".") != key {
 			t.Errorf("%s resolves to %q, %v; want %s", name, path, ok, key)
 		}
@@ -180,7 +181,7 @@ func TestEnvSources(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := configSources{"broker.max_queued": "XMQ_BROKER_MAX_QUEUED", "listeners.0.address": "XMQ_LISTENERS_0_ADDRESS",
+	want := Sources{"broker.max_queued": "XMQ_BROKER_MAX_QUEUED", "listeners.0.address": "XMQ_LISTENERS_0_ADDRESS",
 		"data_dir": "-data", "log.level": "-log-level"}
 	if !reflect.DeepEqual(src, want) {
 		t.Errorf("sources %v, want %v", src, want)
@@ -190,7 +191,7 @@ func TestEnvSources(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (configSources{"listeners": "-listen"}); !reflect.DeepEqual(src, want) {
+	if want := (Sources{"listeners": "-listen"}); !reflect.DeepEqual(src, want) {
 		t.Errorf("sources %v, want %v", src, want)
 	}
 }
@@ -199,10 +200,10 @@ func TestEnvSources(t *testing.T) {
 // overrides, as config print marks it.
 func TestFlagKeys(t *testing.T) {
 	keys := map[string]bool{}
-	for _, tpl := range envTemplates(reflect.TypeFor[config](), envPrefix, "") {
-		keys[tpl.key] = true
+	for _, tpl := range envTemplates(reflect.TypeFor[Config](), envPrefix, "") {
+		keys[tpl.Key] = true
 	}
-	newFlagSet(&flags{}).VisitAll(func(f *flag.Flag) {
+	Flags().VisitAll(func(f *flag.Flag) {
 		switch f.Name {
 		case "c", "config", "pprof", "version":
 			return // not configuration keys

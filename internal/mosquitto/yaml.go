@@ -1,4 +1,4 @@
-package main
+package mosquitto
 
 import (
 	"bufio"
@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/xmq-io/xmq/internal/config"
 )
 
 // yamlChunk is the most list items (listeners, bridges, a bridge's
@@ -30,8 +32,8 @@ type yamlWriter struct {
 	w     *bufio.Writer
 	chunk int
 	keep  map[string]bool     // paths written even when equal to their default
-	line  map[string][]string // importer.lineComments
-	head  map[string][]string // importer.headComments
+	line  map[string][]string // Import.lineComments
+	head  map[string][]string // Import.headComments
 	used  map[string]bool     // the paths of line and head that were found
 	// first is the prefix of the next line instead of the indentation:
 	// "- " where a list item is written in parts.
@@ -70,11 +72,11 @@ func (y *yamlWriter) section(v reflect.Value, def *yaml.Node, path, indent strin
 	light := reflect.New(v.Type()).Elem()
 	light.Set(v)
 	heavy := map[string]reflect.Value{}
-	for _, f := range yamlFields(v.Type()) {
-		if fv := v.Field(f.index); yamlWeight(fv, y.chunk) > y.chunk {
-			heavy[f.key] = fv
-			light.Field(f.index).SetZero()
-			y.keep[joinPath(path, f.key)] = true // its placeholder would go as empty
+	for _, f := range config.YAMLFields(v.Type()) {
+		if fv := v.Field(f.Index); yamlWeight(fv, y.chunk) > y.chunk {
+			heavy[f.Key] = fv
+			light.Field(f.Index).SetZero()
+			y.keep[joinPath(path, f.Key)] = true // its placeholder would go as empty
 		}
 	}
 	var n yaml.Node

@@ -1,4 +1,4 @@
-package main
+package mosquitto
 
 import (
 	"bytes"
@@ -29,8 +29,8 @@ import (
 //     not check UNSUBSCRIBE;
 //   - a plugin client may be tied to one client id; an ACL file cannot.
 
-// dynsecFile is dynamic-security.json, as far as the importer reads it.
-type dynsecFile struct {
+// DynsecFile is dynamic-security.json, as far as the importer reads it.
+type DynsecFile struct {
 	DefaultACLAccess map[string]bool `json:"defaultACLAccess"`
 	Clients          []struct {
 		Username   string      `json:"username"`
@@ -81,12 +81,12 @@ type dynsecACL struct {
 
 // The plugin's ACL types.
 const (
-	dsPublish      = "publishClientSend"
-	dsReceive      = "publishClientReceive"
-	dsSubLiteral   = "subscribeLiteral"
-	dsSubPattern   = "subscribePattern"
-	dsUnsubLiteral = "unsubscribeLiteral"
-	dsUnsubPattern = "unsubscribePattern"
+	DynsecPublish      = "publishClientSend"
+	DynsecReceive      = "publishClientReceive"
+	DynsecSubLiteral   = "subscribeLiteral"
+	DynsecSubPattern   = "subscribePattern"
+	DynsecUnsubLiteral = "unsubscribeLiteral"
+	DynsecUnsubPattern = "unsubscribePattern"
 )
 
 // dynsecIdentity is one identity's rules as the plugin checks them: its
@@ -106,7 +106,7 @@ type dynsecModel struct {
 // maxDynsecFile bounds the file read, as import bounds its input.
 const maxDynsecFile = 16 << 20
 
-func readDynsec(path string) (*dynsecFile, error) {
+func ReadDynsec(path string) (*DynsecFile, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -119,7 +119,7 @@ func readDynsec(path string) (*dynsecFile, error) {
 	if len(b) > maxDynsecFile {
 		return nil, fmt.Errorf("%s: over %d MiB", path, maxDynsecFile>>20)
 	}
-	var d dynsecFile
+	var d DynsecFile
 	if err := json.Unmarshal(b, &d); err != nil {
 		return nil, fmt.Errorf("%s: not a dynamic security file: %w", path, err)
 	}
@@ -127,7 +127,7 @@ func readDynsec(path string) (*dynsecFile, error) {
 }
 
 // model resolves roles and groups into each identity's ordered rules.
-func (d *dynsecFile) model() (*dynsecModel, []string) {
+func (d *DynsecFile) model() (*dynsecModel, []string) {
 	var notes []string
 	roles := map[string][]dynsecACL{}
 	for _, r := range d.Roles {
@@ -160,7 +160,7 @@ func (d *dynsecFile) model() (*dynsecModel, []string) {
 			groups[g.Name] = append(groups[g.Name], roles[rn])
 		}
 	}
-	m := &dynsecModel{defaults: map[string]bool{dsPublish: false, dsReceive: true, "subscribe": false, "unsubscribe": true}}
+	m := &dynsecModel{defaults: map[string]bool{DynsecPublish: false, DynsecReceive: true, "subscribe": false, "unsubscribe": true}}
 	for k, v := range d.DefaultACLAccess {
 		m.defaults[k] = v
 	}
@@ -193,12 +193,12 @@ func (m *dynsecModel) decide(id *dynsecIdentity, action, topic string) bool {
 		if action == "subscribe" {
 			// Per role: the literal rules, then the patterns.
 			for _, a := range role {
-				if a.Type == dsSubLiteral && a.Topic == topic {
+				if a.Type == DynsecSubLiteral && a.Topic == topic {
 					return a.Allow
 				}
 			}
 			for _, a := range role {
-				if a.Type == dsSubPattern && filterWithin(topic, a.Topic) {
+				if a.Type == DynsecSubPattern && filterWithin(topic, a.Topic) {
 					return a.Allow
 				}
 			}
@@ -235,31 +235,31 @@ func filterWithin(sub, acl string) bool {
 	return len(s) == len(a)
 }
 
-// dynsecImport is the files made from a dynamic security file, and what
+// DynsecImport is the files made from a dynamic security file, and what
 // they cannot say.
-type dynsecImport struct {
-	passwd, acl []byte
-	differ      []string // decisions that differ, one line each
-	notes       []string
+type DynsecImport struct {
+	Passwd, ACL []byte
+	Differ      []string // decisions that differ, one line each
+	Notes       []string
 }
 
-// convertDynsec writes the files for d and checks them.
-func convertDynsec(d *dynsecFile) (*dynsecImport, error) {
+// ConvertDynsec writes the files for d and checks them.
+func ConvertDynsec(d *DynsecFile) (*DynsecImport, error) {
 	m, notes := d.model()
-	out := &dynsecImport{notes: notes}
+	out := &DynsecImport{Notes: notes}
 	var pw bytes.Buffer
 	for _, c := range d.Clients {
 		if c.Disabled {
 			continue
 		}
 		if c.Password == "" {
-			out.notes = append(out.notes, fmt.Sprintf("client %s has no password: it cannot log in with one", c.Username))
+			out.Notes = append(out.Notes, fmt.Sprintf("client %s has no password: it cannot log in with one", c.Username))
 			continue
 		}
 		salt, err1 := base64.StdEncoding.DecodeString(c.Salt)
 		hash, err2 := base64.StdEncoding.DecodeString(c.Password)
 		if err := errors.Join(err1, err2); err != nil || c.Iterations < 1 || strings.ContainsAny(c.Username, ":\n") {
-			out.notes = append(out.notes, fmt.Sprintf("client %s: its password is not one the plugin writes; left out", c.Username))
+			out.Notes = append(out.Notes, fmt.Sprintf("client %s: its password is not one the plugin writes; left out", c.Username))
 			continue
 		}
 		// The plugin hashes as mosquitto_passwd's $7$ does: PBKDF2 with
@@ -267,7 +267,7 @@ func convertDynsec(d *dynsecFile) (*dynsecImport, error) {
 		fmt.Fprintf(&pw, "%s:$7$%d$%s$%s\n", c.Username, c.Iterations,
 			base64.StdEncoding.EncodeToString(salt), base64.StdEncoding.EncodeToString(hash))
 	}
-	out.passwd = pw.Bytes()
+	out.Passwd = pw.Bytes()
 
 	var acl bytes.Buffer
 	acl.WriteString("# Converted by xmq import from Mosquitto's dynamic security plugin.\n")
@@ -292,7 +292,7 @@ func convertDynsec(d *dynsecFile) (*dynsecImport, error) {
 			fmt.Fprintf(&acl, "\nuser %s\n", id.user)
 		}
 		if id.clientID != "" {
-			out.notes = append(out.notes, fmt.Sprintf("client %s may use client id %q only; an ACL file cannot bind a user to a client id", id.user, id.clientID))
+			out.Notes = append(out.Notes, fmt.Sprintf("client %s may use client id %q only; an ACL file cannot bind a user to a client id", id.user, id.clientID))
 		}
 		for _, line := range aclLines(m, id) {
 			acl.WriteString(line + "\n")
@@ -301,24 +301,24 @@ func convertDynsec(d *dynsecFile) (*dynsecImport, error) {
 	if !anonymous {
 		acl.WriteString("\n# No anonymous group: anonymous clients have no rules (set auth.allow_anonymous: false).\n")
 	}
-	out.acl = acl.Bytes()
+	out.ACL = acl.Bytes()
 	for k, v := range m.defaults {
 		if k == "unsubscribe" && !v {
-			out.notes = append(out.notes, "defaultACLAccess.unsubscribe is false: xmq does not check UNSUBSCRIBE")
+			out.Notes = append(out.Notes, "defaultACLAccess.unsubscribe is false: xmq does not check UNSUBSCRIBE")
 		}
 	}
 	for _, r := range d.Roles {
 		for _, a := range r.ACLs {
-			if (a.Type == dsUnsubLiteral || a.Type == dsUnsubPattern) && !a.Allow {
-				out.notes = append(out.notes, fmt.Sprintf("role %s denies unsubscribing from %s: xmq does not check UNSUBSCRIBE", r.Name, a.Topic))
+			if (a.Type == DynsecUnsubLiteral || a.Type == DynsecUnsubPattern) && !a.Allow {
+				out.Notes = append(out.Notes, fmt.Sprintf("role %s denies unsubscribing from %s: xmq does not check UNSUBSCRIBE", r.Name, a.Topic))
 			}
 			if strings.Contains(a.Topic, "%") {
-				out.notes = append(out.notes, fmt.Sprintf("role %s: %s is taken literally (the plugin has no %%c/%%u patterns)", r.Name, a.Topic))
+				out.Notes = append(out.Notes, fmt.Sprintf("role %s: %s is taken literally (the plugin has no %%c/%%u patterns)", r.Name, a.Topic))
 			}
 		}
 	}
 	var err error
-	out.differ, err = verifyDynsec(m, ids, out.acl)
+	out.Differ, err = verifyDynsec(m, ids, out.ACL)
 	return out, err
 }
 
@@ -352,17 +352,17 @@ func aclLines(m *dynsecModel, id *dynsecIdentity) []string {
 			}
 			earlier = append(earlier, a)
 			switch {
-			case a.Type == dsUnsubLiteral || a.Type == dsUnsubPattern:
+			case a.Type == DynsecUnsubLiteral || a.Type == DynsecUnsubPattern:
 			case !a.Allow:
 				add("topic deny " + a.Topic)
-			case a.Type == dsPublish:
+			case a.Type == DynsecPublish:
 				add("topic write " + a.Topic)
-			case a.Type == dsSubLiteral || a.Type == dsSubPattern:
+			case a.Type == DynsecSubLiteral || a.Type == DynsecSubPattern:
 				add("topic read " + a.Topic)
 			}
 		}
 	}
-	if m.defaults[dsPublish] {
+	if m.defaults[DynsecPublish] {
 		add("topic write #")
 	}
 	if m.defaults["subscribe"] {
@@ -375,9 +375,9 @@ func aclLines(m *dynsecModel, id *dynsecIdentity) []string {
 func sameKind(a, b string) bool {
 	kind := func(t string) string {
 		switch t {
-		case dsSubLiteral, dsSubPattern:
+		case DynsecSubLiteral, DynsecSubPattern:
 			return "subscribe"
-		case dsUnsubLiteral, dsUnsubPattern:
+		case DynsecUnsubLiteral, DynsecUnsubPattern:
 			return "unsubscribe"
 		}
 		return t
@@ -447,7 +447,7 @@ func verifyDynsec(m *dynsecModel, ids []dynsecIdentity, acl []byte) ([]string, e
 			cid = "import-check"
 		}
 		for _, t := range topics {
-			if mosq := m.decide(id, dsPublish, t); mosq != a.CanPublish(cid, id.user, t) {
+			if mosq := m.decide(id, DynsecPublish, t); mosq != a.CanPublish(cid, id.user, t) {
 				differ = append(differ, fmt.Sprintf("%s, publish to %s: %s", who(id), t, verdict[mosq]))
 			}
 		}
@@ -461,7 +461,7 @@ func verifyDynsec(m *dynsecModel, ids []dynsecIdentity, acl []byte) ([]string, e
 				if !codec.Match([]byte(f), []byte(t)) {
 					continue
 				}
-				mosq = mosq || m.decide(id, "subscribe", f) && m.decide(id, dsReceive, t)
+				mosq = mosq || m.decide(id, "subscribe", f) && m.decide(id, DynsecReceive, t)
 				xmq = xmq || a.CanSubscribe(cid, id.user, f) && a.CanRead(cid, id.user, t)
 			}
 			if mosq != xmq {
@@ -470,42 +470,4 @@ func verifyDynsec(m *dynsecModel, ids []dynsecIdentity, acl []byte) ([]string, e
 		}
 	}
 	return differ, nil
-}
-
-// runImportDynsec is `xmq import -dynsec FILE -passwd P -acl A`.
-func runImportDynsec(src, passwdOut, aclOut string, stderr io.Writer) error {
-	if passwdOut == "" || aclOut == "" {
-		return usageError{errors.New("import: -dynsec needs -passwd FILE and -acl FILE to write")}
-	}
-	d, err := readDynsec(src)
-	if err != nil {
-		return fmt.Errorf("import: %w", err)
-	}
-	im, err := convertDynsec(d)
-	if err != nil {
-		return fmt.Errorf("import: %w", err)
-	}
-	for path, data := range map[string][]byte{passwdOut: im.passwd, aclOut: im.acl} {
-		if err := os.WriteFile(path, data, 0o600); err != nil {
-			return fmt.Errorf("import: %w", err)
-		}
-	}
-	fmt.Fprintf(stderr, "xmq import: %d clients, %d groups, %d roles from %s → %s and %s (auth.password_file, auth.acl_file)\n",
-		len(d.Clients), len(d.Groups), len(d.Roles), src, passwdOut, aclOut)
-	for _, n := range im.notes {
-		fmt.Fprintln(stderr, "  note:", n)
-	}
-	if len(im.differ) == 0 {
-		fmt.Fprintln(stderr, "  every decision checked is the same in xmq")
-		return nil
-	}
-	fmt.Fprintf(stderr, "  %d decisions differ (the plugin's first matching rule wins, an ACL file's deny wins; xmq has one read access for subscribing and receiving):\n", len(im.differ))
-	for i, l := range im.differ {
-		if i == 50 {
-			fmt.Fprintf(stderr, "    … and %d more\n", len(im.differ)-50)
-			break
-		}
-		fmt.Fprintln(stderr, "   ", l)
-	}
-	return nil
 }

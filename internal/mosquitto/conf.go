@@ -1,4 +1,4 @@
-package main
+package mosquitto
 
 import (
 	"bufio"
@@ -217,8 +217,8 @@ type mosqBridgeConf struct {
 	lines []mosqLine
 }
 
-// mosqConf is a whole Mosquitto configuration as Mosquitto reads it.
-type mosqConf struct {
+// Conf is a whole Mosquitto configuration as Mosquitto reads it.
+type Conf struct {
 	global      map[string]mosqLine // the last line of each global option
 	globalOrder []mosqLine          // every global line, in order (log_dest and log_type repeat)
 	perListener bool
@@ -235,24 +235,24 @@ type mosqConf struct {
 	foreign   []string   // files of include_dir in which no line is an option: not listed line by line
 }
 
-// mosqMaxBytes is the most xmq import reads: the main file and its
+// MaxConfBytes is the most xmq import reads: the main file and its
 // include_dir files together. A Mosquitto configuration is kilobytes, a
 // very large one a few MiB; past this the file is something else (a log, a
 // device, a directory of data given by mistake) and reading on would only
 // cost memory: the import holds every option line until it writes.
-const mosqMaxBytes = 16 << 20
+const MaxConfBytes = 16 << 20
 
 // mosqMaxLine is the longest line read; Mosquitto's own buffer grows as
 // needed, but no option's value comes near this.
 const mosqMaxLine = 1 << 20
 
-// readMosquittoConf reads path, and the files of its include_dir lines,
-// the way Mosquitto does, line by line, mosqMaxBytes at most.
-func readMosquittoConf(path string) (*mosqConf, error) {
-	c := &mosqConf{global: map[string]mosqLine{}, localOnly: true}
+// ReadConf reads path, and the files of its include_dir lines,
+// the way Mosquitto does, line by line, MaxConfBytes at most.
+func ReadConf(path string) (*Conf, error) {
+	c := &Conf{global: map[string]mosqLine{}, localOnly: true}
 	var cur *mosqListenerConf = &c.def
 	var bridge *mosqBridgeConf
-	budget := int64(mosqMaxBytes)
+	budget := int64(MaxConfBytes)
 	var read func(path string, top bool) error
 	read = func(path string, top bool) error {
 		known, first := 0, len(c.unknown)
@@ -283,7 +283,7 @@ func readMosquittoConf(path string) (*mosqConf, error) {
 				total := int64(0)
 				for _, f := range files {
 					if total += f.size; total > budget {
-						return fmt.Errorf("%s: include_dir: %w", l.where(), mosqTooLarge(f.path, f.size > mosqMaxBytes))
+						return fmt.Errorf("%s: include_dir: %w", l.where(), mosqTooLarge(f.path, f.size > MaxConfBytes))
 					}
 				}
 				for _, f := range files {
@@ -349,12 +349,12 @@ func readMosquittoConf(path string) (*mosqConf, error) {
 }
 
 // mosqTooLarge is the error for a file that takes the import past
-// mosqMaxBytes: alone (whole), or with the files read before it.
+// MaxConfBytes: alone (whole), or with the files read before it.
 func mosqTooLarge(path string, whole bool) error {
 	if whole {
-		return fmt.Errorf("%s is larger than %d MiB, the most xmq import reads: is it a Mosquitto configuration?", path, mosqMaxBytes>>20)
+		return fmt.Errorf("%s is larger than %d MiB, the most xmq import reads: is it a Mosquitto configuration?", path, MaxConfBytes>>20)
 	}
-	return fmt.Errorf("%s takes the configuration and its include_dir files past %d MiB, the most xmq import reads", path, mosqMaxBytes>>20)
+	return fmt.Errorf("%s takes the configuration and its include_dir files past %d MiB, the most xmq import reads", path, MaxConfBytes>>20)
 }
 
 // readMosqLines calls fn with each option line of the file at path, as it
@@ -368,7 +368,7 @@ func readMosqLines(path string, budget *int64, fn func(mosqLine) error) error {
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > *budget {
-		return mosqTooLarge(path, fi.Size() > mosqMaxBytes || *budget == mosqMaxBytes)
+		return mosqTooLarge(path, fi.Size() > MaxConfBytes || *budget == MaxConfBytes)
 	}
 	return scanMosqLines(f, path, budget, fn)
 }
@@ -380,7 +380,7 @@ func readMosqLines(path string, budget *int64, fn func(mosqLine) error) error {
 // on, and takes them from *budget as it reads: the include_dir files that
 // fn reads come out of the same budget.
 func scanMosqLines(r io.Reader, path string, budget *int64, fn func(mosqLine) error) error {
-	whole := *budget == mosqMaxBytes
+	whole := *budget == MaxConfBytes
 	sc := bufio.NewScanner(&budgetReader{r, budget})
 	sc.Buffer(make([]byte, 0, 64<<10), mosqMaxLine)
 	n := 0
