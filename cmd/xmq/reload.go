@@ -12,6 +12,7 @@ import (
 	"github.com/xmq-io/xmq/bridge"
 	"github.com/xmq-io/xmq/core"
 	"github.com/xmq-io/xmq/internal/config"
+	"github.com/xmq-io/xmq/internal/logging"
 )
 
 // reloader applies the configuration file (and the environment and flags
@@ -26,7 +27,7 @@ type reloader struct {
 	mu      sync.Mutex // one reload at a time; guards cur
 	args    []string
 	cur     config.Config // what runs: the start's configuration and what reloads applied
-	lg      *logger
+	lg      *logging.Logger
 	srv     *core.Server
 	authn   *auth.Auth
 	ts      *tlsSetup
@@ -83,7 +84,7 @@ func (r *reloader) reload(by string) (reloadResult, error) {
 	if next.Log.Level != r.cur.Log.Level {
 		var l zapcore.Level
 		if err := l.UnmarshalText([]byte(next.Log.Level)); err == nil {
-			r.lg.level.SetLevel(l)
+			r.lg.SetLevel(l)
 			applied = append(applied, config.Path("log", "level"))
 		}
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/xmq-io/xmq/core"
 	"github.com/xmq-io/xmq/internal/config"
+	"github.com/xmq-io/xmq/internal/logging"
 	"github.com/xmq-io/xmq/listeners"
 	"github.com/xmq-io/xmq/store"
 	"github.com/xmq-io/xmq/web"
@@ -94,11 +95,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...r
 	// last started first.
 	var down cleanups
 	defer down.unwind()
-	lg, err := newLogger(stderr, cfg.Log)
+	lg, err := logging.New(stderr, cfg.Log)
 	if err != nil {
 		return err
 	}
-	down.push(lg.close)
+	down.push(lg.Close)
 	log := lg.Logger
 	if cfg.Pprof != "" {
 		stop, err := startPprof(cfg.Pprof, log.Named("pprof"))

@@ -90,6 +90,14 @@ var table = []row{
 	{pkgs: []string{x("internal/mosquitto")},
 		may:   []string{x("internal/config"), x("auth"), x("bridge"), x("certs"), x("codec"), x("listeners")},
 		never: []string{x("cmd"), x("web"), x("cluster"), "github.com/nats-io"}, neverDirect: []string{x("core")}},
+	// internal/logging builds the process logger from config.Log (zap,
+	// lumberjack, syslog, the journal); the broker's packages take a
+	// *zap.Logger and never import it. What config links (core, through the
+	// option types) it links too: "never core" is held to its own imports.
+	{pkgs: []string{x("internal/logging")}, may: []string{x("internal/config")},
+		never: []string{x("cmd"), x("web"), x("cluster"), x("internal/mosquitto"), x("internal/bridgelocal"),
+			"github.com/nats-io"},
+		neverDirect: []string{x("core")}},
 	{pkgs: []string{x("cmd/xmq"), x("cmd/loadtest")}, any: true},
 }
 

@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package logging
 
 import (
 	"bytes"
@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"log/syslog"
+	"maps"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -71,7 +73,7 @@ func newJournalCore(socket string, level zapcore.LevelEnabler) (zapcore.Core, io
 		for _, f := range fields {
 			f.AddTo(m)
 		}
-		for _, k := range sortedNames(m.Fields) {
+		for _, k := range slices.Sorted(maps.Keys(m.Fields)) {
 			journalField(&b, journalName(k), fmt.Sprint(m.Fields[k]))
 		}
 		_, err := conn.Write(b.Bytes())

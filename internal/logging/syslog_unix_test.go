@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package logging
 
 import (
 	"bytes"
@@ -63,11 +63,11 @@ func receive(t *testing.T, got <-chan []byte) []byte {
 // priority (daemon facility: warning is <28>), tag xmq and the sentence.
 func TestSyslogOutput(t *testing.T) {
 	path, got := fakeDatagramSocket(t)
-	lg, err := newLogger(&bytes.Buffer{}, config.Log{Level: "info", Format: "auto", Syslog: "unix://" + path})
+	lg, err := New(&bytes.Buffer{}, config.Log{Level: "info", Format: "auto", Syslog: "unix://" + path})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lg.close()
+	defer lg.Close()
 	lg.Warn("client disconnected", zap.String("client_id", "sensor-7"), zap.Stringer("reason", stringer("keepalive_timeout")))
 	msg := string(receive(t, got))
 	if !strings.HasPrefix(msg, "<28>") || !strings.Contains(msg, " xmq[") ||
@@ -89,11 +89,11 @@ func TestJournalOutput(t *testing.T) {
 	old := journalSocket
 	journalSocket = path
 	t.Cleanup(func() { journalSocket = old })
-	lg, err := newLogger(&bytes.Buffer{}, config.Log{Level: "info", Format: "auto", Journald: true})
+	lg, err := New(&bytes.Buffer{}, config.Log{Level: "info", Format: "auto", Journald: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lg.close()
+	defer lg.Close()
 	lg.Named("core").Info("client connected", zap.String("client_id", "sensor-7"), zap.String("remote", "10.0.0.5:1"),
 		zap.String("transport", "tls"), zap.Uint8("protocol", 5), zap.String("note", "two\nlines"))
 	d := receive(t, got)

@@ -1,4 +1,4 @@
-package main
+package logging
 
 import (
 	"errors"
@@ -19,17 +19,21 @@ import (
 // point it elsewhere.
 var journalSocket = "/run/systemd/journal/socket"
 
-// logger is the process logger with what a reload may change (the level)
+// Logger is the process logger with what a reload may change (the level)
 // and what the end of the run must close (a log file, a syslog
 // connection).
-type logger struct {
+type Logger struct {
 	*zap.Logger
 	level   zap.AtomicLevel
 	closers []io.Closer
 }
 
-// close flushes and closes the outputs.
-func (l *logger) close() {
+// SetLevel changes the level of every output, live (log.level on a
+// reload).
+func (l *Logger) SetLevel(level zapcore.Level) { l.level.SetLevel(level) }
+
+// Close flushes and closes the outputs; nothing is logged after it.
+func (l *Logger) Close() {
 	_ = l.Sync()
 	for _, c := range l.closers {
 		_ = c.Close()
@@ -39,19 +43,19 @@ func (l *logger) close() {
 // logFileMode is a new log file's mode: the owner writes, its group reads.
 const logFileMode = 0o640
 
-// newLogger builds the process logger: to w (standard error) unless the
+// New builds the process logger: to w (standard error) unless the
 // configuration names a file, syslog or the journal, to each of those
 // then. Format "auto" picks console output when w is a terminal and JSON
 // otherwise (a file gets JSON); console output writes the broker's events
 // as sentences (sentenceEncoder).
-func newLogger(w io.Writer, c config.Log) (*logger, error) {
+func New(w io.Writer, c config.Log) (*Logger, error) {
 	level, err := zap.ParseAtomicLevel(c.Level)
 	if err != nil {
 		return nil, fmt.Errorf("log level: %w", err)
 	}
-	l := &logger{level: level}
+	l := &Logger{level: level}
 	var cores []zapcore.Core
-	fail := func(err error) (*logger, error) {
+	fail := func(err error) (*Logger, error) {
 		for _, c := range l.closers {
 			_ = c.Close()
 		}
