@@ -76,7 +76,7 @@ type client struct {
 	needSync  bool         // this connection wrote to the store since its last Sync
 	limiter   *rateLimiter // nil without MaxMessageRate and MaxByteRate
 	matches   []match
-	acks      []pendingAck // acknowledgements waiting for a store Sync (durable.go)
+	acks      []pendingAck // acknowledgements waiting for a store Sync (acks.go)
 	// syncQueued counts this connection's batches with the syncer; while
 	// any is, later acknowledgements queue behind them to keep their order.
 	syncQueued atomic.Int32

@@ -34,11 +34,12 @@
 // takes them (stream.go), under the set's read lock alone.
 //
 // Beside the connections run one goroutine each for the poller and the
-// keepalive wheel (where connections park), the syncer (durable.go: one store Sync for many
-// connections' acknowledgements) and $SYS (sys.go), and timers for
-// session expiry, delayed wills, traces and logins that end. Every lock,
-// what it guards, the order in which locks nest, and the atomics and
-// ownership rules that keep the hot path free of locks are in LOCKS.md.
+// keepalive wheel (where connections park), the syncer (acks.go: one
+// store Sync for many connections' acknowledgements) and $SYS (sys.go),
+// and timers for session expiry, delayed wills, traces and logins that
+// end. Every lock, what it guards, the order in which locks nest, and the
+// atomics and ownership rules that keep the hot path free of locks are in
+// LOCKS.md.
 //
 // Files, by the state they hold and the job they do:
 //
@@ -61,11 +62,16 @@
 //     the topic tree and shared groups (router.mu); retained.go and
 //     ostree.go: the retained set (retainedStore.mu), an order-statistic
 //     tree.
-//   - durable.go: acknowledgements that wait for a store Sync (the
-//     syncer), inbound QoS 2 state, store errors, will records, restore
-//     at start, held messages, the inflight QoS; record.go: the store's
-//     record encodings; store.go: the Store interface and MemStore;
-//     check.go: CheckStore; health.go: StoreHealthy.
+//   - acks.go: acknowledgements that wait for a store Sync, and the
+//     syncer (syncer.mu) that syncs once for many connections;
+//     inbound2.go: inbound QoS 2 state (session.qos2in and its store
+//     record); held.go: held messages, released once their QoS 2
+//     PUBLISH is recorded; persist.go: the store writes of sessions and
+//     deliveries, and store errors; restore.go: the restorer, which
+//     rebuilds the state at start; will.go: delayed wills (scheduled,
+//     recorded, published); record.go: the store's record encodings;
+//     store.go: the Store interface and MemStore; check.go: CheckStore;
+//     health.go: StoreHealthy.
 //   - acl.go: per-subscription authorization and the pre-login byte
 //     budget; limits.go: per-connection rate limits; options.go and
 //     live.go: Options, and the Limits a reload changes; reason.go: close

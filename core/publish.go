@@ -242,41 +242,6 @@ func (s *Server) countTopic(msg *Message, r *routed) {
 	s.topicMetrics.count(msg.Topic, msg.QoS, r.n-r.dropped, dropped)
 }
 
-// releaseHeld lets r.held go to its subscribers once its PUBLISH is recorded.
-func (c *client) releaseHeld(msg *Message) {
-	c.srv.releaseHeld(msg, c.matches)
-	clear(c.matches)
-	c.matches = c.matches[:0]
-}
-
-// commitInbound records a QoS 2 PUBLISH as received (commitInbound on the
-// session) and turns a store failure into a refusal; false means the
-// connection is closing.
-func (c *client) commitInbound(id uint16, inSeq uint64, rc *codec.ReasonCode) bool {
-	accepted := !rc.IsError()
-	err := c.sess.commitInbound(id, inSeq, accepted)
-	if inSeq != 0 {
-		c.needSync = true
-	}
-	if err == nil {
-		return true
-	}
-	c.srv.storeError("store: recording a QoS 2 PUBLISH", err, zap.String("client_id", c.id))
-	if !accepted {
-		return true
-	}
-	c.sess.forgetInbound(id)
-	if c.version != codec.V5 {
-		c.close(CloseStoreError, 0)
-		return false
-	}
-	*rc = codec.UnspecifiedError
-	if isNoSpace(err) {
-		*rc = codec.QuotaExceeded
-	}
-	return true
-}
-
 // publish routes a message from the broker itself ($SYS, wills, the admin
 // API) and returns how many deliveries it made.
 func (s *Server) publish(msg *Message) int {

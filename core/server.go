@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -122,7 +121,7 @@ type Server struct {
 	// workers run readers and writers on goroutines whose stacks have
 	// grown already (workers.go).
 	workers *workers
-	syncer  *syncer // group commit of acknowledgements (durable.go)
+	syncer  *syncer // group commit of acknowledgements (acks.go)
 
 	// readBufs holds the connections' read buffers (*bufio.Reader of
 	// Options.ReadBufferSize): a TCP connection waiting for its next packet
@@ -207,38 +206,6 @@ func (s *Server) Options() Options {
 	o := s.opts
 	s.live.load(&o)
 	return o
-}
-
-// restore loads persistent sessions, their queues and inflight messages,
-// their inbound QoS 2 state, pending wills and retained messages, and
-// sweeps what has expired or was left half-written by a crash.
-func (s *Server) restore() (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = fmt.Errorf("core: restoring state: %w: %v", errRecord, v)
-		}
-	}()
-	r := restorer{srv: s, now: time.Now(), inbound: map[string]inboundRecord{}, info: map[string]sessionRecord{}}
-	if err := r.load(); err != nil {
-		return fmt.Errorf("core: restoring state: %w", err)
-	}
-	r.sweep()
-	for _, start := range r.timers {
-		start()
-	}
-	if len(s.sessions) > 0 || r.nret > 0 || r.nwills > 0 {
-		s.log.Info("restored state", zap.Int("sessions", len(s.sessions)), zap.Int("messages", r.nmsgs),
-			zap.Int("retained", r.nret), zap.Int("wills", r.nwills), zap.Int("swept", r.swept()))
-	}
-	// Restored messages are all kept; they count, so new topics wait
-	// until clients clear enough of them.
-	if n, bytes := s.retained.clientCounts(); s.opts.MaxRetainedMessages > 0 && n > s.opts.MaxRetainedMessages ||
-		s.opts.MaxRetainedBytes > 0 && bytes > s.opts.MaxRetainedBytes {
-		s.log.Warn("the retained messages restored exceed the retained budget: new topics and larger messages are not retained until clients clear some",
-			zap.Int("retained", n), zap.Int64("retained_bytes", bytes),
-			zap.Int("max_retained_messages", s.opts.MaxRetainedMessages), zap.Int64("max_retained_bytes", s.opts.MaxRetainedBytes))
-	}
-	return nil
 }
 
 // capExpiry applies MaxSessionExpiry to a requested session expiry.
@@ -520,35 +487,6 @@ func (s *Server) detach(c *client, reason CloseReason) {
 	}
 }
 
-// publishWill publishes a will; its Message Expiry Interval (expiry, 0 for
-// none) starts now. owner is the user name whose rights it needs (nil:
-// unknown, from an older store): the rules may have changed since CONNECT,
-// so they are asked again.
-func (s *Server) publishWill(m *Message, expiry time.Duration, sess *session, owner *string) {
-	if sess != nil {
-		sess.mu.Lock()
-		online := sess.c != nil
-		sess.willTimer = nil
-		sess.mu.Unlock()
-		s.storeDeleteWill(sess.id)
-		if online {
-			return // the client came back before the delay [MQTT-3.1.3-9]
-		}
-	}
-	if owner != nil && s.authz != nil && !s.authz.CanWill(m.From, *owner, m.Topic) {
-		s.stats.willRefused.Add(1)
-		s.log.Info("will not published: the rules no longer allow it", zap.String("client_id", m.From),
-			zap.String("username", *owner), zap.String("topic", m.Topic))
-		return
-	}
-	if expiry > 0 {
-		w := m.clone()
-		w.Expires = time.Now().Add(expiry)
-		m = w
-	}
-	s.publish(m)
-}
-
 // redispatch gives a shared-group delivery whose member went away to
 // another member: of this node, else of another node of the cluster.
 func (s *Server) redispatch(d delivery, from *session) {
@@ -593,55 +531,6 @@ func (s *Server) scheduleExpiry(sess *session, since time.Time) {
 			s.discardLocked(sess)
 		}
 	})
-}
-
-// saveSession writes a persistent session's record and reports whether it did.
-func (s *Server) saveSession(sess *session) bool {
-	sess.mu.Lock()
-	if !sess.persistent() {
-		sess.mu.Unlock()
-		return false
-	}
-	rec := sess.recordLocked(0)
-	sess.mu.Unlock()
-	s.storeSave(sess.id, rec)
-	return true
-}
-
-func (s *Server) storeSave(id string, rec *sessionRecord) {
-	if err := s.store.PutSession(id, rec.append(nil)); err != nil {
-		s.storeError("store: saving session", err, zap.String("client_id", id))
-	}
-}
-
-func (s *Server) storeDelete(id string) {
-	if err := s.store.DeleteSession(id); err != nil {
-		s.storeError("store: deleting session", err, zap.String("client_id", id))
-	}
-}
-
-func (s *Server) storeAdd(id string, d delivery) error {
-	rec := appendMessageRecord(nil, d.msg, d.qos, d.retain, d.subID)
-	err := s.store.PutMessage(id, d.seq, rec)
-	if err != nil {
-		s.storeError("store: adding message", err, zap.String("client_id", id))
-	}
-	return err
-}
-
-// storeUpdate records a QoS 2 delivery's packet id and PUBREL state, so a
-// restart resends it with the same id, or only its PUBREL.
-func (s *Server) storeUpdate(id string, m *outMsg) {
-	rec := appendDeliveryRecord(nil, m.msg, m.qos, m.retain, m.subID, m.id, m.pubrel)
-	if err := s.store.UpdateMessage(id, m.seq, rec); err != nil {
-		s.storeError("store: updating message", err, zap.String("client_id", id))
-	}
-}
-
-func (s *Server) storeAck(id string, seq uint64) {
-	if err := s.store.DeleteMessage(id, seq); err != nil {
-		s.storeError("store: deleting message", err, zap.String("client_id", id))
-	}
 }
 
 // Shutdown stops accepting, tells every client the server is going away

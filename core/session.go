@@ -454,6 +454,16 @@ func (s *session) dropInflight(id uint16) {
 	s.mu.Unlock()
 }
 
+// inflightQoS is the QoS of the inflight delivery id, 0 when none.
+func (s *session) inflightQoS(id uint16) byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m, ok := s.inflight[id]; ok {
+		return m.qos
+	}
+	return 0
+}
+
 // attach makes c the session's connection; inflight messages are marked
 // for redelivery [MQTT-4.4.0-1]. s.mu and Server.mu are held by the caller.
 func (s *session) attachLocked(c *client) {
