@@ -29,28 +29,25 @@ import (
 //   - takeSession: attach (take over or resume the session);
 //   - connack: CONNACK queued, the connection counted and logged.
 func (c *client) handshake() bool {
-	cp, ok := c.readConnect()
-	if !ok {
-		return false
-	}
-	// cp aliases the read buffer, which an enhanced-auth exchange reuses:
-	// what the log needs is copied now.
-	h := connecting{cp: cp, logID: string(cp.ClientID), logUser: string(cp.Username), cleanStart: cp.CleanStart, serverKA: -1}
-	return c.identify(&h) &&
-		c.admit(&h) &&
-		c.authenticate(&h) &&
-		c.takeWill(&h) &&
-		c.negotiate(&h) &&
-		c.authenticateEnhanced(&h) &&
-		c.authorizeWill(&h) &&
-		c.loggedIn(&h) &&
-		c.claim(&h) &&
-		c.takeSession(&h) &&
-		c.connack(&h)
+	h := connecting{c: c, serverKA: -1}
+	return h.readConnect() &&
+		h.identify() &&
+		h.admit() &&
+		h.authenticate() &&
+		h.takeWill() &&
+		h.negotiate() &&
+		h.authenticateEnhanced() &&
+		h.authorizeWill() &&
+		h.loggedIn() &&
+		h.claim() &&
+		h.takeSession() &&
+		h.connack()
 }
 
-// connecting is what the stages of a handshake hand on to each other.
+// connecting is one CONNECT handshake: its stages, and what they hand on
+// to each other. It lives on the handshake's stack.
 type connecting struct {
+	c *client
 	// cp is the CONNECT. It aliases the read buffer: valid until
 	// authenticateEnhanced, which reads more packets.
 	cp              *codec.Connect
@@ -68,9 +65,9 @@ type connecting struct {
 }
 
 // readConnect reads the CONNECT, within connect_timeout and, until
-// CONNACK, the pre-login budget; false means the connection is closing.
-func (c *client) readConnect() (*codec.Connect, bool) {
-	srv := c.srv
+// CONNACK, the pre-login budget.
+func (h *connecting) readConnect() bool {
+	c, srv := h.c, h.c.srv
 	connectTimeout := time.Duration(srv.live.connectTimeout.Load())
 	_ = c.conn.SetReadDeadline(time.Now().Add(connectTimeout))
 	// Until CONNACK the client is nobody: its packets are bounded by
@@ -80,26 +77,29 @@ func (c *client) readConnect() (*codec.Connect, bool) {
 	c.r.SetBudget(&srv.preLogin)
 	p, err := c.r.ReadPacket()
 	if err != nil {
-		c.badConnect(err, connectTimeout)
-		return nil, false
+		h.badConnect(err, connectTimeout)
+		return false
 	}
 	cp, ok := p.(*codec.Connect)
 	if !ok {
 		c.log(zap.WarnLevel, "closing connection: first packet is not CONNECT [MQTT-3.1.0-1]", zap.Stringer("type", p.Type()))
 		c.close(CloseProtocolError, 0)
-		return nil, false
+		return false
 	}
 	srv.stats.connectsIn.Add(1)
 	c.version = cp.ProtocolVersion
 	c.r.Version = cp.ProtocolVersion
 	c.bridge = cp.Bridge
-	return cp, true
+	// cp aliases the read buffer, which an enhanced-auth exchange reuses:
+	// what the log needs is copied now.
+	h.cp, h.logID, h.logUser, h.cleanStart = cp, string(cp.ClientID), string(cp.Username), cp.CleanStart
+	return true
 }
 
 // badConnect closes a connection whose CONNECT could not be read (err),
 // with the reason that fits.
-func (c *client) badConnect(err error, connectTimeout time.Duration) {
-	srv := c.srv
+func (h *connecting) badConnect(err error, connectTimeout time.Duration) {
+	c, srv := h.c, h.c.srv
 	var ce *codec.Error
 	switch {
 	case errors.Is(err, codec.ErrBudget):
@@ -130,7 +130,8 @@ func (c *client) badConnect(err error, connectTimeout time.Duration) {
 
 // refuse answers CONNECT with CONNACK rc and closes the connection for
 // reason; it returns false, for the stage that refuses.
-func (c *client) refuse(h *connecting, rc codec.ReasonCode, reason CloseReason, why string) bool {
+func (h *connecting) refuse(rc codec.ReasonCode, reason CloseReason, why string) bool {
+	c := h.c
 	c.log(zap.InfoLevel, "refusing connection", zap.String("client_id", h.logID),
 		zap.String("username", h.logUser), zap.Stringer("reason_code", rc), zap.String("why", why))
 	ack := &codec.Connack{ReasonCode: rc}
@@ -147,7 +148,8 @@ func (c *client) refuse(h *connecting, rc codec.ReasonCode, reason CloseReason, 
 
 // identify takes the keepalive, the client id [MQTT-3.1.3-3] ..
 // [MQTT-3.1.3-9] and the user name, and matches the traces.
-func (c *client) identify(h *connecting) bool {
+func (h *connecting) identify() bool {
+	c := h.c
 	cp, v5 := h.cp, c.version == codec.V5
 	c.keepAlive = time.Duration(cp.KeepAlive) * time.Second
 	// Only MQTT 5 can tell a client its keepalive changed (Server Keep Alive).
@@ -158,7 +160,7 @@ func (c *client) identify(h *connecting) bool {
 	c.id = string(cp.ClientID)
 	if c.id == "" {
 		if !v5 && (!cp.CleanStart || c.version == codec.V31) {
-			return c.refuse(h, codec.ClientIdentifierNotValid, CloseRefused, "empty client id without clean session [MQTT-3.1.3-8]")
+			return h.refuse(codec.ClientIdentifierNotValid, CloseRefused, "empty client id without clean session [MQTT-3.1.3-8]")
 		}
 		c.id = newClientID()
 		h.assigned = true
@@ -175,40 +177,41 @@ func (c *client) identify(h *connecting) bool {
 }
 
 // admit refuses a connection over max_connections.
-func (c *client) admit(h *connecting) bool {
+func (h *connecting) admit() bool {
+	c := h.c
 	// connected already counts this connection (ServeConn added it).
 	if max := c.srv.live.maxConnections.Load(); max > 0 && c.srv.stats.connected.Load() > max {
-		return c.refuse(h, codec.ServerBusy, CloseRefused, "max connections reached")
+		return h.refuse(codec.ServerBusy, CloseRefused, "max connections reached")
 	}
 	return true
 }
 
 // authenticate logs in with the password, or checks that the enhanced
 // method asked for can be run (authenticateEnhanced runs it).
-func (c *client) authenticate(h *connecting) bool {
-	srv, cp := c.srv, h.cp
+func (h *connecting) authenticate() bool {
+	c, srv, cp := h.c, h.c.srv, h.cp
 	h.authMethod = string(cp.Props.AuthMethod)
 	h.authData = clone(cp.Props.AuthData)
 	h.enhanced, _ = srv.auth.(EnhancedAuthenticator)
 	if h.authMethod != "" && h.enhanced == nil {
-		return c.refuse(h, codec.BadAuthenticationMethod, CloseAuthFailed, "enhanced authentication is not configured")
+		return h.refuse(codec.BadAuthenticationMethod, CloseAuthFailed, "enhanced authentication is not configured")
 	}
 	if srv.auth != nil && h.authMethod == "" {
 		if err := c.login(cp.Password, crossOrigin(c.conn)); err != nil {
-			return c.refuse(h, authReason(err), CloseAuthFailed, err.Error())
+			return h.refuse(authReason(err), CloseAuthFailed, err.Error())
 		}
 	}
 	return true
 }
 
 // takeWill checks the will's topic and retain flag, and keeps the will.
-func (c *client) takeWill(h *connecting) bool {
-	srv, cp := c.srv, h.cp
+func (h *connecting) takeWill() bool {
+	c, srv, cp := h.c, h.c.srv, h.cp
 	willOK := cp.WillFlag
 	if cp.WillFlag && brokerTopic(string(cp.WillTopic)) {
 		srv.stats.willRefused.Add(1)
 		if !cp.Bridge {
-			return c.refuse(h, codec.NotAuthorized, CloseNotAuthorized, "will topic "+string(cp.WillTopic)+" is the broker's")
+			return h.refuse(codec.NotAuthorized, CloseNotAuthorized, "will topic "+string(cp.WillTopic)+" is the broker's")
 		}
 		// A Mosquitto bridge announces its state on
 		// $SYS/broker/connection/… (its notifications, on by default): it
@@ -221,7 +224,7 @@ func (c *client) takeWill(h *connecting) bool {
 		return true
 	}
 	if cp.WillRetain && srv.opts.RetainDisabled {
-		return c.refuse(h, codec.RetainNotSupported, CloseRefused, "will retain with retain disabled")
+		return h.refuse(codec.RetainNotSupported, CloseRefused, "will retain with retain disabled")
 	}
 	wp := codec.Publish{QoS: cp.WillQoS, Retain: cp.WillRetain, Payload: cp.WillPayload, Props: cp.WillProps}
 	x := c.more()
@@ -239,8 +242,8 @@ func (c *client) takeWill(h *connecting) bool {
 // negotiate sets what the connection may send and receive: the rate
 // limits, the window and packet size the client accepts, topic aliases,
 // and the session expiry granted.
-func (c *client) negotiate(h *connecting) bool {
-	srv, cp, v5 := c.srv, h.cp, c.version == codec.V5
+func (h *connecting) negotiate() bool {
+	c, srv, cp, v5 := h.c, h.c.srv, h.cp, h.c.version == codec.V5
 	if msgRate, byteRate := srv.live.maxMessageRate.Load(), srv.live.maxByteRate.Load(); msgRate > 0 || byteRate > 0 {
 		c.limiter = new(rateLimiter) // most brokers set no limit: 56 B not held per connection
 		c.limiter.init(int(msgRate), int(byteRate))
@@ -267,14 +270,15 @@ func (c *client) negotiate(h *connecting) bool {
 // authenticateEnhanced runs the enhanced-auth exchange, if one was asked
 // for: the last step before the session. It reads more packets, after
 // which h.cp is no longer valid.
-func (c *client) authenticateEnhanced(h *connecting) bool {
+func (h *connecting) authenticateEnhanced() bool {
+	c := h.c
 	h.cp = nil
 	if h.authMethod == "" {
 		return true
 	}
 	user, reply, err := c.enhancedAuth(h.enhanced, h.authMethod, h.authData)
 	if err != nil {
-		return c.refuse(h, authReason(err), CloseAuthFailed, err.Error())
+		return h.refuse(authReason(err), CloseAuthFailed, err.Error())
 	}
 	c.username = user
 	c.more().authMethod = h.authMethod
@@ -286,19 +290,19 @@ func (c *client) authenticateEnhanced(h *connecting) bool {
 // authorizeWill checks the will against the rights of the user now known:
 // as in Mosquitto, a will the client could not publish is refused at
 // CONNECT.
-func (c *client) authorizeWill(h *connecting) bool {
-	srv := c.srv
+func (h *connecting) authorizeWill() bool {
+	c, srv := h.c, h.c.srv
 	if will := c.rare().will; will != nil && srv.authz != nil && !srv.authz.CanWill(c.id, c.username, will.Topic) {
 		srv.stats.willRefused.Add(1)
-		return c.refuse(h, codec.NotAuthorized, CloseNotAuthorized, "will topic "+will.Topic+" not allowed")
+		return h.refuse(codec.NotAuthorized, CloseNotAuthorized, "will topic "+will.Topic+" not allowed")
 	}
 	return true
 }
 
 // loggedIn sets CONNACK's properties, and lifts the pre-login bounds:
 // the full packet size, and no share of the budget.
-func (c *client) loggedIn(h *connecting) bool {
-	srv, ack := c.srv, &h.ack
+func (h *connecting) loggedIn() bool {
+	c, srv, ack := h.c, h.c.srv, &h.ack
 	if c.version == codec.V5 {
 		ack.Props.SetNum(codec.PropReceiveMaximum, uint32(srv.opts.ReceiveMaximum))
 		ack.Props.SetNum(codec.PropMaximumPacketSize, uint32(srv.opts.MaxPacketSize))
@@ -326,8 +330,8 @@ func (c *client) loggedIn(h *connecting) bool {
 // session is: a connection on another node is taken over. The identity
 // checks hold cluster-wide: the node holding the id decides
 // (Cluster.Claim), before anything there changes.
-func (c *client) claim(h *connecting) bool {
-	srv := c.srv
+func (h *connecting) claim() bool {
+	c, srv := h.c, h.c.srv
 	if srv.cluster == nil {
 		return true
 	}
@@ -338,24 +342,24 @@ func (c *client) claim(h *connecting) bool {
 	switch {
 	case rc == codec.NotAuthorized:
 		srv.stats.ownerRefused.Add(1)
-		return c.refuse(h, rc, CloseNotAuthorized, "the session of client id "+c.id+" on another node belongs to another user")
+		return h.refuse(rc, CloseNotAuthorized, "the session of client id "+c.id+" on another node belongs to another user")
 	case rc != 0:
-		return c.refuse(h, rc, CloseRefused, "client id "+c.id+" connected on another node after this CONNECT was sent")
+		return h.refuse(rc, CloseRefused, "client id "+c.id+" connected on another node after this CONNECT was sent")
 	}
 	return true
 }
 
 // takeSession attaches the session: a new one, or the one the client id
 // had, taken over from its connection if it has one.
-func (c *client) takeSession(h *connecting) bool {
-	srv := c.srv
+func (h *connecting) takeSession() bool {
+	c, srv := h.c, h.c.srv
 	_, present, err := srv.attach(c, h.cleanStart, h.expiry)
 	if err != nil {
 		if claim := c.rare().claim; claim != 0 {
 			srv.cluster.Release(c.id, claim, true) // the other user's session stays here
 		}
 		srv.stats.ownerRefused.Add(1)
-		return c.refuse(h, codec.NotAuthorized, CloseNotAuthorized, "the session of client id "+c.id+" belongs to another user")
+		return h.refuse(codec.NotAuthorized, CloseNotAuthorized, "the session of client id "+c.id+" belongs to another user")
 	}
 	h.ack.SessionPresent = present // [MQTT-3.2.2-2] [MQTT-3.2.2-3]
 	return true
@@ -366,8 +370,8 @@ func (c *client) takeSession(h *connecting) bool {
 // writer takes deliveries only once it sees connected, and a close that
 // comes after the client could have read CONNACK always sends its
 // DISCONNECT.
-func (c *client) connack(h *connecting) bool {
-	srv := c.srv
+func (h *connecting) connack() bool {
+	c, srv := h.c, h.c.srv
 	c.mu.Lock()
 	c.connected = true
 	c.ctrl = h.ack.Append(c.ctrl, c.version)
