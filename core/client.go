@@ -168,7 +168,7 @@ func newClient(srv *Server, conn net.Conn, listener string) *client {
 	if nw, ok := conn.(NowWriter); ok && c.raw == nil {
 		c.inPlace = nw.WritesNow()
 	}
-	c.r = codec.NewPooledReader(countingReader{c}, &srv.readBufs, srv.opts.MaxPacketSize)
+	c.r = codec.NewPooledReader(countingReader{c}, &srv.bufs.read, srv.opts.MaxPacketSize)
 	c.r.MaxUserProperties = srv.opts.MaxUserProperties
 	return c
 }
@@ -241,9 +241,20 @@ func (c *client) wake() {
 	c.startWriter()
 }
 
+// bufPools are the server's buffers that connections borrow.
+type bufPools struct {
+	// read holds the connections' read buffers (*bufio.Reader of
+	// Options.ReadBufferSize): a TCP connection waiting for its next
+	// packet gives its buffer back (client.waitReadable).
+	read sync.Pool
+	// write holds writers' scratch (*writeScratch), lent to a connection
+	// while it writes (client.getScratch).
+	write sync.Pool
+}
+
 // writeScratch is what a writer works with: the write buffer, the batch of
 // deliveries taken from the session, and the PUBLISH value it encodes them
-// with. It is lent from srv.writeBufs while a writer runs, so an idle
+// with. It is lent from srv.bufs.write while a writer runs, so an idle
 // connection keeps none of it — nor the sizes a burst grew it to.
 type writeScratch struct {
 	buf      []byte
@@ -257,7 +268,7 @@ type writeScratch struct {
 // c.writing).
 func (c *client) getScratch() *writeScratch {
 	if c.ws == nil {
-		c.ws = c.srv.writeBufs.Get().(*writeScratch)
+		c.ws = c.srv.bufs.write.Get().(*writeScratch)
 	}
 	return c.ws
 }
@@ -275,7 +286,7 @@ func (c *client) putScratch() {
 	}
 	ws.buf, ws.batch, ws.tail, ws.retained = ws.buf[:0], ws.batch[:0], nil, ws.retained[:0]
 	ws.pub = codec.Publish{}
-	c.srv.writeBufs.Put(ws)
+	c.srv.bufs.write.Put(ws)
 }
 
 const maxPooledWbuf = 64 << 10
@@ -342,7 +353,7 @@ func (c *client) closeReason() CloseReason {
 func (c *client) serve() {
 	if c.guard(c.handshake) {
 		c.r.DropConnect() // read once; an idle connection should not keep it
-		c.parkable = c.raw != nil && c.srv.poller != nil
+		c.parkable = c.raw != nil && c.srv.parking.poller != nil
 		if c.parkable || c.keepAlive == 0 {
 			// No read deadline from here: keepalive 0 is no limit, and a
 			// parkable connection's keepalive is a timer (park.go).
@@ -803,7 +814,7 @@ func (c *client) encode(buf []byte, m *outMsg, now time.Time) []byte {
 //
 //go:noinline
 func (c *client) logTooLarge(topic string, size int, retained bool) {
-	if rarely(&c.srv.tooLargeWarn) {
+	if rarely(&c.srv.warned.tooLarge) {
 		c.log(zap.InfoLevel, "message not sent: larger than the client's Maximum Packet Size", zap.String("topic", topic),
 			zap.Int("size", size), zap.Uint32("maximum_packet_size", c.maxOut), zap.Bool("retained", retained))
 	}

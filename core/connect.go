@@ -104,7 +104,7 @@ func (h *connecting) badConnect(err error, connectTimeout time.Duration) {
 	switch {
 	case errors.Is(err, codec.ErrBudget):
 		srv.stats.preLogin.Add(1)
-		srv.warnRarely(&srv.preLoginWarn, "refusing connections: connections that have not logged in hold the whole pre-login memory budget",
+		srv.warnRarely(&srv.warned.preLogin, "refusing connections: connections that have not logged in hold the whole pre-login memory budget",
 			zap.Int64("pre_login_memory", srv.opts.PreLoginMemory), zap.String("remote", c.remoteAddr()))
 		c.close(CloseBusy, 0)
 	case errors.Is(err, codec.ErrPacketTooLarge):
@@ -376,7 +376,7 @@ func (h *connecting) connack() bool {
 	c.connected = true
 	c.ctrl = h.ack.Append(c.ctrl, c.version)
 	c.mu.Unlock()
-	if srv.traces.Load() != h.traces {
+	if srv.tracing.set.Load() != h.traces {
 		c.matchTrace(c.id, c.username) // a trace started or stopped meanwhile: retraceLocked skipped c
 	}
 	srv.stats.ctrlOut.Add(1)
@@ -384,7 +384,7 @@ func (h *connecting) connack() bool {
 	srv.byListener.connected(c.listener)
 	c.wake()
 	transport := zap.Skip() // ServeConn without Serve: not known
-	if t, ok := srv.transports.Load(c.listener); ok {
+	if t, ok := srv.byListener.transports.Load(c.listener); ok {
 		transport = zap.String("transport", t.(string))
 	}
 	c.log(zap.InfoLevel, "client connected", zap.String("username", c.username), zap.Uint8("protocol", c.version), transport,

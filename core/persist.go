@@ -16,10 +16,20 @@ import (
 // isNoSpace reports a store refusing a record for lack of space.
 func isNoSpace(err error) bool { return errors.Is(err, syscall.ENOSPC) }
 
+// warnClocks hold when each throttled warning was last logged (Unix
+// nanoseconds, for rarely): a flood of one cause logs once a second.
+type warnClocks struct {
+	store    atomic.Int64 // a store error
+	preLogin atomic.Int64 // the pre-login budget spent
+	retained atomic.Int64 // a retained message refused by the budget
+	cut      atomic.Int64 // a retained stream cut (stream.go)
+	tooLarge atomic.Int64 // a delivery over a client's Maximum Packet Size
+}
+
 // storeError logs a store failure, at most once a second: a full disk
 // fails every write.
 func (s *Server) storeError(msg string, err error, fields ...zap.Field) {
-	if rarely(&s.storeWarn) {
+	if rarely(&s.warned.store) {
 		s.log.Error(msg, append(fields, zap.Error(err))...)
 	}
 }

@@ -356,7 +356,7 @@ func (s *Server) retain(msg *Message, from *client) error {
 	err := s.retainHere(msg, b)
 	if errors.Is(err, errRetainedBudget) {
 		s.stats.retainedRefused.Add(1)
-		if rarely(&s.retainedWarn) {
+		if rarely(&s.warned.retained) {
 			n, bytes := s.retained.clientCounts()
 			fields := []zap.Field{zap.String("client_id", msg.From), zap.String("topic", msg.Topic),
 				zap.Int64("size", msg.size()), zap.Int("retained", n), zap.Int64("retained_bytes", bytes),

@@ -7,7 +7,6 @@ import (
 	"net"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -56,14 +55,19 @@ type Authorizer interface {
 // ErrServerClosed is returned by Serve after Shutdown.
 var ErrServerClosed = errors.New("core: server closed")
 
-// Server is the MQTT broker.
+// Server is the MQTT broker. Its fields are its parts (router, retained
+// set, counters, store, cluster) and the registry Server.mu guards; a
+// group of fields with a concern of its own is a type held by value
+// (liveLimits, listenerStats, tracing, warnClocks, parking, bufPools,
+// sysControl), so that no use pays a pointer more. Its methods are many
+// because it is the package's API (about half are exported: admin
+// actions, views and pages, the cluster seam) and the root the jobs hang
+// from; doc.go says which file holds which.
 type Server struct {
 	opts Options
 	// live holds the Limits part of opts, which SetLimits may change:
-	// their uses read live, never opts (live.go). liveMu serializes
-	// SetLimits.
+	// their uses read live, never opts (live.go).
 	live     liveLimits
-	liveMu   sync.Mutex
 	log      *zap.Logger
 	auth     Authenticator
 	authz    Authorizer
@@ -74,21 +78,13 @@ type Server struct {
 	// default, whose publish path then tests it once (cluster.go).
 	cluster Cluster
 	stats   Stats
-	// byListener counts accepted CONNECTs per listener name.
+	// byListener counts accepted CONNECTs per listener name, and knows
+	// each listener's transport.
 	byListener listenerStats
 	// topicMetrics counts the messages of registered topics (topicmetrics.go).
 	topicMetrics topicMetrics
 	started      time.Time
-
-	// traces are the running traces (trace.go), nil almost always: the
-	// hot path tests only the connection's own tracer. traceMu orders
-	// starting and stopping them.
-	traces  atomic.Pointer[traceSet]
-	traceMu sync.Mutex
-
-	// transports maps a listener's name to its transport (Serve learns it
-	// from a listener that says, as listeners.Listener does), for the log.
-	transports sync.Map
+	tracing      tracing // the running traces (trace.go)
 
 	mu        sync.Mutex // guards sessions, clients, listeners, closed, shut
 	sessions  map[string]*session
@@ -108,34 +104,17 @@ type Server struct {
 	willTimers []*time.Timer // restored wills whose session is gone; guarded by mu
 	inBaseMax  uint64        // highest inbound sequence restored; guarded by mu
 
-	storeWarn    atomic.Int64 // Unix nanoseconds of the last store error logged
-	preLoginWarn atomic.Int64 // Unix nanoseconds of the last pre-login budget warning
-	retainedWarn atomic.Int64 // … of the last retained message refused by the budget
-	cutWarn      atomic.Int64 // … of the last retained stream cut (stream.go)
-	tooLargeWarn atomic.Int64 // … of the last delivery over a client's Maximum Packet Size
-	preLogin     byteBudget   // Options.PreLoginMemory, shared by connections before CONNACK
-	// poller watches the sockets of parked connections (park.go); nil
-	// where there is none (not Linux): every reader keeps its goroutine.
-	poller  *poller
-	kaWheel *kaWheel // keepalive of parked connections; with poller
+	warned   warnClocks // when each throttled warning was last logged (persist.go)
+	preLogin byteBudget // Options.PreLoginMemory, shared by connections before CONNACK
+	parking  parking    // where connections park: the poller and keepalive wheel (park.go)
 	// workers run readers and writers on goroutines whose stacks have
 	// grown already (workers.go).
 	workers *workers
-	syncer  *syncer // group commit of acknowledgements (acks.go)
+	syncer  *syncer  // group commit of acknowledgements (acks.go)
+	bufs    bufPools // the connections' read buffers and writers' scratch (client.go)
 
-	// readBufs holds the connections' read buffers (*bufio.Reader of
-	// Options.ReadBufferSize): a TCP connection waiting for its next packet
-	// gives its buffer back (client.waitReadable).
-	readBufs sync.Pool
-	// writeBufs holds writers' scratch (*writeScratch), lent to a
-	// connection while it writes (client.getScratch).
-	writeBufs sync.Pool
-
-	conns   sync.WaitGroup
-	stopSys chan struct{}
-	sysDone chan struct{}
-	// sysExtra is Config.SysTopics.
-	sysExtra func() [][2]string
+	conns sync.WaitGroup
+	sys   sysControl // the $SYS goroutine (sys.go)
 }
 
 // Config is what New needs besides Options; nil fields get defaults: a
@@ -171,7 +150,7 @@ func New(opts Options, cfg Config) (*Server, error) {
 		opts: opts, log: cfg.Log, auth: cfg.Authenticator, authz: cfg.Authorizer, store: cfg.Store,
 		router: newRouter(opts.SharedStrategy), retained: newRetainedStore(), started: time.Now(),
 		sessions: map[string]*session{}, clients: map[*client]struct{}{}, listeners: map[net.Listener]struct{}{},
-		stopSys: make(chan struct{}), sysDone: make(chan struct{}), cluster: cfg.Cluster, sysExtra: cfg.SysTopics,
+		sys: sysControl{stop: make(chan struct{}), done: make(chan struct{}), extra: cfg.SysTopics}, cluster: cfg.Cluster,
 	}
 	s.router.cluster = cfg.Cluster // before restore, whose subscriptions it hears of
 	if s.authz != nil {
@@ -182,15 +161,14 @@ func New(opts Options, cfg Config) (*Server, error) {
 	}
 	s.live.store(&opts)
 	s.preLogin.max = opts.PreLoginMemory
-	s.readBufs.New = func() any { return bufio.NewReaderSize(nil, opts.ReadBufferSize) }
-	s.writeBufs.New = func() any { return &writeScratch{buf: make([]byte, 0, 512)} } // grows with the bursts that use it
+	s.bufs.read.New = func() any { return bufio.NewReaderSize(nil, opts.ReadBufferSize) }
+	s.bufs.write.New = func() any { return &writeScratch{buf: make([]byte, 0, 512)} } // grows with the bursts that use it
 	if err := s.restore(); err != nil {
 		return nil, err
 	}
 	s.workers = newWorkers(workerIdle)
 	if p, err := newPoller(); err == nil {
-		s.poller = p
-		s.kaWheel = newKAWheel()
+		s.parking = parking{poller: p, wheel: newKAWheel()}
 	} else if !errors.Is(err, errors.ErrUnsupported) {
 		s.log.Warn("idle connections keep a goroutine each: no epoll set", zap.Error(err))
 	}
@@ -229,7 +207,7 @@ func (s *Server) Serve(l net.Listener, name string) error {
 	s.listeners[l] = struct{}{}
 	s.mu.Unlock()
 	if t, ok := l.(interface{ Transport() string }); ok {
-		s.transports.Store(name, t.Transport())
+		s.byListener.transports.Store(name, t.Transport())
 	}
 	defer func() {
 		s.mu.Lock()
@@ -564,9 +542,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	close(s.syncer.stop) // it drains its queue first
 	<-s.syncer.done
 	s.workers.close()
-	if s.poller != nil {
-		s.poller.close()
-		s.kaWheel.close()
+	if s.parking.poller != nil {
+		s.parking.poller.close()
+		s.parking.wheel.close()
 	}
 	if cerr := s.store.Close(); cerr != nil && err == nil {
 		err = cerr
@@ -618,8 +596,8 @@ func (s *Server) drainConns(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	if first {
-		close(s.stopSys)
-		<-s.sysDone
+		close(s.sys.stop)
+		<-s.sys.done
 		for _, c := range clients {
 			c.close(CloseServerShutdown, codec.ServerShuttingDown)
 		}
