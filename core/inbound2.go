@@ -14,6 +14,14 @@ import (
 	"github.com/xmq-io/xmq/codec"
 )
 
+// inbound2 is a session's inbound QoS 2 state; session.mu guards it.
+type inbound2 struct {
+	ids  map[uint16]struct{} // packet ids received, awaiting PUBREL
+	seq  uint64              // last inbound QoS 2 sequence (inboundRecord); starts at base
+	base uint64              // where this session's numbering began (Server.newInBase)
+	high uint64              // High of the stored inboundRecord
+}
+
 // inboundSeq numbers a QoS 2 PUBLISH from a persistent session (see
 // inboundRecord); 0 when its state is not kept in the store.
 func (s *session) inboundSeq() uint64 {
@@ -22,8 +30,8 @@ func (s *session) inboundSeq() uint64 {
 	if !s.persistent() {
 		return 0
 	}
-	s.inSeq++
-	return s.inSeq
+	s.qos2in.seq++
+	return s.qos2in.seq
 }
 
 // commitInbound records that the QoS 2 PUBLISH numbered seq has been
@@ -32,10 +40,10 @@ func (s *session) inboundSeq() uint64 {
 func (s *session) commitInbound(id uint16, seq uint64, accepted bool) error {
 	s.mu.Lock()
 	if accepted {
-		if s.qos2in == nil {
-			s.qos2in = map[uint16]struct{}{}
+		if s.qos2in.ids == nil {
+			s.qos2in.ids = map[uint16]struct{}{}
 		}
-		s.qos2in[id] = struct{}{}
+		s.qos2in.ids[id] = struct{}{}
 	}
 	if seq == 0 {
 		s.mu.Unlock()
@@ -50,12 +58,12 @@ func (s *session) commitInbound(id uint16, seq uint64, accepted bool) error {
 // awaiting it and whether the store was written (so PUBCOMP waits for a Sync).
 func (s *session) releaseInbound(id uint16) (found, stored bool) {
 	s.mu.Lock()
-	_, found = s.qos2in[id]
+	_, found = s.qos2in.ids[id]
 	if !found {
 		s.mu.Unlock()
 		return false, false
 	}
-	delete(s.qos2in, id)
+	delete(s.qos2in.ids, id)
 	if !s.persistent() {
 		s.mu.Unlock()
 		return true, false
@@ -72,18 +80,18 @@ func (s *session) releaseInbound(id uint16) (found, stored bool) {
 // was refused before the store promised anything.
 func (s *session) forgetInbound(id uint16) {
 	s.mu.Lock()
-	delete(s.qos2in, id)
+	delete(s.qos2in.ids, id)
 	s.mu.Unlock()
 }
 
 // inboundLocked encodes the inbound state; high is the new High, or 0 to
 // keep it. s.mu is held.
 func (s *session) inboundLocked(high uint64) []byte {
-	if high > s.inHigh {
-		s.inHigh = high
+	if high > s.qos2in.high {
+		s.qos2in.high = high
 	}
-	r := inboundRecord{High: s.inHigh, IDs: make([]uint16, 0, len(s.qos2in))}
-	for id := range s.qos2in {
+	r := inboundRecord{High: s.qos2in.high, IDs: make([]uint16, 0, len(s.qos2in.ids))}
+	for id := range s.qos2in.ids {
 		r.IDs = append(r.IDs, id)
 	}
 	slices.Sort(r.IDs)

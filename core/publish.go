@@ -140,8 +140,8 @@ func (c *client) publishTopic(p *codec.Publish) ([]byte, bool) {
 // routed); false means the connection is closing (Receive Maximum).
 func (c *client) checkInbound2(p *codec.Publish) (again, ok bool) {
 	c.sess.mu.Lock()
-	_, dup := c.sess.qos2in[p.PacketID]
-	n := len(c.sess.qos2in)
+	_, dup := c.sess.qos2in.ids[p.PacketID]
+	n := len(c.sess.qos2in.ids)
 	c.sess.mu.Unlock()
 	if dup {
 		// Received before and not yet released: acknowledge again but

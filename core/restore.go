@@ -135,16 +135,16 @@ func (r *restorer) session(id string, rec []byte) error {
 		s.router.subscribe(sess, string(filter), string(group), sub.opts(s))
 	}
 	in := r.inbound[id]
-	sess.inBase = sr.InBase
-	sess.inSeq = max(sr.InBase, in.High)
-	sess.inHigh = in.High
+	sess.qos2in.base = sr.InBase
+	sess.qos2in.seq = max(sr.InBase, in.High)
+	sess.qos2in.high = in.High
 	for _, pid := range in.IDs {
-		if sess.qos2in == nil {
-			sess.qos2in = map[uint16]struct{}{}
+		if sess.qos2in.ids == nil {
+			sess.qos2in.ids = map[uint16]struct{}{}
 		}
-		sess.qos2in[pid] = struct{}{}
+		sess.qos2in.ids[pid] = struct{}{}
 	}
-	s.inBaseMax = max(s.inBaseMax, sess.inSeq)
+	s.inBaseMax = max(s.inBaseMax, sess.qos2in.seq)
 	s.putSessionLocked(sess)
 	sr.Subs = nil
 	r.info[id] = sr
@@ -215,7 +215,7 @@ func (r *restorer) dropIncomplete() {
 	s := r.srv
 	for _, t := range r.tagged {
 		pub := s.sessions[t.from]
-		if pub == nil || t.inSeq <= pub.inSeq {
+		if pub == nil || t.inSeq <= pub.qos2in.seq {
 			continue
 		}
 		sess := t.sess

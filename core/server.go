@@ -301,8 +301,8 @@ func (s *Server) attach(c *client, clean bool, expiry uint32) (*session, bool, e
 	}
 	if sess == nil {
 		sess = newSession(s, c.id)
-		sess.inBase = s.newInBase()
-		sess.inSeq = sess.inBase
+		sess.qos2in.base = s.newInBase()
+		sess.qos2in.seq = sess.qos2in.base
 		s.putSessionLocked(sess)
 	}
 	sess.mu.Lock()
@@ -310,7 +310,7 @@ func (s *Server) attach(c *client, clean bool, expiry uint32) (*session, bool, e
 	sess.expiry = expiry
 	sess.setOwner(c.username)
 	c.sess = sess
-	pendingWill := sess.willTimer != nil
+	pendingWill := sess.will.timer != nil
 	sess.attachLocked(c)
 	var stored *sessionRecord
 	if sess.persistent() {
@@ -359,17 +359,17 @@ func (s *Server) discardLocked(sess *session) {
 	sess.queue, sess.qhead, sess.holes, sess.dropAt, sess.qbytes = nil, 0, 0, 0, 0
 	s.stats.inflight.Add(-int64(len(sess.inflight)))
 	sess.inflight = nil
-	sess.qos2in = nil
+	sess.qos2in.ids = nil
 	s.stats.pending.Add(-int64(sess.load.Swap(0)))
 	if sess.expireTimer != nil {
 		sess.expireTimer.Stop()
 	}
 	// The session ends now, so a will waiting for its delay goes now: the
 	// delay ends early when the session does (3.1.3.2.2).
-	if sess.willTimer != nil && sess.willTimer.Stop() {
-		go sess.pendingWill()
+	if sess.will.timer != nil && sess.will.timer.Stop() {
+		go sess.will.publish()
 	}
-	sess.willTimer, sess.pendingWill = nil, nil
+	sess.will.timer, sess.will.publish = nil, nil
 	s.setOnlineLocked(sess, false) // a session taken over with Clean Start ends online
 	cut := sess.cutStreamsLocked()
 	sess.mu.Unlock()
@@ -441,8 +441,8 @@ func (s *Server) detach(c *client, reason CloseReason) {
 			scheduled = sess.c == nil && !c.takenElsewhere.Load()
 			if scheduled {
 				willExpiry := x.willExpiry
-				sess.pendingWill = func() { s.publishWill(will, willExpiry, sess, owner) }
-				sess.willTimer = time.AfterFunc(time.Duration(delay)*time.Second, sess.pendingWill)
+				sess.will.publish = func() { s.publishWill(will, willExpiry, sess, owner) }
+				sess.will.timer = time.AfterFunc(time.Duration(delay)*time.Second, sess.will.publish)
 			}
 			sess.mu.Unlock()
 			if scheduled {
@@ -533,8 +533,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		if sess.expireTimer != nil {
 			sess.expireTimer.Stop()
 		}
-		if sess.willTimer != nil {
-			sess.willTimer.Stop()
+		if sess.will.timer != nil {
+			sess.will.timer.Stop()
 		}
 		sess.mu.Unlock()
 	}

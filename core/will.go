@@ -9,6 +9,13 @@ import (
 	"go.uber.org/zap"
 )
 
+// delayedWill is a session's will waiting for its delay; session.mu
+// guards it.
+type delayedWill struct {
+	timer   *time.Timer // nil when no will waits
+	publish func()      // publishes the will timer waits for; set with it
+}
+
 func (s *Server) storePutWill(id string, r *willRecord) {
 	if err := s.store.PutWill(id, r.append(nil)); err != nil {
 		s.storeError("store: saving a delayed will", err, zap.String("client_id", id))
@@ -28,9 +35,9 @@ func (s *Server) scheduleWill(sess *session, w *willRecord, wait time.Duration) 
 	if w.OwnerKnown {
 		owner = &w.Owner
 	}
-	sess.mu.Lock() // the timer may fire at once and clear willTimer
-	sess.pendingWill = func() { s.publishWill(w.Msg, w.Expiry, sess, owner) }
-	sess.willTimer = time.AfterFunc(wait, sess.pendingWill)
+	sess.mu.Lock() // the timer may fire at once and clear will.timer
+	sess.will.publish = func() { s.publishWill(w.Msg, w.Expiry, sess, owner) }
+	sess.will.timer = time.AfterFunc(wait, sess.will.publish)
 	sess.mu.Unlock()
 }
 
@@ -42,7 +49,7 @@ func (s *Server) publishWill(m *Message, expiry time.Duration, sess *session, ow
 	if sess != nil {
 		sess.mu.Lock()
 		online := sess.c != nil
-		sess.willTimer = nil
+		sess.will.timer = nil
 		sess.mu.Unlock()
 		s.storeDeleteWill(sess.id)
 		if online {
