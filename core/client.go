@@ -23,6 +23,15 @@ import (
 // job running writeLoop, or a reader writing in place, inline.go) is the
 // only one that writes to conn. doc.go has the goroutine model, LOCKS.md
 // the locks.
+//
+// Its size is on purpose. The fields are grouped below by who may touch
+// them (set at CONNECT, reader-owned, writer-owned, atomics, c.mu); each
+// group is read on every packet, so none goes behind a pointer of its own
+// (a chase per packet), and the few fields few connections use already do
+// (clientExtra). Its methods are the connection's jobs, each in its file:
+// reading and writing (client.go), parking (park.go), writing in place
+// (inline.go), held acknowledgements (acks.go), PUBLISH's stages
+// (publish.go), SUBSCRIBE (subscribe.go), authentication (auth.go).
 type client struct {
 	srv      *Server
 	conn     net.Conn
