@@ -23,14 +23,13 @@ func topicLevels(t string) int { return strings.Count(t, "/") + 1 }
 // handlePublish takes a client's PUBLISH through its stages, each a step
 // that may end it: admit (count, rate limit), the topic (alias), the
 // inbound QoS 2 check (duplicate, Receive Maximum), retain, authorize,
-// route (and store), the outcome's reason code, the QoS 2 receipt, the
-// held message's release, and the acknowledgement. False ends the
-// connection.
+// route (with the store, the QoS 2 receipt and the held message's
+// release) or refuse, and acknowledge. False ends the connection.
 //
 // It is the hot path: what every PUBLISH does (counting, the checks that
 // find nothing to do) stays inline here, and a stage is called only when
-// it has work, so a plain QoS 0 PUBLISH makes two calls more than one
-// function would (authorizePublish, routedCode).
+// it has work, so a plain QoS 0 PUBLISH makes three calls more than one
+// function would (authorizePublish, route, routedCode).
 func (c *client) handlePublish(p *codec.Publish) bool {
 	srv := c.srv
 	c.msgsIn.Add(1)
@@ -54,44 +53,50 @@ func (c *client) handlePublish(p *codec.Publish) bool {
 		return c.protocolError("retain is not available", codec.RetainNotSupported)
 	}
 	rc := c.authorizePublish(topic)
-	committed := false // a QoS 2 PUBLISH's receipt is recorded
-	if rc != codec.Success {
-		if rc, ok = c.refusedCode(p, rc); !ok {
-			return false
-		}
-	} else {
-		var inSeq uint64 // numbers a persistent session's QoS 2 PUBLISH (inboundRecord)
-		if p.QoS == 2 {
-			inSeq = c.sess.inboundSeq()
-		}
-		r := srv.publishPacket(p, topic, c, inSeq)
-		c.needSync = c.needSync || r.stored
-		if r.lagging {
+	routed := rc == codec.Success
+	if routed {
+		var lagging bool
+		rc, lagging, ok = c.route(p, topic)
+		if lagging {
 			// Subscribers are not keeping up: let their writers run before
 			// this reader takes more from its publisher. On a busy core
 			// the reader would otherwise keep its time slice and spend it
 			// queueing messages that only push older ones out.
 			defer runtime.Gosched()
 		}
-		if rc, ok = c.routedCode(p, &r); !ok {
-			return false
-		}
-		if p.QoS == 2 {
-			// The packet id is recorded before the message is released to
-			// its subscribers, and both before PUBREC.
-			if !c.commitInbound(p.PacketID, inSeq, &rc) {
-				return false
-			}
-			committed = true
-		}
-		if r.held != nil {
-			c.releaseHeld(r.held)
-		}
+	} else {
+		rc, ok = c.refusedCode(p, rc)
+	}
+	if !ok {
+		return false
 	}
 	if p.QoS == 0 {
 		return true
 	}
-	return c.ackPublish(p, rc, committed)
+	return c.ackPublish(p, rc, routed)
+}
+
+// route routes an authorized PUBLISH (publishPacket) and returns the code
+// that acknowledges it, and whether a subscriber lagged; false means the
+// connection is closing. A QoS 2 PUBLISH is recorded as received before
+// its message is released to its subscribers, and both before PUBREC.
+func (c *client) route(p *codec.Publish, topic []byte) (rc codec.ReasonCode, lagging, ok bool) {
+	var inSeq uint64 // numbers a persistent session's QoS 2 PUBLISH (inboundRecord)
+	if p.QoS == 2 {
+		inSeq = c.sess.inboundSeq()
+	}
+	r := c.srv.publishPacket(p, topic, c, inSeq)
+	c.needSync = c.needSync || r.stored
+	if rc, ok = c.routedCode(p, &r); !ok {
+		return rc, r.lagging, false
+	}
+	if p.QoS == 2 && !c.commitInbound(p.PacketID, inSeq, &rc) {
+		return rc, r.lagging, false
+	}
+	if r.held != nil {
+		c.releaseHeld(r.held)
+	}
+	return rc, r.lagging, true
 }
 
 // rateLimit admits a PUBLISH under the connection's rate limit, after
@@ -215,15 +220,15 @@ func (c *client) routedCode(p *codec.Publish, r *routed) (codec.ReasonCode, bool
 }
 
 // ackPublish acknowledges a QoS 1 or 2 PUBLISH with rc once the store
-// holds what it promises (ackAfterSync); a QoS 2 PUBLISH refused before
-// routing is recorded first (committed: it was routed and recorded).
+// holds what it promises (ackAfterSync). A QoS 2 PUBLISH that was not
+// routed (refused before) is recorded first; a routed one was by route.
 // False means the connection is closing.
-func (c *client) ackPublish(p *codec.Publish, rc codec.ReasonCode, committed bool) bool {
+func (c *client) ackPublish(p *codec.Publish, rc codec.ReasonCode, routed bool) bool {
 	switch p.QoS {
 	case 1:
 		c.ackAfterSync(codec.PUBACK, p.PacketID, rc)
 	case 2:
-		if !committed && !c.commitInbound(p.PacketID, 0, &rc) { // refused before routing
+		if !routed && !c.commitInbound(p.PacketID, 0, &rc) { // refused before routing
 			return false
 		}
 		// A refused QoS 2 message ends its flow at PUBREC (4.3.3);
