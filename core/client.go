@@ -23,6 +23,15 @@ import (
 // job running writeLoop, or a reader writing in place, inline.go) is the
 // only one that writes to conn. doc.go has the goroutine model, LOCKS.md
 // the locks.
+//
+// Its size is on purpose. The fields are grouped below by who may touch
+// them (set at CONNECT, reader-owned, writer-owned, atomics, c.mu); each
+// group is read on every packet, so none goes behind a pointer of its own
+// (a chase per packet), and the few fields few connections use already do
+// (clientExtra). Its methods are the connection's jobs, each in its file:
+// reading and writing (client.go), parking (park.go), writing in place
+// (inline.go), held acknowledgements (acks.go), PUBLISH's stages
+// (publish.go), SUBSCRIBE (subscribe.go), authentication (auth.go).
 type client struct {
 	srv      *Server
 	conn     net.Conn
@@ -76,7 +85,7 @@ type client struct {
 	needSync  bool         // this connection wrote to the store since its last Sync
 	limiter   *rateLimiter // nil without MaxMessageRate and MaxByteRate
 	matches   []match
-	acks      []pendingAck // acknowledgements waiting for a store Sync (durable.go)
+	acks      []pendingAck // acknowledgements waiting for a store Sync (acks.go)
 	// syncQueued counts this connection's batches with the syncer; while
 	// any is, later acknowledgements queue behind them to keep their order.
 	syncQueued atomic.Int32
@@ -168,7 +177,7 @@ func newClient(srv *Server, conn net.Conn, listener string) *client {
 	if nw, ok := conn.(NowWriter); ok && c.raw == nil {
 		c.inPlace = nw.WritesNow()
 	}
-	c.r = codec.NewPooledReader(countingReader{c}, &srv.readBufs, srv.opts.MaxPacketSize)
+	c.r = codec.NewPooledReader(countingReader{c}, &srv.bufs.read, srv.opts.MaxPacketSize)
 	c.r.MaxUserProperties = srv.opts.MaxUserProperties
 	return c
 }
@@ -241,9 +250,20 @@ func (c *client) wake() {
 	c.startWriter()
 }
 
+// bufPools are the server's buffers that connections borrow.
+type bufPools struct {
+	// read holds the connections' read buffers (*bufio.Reader of
+	// Options.ReadBufferSize): a TCP connection waiting for its next
+	// packet gives its buffer back (client.waitReadable).
+	read sync.Pool
+	// write holds writers' scratch (*writeScratch), lent to a connection
+	// while it writes (client.getScratch).
+	write sync.Pool
+}
+
 // writeScratch is what a writer works with: the write buffer, the batch of
 // deliveries taken from the session, and the PUBLISH value it encodes them
-// with. It is lent from srv.writeBufs while a writer runs, so an idle
+// with. It is lent from srv.bufs.write while a writer runs, so an idle
 // connection keeps none of it — nor the sizes a burst grew it to.
 type writeScratch struct {
 	buf      []byte
@@ -257,7 +277,7 @@ type writeScratch struct {
 // c.writing).
 func (c *client) getScratch() *writeScratch {
 	if c.ws == nil {
-		c.ws = c.srv.writeBufs.Get().(*writeScratch)
+		c.ws = c.srv.bufs.write.Get().(*writeScratch)
 	}
 	return c.ws
 }
@@ -275,7 +295,7 @@ func (c *client) putScratch() {
 	}
 	ws.buf, ws.batch, ws.tail, ws.retained = ws.buf[:0], ws.batch[:0], nil, ws.retained[:0]
 	ws.pub = codec.Publish{}
-	c.srv.writeBufs.Put(ws)
+	c.srv.bufs.write.Put(ws)
 }
 
 const maxPooledWbuf = 64 << 10
@@ -342,7 +362,7 @@ func (c *client) closeReason() CloseReason {
 func (c *client) serve() {
 	if c.guard(c.handshake) {
 		c.r.DropConnect() // read once; an idle connection should not keep it
-		c.parkable = c.raw != nil && c.srv.poller != nil
+		c.parkable = c.raw != nil && c.srv.parking.poller != nil
 		if c.parkable || c.keepAlive == 0 {
 			// No read deadline from here: keepalive 0 is no limit, and a
 			// parkable connection's keepalive is a timer (park.go).
@@ -803,7 +823,7 @@ func (c *client) encode(buf []byte, m *outMsg, now time.Time) []byte {
 //
 //go:noinline
 func (c *client) logTooLarge(topic string, size int, retained bool) {
-	if rarely(&c.srv.tooLargeWarn) {
+	if rarely(&c.srv.warned.tooLarge) {
 		c.log(zap.InfoLevel, "message not sent: larger than the client's Maximum Packet Size", zap.String("topic", topic),
 			zap.Int("size", size), zap.Uint32("maximum_packet_size", c.maxOut), zap.Bool("retained", retained))
 	}

@@ -257,10 +257,10 @@ func (s *Server) ExportSession(clientID string, maxBytes int, take bool) []byte 
 	c := sess.c
 	sess.c = nil
 	sess.moved = true // its connection's detach keeps a delayed will unsent
-	if sess.willTimer != nil {
-		sess.willTimer.Stop()
+	if sess.will.timer != nil {
+		sess.will.timer.Stop()
 	}
-	sess.willTimer, sess.pendingWill = nil, nil
+	sess.will.timer, sess.will.publish = nil, nil
 	sess.mu.Unlock()
 	s.discardLocked(sess)
 	s.mu.Unlock()
@@ -280,8 +280,8 @@ func (s *Server) ExportSession(clientID string, maxBytes int, take bool) []byte 
 func (s *session) exportLocked(now time.Time, msgs bool) []byte {
 	b := []byte{recordVersion}
 	b = appendString(b, string(s.recordLocked(now.Unix()).append(nil)))
-	in := inboundRecord{IDs: make([]uint16, 0, len(s.qos2in))}
-	for id := range s.qos2in {
+	in := inboundRecord{IDs: make([]uint16, 0, len(s.qos2in.ids))}
+	for id := range s.qos2in.ids {
 		in.IDs = append(in.IDs, id)
 	}
 	slices.Sort(in.IDs)
@@ -340,9 +340,9 @@ func (s *Server) ImportSession(clientID string, data []byte, final bool) error {
 		sess.mu.Lock()
 		online := sess.c != nil
 		pending = sess.pending
-		if !online && !pending && sess.willTimer != nil {
-			sess.willTimer.Stop() // the client is back, with its newer session
-			sess.willTimer, sess.pendingWill = nil, nil
+		if !online && !pending && sess.will.timer != nil {
+			sess.will.timer.Stop() // the client is back, with its newer session
+			sess.will.timer, sess.will.publish = nil, nil
 		}
 		sess.mu.Unlock()
 		if online {
@@ -357,9 +357,9 @@ func (s *Server) ImportSession(clientID string, data []byte, final bool) error {
 	if !pending {
 		sess = newSession(s, clientID)
 		sess.pending = !final
-		sess.inBase = s.newInBase()
-		sess.inSeq = sess.inBase
-		s.inBaseMax = max(s.inBaseMax, sess.inSeq)
+		sess.qos2in.base = s.newInBase()
+		sess.qos2in.seq = sess.qos2in.base
+		s.inBaseMax = max(s.inBaseMax, sess.qos2in.seq)
 		s.putSessionLocked(sess)
 	}
 	s.setSubscriptions(sess, sr.Subs)
@@ -375,10 +375,10 @@ func (s *Server) ImportSession(clientID string, data []byte, final bool) error {
 	}
 	sess.pending, sess.replayed = false, 0
 	for _, id := range in.IDs {
-		if sess.qos2in == nil {
-			sess.qos2in = map[uint16]struct{}{}
+		if sess.qos2in.ids == nil {
+			sess.qos2in.ids = map[uint16]struct{}{}
 		}
-		sess.qos2in[id] = struct{}{}
+		sess.qos2in.ids[id] = struct{}{}
 	}
 	// What the pending session queued goes after the moved messages, with
 	// new store sequences: the store is written again from scratch.
@@ -430,7 +430,7 @@ func (s *Server) ImportSession(clientID string, data []byte, final bool) error {
 	}
 	rec := sess.recordLocked(sr.DisconnectedAt)
 	var inbound []byte
-	if len(sess.qos2in) > 0 {
+	if len(sess.qos2in.ids) > 0 {
 		inbound = sess.inboundLocked(0)
 	}
 	sess.mu.Unlock()

@@ -34,11 +34,12 @@
 // takes them (stream.go), under the set's read lock alone.
 //
 // Beside the connections run one goroutine each for the poller and the
-// keepalive wheel (where connections park), the syncer (durable.go: one store Sync for many
-// connections' acknowledgements) and $SYS (sys.go), and timers for
-// session expiry, delayed wills, traces and logins that end. Every lock,
-// what it guards, the order in which locks nest, and the atomics and
-// ownership rules that keep the hot path free of locks are in LOCKS.md.
+// keepalive wheel (where connections park), the syncer (acks.go: one
+// store Sync for many connections' acknowledgements) and $SYS (sys.go),
+// and timers for session expiry, delayed wills, traces and logins that
+// end. Every lock, what it guards, the order in which locks nest, and the
+// atomics and ownership rules that keep the hot path free of locks are in
+// LOCKS.md.
 //
 // Files, by the state they hold and the job they do:
 //
@@ -47,32 +48,39 @@
 //     the admin actions (Disconnect, RemoveSession, DisconnectWhere).
 //   - client.go: client, one connection, and its reader (readLoop,
 //     handle) and writer (writeLoop, flush, collect, encode); connect.go:
-//     the CONNECT handshake and finish; auth.go: enhanced authentication
-//     and logins that end; identity.go: what core asks of a conn
-//     (ReadWaiter, NowWriter, IdleSocket, certificate identity).
-//   - park.go, poller_linux.go (poller_other.go: none), keepalive.go,
-//     rawio_linux.go: parked connections, the epoll set, the keepalive
-//     wheel, raw socket reads and writes; workers.go: the worker pool;
-//     inline.go: writing in place.
+//     the CONNECT handshake (connecting, one method per stage) and
+//     finish; auth.go: enhanced authentication and logins that end;
+//     identity.go: what core asks of a conn (ReadWaiter, NowWriter,
+//     IdleSocket, certificate identity).
+//   - park.go (Server.parking), poller_linux.go (poller_other.go: none),
+//     keepalive.go, rawio_linux.go: parked connections, the epoll set,
+//     the keepalive wheel, raw socket reads and writes; workers.go: the
+//     worker pool; inline.go: writing in place.
 //   - session.go: session, its queue and inflight window (enqueue, take,
 //     ack); stream.go: retained streams of new subscriptions.
-//   - publish.go: PUBLISH in (handlePublish), routing and the retained
-//     side of a publish; subscribe.go: SUBSCRIBE and UNSUBSCRIBE; router.go:
-//     the topic tree and shared groups (router.mu); retained.go and
-//     ostree.go: the retained set (retainedStore.mu), an order-statistic
-//     tree.
-//   - durable.go: acknowledgements that wait for a store Sync (the
-//     syncer), inbound QoS 2 state, store errors, will records, restore
-//     at start, held messages, the inflight QoS; record.go: the store's
-//     record encodings; store.go: the Store interface and MemStore;
-//     check.go: CheckStore; health.go: StoreHealthy.
+//   - publish.go: PUBLISH in (handlePublish and its stages), routing
+//     and the retained side of a publish; subscribe.go: SUBSCRIBE and
+//     UNSUBSCRIBE; router.go: the topic tree and shared groups
+//     (router.mu); retained.go and ostree.go: the retained set
+//     (retainedStore.mu), an order-statistic tree.
+//   - acks.go: acknowledgements that wait for a store Sync, and the
+//     syncer (syncer.mu) that syncs once for many connections;
+//     inbound2.go: inbound QoS 2 state (inbound2, held in session.qos2in,
+//     and its store record); held.go: held messages, released once their
+//     QoS 2 PUBLISH is recorded; persist.go: the store writes of sessions
+//     and deliveries, store errors and the throttled warnings
+//     (warnClocks); restore.go: the restorer, which rebuilds the state at
+//     start; will.go: delayed wills (delayedWill: scheduled, recorded,
+//     published); record.go: the store's record encodings; store.go: the
+//     Store interface and MemStore; check.go: CheckStore; health.go:
+//     StoreHealthy.
 //   - acl.go: per-subscription authorization and the pre-login byte
 //     budget; limits.go: per-connection rate limits; options.go and
 //     live.go: Options, and the Limits a reload changes; reason.go: close
 //     reasons; message.go: Message.
 //   - stats.go, sys.go, topicmetrics.go: counters, $SYS, per-topic
 //     metrics; views.go, pages.go: the admin API's views and pages;
-//     trace.go: packet traces.
+//     trace.go: packet traces (Server.tracing).
 //   - cluster.go: the Cluster seam (below); replica.go: sessions rebuilt
 //     from another node's replicated records, and replays into them.
 //

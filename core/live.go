@@ -1,6 +1,7 @@
 package core
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -35,6 +36,8 @@ type Limits struct {
 // its use, on any goroutine: no lock guards them, and a use sees either
 // the old or the new value, each valid on its own.
 type liveLimits struct {
+	mu sync.Mutex // serializes SetLimits; readers load the atomics without it
+
 	maxConnections   atomic.Int64
 	maxKeepAlive     atomic.Uint32
 	maxSessionExpiry atomic.Uint32
@@ -122,8 +125,8 @@ func (s *Server) SetLimits(l Limits) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	s.liveMu.Lock()
+	s.live.mu.Lock()
 	s.live.store(&o)
-	s.liveMu.Unlock()
+	s.live.mu.Unlock()
 	return nil
 }

@@ -19,6 +19,15 @@ const (
 	parked               // no goroutine: the poller, close or the timer resumes it
 )
 
+// parking is where connections park (Server.parking): poller watches the
+// sockets of parked connections, nil where there is none (not Linux:
+// every reader keeps its goroutine); wheel keeps their keepalive, with
+// poller.
+type parking struct {
+	poller *poller
+	wheel  *kaWheel
+}
+
 // parkResult is what readLoop does after park.
 type parkResult uint8
 
@@ -36,7 +45,7 @@ func (c *client) park() parkResult { return c.parkOn(c.raw) }
 // conn's buffers (IdleSocket: WebSocket) may park on now, or nil. Right
 // after a wake-up it is nil: the socket has bytes, which the conn reads.
 func (c *client) idleSocket() syscall.RawConn {
-	if c.srv.poller == nil {
+	if c.srv.parking.poller == nil {
 		return nil
 	}
 	if c.resumed {
@@ -60,7 +69,7 @@ func (c *client) parkOn(rc syscall.RawConn) parkResult {
 		c.matches = nil // a burst to many subscribers grew it; idle, it would stay
 	}
 	if d := c.keepAliveDeadline(); d > 0 {
-		w := c.srv.kaWheel
+		w := c.srv.parking.wheel
 		due := w.due(d)
 		c.kaDue.Store(due)
 		if !c.kaAdded {
@@ -71,9 +80,9 @@ func (c *client) parkOn(rc syscall.RawConn) parkResult {
 	// Everything the arming needs of c is taken first; parked before
 	// armed, since an event right after arming must find it so; and from
 	// parked on, c belongs to whoever takes the reading state.
-	a := c.srv.poller.prepare(c)
+	a := c.srv.parking.poller.prepare(c)
 	c.pstate.Store(parked)
-	if err := c.srv.poller.arm(rc, a); err != nil {
+	if err := c.srv.parking.poller.arm(rc, a); err != nil {
 		// The socket is closed or broken: the next read says how — unless
 		// the close that closed it took the connection over meanwhile.
 		if c.pstate.CompareAndSwap(parked, reading) {
@@ -106,9 +115,9 @@ func (c *client) unpark() {
 // and its socket is closed (finish).
 func (c *client) stopParking() {
 	if c.kaAdded {
-		c.srv.kaWheel.remove(c)
+		c.srv.parking.wheel.remove(c)
 	}
 	if c.pslot >= 0 {
-		c.srv.poller.release(c)
+		c.srv.parking.poller.release(c)
 	}
 }

@@ -81,7 +81,7 @@ func (s *Server) RestoreSession(clientID string, session, inbound []byte, seqs [
 		return nil
 	}
 	sess.mu.Lock()
-	free := sess.c == nil && sess.willTimer == nil
+	free := sess.c == nil && sess.will.timer == nil
 	sess.mu.Unlock()
 	if !free {
 		return nil // its client is back already

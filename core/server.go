@@ -4,11 +4,9 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -57,14 +55,19 @@ type Authorizer interface {
 // ErrServerClosed is returned by Serve after Shutdown.
 var ErrServerClosed = errors.New("core: server closed")
 
-// Server is the MQTT broker.
+// Server is the MQTT broker. Its fields are its parts (router, retained
+// set, counters, store, cluster) and the registry Server.mu guards; a
+// group of fields with a concern of its own is a type held by value
+// (liveLimits, listenerStats, tracing, warnClocks, parking, bufPools,
+// sysControl), so that no use pays a pointer more. Its methods are many
+// because it is the package's API (about half are exported: admin
+// actions, views and pages, the cluster seam) and the root the jobs hang
+// from; doc.go says which file holds which.
 type Server struct {
 	opts Options
 	// live holds the Limits part of opts, which SetLimits may change:
-	// their uses read live, never opts (live.go). liveMu serializes
-	// SetLimits.
+	// their uses read live, never opts (live.go).
 	live     liveLimits
-	liveMu   sync.Mutex
 	log      *zap.Logger
 	auth     Authenticator
 	authz    Authorizer
@@ -75,21 +78,13 @@ type Server struct {
 	// default, whose publish path then tests it once (cluster.go).
 	cluster Cluster
 	stats   Stats
-	// byListener counts accepted CONNECTs per listener name.
+	// byListener counts accepted CONNECTs per listener name, and knows
+	// each listener's transport.
 	byListener listenerStats
 	// topicMetrics counts the messages of registered topics (topicmetrics.go).
 	topicMetrics topicMetrics
 	started      time.Time
-
-	// traces are the running traces (trace.go), nil almost always: the
-	// hot path tests only the connection's own tracer. traceMu orders
-	// starting and stopping them.
-	traces  atomic.Pointer[traceSet]
-	traceMu sync.Mutex
-
-	// transports maps a listener's name to its transport (Serve learns it
-	// from a listener that says, as listeners.Listener does), for the log.
-	transports sync.Map
+	tracing      tracing // the running traces (trace.go)
 
 	mu        sync.Mutex // guards sessions, clients, listeners, closed, shut
 	sessions  map[string]*session
@@ -109,34 +104,17 @@ type Server struct {
 	willTimers []*time.Timer // restored wills whose session is gone; guarded by mu
 	inBaseMax  uint64        // highest inbound sequence restored; guarded by mu
 
-	storeWarn    atomic.Int64 // Unix nanoseconds of the last store error logged
-	preLoginWarn atomic.Int64 // Unix nanoseconds of the last pre-login budget warning
-	retainedWarn atomic.Int64 // … of the last retained message refused by the budget
-	cutWarn      atomic.Int64 // … of the last retained stream cut (stream.go)
-	tooLargeWarn atomic.Int64 // … of the last delivery over a client's Maximum Packet Size
-	preLogin     byteBudget   // Options.PreLoginMemory, shared by connections before CONNACK
-	// poller watches the sockets of parked connections (park.go); nil
-	// where there is none (not Linux): every reader keeps its goroutine.
-	poller  *poller
-	kaWheel *kaWheel // keepalive of parked connections; with poller
+	warned   warnClocks // when each throttled warning was last logged (persist.go)
+	preLogin byteBudget // Options.PreLoginMemory, shared by connections before CONNACK
+	parking  parking    // where connections park: the poller and keepalive wheel (park.go)
 	// workers run readers and writers on goroutines whose stacks have
 	// grown already (workers.go).
 	workers *workers
-	syncer  *syncer // group commit of acknowledgements (durable.go)
+	syncer  *syncer  // group commit of acknowledgements (acks.go)
+	bufs    bufPools // the connections' read buffers and writers' scratch (client.go)
 
-	// readBufs holds the connections' read buffers (*bufio.Reader of
-	// Options.ReadBufferSize): a TCP connection waiting for its next packet
-	// gives its buffer back (client.waitReadable).
-	readBufs sync.Pool
-	// writeBufs holds writers' scratch (*writeScratch), lent to a
-	// connection while it writes (client.getScratch).
-	writeBufs sync.Pool
-
-	conns   sync.WaitGroup
-	stopSys chan struct{}
-	sysDone chan struct{}
-	// sysExtra is Config.SysTopics.
-	sysExtra func() [][2]string
+	conns sync.WaitGroup
+	sys   sysControl // the $SYS goroutine (sys.go)
 }
 
 // Config is what New needs besides Options; nil fields get defaults: a
@@ -172,7 +150,7 @@ func New(opts Options, cfg Config) (*Server, error) {
 		opts: opts, log: cfg.Log, auth: cfg.Authenticator, authz: cfg.Authorizer, store: cfg.Store,
 		router: newRouter(opts.SharedStrategy), retained: newRetainedStore(), started: time.Now(),
 		sessions: map[string]*session{}, clients: map[*client]struct{}{}, listeners: map[net.Listener]struct{}{},
-		stopSys: make(chan struct{}), sysDone: make(chan struct{}), cluster: cfg.Cluster, sysExtra: cfg.SysTopics,
+		sys: sysControl{stop: make(chan struct{}), done: make(chan struct{}), extra: cfg.SysTopics}, cluster: cfg.Cluster,
 	}
 	s.router.cluster = cfg.Cluster // before restore, whose subscriptions it hears of
 	if s.authz != nil {
@@ -183,15 +161,14 @@ func New(opts Options, cfg Config) (*Server, error) {
 	}
 	s.live.store(&opts)
 	s.preLogin.max = opts.PreLoginMemory
-	s.readBufs.New = func() any { return bufio.NewReaderSize(nil, opts.ReadBufferSize) }
-	s.writeBufs.New = func() any { return &writeScratch{buf: make([]byte, 0, 512)} } // grows with the bursts that use it
+	s.bufs.read.New = func() any { return bufio.NewReaderSize(nil, opts.ReadBufferSize) }
+	s.bufs.write.New = func() any { return &writeScratch{buf: make([]byte, 0, 512)} } // grows with the bursts that use it
 	if err := s.restore(); err != nil {
 		return nil, err
 	}
 	s.workers = newWorkers(workerIdle)
 	if p, err := newPoller(); err == nil {
-		s.poller = p
-		s.kaWheel = newKAWheel()
+		s.parking = parking{poller: p, wheel: newKAWheel()}
 	} else if !errors.Is(err, errors.ErrUnsupported) {
 		s.log.Warn("idle connections keep a goroutine each: no epoll set", zap.Error(err))
 	}
@@ -207,38 +184,6 @@ func (s *Server) Options() Options {
 	o := s.opts
 	s.live.load(&o)
 	return o
-}
-
-// restore loads persistent sessions, their queues and inflight messages,
-// their inbound QoS 2 state, pending wills and retained messages, and
-// sweeps what has expired or was left half-written by a crash.
-func (s *Server) restore() (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = fmt.Errorf("core: restoring state: %w: %v", errRecord, v)
-		}
-	}()
-	r := restorer{srv: s, now: time.Now(), inbound: map[string]inboundRecord{}, info: map[string]sessionRecord{}}
-	if err := r.load(); err != nil {
-		return fmt.Errorf("core: restoring state: %w", err)
-	}
-	r.sweep()
-	for _, start := range r.timers {
-		start()
-	}
-	if len(s.sessions) > 0 || r.nret > 0 || r.nwills > 0 {
-		s.log.Info("restored state", zap.Int("sessions", len(s.sessions)), zap.Int("messages", r.nmsgs),
-			zap.Int("retained", r.nret), zap.Int("wills", r.nwills), zap.Int("swept", r.swept()))
-	}
-	// Restored messages are all kept; they count, so new topics wait
-	// until clients clear enough of them.
-	if n, bytes := s.retained.clientCounts(); s.opts.MaxRetainedMessages > 0 && n > s.opts.MaxRetainedMessages ||
-		s.opts.MaxRetainedBytes > 0 && bytes > s.opts.MaxRetainedBytes {
-		s.log.Warn("the retained messages restored exceed the retained budget: new topics and larger messages are not retained until clients clear some",
-			zap.Int("retained", n), zap.Int64("retained_bytes", bytes),
-			zap.Int("max_retained_messages", s.opts.MaxRetainedMessages), zap.Int64("max_retained_bytes", s.opts.MaxRetainedBytes))
-	}
-	return nil
 }
 
 // capExpiry applies MaxSessionExpiry to a requested session expiry.
@@ -262,7 +207,7 @@ func (s *Server) Serve(l net.Listener, name string) error {
 	s.listeners[l] = struct{}{}
 	s.mu.Unlock()
 	if t, ok := l.(interface{ Transport() string }); ok {
-		s.transports.Store(name, t.Transport())
+		s.byListener.transports.Store(name, t.Transport())
 	}
 	defer func() {
 		s.mu.Lock()
@@ -356,8 +301,8 @@ func (s *Server) attach(c *client, clean bool, expiry uint32) (*session, bool, e
 	}
 	if sess == nil {
 		sess = newSession(s, c.id)
-		sess.inBase = s.newInBase()
-		sess.inSeq = sess.inBase
+		sess.qos2in.base = s.newInBase()
+		sess.qos2in.seq = sess.qos2in.base
 		s.putSessionLocked(sess)
 	}
 	sess.mu.Lock()
@@ -365,7 +310,7 @@ func (s *Server) attach(c *client, clean bool, expiry uint32) (*session, bool, e
 	sess.expiry = expiry
 	sess.setOwner(c.username)
 	c.sess = sess
-	pendingWill := sess.willTimer != nil
+	pendingWill := sess.will.timer != nil
 	sess.attachLocked(c)
 	var stored *sessionRecord
 	if sess.persistent() {
@@ -414,17 +359,17 @@ func (s *Server) discardLocked(sess *session) {
 	sess.queue, sess.qhead, sess.holes, sess.dropAt, sess.qbytes = nil, 0, 0, 0, 0
 	s.stats.inflight.Add(-int64(len(sess.inflight)))
 	sess.inflight = nil
-	sess.qos2in = nil
+	sess.qos2in.ids = nil
 	s.stats.pending.Add(-int64(sess.load.Swap(0)))
 	if sess.expireTimer != nil {
 		sess.expireTimer.Stop()
 	}
 	// The session ends now, so a will waiting for its delay goes now: the
 	// delay ends early when the session does (3.1.3.2.2).
-	if sess.willTimer != nil && sess.willTimer.Stop() {
-		go sess.pendingWill()
+	if sess.will.timer != nil && sess.will.timer.Stop() {
+		go sess.will.publish()
 	}
-	sess.willTimer, sess.pendingWill = nil, nil
+	sess.will.timer, sess.will.publish = nil, nil
 	s.setOnlineLocked(sess, false) // a session taken over with Clean Start ends online
 	cut := sess.cutStreamsLocked()
 	sess.mu.Unlock()
@@ -496,8 +441,8 @@ func (s *Server) detach(c *client, reason CloseReason) {
 			scheduled = sess.c == nil && !c.takenElsewhere.Load()
 			if scheduled {
 				willExpiry := x.willExpiry
-				sess.pendingWill = func() { s.publishWill(will, willExpiry, sess, owner) }
-				sess.willTimer = time.AfterFunc(time.Duration(delay)*time.Second, sess.pendingWill)
+				sess.will.publish = func() { s.publishWill(will, willExpiry, sess, owner) }
+				sess.will.timer = time.AfterFunc(time.Duration(delay)*time.Second, sess.will.publish)
 			}
 			sess.mu.Unlock()
 			if scheduled {
@@ -518,35 +463,6 @@ func (s *Server) detach(c *client, reason CloseReason) {
 			s.storeError("store: sync of a will failed", err, zap.String("client_id", sess.id))
 		}
 	}
-}
-
-// publishWill publishes a will; its Message Expiry Interval (expiry, 0 for
-// none) starts now. owner is the user name whose rights it needs (nil:
-// unknown, from an older store): the rules may have changed since CONNECT,
-// so they are asked again.
-func (s *Server) publishWill(m *Message, expiry time.Duration, sess *session, owner *string) {
-	if sess != nil {
-		sess.mu.Lock()
-		online := sess.c != nil
-		sess.willTimer = nil
-		sess.mu.Unlock()
-		s.storeDeleteWill(sess.id)
-		if online {
-			return // the client came back before the delay [MQTT-3.1.3-9]
-		}
-	}
-	if owner != nil && s.authz != nil && !s.authz.CanWill(m.From, *owner, m.Topic) {
-		s.stats.willRefused.Add(1)
-		s.log.Info("will not published: the rules no longer allow it", zap.String("client_id", m.From),
-			zap.String("username", *owner), zap.String("topic", m.Topic))
-		return
-	}
-	if expiry > 0 {
-		w := m.clone()
-		w.Expires = time.Now().Add(expiry)
-		m = w
-	}
-	s.publish(m)
 }
 
 // redispatch gives a shared-group delivery whose member went away to
@@ -595,55 +511,6 @@ func (s *Server) scheduleExpiry(sess *session, since time.Time) {
 	})
 }
 
-// saveSession writes a persistent session's record and reports whether it did.
-func (s *Server) saveSession(sess *session) bool {
-	sess.mu.Lock()
-	if !sess.persistent() {
-		sess.mu.Unlock()
-		return false
-	}
-	rec := sess.recordLocked(0)
-	sess.mu.Unlock()
-	s.storeSave(sess.id, rec)
-	return true
-}
-
-func (s *Server) storeSave(id string, rec *sessionRecord) {
-	if err := s.store.PutSession(id, rec.append(nil)); err != nil {
-		s.storeError("store: saving session", err, zap.String("client_id", id))
-	}
-}
-
-func (s *Server) storeDelete(id string) {
-	if err := s.store.DeleteSession(id); err != nil {
-		s.storeError("store: deleting session", err, zap.String("client_id", id))
-	}
-}
-
-func (s *Server) storeAdd(id string, d delivery) error {
-	rec := appendMessageRecord(nil, d.msg, d.qos, d.retain, d.subID)
-	err := s.store.PutMessage(id, d.seq, rec)
-	if err != nil {
-		s.storeError("store: adding message", err, zap.String("client_id", id))
-	}
-	return err
-}
-
-// storeUpdate records a QoS 2 delivery's packet id and PUBREL state, so a
-// restart resends it with the same id, or only its PUBREL.
-func (s *Server) storeUpdate(id string, m *outMsg) {
-	rec := appendDeliveryRecord(nil, m.msg, m.qos, m.retain, m.subID, m.id, m.pubrel)
-	if err := s.store.UpdateMessage(id, m.seq, rec); err != nil {
-		s.storeError("store: updating message", err, zap.String("client_id", id))
-	}
-}
-
-func (s *Server) storeAck(id string, seq uint64) {
-	if err := s.store.DeleteMessage(id, seq); err != nil {
-		s.storeError("store: deleting message", err, zap.String("client_id", id))
-	}
-}
-
 // Shutdown stops accepting, tells every client the server is going away
 // (MQTT 5: DISCONNECT Server Shutting Down), waits for the connections to
 // end or ctx to expire, then closes the store.
@@ -666,8 +533,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		if sess.expireTimer != nil {
 			sess.expireTimer.Stop()
 		}
-		if sess.willTimer != nil {
-			sess.willTimer.Stop()
+		if sess.will.timer != nil {
+			sess.will.timer.Stop()
 		}
 		sess.mu.Unlock()
 	}
@@ -675,9 +542,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	close(s.syncer.stop) // it drains its queue first
 	<-s.syncer.done
 	s.workers.close()
-	if s.poller != nil {
-		s.poller.close()
-		s.kaWheel.close()
+	if s.parking.poller != nil {
+		s.parking.poller.close()
+		s.parking.wheel.close()
 	}
 	if cerr := s.store.Close(); cerr != nil && err == nil {
 		err = cerr
@@ -729,8 +596,8 @@ func (s *Server) drainConns(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	if first {
-		close(s.stopSys)
-		<-s.sysDone
+		close(s.sys.stop)
+		<-s.sys.done
 		for _, c := range clients {
 			c.close(CloseServerShutdown, codec.ServerShuttingDown)
 		}

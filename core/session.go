@@ -79,19 +79,15 @@ type session struct {
 	// queue that Server.ReplayPending put there: the next goes after them,
 	// before what the session queued meanwhile.
 	replayed    int32
-	order       uint64 // send order of inflight messages, for redelivery in order
-	seq         uint64 // store sequence
-	qos2in      map[uint16]struct{}
-	inSeq       uint64 // last inbound QoS 2 sequence (inboundRecord); starts at inBase
-	inBase      uint64
-	inHigh      uint64 // High of the stored inboundRecord
-	qbytes      int64  // topic and payload bytes held, queued or in flight (MaxQueuedBytes)
-	holes       int    // dropped QoS 0 slots still in queue
-	dropAt      int    // queue[qhead:dropAt] holds no QoS 0 message to drop
+	order       uint64   // send order of inflight messages, for redelivery in order
+	seq         uint64   // store sequence
+	qos2in      inbound2 // inbound QoS 2 state (inbound2.go)
+	qbytes      int64    // topic and payload bytes held, queued or in flight (MaxQueuedBytes)
+	holes       int      // dropped QoS 0 slots still in queue
+	dropAt      int      // queue[qhead:dropAt] holds no QoS 0 message to drop
 	expireTimer *time.Timer
-	willTimer   *time.Timer
-	pendingWill func() // publishes the will willTimer is waiting for; set with it
-	droppedWarn int64  // Unix nanoseconds of the last queue-full warning
+	will        delayedWill // the will waiting for its delay (will.go)
+	droppedWarn int64       // Unix nanoseconds of the last queue-full warning
 	// streams are the retained messages owed to this connection's new
 	// subscriptions (stream.go); nil unless some are, so that a session
 	// stays in its allocation size class.
@@ -113,14 +109,14 @@ func (s *session) persistent() bool { return s.expiry > 0 }
 
 // beganLocked is when the session began on the node whose records it is
 // (Unix nanoseconds; 0 not known): created, started clean or moved there,
-// when inBase was taken (newInBase), or, rebuilt pending from a dead
+// when qos2in.base was taken (newInBase), or, rebuilt pending from a dead
 // node's records, when it began on that node. A replayed message
 // published before was never for it (Server.replay). s.mu is held.
 func (s *session) beganLocked() uint64 {
 	if s.pending {
 		return s.began // 0 on a session moving from a live node: never replayed into
 	}
-	return s.inBase
+	return s.qos2in.base
 }
 
 func (s *session) queued() int { return len(s.queue) - s.qhead - s.holes }
@@ -454,6 +450,16 @@ func (s *session) dropInflight(id uint16) {
 	s.mu.Unlock()
 }
 
+// inflightQoS is the QoS of the inflight delivery id, 0 when none.
+func (s *session) inflightQoS(id uint16) byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m, ok := s.inflight[id]; ok {
+		return m.qos
+	}
+	return 0
+}
+
 // attach makes c the session's connection; inflight messages are marked
 // for redelivery [MQTT-4.4.0-1]. s.mu and Server.mu are held by the caller.
 func (s *session) attachLocked(c *client) {
@@ -466,9 +472,9 @@ func (s *session) attachLocked(c *client) {
 		s.expireTimer.Stop()
 		s.expireTimer = nil
 	}
-	if s.willTimer != nil {
-		s.willTimer.Stop() // a new connection before the will delay cancels the will
-		s.willTimer = nil
+	if s.will.timer != nil {
+		s.will.timer.Stop() // a new connection before the will delay cancels the will
+		s.will.timer = nil
 	}
 }
 
@@ -505,7 +511,7 @@ func (s *session) releaseSharedLocked() []delivery {
 // recordLocked returns the session as the Store keeps it; s.mu is held.
 func (s *session) recordLocked(disconnectedAt int64) *sessionRecord {
 	r := &sessionRecord{Version: s.version, Expiry: s.expiry, DisconnectedAt: disconnectedAt,
-		InBase: s.inBase, Subs: make([]storedSub, 0, len(s.subs))}
+		InBase: s.qos2in.base, Subs: make([]storedSub, 0, len(s.subs))}
 	if o := s.owner.Load(); o != nil {
 		r.Owner, r.OwnerKnown = *o, true
 	}

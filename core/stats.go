@@ -80,6 +80,9 @@ func (s *Stats) connOpened() {
 type listenerStats struct {
 	mu       sync.RWMutex
 	connects map[string]*atomic.Int64
+	// transports maps a listener's name to its transport (Serve learns it
+	// from a listener that says, as listeners.Listener does), for the log.
+	transports sync.Map
 }
 
 // connected counts an accepted CONNECT on listener.

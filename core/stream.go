@@ -183,7 +183,7 @@ func (s *Server) noteCut(clientID string, cut streamCut) {
 		return
 	}
 	s.stats.retainedCut.Add(int64(cut.n))
-	if rarely(&s.cutWarn) {
+	if rarely(&s.warned.cut) {
 		s.log.Info("retained messages not all sent: the subscriber's connection ended first",
 			zap.String("client_id", clientID), zap.String("filter", cut.filter), zap.Int("sent", cut.sent),
 			zap.Int("streams", cut.n))

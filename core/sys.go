@@ -7,12 +7,19 @@ import (
 	"time"
 )
 
+// sysControl is how the server runs its $SYS goroutine (sysLoop).
+type sysControl struct {
+	stop  chan struct{}      // closed by Shutdown
+	done  chan struct{}      // closed when sysLoop returns
+	extra func() [][2]string // Config.SysTopics
+}
+
 // sysLoop publishes $SYS/broker/... every SysInterval, retained, in the
 // layout Mosquitto 2 users know (sysTopics).
 func (s *Server) sysLoop() {
-	defer close(s.sysDone)
+	defer close(s.sys.done)
 	if s.opts.SysInterval < 0 {
-		<-s.stopSys
+		<-s.sys.stop
 		return
 	}
 	sys := newSysState(s.started)
@@ -23,7 +30,7 @@ func (s *Server) sysLoop() {
 		select {
 		case now := <-t.C:
 			s.publishSys(sys, now)
-		case <-s.stopSys:
+		case <-s.sys.stop:
 			return
 		}
 	}
@@ -158,8 +165,8 @@ func (s *Server) sysTopics(sys *sysState, now time.Time) [][2]string {
 
 func (s *Server) publishSys(sys *sysState, now time.Time) {
 	topics := s.sysTopics(sys, now)
-	if s.sysExtra != nil {
-		topics = append(topics, s.sysExtra()...)
+	if s.sys.extra != nil {
+		topics = append(topics, s.sys.extra()...)
 	}
 	for _, kv := range topics {
 		_ = s.Publish("$SYS/broker/"+kv[0], []byte(kv[1]), 0, true)

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/xmq-io/xmq/codec"
@@ -100,6 +101,14 @@ func (t *Trace) Status() TraceStatus {
 	return TraceStatus{Packets: t.packets, Bytes: t.written, Stopped: t.stopped, Why: t.why}
 }
 
+// tracing is the server's running traces: set is nil almost always, so
+// the hot path tests only the connection's own tracer; mu orders starting
+// and stopping traces (and the retracing of connections that follows).
+type tracing struct {
+	mu  sync.Mutex
+	set atomic.Pointer[traceSet]
+}
+
 // traceSet is the running traces; replaced whole when one starts or stops.
 type traceSet struct{ all []*Trace }
 
@@ -119,16 +128,16 @@ func (s *Server) StartTrace(spec TraceSpec, w io.Writer, done func(why string)) 
 		t.filter = []byte(spec.TopicFilter)
 	}
 	t.header()
-	s.traceMu.Lock()
-	old := s.traces.Load()
+	s.tracing.mu.Lock()
+	old := s.tracing.set.Load()
 	next := &traceSet{}
 	if old != nil {
 		next.all = append(next.all, old.all...)
 	}
 	next.all = append(next.all, t)
-	s.traces.Store(next)
+	s.tracing.set.Store(next)
 	s.retraceLocked()
-	s.traceMu.Unlock()
+	s.tracing.mu.Unlock()
 	t.mu.Lock() // stop reads timer under mu: the timer may fire before this assignment ends
 	t.timer = time.AfterFunc(spec.Duration, func() { t.stop("duration ended") })
 	t.mu.Unlock()
@@ -155,8 +164,8 @@ func (t *Trace) stop(why string) {
 		timer.Stop()
 	}
 	s := t.srv
-	s.traceMu.Lock()
-	if old := s.traces.Load(); old != nil {
+	s.tracing.mu.Lock()
+	if old := s.tracing.set.Load(); old != nil {
 		var rest []*Trace
 		for _, x := range old.all {
 			if x != t {
@@ -164,23 +173,23 @@ func (t *Trace) stop(why string) {
 			}
 		}
 		if len(rest) == 0 {
-			s.traces.Store(nil) // back to nothing to test on the hot path
+			s.tracing.set.Store(nil) // back to nothing to test on the hot path
 		} else {
-			s.traces.Store(&traceSet{all: rest})
+			s.tracing.set.Store(&traceSet{all: rest})
 		}
 	}
 	s.retraceLocked()
-	s.traceMu.Unlock()
+	s.tracing.mu.Unlock()
 	if t.done != nil {
 		t.done(why)
 	}
 }
 
 // retraceLocked gives every connection past CONNECT its tracer for the
-// current traces; s.traceMu is held. A connection still in its handshake
+// current traces; s.tracing.mu is held. A connection still in its handshake
 // matches itself when it is through (client.matchTrace).
 func (s *Server) retraceLocked() {
-	set := s.traces.Load()
+	set := s.tracing.set.Load()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for c := range s.clients {
@@ -228,7 +237,7 @@ func remoteString(a net.Addr) string {
 // said (id and user name may still change: an assigned id, a certificate
 // identity); set is the traces it matched against, or nil.
 func (c *client) matchTrace(id, username string) *traceSet {
-	set := c.srv.traces.Load()
+	set := c.srv.tracing.set.Load()
 	if set != nil {
 		c.trace.Store(set.forConn(id, username, c.conn.RemoteAddr()))
 	}

@@ -119,9 +119,9 @@ func (sess *session) info(withSubs bool) ClientInfo {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	ci := ClientInfo{ClientID: sess.id, ProtocolVersion: sess.version, SessionExpiry: sess.expiry,
-		Inflight: len(sess.inflight), Queued: sess.queued(), QueuedBytes: sess.qbytes, WillPending: sess.willTimer != nil,
+		Inflight: len(sess.inflight), Queued: sess.queued(), QueuedBytes: sess.qbytes, WillPending: sess.will.timer != nil,
 		Dropped: sess.drops.Load()}
-	for id := range sess.qos2in {
+	for id := range sess.qos2in.ids {
 		ci.AwaitingRelease = append(ci.AwaitingRelease, id)
 	}
 	slices.Sort(ci.AwaitingRelease)
