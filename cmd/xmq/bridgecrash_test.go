@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
 // TestBridgeCrash: two xmq processes, L bridged to R, with persistent QoS 1
@@ -32,7 +33,7 @@ func TestBridgeCrash(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, seed))
 	t.Logf("seed %d", seed)
-	rAddr := freeAddr(t)
+	rAddr := mqtttest.FreeAddr(t)
 	rDir, lDir := t.TempDir(), t.TempDir()
 	queued := "broker:\n  max_queued: 1000000\n"
 	rCfg := filepath.Join(t.TempDir(), "r.yaml")
@@ -96,7 +97,7 @@ func TestBridgeCrash(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, f := range flows {
 		_, sa := addrs(f)
-		wg.Go(func() { _ = f.sub.run(sa, stop) })
+		wg.Go(func() { _ = f.sub.run(t, sa, stop) })
 	}
 	waitUntil(t, "subscriptions", func() bool {
 		for _, f := range flows {
@@ -114,9 +115,9 @@ func TestBridgeCrash(t *testing.T) {
 		var wg sync.WaitGroup
 		for _, f := range flows {
 			pa, sa := addrs(f)
-			wg.Go(func() { _ = f.pub.run(pa, stop) })
+			wg.Go(func() { _ = f.pub.run(t, pa, stop) })
 			if round%2 == 1 { // subscribers offline in even rounds: messages queue on disk
-				wg.Go(func() { _ = f.sub.run(sa, stop) })
+				wg.Go(func() { _ = f.sub.run(t, sa, stop) })
 			}
 		}
 		time.Sleep(time.Duration(100+rng.IntN(300)) * time.Millisecond)
@@ -140,14 +141,14 @@ func TestBridgeCrash(t *testing.T) {
 	for _, f := range flows {
 		pa, sa := addrs(f)
 		wg.Go(func() {
-			if err := f.sub.run(sa, stop); err != nil && !isConnErr(err) {
+			if err := f.sub.run(t, sa, stop); err != nil && !isConnErr(err) {
 				t.Errorf("%s: %v", f.sub.id, err)
 			}
 		})
 		f.pub.mu.Lock()
 		f.pub.next = -1 << 30 // marks the extra messages this run adds; not checked
 		f.pub.mu.Unlock()
-		pwg.Go(func() { _ = f.pub.run(pa, pstop) })
+		pwg.Go(func() { _ = f.pub.run(t, pa, pstop) })
 	}
 	waitUntil(t, "QoS 2 flows to finish", func() bool {
 		for _, f := range flows {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/xmq-io/xmq/codec"
 	"github.com/xmq-io/xmq/internal/config"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
 // syncBuffer is a bytes.Buffer that run's logger and the test may share.
@@ -271,20 +272,22 @@ func TestRunHelp(t *testing.T) {
 	}
 }
 
-// waitUntil polls cond until it holds, failing the test after 15 s.
+// waitUntil polls cond until it holds, failing the test after 15 s: a
+// broker process takes longer than mqtttest.Timeout to do some things
+// under the race detector.
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	waitFor(t, 15*time.Second, what, cond)
+	mqtttest.WaitWithin(t, 15*time.Second, what, cond)
 }
 
-// waitFor is waitUntil with its own limit.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+// dialMQTT connects to the broker at addr as client id at protocol level
+// v, with a persistent session unless clean. It returns the error of a
+// broker that is down, crashing or refusing rather than failing t.
+func dialMQTT(t testing.TB, addr, id string, v byte, clean bool) (*mqtttest.Conn, *codec.Connack, error) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
+	mods := []func(*codec.Connect){}
+	if !clean {
+		mods = append(mods, mqtttest.Persistent)
 	}
+	return mqtttest.TryDial(t, "mqtt://"+addr, nil, mqtttest.ConnectPacket(v, id, mods...))
 }
