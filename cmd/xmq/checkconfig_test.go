@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,12 +24,7 @@ func checkConfig(t *testing.T, args ...string) (string, error) {
 // busyPort holds a TCP port on 127.0.0.1 for the test and returns it.
 func busyPort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	return l.Addr().String()
+	return mqtttest.Listen(t).Addr().String()
 }
 
 // TestCheckConfig: check-config passes a good file and lists every problem

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -110,41 +109,21 @@ func TestRunServesMQTT(t *testing.T) {
 				t.Errorf("start log does not name the bound address %s:\n%s", addr, log)
 			}
 
-			conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
-			if err != nil {
-				t.Fatalf("dial: %v", err)
-			}
-			defer conn.Close()
-			_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-			connect := codec.Connect{ProtocolVersion: tt.version, CleanStart: true, KeepAlive: 30, ClientID: []byte("run-test")}
-			if _, err := conn.Write(connect.Append(nil, tt.version)); err != nil {
-				t.Fatalf("write CONNECT: %v", err)
-			}
-			r := codec.NewReader(bufio.NewReader(conn), 0)
-			r.Version = tt.version
-			p, err := r.ReadPacket()
-			if err != nil {
-				t.Fatalf("read CONNACK: %v", err)
-			}
-			ack, ok := p.(*codec.Connack)
-			if !ok {
-				t.Fatalf("got %v, want CONNACK", p.Type())
-			}
-			if ack.ReasonCode != codec.Success {
-				t.Fatalf("CONNACK reason %v, want Success", ack.ReasonCode)
-			}
+			c := mqtttest.DialConn(t, "mqtt://"+addr, nil, tt.version)
+			c.Timeout = 10 * time.Second
+			c.Connect(mqtttest.ConnectPacket(tt.version, "run-test", func(p *codec.Connect) { p.KeepAlive = 30 }))
 
 			if err := b.stop(t); err != nil {
 				t.Errorf("run returned %v after a clean shutdown, want nil", err)
 			}
 			// The broker told the client it was going away (MQTT 5) and closed the connection.
-			p, err = r.ReadPacket()
+			p, _, err := c.NextWithin(c.Timeout)
 			if tt.version == codec.V5 {
 				d, ok := p.(*codec.Disconnect)
 				if err != nil || !ok || d.ReasonCode != codec.ServerShuttingDown {
 					t.Errorf("after shutdown read %v, %v; want DISCONNECT Server Shutting Down", p, err)
 				}
-				_, err = r.ReadPacket()
+				_, _, err = c.NextWithin(c.Timeout)
 			}
 			if !errors.Is(err, io.EOF) {
 				t.Errorf("after shutdown read error %v, want EOF", err)
