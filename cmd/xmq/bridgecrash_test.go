@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -36,12 +35,8 @@ func TestBridgeCrash(t *testing.T) {
 	rAddr := mqtttest.FreeAddr(t)
 	rDir, lDir := t.TempDir(), t.TempDir()
 	queued := "broker:\n  max_queued: 1000000\n"
-	rCfg := filepath.Join(t.TempDir(), "r.yaml")
-	lCfg := filepath.Join(t.TempDir(), "l.yaml")
-	if err := os.WriteFile(rCfg, []byte(queued), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	bridgeCfg := queued + fmt.Sprintf(`bridges:
+	rCfg := writeFile(t, queued)
+	lCfg := writeFile(t, queued+fmt.Sprintf(`bridges:
   - name: up
     addresses: [mqtt://%s]
     backoff_min: 20ms
@@ -49,10 +44,7 @@ func TestBridgeCrash(t *testing.T) {
     topics:
       - {topic: "out/#", direction: out, qos: 2}
       - {topic: "in/#", direction: in, qos: 2}
-`, rAddr)
-	if err := os.WriteFile(lCfg, []byte(bridgeCfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+`, rAddr))
 	var procs []*proc
 	startR := func() *proc {
 		p := startBroker(t, rDir, "-c", rCfg, "-listen", rAddr)
@@ -186,10 +178,7 @@ func TestBridgeCrash(t *testing.T) {
 // xmq starts on SIGHUP, and stops (its local session gone) when removed.
 func TestBridgeSIGHUP(t *testing.T) {
 	r := startBroker(t, t.TempDir())
-	cfg := filepath.Join(t.TempDir(), "l.yaml")
-	if err := os.WriteFile(cfg, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeFile(t, "")
 	l := startBroker(t, t.TempDir(), "-c", cfg)
 	bridge := fmt.Sprintf("bridges:\n  - {name: up, addresses: [mqtt://%s], topics: [{topic: 'hup/#', qos: 1}]}\n", r.addr)
 	if err := os.WriteFile(cfg, []byte(bridge), 0o600); err != nil {

@@ -450,10 +450,7 @@ func TestCrashPersistentDelivery(t *testing.T) {
 	// Publishers outrun offline subscribers by tens of thousands of
 	// messages; the default max_queued would refuse most of them, and a
 	// 3.1.1 publisher is acknowledged for what a full queue refused.
-	cfg := filepath.Join(t.TempDir(), "xmq.yaml")
-	if err := os.WriteFile(cfg, []byte("broker:\n  max_queued: 1000000\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeFile(t, "broker:\n  max_queued: 1000000\n")
 	pubs := []*crashPub{newCrashPub("pub1", codec.V311, 1, "crash/q1"), newCrashPub("pub2", codec.V5, 2, "crash/q2")}
 	// sub3, the only member of a shared group, gets pub1's messages too: a
 	// delivery acknowledged before its commit round is never written

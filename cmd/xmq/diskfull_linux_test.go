@@ -47,16 +47,13 @@ func diskFullRun(t *testing.T, hard bool) {
 		t.Skipf("cannot mount a tmpfs: %v: %s", err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("umount", "-l", mnt).Run() })
-	cfg := filepath.Join(t.TempDir(), "xmq.yaml")
 	minFree := 16 << 20
 	if hard {
 		minFree = -1
 	}
 	conf := fmt.Sprintf("broker:\n  max_queued: 10000000\n  max_queued_bytes: 0\n"+
 		"store:\n  min_free_bytes: %d\n  emergency_reserve_bytes: 8388608\n", minFree)
-	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeFile(t, conf)
 	data := filepath.Join(mnt, "data")
 	p := startBroker(t, data, "-c", cfg, "-web", "127.0.0.1:0")
 	web := webURL(t, p)
