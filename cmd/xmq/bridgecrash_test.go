@@ -4,7 +4,6 @@ package main
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"strings"
 	"sync"
@@ -25,13 +24,7 @@ import (
 // cannot carry DUP: a broker does not pass the DUP flag on to subscribers
 // [MQTT-3.3.1-3].
 func TestBridgeCrash(t *testing.T) {
-	rounds := 4
-	if testing.Short() {
-		rounds = 2
-	}
-	seed := uint64(time.Now().UnixNano())
-	rng := rand.New(rand.NewPCG(seed, seed))
-	t.Logf("seed %d", seed)
+	rounds, rng := crashRounds(t, 4)
 	rAddr := mqtttest.FreeAddr(t)
 	rDir, lDir := t.TempDir(), t.TempDir()
 	queued := "broker:\n  max_queued: 1000000\n"

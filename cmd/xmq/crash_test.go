@@ -436,16 +436,22 @@ func (s *crashSub) quietFor() time.Duration {
 	return time.Since(s.last)
 }
 
+// crashRounds is how many rounds a kill -9 test runs (n, half with
+// -short) and the source of its random kill times, whose seed it logs.
+func crashRounds(t *testing.T, n int) (int, *rand.Rand) {
+	t.Helper()
+	if testing.Short() {
+		n /= 2
+	}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	return n, rand.New(rand.NewPCG(seed, seed))
+}
+
 // TestCrashPersistentDelivery: rounds of traffic, each ended by kill -9 at
 // a random moment, then a clean run that drains everything.
 func TestCrashPersistentDelivery(t *testing.T) {
-	rounds := 6
-	if testing.Short() {
-		rounds = 3
-	}
-	seed := uint64(time.Now().UnixNano())
-	rng := rand.New(rand.NewPCG(seed, seed))
-	t.Logf("seed %d", seed)
+	rounds, rng := crashRounds(t, 6)
 	dataDir := t.TempDir()
 	// Publishers outrun offline subscribers by tens of thousands of
 	// messages; the default max_queued would refuse most of them, and a
