@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -16,6 +14,7 @@ import (
 	"github.com/xmq-io/xmq/auth"
 	"github.com/xmq-io/xmq/codec"
 	"github.com/xmq-io/xmq/internal/config"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
 // TestExampleAuthIsDefault: the auth section of xmq.example.yaml spells
@@ -129,22 +128,10 @@ func connack(t *testing.T, addr, user, pass string) codec.ReasonCode {
 // MQTT 3.1.1, the reason code its return code maps from).
 func connackOf(t *testing.T, addr string, c codec.Connect) codec.ReasonCode {
 	t.Helper()
-	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := mqtttest.DialConn(t, "mqtt://"+addr, nil, c.ProtocolVersion)
 	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
-	if _, err := conn.Write(c.Append(nil, c.ProtocolVersion)); err != nil {
-		t.Fatal(err)
-	}
-	r := codec.NewReader(bufio.NewReader(conn), 0)
-	r.Version = c.ProtocolVersion
-	p, err := r.ReadPacket()
-	if err != nil {
-		t.Fatalf("read CONNACK: %v", err)
-	}
-	return p.(*codec.Connack).ReasonCode
+	conn.Timeout = 30 * time.Second
+	return conn.ConnectRC(&c).ReasonCode
 }
 
 // passwordFile writes the auth fixture (bob / hunter2) to a temporary file.

@@ -4,9 +4,7 @@ package main
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
 // TestBridgeCrash: two xmq processes, L bridged to R, with persistent QoS 1
@@ -25,22 +24,12 @@ import (
 // cannot carry DUP: a broker does not pass the DUP flag on to subscribers
 // [MQTT-3.3.1-3].
 func TestBridgeCrash(t *testing.T) {
-	rounds := 4
-	if testing.Short() {
-		rounds = 2
-	}
-	seed := uint64(time.Now().UnixNano())
-	rng := rand.New(rand.NewPCG(seed, seed))
-	t.Logf("seed %d", seed)
-	rAddr := freeAddr(t)
+	rounds, rng := crashRounds(t, 4)
+	rAddr := mqtttest.FreeAddr(t)
 	rDir, lDir := t.TempDir(), t.TempDir()
 	queued := "broker:\n  max_queued: 1000000\n"
-	rCfg := filepath.Join(t.TempDir(), "r.yaml")
-	lCfg := filepath.Join(t.TempDir(), "l.yaml")
-	if err := os.WriteFile(rCfg, []byte(queued), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	bridgeCfg := queued + fmt.Sprintf(`bridges:
+	rCfg := writeFile(t, queued)
+	lCfg := writeFile(t, queued+fmt.Sprintf(`bridges:
   - name: up
     addresses: [mqtt://%s]
     backoff_min: 20ms
@@ -48,10 +37,7 @@ func TestBridgeCrash(t *testing.T) {
     topics:
       - {topic: "out/#", direction: out, qos: 2}
       - {topic: "in/#", direction: in, qos: 2}
-`, rAddr)
-	if err := os.WriteFile(lCfg, []byte(bridgeCfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+`, rAddr))
 	var procs []*proc
 	startR := func() *proc {
 		p := startBroker(t, rDir, "-c", rCfg, "-listen", rAddr)
@@ -96,7 +82,7 @@ func TestBridgeCrash(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, f := range flows {
 		_, sa := addrs(f)
-		wg.Go(func() { _ = f.sub.run(sa, stop) })
+		wg.Go(func() { _ = f.sub.run(t, sa, stop) })
 	}
 	waitUntil(t, "subscriptions", func() bool {
 		for _, f := range flows {
@@ -114,9 +100,9 @@ func TestBridgeCrash(t *testing.T) {
 		var wg sync.WaitGroup
 		for _, f := range flows {
 			pa, sa := addrs(f)
-			wg.Go(func() { _ = f.pub.run(pa, stop) })
+			wg.Go(func() { _ = f.pub.run(t, pa, stop) })
 			if round%2 == 1 { // subscribers offline in even rounds: messages queue on disk
-				wg.Go(func() { _ = f.sub.run(sa, stop) })
+				wg.Go(func() { _ = f.sub.run(t, sa, stop) })
 			}
 		}
 		time.Sleep(time.Duration(100+rng.IntN(300)) * time.Millisecond)
@@ -140,14 +126,14 @@ func TestBridgeCrash(t *testing.T) {
 	for _, f := range flows {
 		pa, sa := addrs(f)
 		wg.Go(func() {
-			if err := f.sub.run(sa, stop); err != nil && !isConnErr(err) {
+			if err := f.sub.run(t, sa, stop); err != nil && !isConnErr(err) {
 				t.Errorf("%s: %v", f.sub.id, err)
 			}
 		})
 		f.pub.mu.Lock()
 		f.pub.next = -1 << 30 // marks the extra messages this run adds; not checked
 		f.pub.mu.Unlock()
-		pwg.Go(func() { _ = f.pub.run(pa, pstop) })
+		pwg.Go(func() { _ = f.pub.run(t, pa, pstop) })
 	}
 	waitUntil(t, "QoS 2 flows to finish", func() bool {
 		for _, f := range flows {
@@ -185,10 +171,7 @@ func TestBridgeCrash(t *testing.T) {
 // xmq starts on SIGHUP, and stops (its local session gone) when removed.
 func TestBridgeSIGHUP(t *testing.T) {
 	r := startBroker(t, t.TempDir())
-	cfg := filepath.Join(t.TempDir(), "l.yaml")
-	if err := os.WriteFile(cfg, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeFile(t, "")
 	l := startBroker(t, t.TempDir(), "-c", cfg)
 	bridge := fmt.Sprintf("bridges:\n  - {name: up, addresses: [mqtt://%s], topics: [{topic: 'hup/#', qos: 1}]}\n", r.addr)
 	if err := os.WriteFile(cfg, []byte(bridge), 0o600); err != nil {

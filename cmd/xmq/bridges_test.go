@@ -12,6 +12,7 @@ import (
 	"github.com/xmq-io/xmq/codec"
 	"github.com/xmq-io/xmq/core"
 	"github.com/xmq-io/xmq/internal/config"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 	"github.com/xmq-io/xmq/web"
 )
 
@@ -50,32 +51,32 @@ func TestRunBridge(t *testing.T) {
 	}
 	waitUntil(t, "the bridge to connect", func() bool { return state("up") == "connected" })
 
-	rsub, _, err := dialMQTT(raddr, "rsub", codec.V5, true)
+	rsub, _, err := dialMQTT(t, raddr, "rsub", codec.V5, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustSend(t, rsub, &codec.Subscribe{PacketID: 1, Subscriptions: []codec.Subscription{{Filter: []byte("site1/#"), QoS: 1}}})
-	expectPacket[*codec.Suback](t, rsub)
-	lsub, _, err := dialMQTT(laddr, "lsub", codec.V5, true)
+	rsub.Send(&codec.Subscribe{PacketID: 1, Subscriptions: []codec.Subscription{{Filter: []byte("site1/#"), QoS: 1}}})
+	mqtttest.Expect[*codec.Suback](rsub)
+	lsub, _, err := dialMQTT(t, laddr, "lsub", codec.V5, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustSend(t, lsub, &codec.Subscribe{PacketID: 1, Subscriptions: []codec.Subscription{{Filter: []byte("cloud/#"), QoS: 1}}})
-	expectPacket[*codec.Suback](t, lsub)
-	lpub, _, err := dialMQTT(laddr, "lpub", codec.V5, true)
+	lsub.Send(&codec.Subscribe{PacketID: 1, Subscriptions: []codec.Subscription{{Filter: []byte("cloud/#"), QoS: 1}}})
+	mqtttest.Expect[*codec.Suback](lsub)
+	lpub, _, err := dialMQTT(t, laddr, "lpub", codec.V5, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustSend(t, lpub, &codec.Publish{QoS: 1, PacketID: 1, Topic: []byte("sensors/t"), Payload: []byte("21.5")})
-	if p := expectPacket[*codec.Publish](t, rsub); string(p.Topic) != "site1/sensors/t" || string(p.Payload) != "21.5" {
+	lpub.Send(&codec.Publish{QoS: 1, PacketID: 1, Topic: []byte("sensors/t"), Payload: []byte("21.5")})
+	if p := mqtttest.Expect[*codec.Publish](rsub); string(p.Topic) != "site1/sensors/t" || string(p.Payload) != "21.5" {
 		t.Errorf("out: got %q %q", p.Topic, p.Payload)
 	}
-	rpub, _, err := dialMQTT(raddr, "rpub", codec.V5, true)
+	rpub, _, err := dialMQTT(t, raddr, "rpub", codec.V5, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustSend(t, rpub, &codec.Publish{QoS: 1, PacketID: 1, Topic: []byte("cmd/reboot"), Payload: []byte("now")})
-	if p := expectPacket[*codec.Publish](t, lsub); string(p.Topic) != "cloud/cmd/reboot" {
+	rpub.Send(&codec.Publish{QoS: 1, PacketID: 1, Topic: []byte("cmd/reboot"), Payload: []byte("now")})
+	if p := mqtttest.Expect[*codec.Publish](lsub); string(p.Topic) != "cloud/cmd/reboot" {
 		t.Errorf("in: got %q", p.Topic)
 	}
 
@@ -84,8 +85,8 @@ func TestRunBridge(t *testing.T) {
 	if rc := connack(t, laddr, "$bridge:up", "guess"); rc != codec.NotAuthorized {
 		t.Errorf("CONNACK %s for user $bridge:up from outside, want Not authorized", rc)
 	}
-	if c, _, err := dialMQTT(laddr, "$bridge:up", codec.V5, false); err == nil {
-		c.conn.Close()
+	if c, _, err := dialMQTT(t, laddr, "$bridge:up", codec.V5, false); err == nil {
+		c.Close()
 		t.Error("an outside client took the bridge's client id")
 	}
 

@@ -3,13 +3,13 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/xmq-io/xmq/certs/certstest"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
 // checkConfig runs `xmq check-config ARGS` with no XMQ_ environment and
@@ -24,19 +24,7 @@ func checkConfig(t *testing.T, args ...string) (string, error) {
 // busyPort holds a TCP port on 127.0.0.1 for the test and returns it.
 func busyPort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	return l.Addr().String()
-}
-
-// freeAddr returns a loopback address nobody listens on right now
-// (freePort's).
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	return fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	return mqtttest.Listen(t).Addr().String()
 }
 
 // TestCheckConfig: check-config passes a good file and lists every problem
@@ -66,7 +54,7 @@ auth:
   acl_file: %s
 web:
   address: %s
-`, data, freeAddr(t), freeAddr(t), certFile, keyFile, freeAddr(t), passwd, acl, freeAddr(t))
+`, data, mqtttest.FreeAddr(t), mqtttest.FreeAddr(t), certFile, keyFile, mqtttest.FreeAddr(t), passwd, acl, mqtttest.FreeAddr(t))
 
 	tests := []struct {
 		name string
@@ -76,20 +64,20 @@ web:
 		{name: "good", file: good, want: []string{"FILE: ok (3 listeners"}},
 		{name: "port in use", file: fmt.Sprintf("data_dir: %s\nlisteners:\n  - address: %s\nweb: {address: ''}\n", data, busyPort(t)),
 			want: []string{"FILE: 1 problem\n", "FILE:3: listeners[0].address: tcp port", "is in use"}},
-		{name: "two listeners on one port", file: fmt.Sprintf("data_dir: %s\nlisteners:\n  - {name: a, address: '%[2]s'}\n  - {name: b, address: '%[2]s'}\nweb: {address: ''}\n", data, freeAddr(t)),
+		{name: "two listeners on one port", file: fmt.Sprintf("data_dir: %s\nlisteners:\n  - {name: a, address: '%[2]s'}\n  - {name: b, address: '%[2]s'}\nweb: {address: ''}\n", data, mqtttest.FreeAddr(t)),
 			want: []string{"FILE:4: listeners[1].address: tcp port", "is in use"}},
 		{name: "bad port", file: "listeners:\n  - address: 127.0.0.1:99999\nweb: {address: ''}\n",
 			want: []string{`FILE:2: listeners[0].address: port "99999" is not a number from 0 to 65535`}},
-		{name: "unreadable files", file: fmt.Sprintf("data_dir: %s\nlisteners: [{address: '%s'}]\nweb: {address: ''}\nauth:\n  password_file: %s/nope\n  acl_file: %s\n", data, freeAddr(t), dir, badACL),
+		{name: "unreadable files", file: fmt.Sprintf("data_dir: %s\nlisteners: [{address: '%s'}]\nweb: {address: ''}\nauth:\n  password_file: %s/nope\n  acl_file: %s\n", data, mqtttest.FreeAddr(t), dir, badACL),
 			want: []string{"FILE: 2 problems", "FILE:5: auth.password_file: password file " + dir + "/nope", "no such file",
 				"FILE:6: auth.acl_file: acl file " + badACL}},
-		{name: "certificate and key do not match", file: fmt.Sprintf("data_dir: %s\nlisteners:\n  - transport: tls\n    address: %s\n    tls:\n      cert_file: %s\n      key_file: %s\nweb: {address: ''}\n", data, freeAddr(t), certFile, otherKey),
+		{name: "certificate and key do not match", file: fmt.Sprintf("data_dir: %s\nlisteners:\n  - transport: tls\n    address: %s\n    tls:\n      cert_file: %s\n      key_file: %s\nweb: {address: ''}\n", data, mqtttest.FreeAddr(t), certFile, otherKey),
 			want: []string{"FILE:6: listeners[0].tls.cert_file: the key in " + otherKey + " does not belong to the certificate in " + certFile}},
-		{name: "missing client CA", file: fmt.Sprintf("data_dir: %s\nlisteners:\n  - transport: tls\n    address: %s\n    tls: {verify: required, client_ca_file: %s/ca.pem}\nweb: {address: ''}\n", data, freeAddr(t), dir),
+		{name: "missing client CA", file: fmt.Sprintf("data_dir: %s\nlisteners:\n  - transport: tls\n    address: %s\n    tls: {verify: required, client_ca_file: %s/ca.pem}\nweb: {address: ''}\n", data, mqtttest.FreeAddr(t), dir),
 			want: []string{"FILE:5: listeners[0].tls.client_ca_file:", "no such file"}},
-		{name: "missing HTTP auth service CA", file: fmt.Sprintf("data_dir: %s\nlisteners: [{address: '%s'}]\nweb: {address: ''}\nauth:\n  http:\n    url: https://auth.example/\n    tls: {ca_file: %s/auth-ca.pem}\n", data, freeAddr(t), dir),
+		{name: "missing HTTP auth service CA", file: fmt.Sprintf("data_dir: %s\nlisteners: [{address: '%s'}]\nweb: {address: ''}\nauth:\n  http:\n    url: https://auth.example/\n    tls: {ca_file: %s/auth-ca.pem}\n", data, mqtttest.FreeAddr(t), dir),
 			want: []string{"FILE:7: auth.http.tls.ca_file:", "no such file"}},
-		{name: "data_dir is a file", file: fmt.Sprintf("data_dir: %s\nlisteners: [{address: '%s'}]\nweb: {address: ''}\n", acl, freeAddr(t)),
+		{name: "data_dir is a file", file: fmt.Sprintf("data_dir: %s\nlisteners: [{address: '%s'}]\nweb: {address: ''}\n", acl, mqtttest.FreeAddr(t)),
 			want: []string{"FILE:1: data_dir: " + acl + " is not a directory"}},
 		{name: "every problem at once", file: fmt.Sprintf("data_dir: %s\nlisteners:\n  - adress: x\n    address: %s\nbroker:\n  connect_timeout: 10\nauth:\n  acl_file: %s\nweb: {address: ''}\n", data, busyPort(t), badACL),
 			want: []string{"FILE: 4 problems",
@@ -127,7 +115,7 @@ func TestCheckConfigQuotesNoForeignFile(t *testing.T) {
 	shadow := certstest.WriteFile(t, dir, "shadow", []byte("root:$6$leak-1$leak-2:19000:0:99999:7:::\n"))
 	token := certstest.WriteFile(t, dir, "token", []byte("sk-live-leak-3\n"))
 	conf := writeFile(t, fmt.Sprintf("data_dir: ''\nlisteners: [{address: '%s'}]\nweb: {address: ''}\nauth:\n  acl_file: %s\n  password_file: %s\n",
-		freeAddr(t), shadow, token))
+		mqtttest.FreeAddr(t), shadow, token))
 	out, err := checkConfig(t, "-c", conf)
 	if err == nil {
 		t.Fatalf("check-config passed:\n%s", out)

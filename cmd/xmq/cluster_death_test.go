@@ -19,6 +19,7 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
 // deathTraffic runs a QoS 1 publisher and a persistent subscriber (MQTT
@@ -44,7 +45,7 @@ func deathTraffic(t *testing.T, nodes []*proc, victim, back, other int, resume b
 	var wg sync.WaitGroup
 	subStop := make(chan struct{})
 	for _, s := range subs {
-		wg.Go(func() { _ = s.run(nodes[victim].addr, subStop) })
+		wg.Go(func() { _ = s.run(t, nodes[victim].addr, subStop) })
 	}
 	waitUntil(t, "subscriptions", func() bool { return allSubscribed(subs...) })
 	if !resume {
@@ -54,13 +55,13 @@ func deathTraffic(t *testing.T, nodes []*proc, victim, back, other int, resume b
 		wg.Wait()
 	}
 	for _, p := range pubs {
-		wg.Go(func() { _ = p.run(nodes[victim].addr, stop) })
+		wg.Go(func() { _ = p.run(t, nodes[victim].addr, stop) })
 	}
 	if resume {
 		along = []*crashPub{newCrashPub("dpub5s", codec.V5, 1, "death/q5"), newCrashPub("dpub3s", codec.V311, 1, "death/q3")}
 		for _, p := range along {
 			p.interval = 5 * time.Millisecond
-			alongWG.Go(func() { _ = p.run(nodes[other].addr, alongStop) })
+			alongWG.Go(func() { _ = p.run(t, nodes[other].addr, alongStop) })
 		}
 	}
 	time.Sleep(400 * time.Millisecond)
@@ -92,7 +93,7 @@ func deathTraffic(t *testing.T, nodes []*proc, victim, back, other int, resume b
 			}
 		})
 		// Their claims wait for the JetStream leaders the dead node held.
-		waitFor(t, 90*time.Second, "subscribers back", func() bool {
+		mqtttest.WaitWithin(t, 90*time.Second, "subscribers back", func() bool {
 			for _, s := range subs {
 				if !logHas(nodes[back], `"session_present":true`, `"client_id":"`+s.id+`"`) {
 					return false
@@ -102,7 +103,7 @@ func deathTraffic(t *testing.T, nodes []*proc, victim, back, other int, resume b
 		})
 		pstop := make(chan struct{})
 		for _, p := range pubs {
-			wg.Go(func() { _ = p.run(nodes[other].addr, pstop) })
+			wg.Go(func() { _ = p.run(t, nodes[other].addr, pstop) })
 		}
 		time.Sleep(500 * time.Millisecond)
 		close(pstop)
@@ -137,7 +138,7 @@ func deathNodes(t *testing.T, extra string) []*proc {
 // node held); an error of another kind fails the test.
 func rerun(t *testing.T, s *crashSub, addr string, stop <-chan struct{}) {
 	for {
-		err := s.run(addr, stop)
+		err := s.run(t, addr, stop)
 		select {
 		case <-stop:
 			return
@@ -198,7 +199,7 @@ func TestClusterNodeDeathRestart(t *testing.T) {
 	pubs, subs, _ := deathTraffic(t, nodes, 2, 0, 1, false, func() {
 		// The subscribers have a new session on node 1 before node 3
 		// comes back: theirs there are stale.
-		waitFor(t, 45*time.Second, "new sessions", func() bool {
+		mqtttest.WaitWithin(t, 45*time.Second, "new sessions", func() bool {
 			return logHas(nodes[0], `"session_present":false`, `"client_id":"dsub5"`) &&
 				logHas(nodes[0], `"session_present":false`, `"client_id":"dsub3"`)
 		})
@@ -228,7 +229,7 @@ func TestClusterNodeRejoinReplay(t *testing.T) {
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	for _, s := range subs {
-		wg.Go(func() { _ = s.run(nodes[victim].addr, stop) })
+		wg.Go(func() { _ = s.run(t, nodes[victim].addr, stop) })
 	}
 	waitUntil(t, "subscriptions", func() bool { return allSubscribed(subs...) })
 	close(stop) // offline: their sessions stay on the victim
@@ -236,7 +237,7 @@ func TestClusterNodeRejoinReplay(t *testing.T) {
 	pstop := make(chan struct{})
 	for _, p := range pubs {
 		p.interval = 5 * time.Millisecond
-		wg.Go(func() { _ = p.run(nodes[other].addr, pstop) })
+		wg.Go(func() { _ = p.run(t, nodes[other].addr, pstop) })
 	}
 	time.Sleep(time.Second)
 	nodes[victim].kill()
@@ -250,7 +251,7 @@ func TestClusterNodeRejoinReplay(t *testing.T) {
 	for _, s := range subs {
 		wg.Go(func() { rerun(t, s, back.addr, stop) })
 	}
-	waitFor(t, 30*time.Second, "subscribers back", func() bool {
+	mqtttest.WaitWithin(t, 30*time.Second, "subscribers back", func() bool {
 		return logHas(back, `"session_present":true`, `"client_id":"rsub5"`) && logHas(back, `"session_present":true`, `"client_id":"rsub3"`)
 	})
 	time.Sleep(500 * time.Millisecond)
@@ -350,7 +351,7 @@ func TestClusterWillOnNodeDeath(t *testing.T) {
 	}()
 	// After the death is noticed and the session adopted (the adoption
 	// is logged).
-	waitFor(t, 45*time.Second, "adoption", func() bool {
+	mqtttest.WaitWithin(t, 45*time.Second, "adoption", func() bool {
 		return logHas(nodes[0], "sessions of a dead node adopted") && logHas(nodes[1], "sessions of a dead node adopted")
 	})
 	willConnect(t, nodes[0].addr, "w-late", 20)

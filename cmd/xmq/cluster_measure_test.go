@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
 func measureOnly(t *testing.T) {
@@ -47,20 +48,20 @@ func TestMeasureReplicaLatency(t *testing.T) {
 		sub := newCrashSub(fmt.Sprintf("lat-sub-%d", replicas), codec.V311, 1, "lat/x")
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
-		wg.Go(func() { _ = sub.run(nodes[0].addr, stop) })
+		wg.Go(func() { _ = sub.run(t, nodes[0].addr, stop) })
 		waitUntil(t, "subscription", func() bool { return allSubscribed(sub) })
-		pub, _, err := dialMQTT(nodes[0].addr, fmt.Sprintf("lat-pub-%d", replicas), codec.V311, true)
+		pub, _, err := dialMQTT(t, nodes[0].addr, fmt.Sprintf("lat-pub-%d", replicas), codec.V311, true)
 		if err != nil {
 			t.Fatal(err)
 		}
 		rtt := make([]time.Duration, 0, n)
 		for i := range n {
 			start := time.Now()
-			mustSend(t, pub, &codec.Publish{QoS: 1, PacketID: uint16(i%60000 + 1), Topic: []byte("lat/x"), Payload: payload("lat", i)})
-			expectPacket[*codec.Ack](t, pub)
+			pub.Send(&codec.Publish{QoS: 1, PacketID: uint16(i%60000 + 1), Topic: []byte("lat/x"), Payload: payload("lat", i)})
+			mqtttest.Expect[*codec.Ack](pub)
 			rtt = append(rtt, time.Since(start))
 		}
-		pub.conn.Close()
+		pub.Close()
 		close(stop)
 		wg.Wait()
 		slices.Sort(rtt)
@@ -121,11 +122,11 @@ func measureNodeKill(t *testing.T, replicas int) {
 	stop := make(chan struct{})
 	killed := make(chan struct{})
 	var wg sync.WaitGroup
-	run := func(i int, f func(addr string, stop <-chan struct{}) error) {
+	run := func(i int, f func(t testing.TB, addr string, stop <-chan struct{}) error) {
 		wg.Go(func() {
 			addr := nodes[i%3].addr
 			for {
-				_ = f(addr, stop)
+				_ = f(t, addr, stop)
 				select {
 				case <-stop:
 					return

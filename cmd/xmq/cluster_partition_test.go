@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/eclipse/paho.golang/paho"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
 // linkProxy forwards the TCP connections it accepts to target while up;
@@ -126,7 +127,7 @@ func proxiedCluster(t *testing.T, n int, interval time.Duration) ([]*proc, [][]*
 	}
 	ports := make([]int, n)
 	for i := range n {
-		ports[i] = freePort(t)
+		ports[i] = mqtttest.FreePort(t)
 	}
 	closed, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

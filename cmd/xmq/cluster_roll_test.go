@@ -20,6 +20,7 @@ import (
 
 	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
 // rollAddrs are the nodes' MQTT addresses, which change when a node
@@ -219,7 +220,7 @@ func rollingRestart(t *testing.T, extra string) {
 	}
 	// Subscribed on every node before the traffic: a probe per topic.
 	probe, _, _, _ := rollConnect(addrs, 0, &paho.Connect{ClientID: "roll-probe", KeepAlive: 30, CleanStart: true}, nil, stopPubs)
-	waitFor(t, 30*time.Second, "subscriptions", func() bool {
+	mqtttest.WaitWithin(t, 30*time.Second, "subscriptions", func() bool {
 		for _, s := range subs {
 			_, _ = probe.Publish(context.Background(), &paho.Publish{Topic: s.topic, QoS: 0, Payload: []byte("probe")})
 		}

@@ -195,13 +195,13 @@ func TestClusterSessionMoves(t *testing.T) {
 	}
 
 	// Still connected on node 1, three QoS 1 messages in flight.
-	live, _, err := dialMQTT(nodes[0].addr, "live", codec.V5, false)
+	live, _, err := dialMQTT(t, nodes[0].addr, "live", codec.V5, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer live.conn.Close()
-	mustSend(t, live, &codec.Subscribe{PacketID: 1, Subscriptions: []codec.Subscription{{Filter: []byte("lv/#"), QoS: 1}}})
-	if p := readRaw(t, live); p.Type() != codec.SUBACK {
+	defer live.Close()
+	live.Send(&codec.Subscribe{PacketID: 1, Subscriptions: []codec.Subscription{{Filter: []byte("lv/#"), QoS: 1}}})
+	if p := live.Next(); p.Type() != codec.SUBACK {
 		t.Fatalf("got %v, want SUBACK", p)
 	}
 	sent := payloadSeq("l", 0, 5)
@@ -209,12 +209,12 @@ func TestClusterSessionMoves(t *testing.T) {
 		pubA.publish(t, &paho.Publish{Topic: "lv/x", QoS: 1, Payload: []byte(m)})
 	}
 	for i := range sent {
-		p, ok := readRaw(t, live).(*codec.Publish)
+		p, ok := live.Next().(*codec.Publish)
 		if !ok || string(p.Payload) != sent[i] {
 			t.Fatalf("got %v, want PUBLISH %s", p, sent[i])
 		}
 		if i < 2 {
-			mustSend(t, live, &codec.Ack{Kind: codec.PUBACK, PacketID: p.PacketID})
+			live.Send(&codec.Ack{Kind: codec.PUBACK, PacketID: p.PacketID})
 		}
 	}
 	time.Sleep(100 * time.Millisecond) // the two PUBACKs handled: they are not redelivered
@@ -222,7 +222,7 @@ func TestClusterSessionMoves(t *testing.T) {
 	if !ack.SessionPresent {
 		t.Fatal("Session Present 0 after a takeover on another node")
 	}
-	if d, ok := readRaw(t, live).(*codec.Disconnect); !ok || d.ReasonCode != codec.SessionTakenOver {
+	if d, ok := live.Next().(*codec.Disconnect); !ok || d.ReasonCode != codec.SessionTakenOver {
 		t.Errorf("old connection got %v, want DISCONNECT Session taken over", d)
 	}
 	got := receiveAll(t, sent[2:], pahoNext(moved2))
@@ -235,17 +235,6 @@ func TestClusterSessionMoves(t *testing.T) {
 	awaitInterest(t, pubC, "lv/probe", moved2)
 	pubC.publish(t, &paho.Publish{Topic: "lv/y", QoS: 1, Payload: []byte("c-live")})
 	checkMoved(t, receiveAll(t, []string{"c-live"}, pahoNext(moved2)), []string{"c-live"}, nil)
-}
-
-// readRaw reads the next packet of c, failing after 5 s.
-func readRaw(t *testing.T, c *mqttConn) codec.Packet {
-	t.Helper()
-	_ = c.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-	p, err := c.r.ReadPacket()
-	if err != nil {
-		t.Fatalf("read: %v", err)
-	}
-	return p
 }
 
 // v3Session is an eclipse/paho.mqtt.golang client (MQTT 3.1.1) with Clean

@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
 // clusterNodes starts n xmq processes forming one cluster and returns
@@ -50,7 +51,7 @@ func clusterNodesConfig(t *testing.T, n, m int, extra string) ([]*proc, []int) {
 	}
 	var ports []int
 	for range m {
-		ports = append(ports, freePort(t))
+		ports = append(ports, mqtttest.FreePort(t))
 	}
 	cfgs := make([]string, m)
 	for i := range m {
@@ -393,14 +394,13 @@ func TestClusterTakeover(t *testing.T) {
 		t.Fatal("the connection on node 1 was not taken over")
 	}
 
-	v3, _, err := dialMQTT(nodes[0].addr, "old311", 4, true)
+	v3, _, err := dialMQTT(t, nodes[0].addr, "old311", 4, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer v3.conn.Close()
+	defer v3.Close()
 	pahoConnect(t, nodes[2].addr, "old311")
-	_ = v3.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if p, err := v3.r.ReadPacket(); err == nil {
+	if p, _, err := v3.NextWithin(5 * time.Second); err == nil {
 		t.Errorf("3.1.1 connection got %v, want it closed", p)
 	}
 
@@ -589,22 +589,22 @@ func TestClusterShared(t *testing.T) {
 	if err := m1.Disconnect(&paho.Disconnect{}); err != nil {
 		t.Fatal(err)
 	}
-	lazy, _, err := dialMQTT(nodes[0].addr, "lazy", codec.V5, true)
+	lazy, _, err := dialMQTT(t, nodes[0].addr, "lazy", codec.V5, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustSend(t, lazy, &codec.Subscribe{PacketID: 1, Subscriptions: []codec.Subscription{{Filter: []byte("$share/g/sh/#"), QoS: 1}}})
-	expectPacket[*codec.Suback](t, lazy)
+	lazy.Send(&codec.Subscribe{PacketID: 1, Subscriptions: []codec.Subscription{{Filter: []byte("$share/g/sh/#"), QoS: 1}}})
+	mqtttest.Expect[*codec.Suback](lazy)
 	const unacked = 10
 	for i := range unacked {
 		pub.publish(t, &paho.Publish{Topic: "sh/z", QoS: 1, Payload: fmt.Appendf(nil, "unacked %d", i)})
 	}
 	for i := range unacked {
-		if p := expectPacket[*codec.Publish](t, lazy); string(p.Payload) != fmt.Sprintf("unacked %d", i) {
+		if p := mqtttest.Expect[*codec.Publish](lazy); string(p.Payload) != fmt.Sprintf("unacked %d", i) {
 			t.Fatalf("the member on node 1 got %q", p.Payload)
 		}
 	}
-	_ = lazy.conn.Close() // gone without acknowledging any
+	lazy.Close() // gone without acknowledging any
 	clear(got)
 	deadline = time.Now().Add(5 * time.Second)
 	for got["m2"]+got["m3"] < unacked && time.Now().Before(deadline) {

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 	"github.com/xmq-io/xmq/store"
 )
 
@@ -204,12 +205,12 @@ func parsePayload(b []byte) (pub string, seq int, ok bool) {
 
 // run connects, finishes the QoS 2 flows of the last connection and
 // publishes with a window of 16 until the connection fails or stop closes.
-func (p *crashPub) run(addr string, stop <-chan struct{}) error {
-	c, _, err := dialMQTT(addr, p.id, p.v, false)
+func (p *crashPub) run(t testing.TB, addr string, stop <-chan struct{}) error {
+	c, _, err := dialMQTT(t, addr, p.id, p.v, false)
 	if err != nil {
 		return err
 	}
-	defer c.conn.Close()
+	defer c.Close()
 	window := make(chan struct{}, 16)
 	p.mu.Lock()
 	if p.qos == 1 {
@@ -226,9 +227,9 @@ func (p *crashPub) run(addr string, stop <-chan struct{}) error {
 		window <- struct{}{}
 		var err error
 		if p.recd[id] {
-			err = c.send(&codec.Ack{Kind: codec.PUBREL, PacketID: id})
+			err = c.TrySend(&codec.Ack{Kind: codec.PUBREL, PacketID: id})
 		} else {
-			err = c.send(&codec.Publish{QoS: p.qos, Dup: true, PacketID: id, Topic: []byte(p.topic), Payload: p.payload(seq)})
+			err = c.TrySend(&codec.Publish{QoS: p.qos, Dup: true, PacketID: id, Topic: []byte(p.topic), Payload: p.payload(seq)})
 		}
 		if err != nil {
 			p.mu.Unlock()
@@ -238,13 +239,16 @@ func (p *crashPub) run(addr string, stop <-chan struct{}) error {
 	p.mu.Unlock()
 	readErr := make(chan error, 1)
 	readDone := make(chan struct{})
-	// Deferred after c.conn.Close, so it runs first: close the connection
+	// Deferred after c.Close, so it runs first: close the connection
 	// and wait for the reader, whose writes to p the caller reads next.
-	defer func() { c.conn.Close(); <-readDone }()
+	defer func() { c.Close(); <-readDone }()
 	go func() {
 		defer close(readDone)
 		for {
-			pk, err := c.r.ReadPacket()
+			pk, _, err := c.NextWithin(c.Timeout)
+			if errors.Is(err, mqtttest.ErrTimeout) {
+				continue
+			}
 			if err != nil {
 				readErr <- err
 				return
@@ -274,7 +278,7 @@ func (p *crashPub) run(addr string, stop <-chan struct{}) error {
 				<-window
 			case a.Kind == codec.PUBREC:
 				p.recd[a.PacketID] = true
-				_ = c.send(&codec.Ack{Kind: codec.PUBREL, PacketID: a.PacketID})
+				_ = c.TrySend(&codec.Ack{Kind: codec.PUBREL, PacketID: a.PacketID})
 			case a.Kind == codec.PUBACK || a.Kind == codec.PUBCOMP:
 				delete(p.flight, a.PacketID)
 				delete(p.recd, a.PacketID)
@@ -320,7 +324,7 @@ func (p *crashPub) run(addr string, stop <-chan struct{}) error {
 		p.next++
 		p.flight[id] = seq
 		p.mu.Unlock()
-		if err := c.send(&codec.Publish{QoS: p.qos, PacketID: id, Topic: []byte(p.topic), Payload: p.payload(seq)}); err != nil {
+		if err := c.TrySend(&codec.Publish{QoS: p.qos, PacketID: id, Topic: []byte(p.topic), Payload: p.payload(seq)}); err != nil {
 			return err
 		}
 	}
@@ -356,25 +360,28 @@ func newCrashSub(id string, v, qos byte, filter string) *crashSub {
 }
 
 // run connects and receives until the connection fails or stop closes.
-func (s *crashSub) run(addr string, stop <-chan struct{}) error {
-	c, ack, err := dialMQTT(addr, s.id, s.v, false)
+func (s *crashSub) run(t testing.TB, addr string, stop <-chan struct{}) error {
+	c, ack, err := dialMQTT(t, addr, s.id, s.v, false)
 	if err != nil {
 		return err
 	}
-	defer c.conn.Close()
-	go func() { <-stop; c.conn.Close() }()
+	defer c.Close()
+	go func() { <-stop; c.Close() }()
 	s.mu.Lock()
 	first := !s.subscribed
 	s.mu.Unlock()
 	// Subscribed again when its session is gone (a cluster node died
 	// with it), as a real client does on Session Present 0.
 	if first || !ack.SessionPresent {
-		if err := c.send(&codec.Subscribe{PacketID: 1, Subscriptions: []codec.Subscription{{Filter: []byte(s.filter), QoS: s.qos}}}); err != nil {
+		if err := c.TrySend(&codec.Subscribe{PacketID: 1, Subscriptions: []codec.Subscription{{Filter: []byte(s.filter), QoS: s.qos}}}); err != nil {
 			return err
 		}
 	}
 	for {
-		pk, err := c.r.ReadPacket()
+		pk, _, err := c.NextWithin(c.Timeout)
+		if errors.Is(err, mqtttest.ErrTimeout) {
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -392,18 +399,18 @@ func (s *crashSub) run(addr string, stop <-chan struct{}) error {
 			switch pk.QoS {
 			case 1:
 				s.got = append(s.got, delivered{pub, seq, pk.Dup})
-				_ = c.send(&codec.Ack{Kind: codec.PUBACK, PacketID: pk.PacketID})
+				_ = c.TrySend(&codec.Ack{Kind: codec.PUBACK, PacketID: pk.PacketID})
 			case 2:
 				if !s.unreleased[pk.PacketID] {
 					s.unreleased[pk.PacketID] = true
 					s.got = append(s.got, delivered{pub, seq, pk.Dup})
 				}
-				_ = c.send(&codec.Ack{Kind: codec.PUBREC, PacketID: pk.PacketID})
+				_ = c.TrySend(&codec.Ack{Kind: codec.PUBREC, PacketID: pk.PacketID})
 			}
 		case *codec.Ack:
 			if pk.Kind == codec.PUBREL {
 				delete(s.unreleased, pk.PacketID)
-				_ = c.send(&codec.Ack{Kind: codec.PUBCOMP, PacketID: pk.PacketID})
+				_ = c.TrySend(&codec.Ack{Kind: codec.PUBCOMP, PacketID: pk.PacketID})
 			}
 		}
 		s.mu.Unlock()
@@ -429,24 +436,27 @@ func (s *crashSub) quietFor() time.Duration {
 	return time.Since(s.last)
 }
 
+// crashRounds is how many rounds a kill -9 test runs (n, half with
+// -short) and the source of its random kill times, whose seed it logs.
+func crashRounds(t *testing.T, n int) (int, *rand.Rand) {
+	t.Helper()
+	if testing.Short() {
+		n /= 2
+	}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	return n, rand.New(rand.NewPCG(seed, seed))
+}
+
 // TestCrashPersistentDelivery: rounds of traffic, each ended by kill -9 at
 // a random moment, then a clean run that drains everything.
 func TestCrashPersistentDelivery(t *testing.T) {
-	rounds := 6
-	if testing.Short() {
-		rounds = 3
-	}
-	seed := uint64(time.Now().UnixNano())
-	rng := rand.New(rand.NewPCG(seed, seed))
-	t.Logf("seed %d", seed)
+	rounds, rng := crashRounds(t, 6)
 	dataDir := t.TempDir()
 	// Publishers outrun offline subscribers by tens of thousands of
 	// messages; the default max_queued would refuse most of them, and a
 	// 3.1.1 publisher is acknowledged for what a full queue refused.
-	cfg := filepath.Join(t.TempDir(), "xmq.yaml")
-	if err := os.WriteFile(cfg, []byte("broker:\n  max_queued: 1000000\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeFile(t, "broker:\n  max_queued: 1000000\n")
 	pubs := []*crashPub{newCrashPub("pub1", codec.V311, 1, "crash/q1"), newCrashPub("pub2", codec.V5, 2, "crash/q2")}
 	// sub3, the only member of a shared group, gets pub1's messages too: a
 	// delivery acknowledged before its commit round is never written
@@ -459,7 +469,7 @@ func TestCrashPersistentDelivery(t *testing.T) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for _, s := range subs {
-		wg.Go(func() { _ = s.run(b.addr, stop) })
+		wg.Go(func() { _ = s.run(t, b.addr, stop) })
 	}
 	waitUntil(t, "subscriptions", func() bool { return allSubscribed(subs...) })
 	close(stop)
@@ -472,7 +482,7 @@ func TestCrashPersistentDelivery(t *testing.T) {
 		var wg sync.WaitGroup
 		for _, p := range pubs {
 			wg.Go(func() {
-				if err := p.run(b.addr, stop); err != nil && !isConnErr(err) {
+				if err := p.run(t, b.addr, stop); err != nil && !isConnErr(err) {
 					t.Errorf("round %d: %s: %v", round, p.id, err)
 				}
 			})
@@ -481,7 +491,7 @@ func TestCrashPersistentDelivery(t *testing.T) {
 		// and online in odd ones (delivery and acks race the kill).
 		if round%2 == 1 {
 			for _, s := range subs {
-				wg.Go(func() { _ = s.run(b.addr, stop) })
+				wg.Go(func() { _ = s.run(t, b.addr, stop) })
 			}
 		}
 		time.Sleep(time.Duration(50+rng.IntN(350)) * time.Millisecond)
@@ -497,7 +507,7 @@ func TestCrashPersistentDelivery(t *testing.T) {
 	wg = sync.WaitGroup{}
 	for _, s := range subs {
 		wg.Go(func() {
-			if err := s.run(b.addr, stop); err != nil && !isConnErr(err) {
+			if err := s.run(t, b.addr, stop); err != nil && !isConnErr(err) {
 				t.Errorf("%s: %v", s.id, err)
 			}
 		})
@@ -507,7 +517,7 @@ func TestCrashPersistentDelivery(t *testing.T) {
 		p.mu.Lock()
 		p.next = -1 << 30 // marks the extra messages this run adds; not checked
 		p.mu.Unlock()
-		pwg.Go(func() { _ = p.run(b.addr, pstop) })
+		pwg.Go(func() { _ = p.run(t, b.addr, pstop) })
 	}
 	waitUntil(t, "QoS 2 flows to finish", func() bool {
 		pubs[1].mu.Lock()
@@ -593,9 +603,11 @@ func checkDelivered(t *testing.T, p *crashPub, s *crashSub) {
 	}
 }
 
+// isConnErr: err is the connection's failure (a broker killed, a CONNACK
+// that never came), not a protocol error.
 func isConnErr(err error) bool {
 	var ne net.Error
-	return errors.As(err, &ne) || errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET) ||
+	return errors.As(err, &ne) || errors.Is(err, mqtttest.ErrTimeout) || errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) ||
 		strings.Contains(err.Error(), "EOF")
 }
@@ -606,58 +618,57 @@ func isConnErr(err error) bool {
 func TestRestartKeepsRetainedAndSubscriptions(t *testing.T) {
 	dataDir := t.TempDir()
 	b := startBroker(t, dataDir)
-	pub, _, err := dialMQTT(b.addr, "pub", codec.V5, true)
+	pub, _, err := dialMQTT(t, b.addr, "pub", codec.V5, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustSend(t, pub, &codec.Publish{QoS: 1, PacketID: 1, Retain: true, Topic: []byte("keep/r"), Payload: []byte("retained")})
-	expectPacket[*codec.Ack](t, pub)
+	pub.Send(&codec.Publish{QoS: 1, PacketID: 1, Retain: true, Topic: []byte("keep/r"), Payload: []byte("retained")})
+	mqtttest.Expect[*codec.Ack](pub)
 	for _, id := range []string{"keeper", "quitter"} {
-		s, _, err := dialMQTT(b.addr, id, codec.V311, false)
+		s, _, err := dialMQTT(t, b.addr, id, codec.V311, false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		mustSend(t, s, &codec.Subscribe{PacketID: 1, Subscriptions: []codec.Subscription{{Filter: []byte("keep/live"), QoS: 1}}})
-		expectPacket[*codec.Suback](t, s)
-		s.conn.Close()
+		s.Send(&codec.Subscribe{PacketID: 1, Subscriptions: []codec.Subscription{{Filter: []byte("keep/live"), QoS: 1}}})
+		mqtttest.Expect[*codec.Suback](s)
+		s.Close()
 	}
-	mustSend(t, pub, &codec.Publish{QoS: 1, PacketID: 2, Topic: []byte("keep/live"), Payload: []byte("queued")})
-	expectPacket[*codec.Ack](t, pub)
+	pub.Send(&codec.Publish{QoS: 1, PacketID: 2, Topic: []byte("keep/live"), Payload: []byte("queued")})
+	mqtttest.Expect[*codec.Ack](pub)
 	b.kill()
 
 	b = startBroker(t, dataDir)
-	keeper, ack, err := dialMQTT(b.addr, "keeper", codec.V311, false)
+	keeper, ack, err := dialMQTT(t, b.addr, "keeper", codec.V311, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !ack.SessionPresent {
 		t.Error("persistent session not present after the restart")
 	}
-	if p := expectPacket[*codec.Publish](t, keeper); string(p.Payload) != "queued" {
+	if p := mqtttest.Expect[*codec.Publish](keeper); string(p.Payload) != "queued" {
 		t.Errorf("queued message %q, want %q", p.Payload, "queued")
 	}
-	pub, _, err = dialMQTT(b.addr, "pub", codec.V5, true)
+	pub, _, err = dialMQTT(t, b.addr, "pub", codec.V5, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustSend(t, pub, &codec.Publish{QoS: 1, PacketID: 3, Topic: []byte("keep/live"), Payload: []byte("after")})
-	if p := expectPacket[*codec.Publish](t, keeper); string(p.Payload) != "after" {
+	pub.Send(&codec.Publish{QoS: 1, PacketID: 3, Topic: []byte("keep/live"), Payload: []byte("after")})
+	if p := mqtttest.Expect[*codec.Publish](keeper); string(p.Payload) != "after" {
 		t.Errorf("subscription lost: got %q, want %q", p.Payload, "after")
 	}
-	quitter, ack, err := dialMQTT(b.addr, "quitter", codec.V311, true)
+	quitter, ack, err := dialMQTT(t, b.addr, "quitter", codec.V311, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ack.SessionPresent {
 		t.Error("clean start: session present")
 	}
-	mustSend(t, quitter, &codec.Subscribe{PacketID: 1, Subscriptions: []codec.Subscription{{Filter: []byte("keep/#"), QoS: 1}}})
-	expectPacket[*codec.Suback](t, quitter)
-	if p := expectPacket[*codec.Publish](t, quitter); string(p.Payload) != "retained" || !p.Retain {
+	quitter.Send(&codec.Subscribe{PacketID: 1, Subscriptions: []codec.Subscription{{Filter: []byte("keep/#"), QoS: 1}}})
+	mqtttest.Expect[*codec.Suback](quitter)
+	if p := mqtttest.Expect[*codec.Publish](quitter); string(p.Payload) != "retained" || !p.Retain {
 		t.Errorf("got %q retain %v, want the retained message and nothing of the old session", p.Payload, p.Retain)
 	}
-	_ = quitter.conn.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-	if p, err := quitter.r.ReadPacket(); err == nil {
+	if p, _, err := quitter.NextWithin(200 * time.Millisecond); err == nil {
 		t.Errorf("clean-start client got %v from its old session", p)
 	}
 	b.stop(t)
@@ -690,14 +701,14 @@ func TestReadOnlyDataDir(t *testing.T) {
 func TestStoreCheck(t *testing.T) {
 	dataDir := t.TempDir()
 	b := startBroker(t, dataDir)
-	c, _, err := dialMQTT(b.addr, "s", codec.V5, false)
+	c, _, err := dialMQTT(t, b.addr, "s", codec.V5, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustSend(t, c, &codec.Subscribe{PacketID: 1, Subscriptions: []codec.Subscription{{Filter: []byte("x"), QoS: 1}}})
-	expectPacket[*codec.Suback](t, c)
-	mustSend(t, c, &codec.Publish{QoS: 1, PacketID: 2, Retain: true, Topic: []byte("r"), Payload: []byte("v")})
-	expectPacket[*codec.Ack](t, c)
+	c.Send(&codec.Subscribe{PacketID: 1, Subscriptions: []codec.Subscription{{Filter: []byte("x"), QoS: 1}}})
+	mqtttest.Expect[*codec.Suback](c)
+	c.Send(&codec.Publish{QoS: 1, PacketID: 2, Retain: true, Topic: []byte("r"), Payload: []byte("v")})
+	mqtttest.Expect[*codec.Ack](c)
 	b.stop(t)
 
 	var out bytes.Buffer

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
 // TestDiskFull: the data directory sits on a small tmpfs that another
@@ -46,16 +47,13 @@ func diskFullRun(t *testing.T, hard bool) {
 		t.Skipf("cannot mount a tmpfs: %v: %s", err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("umount", "-l", mnt).Run() })
-	cfg := filepath.Join(t.TempDir(), "xmq.yaml")
 	minFree := 16 << 20
 	if hard {
 		minFree = -1
 	}
 	conf := fmt.Sprintf("broker:\n  max_queued: 10000000\n  max_queued_bytes: 0\n"+
 		"store:\n  min_free_bytes: %d\n  emergency_reserve_bytes: 8388608\n", minFree)
-	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeFile(t, conf)
 	data := filepath.Join(mnt, "data")
 	p := startBroker(t, data, "-c", cfg, "-web", "127.0.0.1:0")
 	web := webURL(t, p)
@@ -64,8 +62,8 @@ func diskFullRun(t *testing.T, hard bool) {
 	sub := newCrashSub("sub", codec.V5, 1, "t/#")
 	stopSub := make(chan struct{})
 	subDone := make(chan struct{})
-	go func() { defer close(subDone); _ = sub.run(p.addr, stopSub) }()
-	waitFor(t, 5*time.Second, "SUBACK", func() bool { return allSubscribed(sub) })
+	go func() { defer close(subDone); _ = sub.run(t, p.addr, stopSub) }()
+	mqtttest.WaitWithin(t, 5*time.Second, "SUBACK", func() bool { return allSubscribed(sub) })
 	close(stopSub)
 	<-subDone
 
@@ -76,7 +74,7 @@ func diskFullRun(t *testing.T, hard bool) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for {
-			err := pub.run(p.addr, stopPub)
+			err := pub.run(t, p.addr, stopPub)
 			select {
 			case <-stopPub:
 				return
@@ -91,7 +89,7 @@ func diskFullRun(t *testing.T, hard bool) {
 	})
 	acked := func() int { pub.mu.Lock(); defer pub.mu.Unlock(); return len(pub.acked) }
 	refused := func() int { pub.mu.Lock(); defer pub.mu.Unlock(); return pub.refused }
-	waitFor(t, 10*time.Second, "messages acknowledged", func() bool { return acked() > 100 })
+	mqtttest.WaitWithin(t, 10*time.Second, "messages acknowledged", func() bool { return acked() > 100 })
 
 	// New CONNECTs, all along: each must be answered within a second.
 	stopProbe := make(chan struct{})
@@ -105,7 +103,7 @@ func diskFullRun(t *testing.T, hard bool) {
 			case <-time.After(200 * time.Millisecond):
 			}
 			start := time.Now()
-			c, _, err := dialMQTT(p.addr, fmt.Sprint("probe-", i), codec.V5, true)
+			c, _, err := dialMQTT(t, p.addr, fmt.Sprint("probe-", i), codec.V5, true)
 			d := time.Since(start)
 			probes++
 			worst = max(worst, d)
@@ -114,7 +112,7 @@ func diskFullRun(t *testing.T, hard bool) {
 				t.Errorf("CONNECT %d: %v after %v", i, err, d)
 			}
 			if c != nil {
-				c.conn.Close()
+				c.Close()
 			}
 		}
 	})
@@ -135,14 +133,14 @@ func diskFullRun(t *testing.T, hard bool) {
 		}
 	}
 	f.Close()
-	waitFor(t, 10*time.Second, "a refusal for space", func() bool { return refused() > 0 })
+	mqtttest.WaitWithin(t, 10*time.Second, "a refusal for space", func() bool { return refused() > 0 })
 	if hard {
-		waitFor(t, 10*time.Second, "the reserve given up", func() bool {
+		mqtttest.WaitWithin(t, 10*time.Second, "the reserve given up", func() bool {
 			_, err := os.Stat(filepath.Join(data, "store", "EMERGENCY-RESERVE"))
 			return os.IsNotExist(err)
 		})
 	}
-	waitFor(t, 5*time.Second, "/healthz degraded", func() bool {
+	mqtttest.WaitWithin(t, 5*time.Second, "/healthz degraded", func() bool {
 		code, body := httpGet(t, web+"/healthz")
 		return code == 200 && strings.Contains(body, `"degraded"`)
 	})
@@ -161,8 +159,8 @@ func diskFullRun(t *testing.T, hard bool) {
 		t.Fatal(err)
 	}
 	before := acked()
-	waitFor(t, 10*time.Second, "acknowledgements again", func() bool { return acked() > before+100 })
-	waitFor(t, 5*time.Second, "/healthz ok", func() bool {
+	mqtttest.WaitWithin(t, 10*time.Second, "acknowledgements again", func() bool { return acked() > before+100 })
+	mqtttest.WaitWithin(t, 5*time.Second, "/healthz ok", func() bool {
 		code, body := httpGet(t, web+"/healthz")
 		return code == 200 && strings.Contains(body, `"ok"`)
 	})
@@ -180,8 +178,8 @@ func diskFullRun(t *testing.T, hard bool) {
 	p = startBroker(t, data, "-c", cfg)
 	stopSub = make(chan struct{})
 	subDone = make(chan struct{})
-	go func() { defer close(subDone); _ = sub.run(p.addr, stopSub) }()
-	waitFor(t, 30*time.Second, "the queue delivered", func() bool {
+	go func() { defer close(subDone); _ = sub.run(t, p.addr, stopSub) }()
+	mqtttest.WaitWithin(t, 30*time.Second, "the queue delivered", func() bool {
 		sub.mu.Lock()
 		n := len(sub.got)
 		sub.mu.Unlock()

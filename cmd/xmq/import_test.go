@@ -4,18 +4,16 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/xmq-io/xmq/codec"
 	"github.com/xmq-io/xmq/internal/config"
 	"github.com/xmq-io/xmq/internal/mosquitto"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
 // TestImportCommand runs `xmq import` as a user does.
@@ -51,47 +49,13 @@ func TestImportCommand(t *testing.T) {
 	}
 }
 
-var (
-	handedMu sync.Mutex
-	handed   = map[int]bool{} // ports freePort returned
-)
-
-// freePort is a TCP port free on 127.0.0.1 a moment ago, for a process
-// started next to bind. It is taken below Linux's ephemeral range
-// (32768–60999): a port from that range can go to any outgoing connection
-// on the machine before the process binds it, which made cluster nodes
-// fail to listen for routes ("address already in use") under a full test
-// run.
-func freePort(t *testing.T) int {
-	t.Helper()
-	handedMu.Lock()
-	defer handedMu.Unlock()
-	for range 200 {
-		p := 20000 + rand.IntN(12000)
-		if handed[p] {
-			continue // given to an earlier caller, which may not have bound it yet
-		}
-		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p)); err == nil {
-			_ = l.Close()
-			handed[p] = true
-			return p
-		}
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // TestImportedConfigServes converts a Mosquitto configuration with an
 // MQTT and a WebSocket listener and Mosquitto's password file, starts xmq
 // with the result and logs in as Mosquitto's clients would: over TCP and
 // over WebSocket at "/", a path Mosquitto answers and xmq's default /mqtt
 // would refuse; anonymous clients are refused, as Mosquitto 2 does.
 func TestImportedConfigServes(t *testing.T) {
-	tcp, ws := freePort(t), freePort(t)
+	tcp, ws := mqtttest.FreePort(t), mqtttest.FreePort(t)
 	conf := writeFile(t, fmt.Sprintf("listener %d 127.0.0.1\nlistener %d 127.0.0.1\nprotocol websockets\npassword_file %s\n",
 		tcp, ws, passwordFile(t)))
 	out := filepath.Join(t.TempDir(), "xmq.yaml")

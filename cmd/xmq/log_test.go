@@ -10,11 +10,11 @@ import (
 // the encoder by the names it reads (internal/logging tests the encoder).
 func TestRunLogsSentences(t *testing.T) {
 	b := startRun(t, "-listen", "127.0.0.1:0", "-data", "", "-log-format", "console")
-	c, _, err := dialMQTT(b.addrs[0].String(), "sensor-7", 5, true)
+	c, _, err := dialMQTT(t, b.addrs[0].String(), "sensor-7", 5, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = c.conn.Close()
+	c.Close()
 	waitUntil(t, "the disconnect", func() bool {
 		return strings.Contains(b.stderr.String(), "client sensor-7 disconnected: connection lost")
 	})

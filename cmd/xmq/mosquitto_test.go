@@ -53,7 +53,7 @@ func startMosquitto(t *testing.T, extra string) *mosquittoProc {
 	}
 	ca := certstest.NewCA(t)
 	cert, key := ca.WriteServerFiles()
-	m := &mosquittoProc{tcp: freeAddr(t), tls: freeAddr(t), caFile: ca.WriteCAFile(), log: &syncBuffer{}, exited: make(chan struct{})}
+	m := &mosquittoProc{tcp: mqtttest.FreeAddr(t), tls: mqtttest.FreeAddr(t), caFile: ca.WriteCAFile(), log: &syncBuffer{}, exited: make(chan struct{})}
 	port := func(addr string) string { _, p, _ := net.SplitHostPort(addr); return p }
 	conf := fmt.Sprintf("per_listener_settings false\nallow_anonymous true\nset_tcp_nodelay true\n"+
 		"listener %s 127.0.0.1\nlistener %s 127.0.0.1\ncertfile %s\nkeyfile %s\n%s",
@@ -229,14 +229,7 @@ func TestBridgeMosquittoBothWays(t *testing.T) {
 			msub.Subscribe("#", 1)
 			mqtttest.Dial(t, xurl, "xpub", codec.V311).Pub("from/xmq", "X", 1, false)
 			mqtttest.Dial(t, murl, "mpub", codec.V311).Pub("from/mosquitto", "M", 1, false)
-			for _, s := range []*mqtttest.Client{xsub, msub} {
-				got := mqtttest.Payloads(s.Expect(2))
-				slices.Sort(got)
-				if !slices.Equal(got, []string{"M", "X"}) {
-					t.Errorf("got %q", got)
-				}
-				s.Nothing()
-			}
+			bothSides(t, xsub, msub)
 		})
 	}
 }
@@ -278,7 +271,15 @@ func TestMosquittoBridgesToXMQ(t *testing.T) {
 	xsub.Subscribe("from/#", 1, mqtttest.RAP)
 	xpub.Pub("from/xmq", "X", 1, false)
 	mqtttest.Dial(t, murl, "mpub", codec.V5).Pub("from/mosquitto", "M", 1, true)
-	for _, s := range []*mqtttest.Client{xsub, msub} {
+	bothSides(t, xsub, msub)
+}
+
+// bothSides checks that each of subs gets the message published on the
+// xmq side (X) and the one on the Mosquitto side (M), in either order,
+// once: the bridge loops nothing back.
+func bothSides(t *testing.T, subs ...*mqtttest.Client) {
+	t.Helper()
+	for _, s := range subs {
 		got := mqtttest.Payloads(s.Expect(2))
 		slices.Sort(got)
 		if !slices.Equal(got, []string{"M", "X"}) {

@@ -3,13 +3,12 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
 // TestMosquittoDifferences keeps docs/migrating-from-mosquitto.md's
@@ -49,32 +48,11 @@ func TestMosquittoDifferences(t *testing.T) {
 // subscription to filter.
 func subackOf(t *testing.T, addr string, v byte, user, pass, filter string) codec.ReasonCode {
 	t.Helper()
-	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	c := codec.Connect{ProtocolVersion: v, CleanStart: true, ClientID: []byte("diff-sub"),
-		UsernameFlag: true, Username: []byte(user), PasswordFlag: true, Password: []byte(pass)}
-	s := codec.Subscribe{PacketID: 1, Subscriptions: []codec.Subscription{{Filter: []byte(filter)}}}
-	if _, err := conn.Write(s.Append(c.Append(nil, v), v)); err != nil {
-		t.Fatal(err)
-	}
-	r := codec.NewReader(bufio.NewReader(conn), 0)
-	r.Version = v
-	for {
-		p, err := r.ReadPacket()
-		if err != nil {
-			t.Fatalf("read SUBACK: %v", err)
-		}
-		switch p := p.(type) {
-		case *codec.Connack:
-			if p.ReasonCode != codec.Success {
-				t.Fatalf("CONNACK %v", p.ReasonCode)
-			}
-		case *codec.Suback:
-			return p.ReasonCodes[0]
-		}
-	}
+	c := mqtttest.DialConn(t, "mqtt://"+addr, nil, v)
+	defer c.Close()
+	c.Timeout = 10 * time.Second
+	c.Connect(mqtttest.ConnectPacket(v, "diff-sub", func(p *codec.Connect) {
+		p.UsernameFlag, p.Username, p.PasswordFlag, p.Password = true, []byte(user), true, []byte(pass)
+	}))
+	return c.SubscribePacket(&codec.Subscribe{Subscriptions: []codec.Subscription{mqtttest.Sub(filter, 0)}}).ReasonCodes[0]
 }

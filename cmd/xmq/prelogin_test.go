@@ -100,12 +100,12 @@ func TestPreLoginFlood(t *testing.T) {
 
 	// A good client logs in meanwhile.
 	start := time.Now()
-	c, ack, err := dialMQTT(p.addr, "good", codec.V5, true)
+	c, ack, err := dialMQTT(t, p.addr, "good", codec.V5, true)
 	if err != nil {
 		t.Fatalf("good client: %v (%+v)", err, ack)
 	}
 	took := time.Since(start)
-	c.conn.Close()
+	c.Close()
 
 	peak := rssKiB(t, pid, "VmHWM")
 	t.Logf("idle RSS %d KiB, peak %d KiB (+%d KiB); good client logged in in %v", idle, peak, peak-idle, took)

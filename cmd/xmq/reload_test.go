@@ -9,6 +9,7 @@ import (
 
 	"github.com/xmq-io/xmq/certs/certstest"
 	"github.com/xmq-io/xmq/codec"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
 // TestReloadConfiguration: SIGHUP applies the configuration file again. A
@@ -19,11 +20,11 @@ func TestReloadConfiguration(t *testing.T) {
 	file := writeFile(t, "listeners:\n  - address: 127.0.0.1:0\nlog:\n  level: info\n")
 	b := startRun(t, "-c", file, "-data", "", "-log-format", "json")
 	addr := b.addrs[0].String()
-	first, ack, err := dialMQTT(addr, "first", codec.V5, true)
+	first, ack, err := dialMQTT(t, addr, "first", codec.V5, true)
 	if err != nil || ack.ReasonCode != codec.Success {
 		t.Fatalf("first client: %v %v", err, ack)
 	}
-	defer first.conn.Close()
+	defer first.Close()
 	if rc := connack(t, addr, "", ""); rc != codec.Success {
 		t.Fatalf("a second client before the reload: %v", rc)
 	}
@@ -47,8 +48,8 @@ func TestReloadConfiguration(t *testing.T) {
 		t.Errorf("a second client after max_connections 1: %v, want Server busy", rc)
 	}
 	// The first connection stayed up through the reload.
-	mustSend(t, first, &codec.Pingreq{})
-	expectPacket[*codec.Pingresp](t, first)
+	first.Send(&codec.Pingreq{})
+	mqtttest.Expect[*codec.Pingresp](first)
 }
 
 // TestReloadListenerCertificate: SIGHUP points a TLS listener at new

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/xmq-io/xmq/codec"
 	"github.com/xmq-io/xmq/internal/config"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
 // syncBuffer is a bytes.Buffer that run's logger and the test may share.
@@ -109,41 +109,21 @@ func TestRunServesMQTT(t *testing.T) {
 				t.Errorf("start log does not name the bound address %s:\n%s", addr, log)
 			}
 
-			conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
-			if err != nil {
-				t.Fatalf("dial: %v", err)
-			}
-			defer conn.Close()
-			_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-			connect := codec.Connect{ProtocolVersion: tt.version, CleanStart: true, KeepAlive: 30, ClientID: []byte("run-test")}
-			if _, err := conn.Write(connect.Append(nil, tt.version)); err != nil {
-				t.Fatalf("write CONNECT: %v", err)
-			}
-			r := codec.NewReader(bufio.NewReader(conn), 0)
-			r.Version = tt.version
-			p, err := r.ReadPacket()
-			if err != nil {
-				t.Fatalf("read CONNACK: %v", err)
-			}
-			ack, ok := p.(*codec.Connack)
-			if !ok {
-				t.Fatalf("got %v, want CONNACK", p.Type())
-			}
-			if ack.ReasonCode != codec.Success {
-				t.Fatalf("CONNACK reason %v, want Success", ack.ReasonCode)
-			}
+			c := mqtttest.DialConn(t, "mqtt://"+addr, nil, tt.version)
+			c.Timeout = 10 * time.Second
+			c.Connect(mqtttest.ConnectPacket(tt.version, "run-test", func(p *codec.Connect) { p.KeepAlive = 30 }))
 
 			if err := b.stop(t); err != nil {
 				t.Errorf("run returned %v after a clean shutdown, want nil", err)
 			}
 			// The broker told the client it was going away (MQTT 5) and closed the connection.
-			p, err = r.ReadPacket()
+			p, _, err := c.NextWithin(c.Timeout)
 			if tt.version == codec.V5 {
 				d, ok := p.(*codec.Disconnect)
 				if err != nil || !ok || d.ReasonCode != codec.ServerShuttingDown {
 					t.Errorf("after shutdown read %v, %v; want DISCONNECT Server Shutting Down", p, err)
 				}
-				_, err = r.ReadPacket()
+				_, _, err = c.NextWithin(c.Timeout)
 			}
 			if !errors.Is(err, io.EOF) {
 				t.Errorf("after shutdown read error %v, want EOF", err)
@@ -271,20 +251,22 @@ func TestRunHelp(t *testing.T) {
 	}
 }
 
-// waitUntil polls cond until it holds, failing the test after 15 s.
+// waitUntil polls cond until it holds, failing the test after 15 s: a
+// broker process takes longer than mqtttest.Timeout to do some things
+// under the race detector.
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	waitFor(t, 15*time.Second, what, cond)
+	mqtttest.WaitWithin(t, 15*time.Second, what, cond)
 }
 
-// waitFor is waitUntil with its own limit.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+// dialMQTT connects to the broker at addr as client id at protocol level
+// v, with a persistent session unless clean. It returns the error of a
+// broker that is down, crashing or refusing rather than failing t.
+func dialMQTT(t testing.TB, addr, id string, v byte, clean bool) (*mqtttest.Conn, *codec.Connack, error) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
+	mods := []func(*codec.Connect){}
+	if !clean {
+		mods = append(mods, mqtttest.Persistent)
 	}
+	return mqtttest.TryDial(t, "mqtt://"+addr, nil, mqtttest.ConnectPacket(v, id, mods...))
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -14,7 +13,7 @@ import (
 
 	"github.com/xmq-io/xmq/certs"
 	"github.com/xmq-io/xmq/codec"
-	"github.com/xmq-io/xmq/listeners"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
 // allTransportsConfig listens on every transport on free loopback ports.
@@ -28,32 +27,6 @@ listeners:
 log:
   format: json
 `
-
-// mqttConnect sends CONNECT over conn and expects a successful CONNACK.
-func mqttConnect(t *testing.T, url string, tlsConf *tls.Config) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := listeners.Dial(ctx, url, tlsConf)
-	if err != nil {
-		t.Fatalf("Dial %s: %v", url, err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	connect := codec.Connect{ProtocolVersion: codec.V5, CleanStart: true, KeepAlive: 30, ClientID: []byte("cmd-test")}
-	if _, err := conn.Write(connect.Append(nil, codec.V5)); err != nil {
-		t.Fatalf("%s: write CONNECT: %v", url, err)
-	}
-	r := codec.NewReader(bufio.NewReader(conn), 0)
-	r.Version = codec.V5
-	p, err := r.ReadPacket()
-	if err != nil {
-		t.Fatalf("%s: read CONNACK: %v", url, err)
-	}
-	if ack, ok := p.(*codec.Connack); !ok || ack.ReasonCode != codec.Success {
-		t.Fatalf("%s: got %v, want a successful CONNACK", url, p)
-	}
-}
 
 // TestRunServesEveryTransport starts xmq with every transport and the
 // development CA, finds the CA where the issue promises it and connects
@@ -78,7 +51,9 @@ func TestRunServesEveryTransport(t *testing.T) {
 	}
 	for i, scheme := range schemes {
 		t.Run(scheme, func(t *testing.T) {
-			mqttConnect(t, scheme+"://"+b.addrs[i].String()+"/mqtt", tlsConf)
+			c := mqtttest.DialConn(t, scheme+"://"+b.addrs[i].String()+"/mqtt", tlsConf, codec.V5)
+			c.Timeout = 10 * time.Second
+			c.Connect(mqtttest.ConnectPacket(codec.V5, "cmd-test", func(p *codec.Connect) { p.KeepAlive = 30 }))
 		})
 	}
 	if err := b.stop(t); err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/xmq-io/xmq/auth"
 	"github.com/xmq-io/xmq/codec"
 	"github.com/xmq-io/xmq/internal/config"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 	"github.com/xmq-io/xmq/web"
 )
 
@@ -540,12 +541,12 @@ func TestRunTraces(t *testing.T) {
 	if res.StatusCode != 201 {
 		t.Fatalf("POST /api/v1/traces: %d", res.StatusCode)
 	}
-	c, _, err := dialMQTT(b.addrs[0].String(), "over-tcp", 4, true)
+	c, _, err := dialMQTT(t, b.addrs[0].String(), "over-tcp", 4, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustSend(t, c, &codec.Pingreq{})
-	expectPacket[*codec.Pingresp](t, c)
+	c.Send(&codec.Pingreq{})
+	mqtttest.Expect[*codec.Pingresp](c)
 	file := filepath.Join(data, "traces", "ip.log")
 	waitUntil(t, "the PINGRESP in the trace file", func() bool {
 		b, _ := os.ReadFile(file)
