@@ -1,37 +1,18 @@
 package core_test
 
 import (
-	"bytes"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/xmq-io/xmq/codec"
 	"github.com/xmq-io/xmq/core"
+	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
-// traceBuf is a trace's writer that the test reads while connections write.
-type traceBuf struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *traceBuf) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *traceBuf) lines() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Split(strings.TrimSuffix(b.buf.String(), "\n"), "\n")
-}
-
-// has reports whether some line holds every one of parts.
-func (b *traceBuf) has(parts ...string) bool {
-	for _, l := range b.lines() {
+// hasLine reports whether some line of b holds every one of parts.
+func hasLine(b *mqtttest.Buffer, parts ...string) bool {
+	for _, l := range b.Lines() {
 		ok := true
 		for _, p := range parts {
 			ok = ok && strings.Contains(l, p)
@@ -43,7 +24,7 @@ func (b *traceBuf) has(parts ...string) bool {
 	return false
 }
 
-func startTrace(t *testing.T, srv *core.Server, spec core.TraceSpec) (*core.Trace, *traceBuf, chan string) {
+func startTrace(t *testing.T, srv *core.Server, spec core.TraceSpec) (*core.Trace, *mqtttest.Buffer, chan string) {
 	t.Helper()
 	if spec.Duration == 0 {
 		spec.Duration = time.Minute
@@ -51,7 +32,7 @@ func startTrace(t *testing.T, srv *core.Server, spec core.TraceSpec) (*core.Trac
 	if spec.MaxBytes == 0 {
 		spec.MaxBytes = 1 << 20
 	}
-	buf := &traceBuf{}
+	buf := &mqtttest.Buffer{}
 	done := make(chan string, 1)
 	tr, err := srv.StartTrace(spec, buf, func(why string) { done <- why })
 	if err != nil {
@@ -91,20 +72,20 @@ func TestTraceClient(t *testing.T) {
 		{" out PUBLISH ", `topic="cmd/x"`, "qos=0", "payload_bytes=2"},
 		{"# trace ended: stopped"},
 	} {
-		if !buf.has(want...) {
-			t.Errorf("no trace line with %q:\n%s", want, strings.Join(buf.lines(), "\n"))
+		if !hasLine(buf, want...) {
+			t.Errorf("no trace line with %q:\n%s", want, strings.Join(buf.Lines(), "\n"))
 		}
 	}
-	for _, l := range buf.lines() {
+	for _, l := range buf.Lines() {
 		if strings.Contains(l, `"other"`) || strings.Contains(l, "s3cret") {
 			t.Errorf("trace line %q: another client or the password", l)
 		}
 	}
-	n := len(buf.lines())
+	n := len(buf.Lines())
 	c.Pub("t/2", "after", 0)
 	other.Recv(1)
-	if len(buf.lines()) != n {
-		t.Errorf("lines after Stop:\n%s", strings.Join(buf.lines()[n:], "\n"))
+	if len(buf.Lines()) != n {
+		t.Errorf("lines after Stop:\n%s", strings.Join(buf.Lines()[n:], "\n"))
 	}
 }
 
@@ -121,14 +102,14 @@ func TestTraceStartsOnConnectedClients(t *testing.T) {
 	a.Pub("alarm/fire", "x", 0)
 	a.Pub("status", "y", 0)
 	b.Recv(2)
-	if !byID.has(`"a"`, " in PUBLISH ", `topic="alarm/fire"`) || !byID.has(`"a"`, " in PUBLISH ", `topic="status"`) {
-		t.Errorf("client trace:\n%s", strings.Join(byID.lines(), "\n"))
+	if !hasLine(byID, `"a"`, " in PUBLISH ", `topic="alarm/fire"`) || !hasLine(byID, `"a"`, " in PUBLISH ", `topic="status"`) {
+		t.Errorf("client trace:\n%s", strings.Join(byID.Lines(), "\n"))
 	}
-	if !byTopic.has(`"a"`, " in PUBLISH ", `topic="alarm/fire"`) || !byTopic.has(`"b"`, " out PUBLISH ", `topic="alarm/fire"`) {
-		t.Errorf("topic trace lacks the alarm both ways:\n%s", strings.Join(byTopic.lines(), "\n"))
+	if !hasLine(byTopic, `"a"`, " in PUBLISH ", `topic="alarm/fire"`) || !hasLine(byTopic, `"b"`, " out PUBLISH ", `topic="alarm/fire"`) {
+		t.Errorf("topic trace lacks the alarm both ways:\n%s", strings.Join(byTopic.Lines(), "\n"))
 	}
-	if byTopic.has("status") || byTopic.has("PINGREQ") {
-		t.Errorf("topic trace holds other packets:\n%s", strings.Join(byTopic.lines(), "\n"))
+	if hasLine(byTopic, "status") || hasLine(byTopic, "PINGREQ") {
+		t.Errorf("topic trace holds other packets:\n%s", strings.Join(byTopic.Lines(), "\n"))
 	}
 }
 
@@ -149,8 +130,8 @@ func TestTraceLimits(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the size limit did not stop the trace")
 	}
-	if !small.has("# trace ended: size limit reached") {
-		t.Errorf("no last line:\n%s", strings.Join(small.lines(), "\n"))
+	if !hasLine(small, "# trace ended: size limit reached") {
+		t.Errorf("no last line:\n%s", strings.Join(small.Lines(), "\n"))
 	}
 	_, _, done = startTrace(t, srv, core.TraceSpec{ClientID: "chatty", Duration: 50 * time.Millisecond})
 	select {

@@ -11,10 +11,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/xmq-io/xmq/internal/mqtttest"
 	"github.com/xmq-io/xmq/loadtest"
 )
 
@@ -44,24 +44,6 @@ func TestFlagPlaceholders(t *testing.T) {
 	}
 }
 
-// syncWriter is a goroutine-safe buffer for the progress lines.
-type syncWriter struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
-
 // TestDurationZeroRunsUntilStop: -duration 0 publishes, with a live
 // progress line, until the first Ctrl-C (stop), then drains and reports
 // every message delivered; the remaining cases are not run.
@@ -69,7 +51,7 @@ func TestDurationZeroRunsUntilStop(t *testing.T) {
 	addr := startBroker(t)
 	stop := make(chan struct{})
 	var stdout bytes.Buffer
-	stderr := &syncWriter{}
+	stderr := &mqtttest.Buffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- runWith(context.Background(), stop, []string{"-addr", addr, "-mode", "pubsub", "-pubs", "2", "-subs", "1",

@@ -50,7 +50,7 @@ var xmqBinary = sync.OnceValues(func() (string, error) {
 type proc struct {
 	cmd    *exec.Cmd
 	addr   string
-	stderr *syncBuffer
+	stderr *mqtttest.Buffer
 	exited chan struct{}
 	dir    string // the data directory, set by spawnNodes
 }
@@ -76,7 +76,7 @@ func spawnBroker(bin, dataDir string, args ...string) (*proc, error) {
 	if webFlag(bin) {
 		full = append(full, "-web", "")
 	}
-	p := &proc{cmd: exec.Command(bin, append(full, args...)...), stderr: &syncBuffer{}, exited: make(chan struct{})}
+	p := &proc{cmd: exec.Command(bin, append(full, args...)...), stderr: &mqtttest.Buffer{}, exited: make(chan struct{})}
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return nil, err

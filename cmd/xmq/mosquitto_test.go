@@ -30,7 +30,7 @@ type mosquittoProc struct {
 	tcp    string
 	tls    string
 	caFile string
-	log    *syncBuffer
+	log    *mqtttest.Buffer
 	exited chan struct{}
 }
 
@@ -53,7 +53,7 @@ func startMosquitto(t *testing.T, extra string) *mosquittoProc {
 	}
 	ca := certstest.NewCA(t)
 	cert, key := ca.WriteServerFiles()
-	m := &mosquittoProc{tcp: mqtttest.FreeAddr(t), tls: mqtttest.FreeAddr(t), caFile: ca.WriteCAFile(), log: &syncBuffer{}, exited: make(chan struct{})}
+	m := &mosquittoProc{tcp: mqtttest.FreeAddr(t), tls: mqtttest.FreeAddr(t), caFile: ca.WriteCAFile(), log: &mqtttest.Buffer{}, exited: make(chan struct{})}
 	port := func(addr string) string { _, p, _ := net.SplitHostPort(addr); return p }
 	conf := fmt.Sprintf("per_listener_settings false\nallow_anonymous true\nset_tcp_nodelay true\n"+
 		"listener %s 127.0.0.1\nlistener %s 127.0.0.1\ncertfile %s\nkeyfile %s\n%s",

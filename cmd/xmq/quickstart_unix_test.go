@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
 // TestReadmeQuickStart runs the README's quick start as written: the
@@ -46,7 +48,7 @@ func TestReadmeQuickStart(t *testing.T) {
 	onPort := func(cmd string) *exec.Cmd {
 		return exec.Command("sh", "-c", strings.Replace(cmd, "-h 127.0.0.1", "-h 127.0.0.1 -p "+port, 1))
 	}
-	var out syncBuffer
+	var out mqtttest.Buffer
 	sub := onPort(cmds[1] + " -C 1 -W 10")
 	sub.Stdout = &out
 	if err := sub.Start(); err != nil {

@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,28 +20,10 @@ import (
 	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
-// syncBuffer is a bytes.Buffer that run's logger and the test may share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // broker is a run in progress.
 type broker struct {
 	addrs  []net.Addr
-	stderr *syncBuffer
+	stderr *mqtttest.Buffer
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -52,7 +33,7 @@ type broker struct {
 func startRun(t *testing.T, args ...string) *broker {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &broker{stderr: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
+	b := &broker{stderr: &mqtttest.Buffer{}, cancel: cancel, done: make(chan error, 1)}
 	ready := make(chan []net.Addr, 1)
 	// A free port for the dashboard, so runs never fight over 18083; a
 	// test's own -web comes later and wins.

@@ -127,7 +127,7 @@ listeners:
 func startWebRun(t *testing.T, args ...string) (*broker, string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &broker{stderr: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
+	b := &broker{stderr: &mqtttest.Buffer{}, cancel: cancel, done: make(chan error, 1)}
 	ready := make(chan []net.Addr, 1)
 	webAddr := make(chan net.Addr, 1)
 	args = append([]string{"-c", writeFile(t, webRunConfig), "-web", "127.0.0.1:0", "-log-format", "json"}, args...)
