@@ -11,21 +11,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/xmq-io/xmq/internal/config/configtest"
 )
 
 // copyFixture copies testdata/mosquitto.passwd (mosquitto_passwd's $7$
 // and $6$ entries) to a temporary file.
 func copyFixture(t *testing.T) string {
-	t.Helper()
-	data, err := os.ReadFile("testdata/mosquitto.passwd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "passwd")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return configtest.CopyFile(t, "testdata/mosquitto.passwd", "passwd")
 }
 
 // TestPasswdKeepsFileHash: without a hash asked for (xmq passwd -H), a new

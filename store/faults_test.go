@@ -14,6 +14,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+
+	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
 // injector fails (or holds) the file system operations its match accepts
@@ -251,9 +253,8 @@ func TestFaultPersistentErrorFails(t *testing.T) {
 	_ = s.PutMessage("a", 100, make([]byte, 64<<10))
 	go func() { _ = s.Sync() }()
 	waitState(t, s, StateFailed, 5*time.Second)
-	if fatal.Load() == nil {
-		t.Fatal("failed without OnFatal")
-	}
+	// fail marks the state before it calls OnFatal.
+	mqtttest.WaitFor(t, "OnFatal", func() bool { return fatal.Load() != nil })
 	if err := s.PutMessage("a", 101, []byte("x")); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("put after failure: %v", err)
 	}
@@ -287,9 +288,8 @@ func TestFaultSyncErrorFails(t *testing.T) {
 	// The engine gives up at its next commit.
 	_ = s.PutMessage("a", 101, []byte("x"))
 	waitState(t, s, StateFailed, 5*time.Second)
-	if fatal.Load() == nil {
-		t.Fatal("failed without OnFatal")
-	}
+	// fail marks the state before it calls OnFatal.
+	mqtttest.WaitFor(t, "OnFatal", func() bool { return fatal.Load() != nil })
 	if err := s.Sync(); err == nil {
 		t.Fatal("sync of a failed store succeeded")
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/xmq-io/xmq/auth"
 	"github.com/xmq-io/xmq/codec"
 	"github.com/xmq-io/xmq/internal/config"
+	"github.com/xmq-io/xmq/internal/config/configtest"
 	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
@@ -136,16 +137,7 @@ func connackOf(t *testing.T, addr string, c codec.Connect) codec.ReasonCode {
 
 // passwordFile writes the auth fixture (bob / hunter2) to a temporary file.
 func passwordFile(t *testing.T) string {
-	t.Helper()
-	fixture, err := os.ReadFile("../../auth/testdata/mosquitto.passwd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "passwd")
-	if err := os.WriteFile(file, fixture, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return file
+	return configtest.CopyFile(t, "../../auth/testdata/mosquitto.passwd", "passwd")
 }
 
 // TestRunAuth runs xmq with a password file, then changes it and sends
