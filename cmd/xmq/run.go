@@ -436,7 +436,8 @@ func listenOne(lc config.Listener, cfg *config.Config, ts *tlsSetup, trustedOrig
 	if err != nil {
 		return nil, err
 	}
-	o := listenerOptions(lc, tlsConf, cfg, log)
+	o := cfg.ListenerOptions(lc, tlsConf)
+	o.Log = log
 	if lc.Transport == listeners.TransportWS || lc.Transport == listeners.TransportWSS {
 		o.TrustedOrigins = trustedOrigins
 	}

@@ -377,16 +377,6 @@ func (ts *tlsSetup) close() {
 	}
 }
 
-// listenerOptions turns a listener's configuration into listeners.Options.
-func listenerOptions(lc config.Listener, tlsConf *tls.Config, cfg *config.Config, log *zap.Logger) listeners.Options {
-	return listeners.Options{
-		Name: lc.Name, Transport: lc.Transport, Address: lc.Address, Path: lc.Path, TLS: tlsConf,
-		IdentityAsUsername: lc.TLS.IdentityAsUsername, AllowedOrigins: lc.AllowedOrigins,
-		TrustedProxies: lc.TrustedProxies, ProxyProtocol: lc.ProxyProtocol, MaxConnections: lc.MaxConnections,
-		HandshakeTimeout: cfg.TLS.HandshakeTimeout, Log: log,
-	}
-}
-
 // runCerts is `xmq certs`: it prints the development CA's files, creating
 // them when missing, regenerates them, or issues a client certificate.
 func runCerts(args []string, stdout io.Writer) error {
