@@ -15,6 +15,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/xmq-io/xmq/internal/mqtttest"
 )
 
 // natsURL is the NATS client URL a node logged ("cluster node up").
@@ -123,9 +125,10 @@ func TestClusterAttack(t *testing.T) {
 	_ = spy.Flush()
 	routedAcross(t, nodes[0], nodes[1], "attack-pub", "attack-sub", "secret")
 	time.Sleep(time.Second) // the rogue route's attempts, refused
-	if n := rogue.NumRoutes(); n != 0 {
-		t.Errorf("the rogue server has %d routes", n)
-	}
+	// Each attempt may count as a route on the rogue's side for the moment
+	// between the node's INFO and its refusal of the CONNECT (seen once under
+	// load): what must not happen is a route that stays.
+	mqtttest.WaitWithin(t, 3*time.Second, "the rogue server to hold no route", func() bool { return rogue.NumRoutes() == 0 })
 	if m, err := spied.NextMsg(200 * time.Millisecond); err == nil {
 		t.Errorf("the rogue server got %s %q", m.Subject, m.Data)
 	}
