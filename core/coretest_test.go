@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -95,23 +96,30 @@ func serveConn(t *testing.T, srv *core.Server, v byte, cli, srvSide net.Conn, li
 	return c
 }
 
-// overTCP makes dial connect over loopback TCP instead of net.Pipe, so the
-// broker runs its socket paths: waiting for readability without a buffer
-// and writing inline from a publisher's reader (TestSpecOverTCP).
-var overTCP = os.Getenv("XMQ_CORE_TCP") != ""
+// envTCP (XMQ_CORE_TCP set) makes dial connect over loopback TCP instead of
+// net.Pipe, so the broker runs its socket paths: waiting for readability
+// without a buffer and writing inline from a publisher's reader
+// (make test runs core's tests both ways). It is read by the first test
+// that dials, where go test's cache records the variable: read when the
+// package initialised, it was not, and `XMQ_CORE_TCP=1 go test` replayed a
+// cached net.Pipe run.
+var envTCP = sync.OnceValue(func() bool { return os.Getenv("XMQ_CORE_TCP") != "" })
+
+// forceTCP makes dial use TCP whatever XMQ_CORE_TCP says (tcpClient).
+var forceTCP bool
 
 // tcpClient connects a client over loopback TCP, whatever XMQ_CORE_TCP
 // says: for what needs a real socket (parking, a socket's flow control).
 func tcpClient(t *testing.T, srv *core.Server, v byte, id string, mods ...func(*codec.Connect)) *tconn {
 	t.Helper()
-	was := overTCP
-	overTCP = true
-	defer func() { overTCP = was }()
+	was := forceTCP
+	forceTCP = true
+	defer func() { forceTCP = was }()
 	return client(t, srv, v, id, mods...)
 }
 
 func pipe(t *testing.T) (cli, srv net.Conn) {
-	if !overTCP {
+	if !forceTCP && !envTCP() {
 		return net.Pipe()
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -90,7 +90,7 @@ func TestWriteTimeoutSlowConsumer(t *testing.T) {
 	slow.Subscribe(0, "wt")
 	slow.Pause()
 	p := client(t, srv, codec.V311, "pub")
-	for range 64 { // more than the socket buffers hold over TCP (overTCP)
+	for range 64 { // more than the socket buffers hold over TCP (XMQ_CORE_TCP)
 		p.Pub("wt", strings.Repeat("z", 4096), 0)
 	}
 	waitFor(t, "slow consumer disconnected", func() bool { return srv.Stats().Disconnects["slow_consumer"] == 1 })
