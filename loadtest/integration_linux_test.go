@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xmq-io/xmq/internal/mqtttest"
 	"github.com/xmq-io/xmq/loadtest"
 )
 
@@ -14,8 +15,7 @@ import (
 
 func TestProgressAndBrokerSampling(t *testing.T) {
 	b := startTCPBroker(t)
-	var progress strings.Builder
-	w := &lockedWriter{w: &progress}
+	w := &mqtttest.Buffer{}
 	rep := run(t, b, opts(loadtest.ModePubSub, func(o *loadtest.Options) {
 		o.Pubs, o.Subs, o.Rate, o.Duration = 2, 2, 100, 2100*time.Millisecond
 	}), loadtest.Config{Progress: w, BrokerPID: pid()})

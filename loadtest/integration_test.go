@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -294,24 +293,6 @@ func TestConnFailuresAreClassified(t *testing.T) {
 	if _, err := loadtest.Run(context.Background(), o, loadtest.Config{}); err == nil || !strings.Contains(err.Error(), "refused") {
 		t.Errorf("pub against nothing: %v, want a refused error", err)
 	}
-}
-
-// lockedWriter lets the progress goroutine and the test share a builder.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  *strings.Builder
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
-func (l *lockedWriter) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.String()
 }
 
 // TestAddrListSpreadsConnections: -addr a,b puts half of the connections on
